@@ -1,0 +1,143 @@
+//! An in-memory store for tests and examples. It applies the same write rules as every other store
+//! ([`crate::write::PreparedWrite`]) and passes the same contract suite.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::document::{MemoryDocument, MemoryKey};
+use crate::error::MemoryError;
+use crate::ids::OperationId;
+use crate::namespace::NamespaceAddress;
+use crate::ports::{Clock, MemoryReader, MemoryWriter, SystemClock};
+use crate::write::{MemoryReceipt, MemoryWrite, PreparedWrite, WriteOutcome, WritePlan};
+
+#[derive(Debug, Default)]
+struct State {
+    current: HashMap<MemoryKey, MemoryDocument>,
+    receipts: HashMap<(NamespaceAddress, OperationId), MemoryReceipt>,
+    /// Every revision ever committed, for predecessor-chain checks in tests.
+    history: Vec<MemoryDocument>,
+}
+
+/// A store held in process memory.
+pub struct InMemoryStore {
+    state: Mutex<State>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for InMemoryStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("InMemoryStore")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for InMemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InMemoryStore {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store on the given clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied write: every write is planned first
+        // and then inserted with infallible map operations.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every committed revision, oldest first (withdrawals included).
+    pub fn history(&self) -> Vec<MemoryDocument> {
+        self.lock().history.clone()
+    }
+
+    /// Replaces a stored receipt, to let tests simulate corrupt storage.
+    #[doc(hidden)]
+    pub fn overwrite_receipt_for_tests(&self, receipt: MemoryReceipt) {
+        let mut state = self.lock();
+        let slot = (
+            receipt.document.key.namespace.clone(),
+            receipt.operation_id.clone(),
+        );
+        state.receipts.insert(slot, receipt);
+    }
+
+    fn apply_now(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
+        let prepared = PreparedWrite::prepare(write)?;
+        let key = prepared.write().key().clone();
+        let slot = (
+            key.namespace.clone(),
+            prepared.write().operation_id().clone(),
+        );
+        let mut state = self.lock();
+        let plan = prepared.plan(
+            state.receipts.get(&slot),
+            state.current.get(&key),
+            self.clock.now_millis(),
+        )?;
+        match plan {
+            WritePlan::Replay(receipt) => Ok(WriteOutcome {
+                receipt,
+                replayed: true,
+            }),
+            WritePlan::Commit { document, receipt } => {
+                state.history.push(document.clone());
+                state.current.insert(key, document);
+                state.receipts.insert(slot, receipt.clone());
+                Ok(WriteOutcome {
+                    receipt,
+                    replayed: false,
+                })
+            }
+        }
+    }
+}
+
+impl MemoryReader for InMemoryStore {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        Ok(self
+            .lock()
+            .current
+            .get(key)
+            .filter(|document| document.withdrawn.is_none())
+            .cloned())
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        let state = self.lock();
+        Ok(keys
+            .iter()
+            .map(|key| {
+                state
+                    .current
+                    .get(key)
+                    .filter(|document| document.withdrawn.is_none())
+                    .cloned()
+            })
+            .collect())
+    }
+}
+
+impl MemoryWriter for InMemoryStore {
+    async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
+        self.apply_now(write)
+    }
+}

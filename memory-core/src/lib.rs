@@ -1,0 +1,34 @@
+//! The agent memory model.
+//!
+//! - [`namespace`]: namespace definitions and canonical addresses (SPEC §2.1).
+//! - [`document`], [`ids`], [`write`]: documents, revisioned idempotent writes and receipts (SPEC §2.2).
+//! - [`ports`]: the reader and writer traits every store implements, and the injectable clock.
+//! - [`in_memory`]: a store for tests and examples.
+//! - `testing` (feature `testing`): the contract suite every store must pass.
+//!
+//! This crate does no I/O of its own and names no concrete store or model.
+
+pub mod canonical;
+pub mod document;
+pub mod error;
+pub mod ids;
+pub mod in_memory;
+pub mod namespace;
+pub mod ports;
+pub mod write;
+
+pub use document::{
+    EpochMillis, MemoryAccess, MemoryAttribution, MemoryContent, MemoryDocument, MemoryKey,
+    MemoryScope, Withdrawal,
+};
+pub use error::{AddressError, ErrorKind, MemoryError};
+pub use ids::{DocumentId, OperationId, Revision};
+pub use in_memory::InMemoryStore;
+pub use namespace::{DynamicNamespace, Namespace, NamespaceAddress, NamespaceDefinition};
+pub use ports::{
+    Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,
+    MemoryReader, MemoryWriter, SystemClock,
+};
+pub use write::{
+    CommandDigest, MemoryReceipt, MemoryWrite, PreparedWrite, WriteKind, WriteOutcome, WritePlan,
+};

@@ -1,0 +1,149 @@
+//! The ports every store implements. Reading and writing are separate traits so a read-only corpus
+//! implements only [`MemoryReader`].
+//!
+//! The methods return `Send` futures so stores can be used from any tokio task.
+
+use std::future::Future;
+
+use crate::document::{MemoryDocument, MemoryKey};
+use crate::error::MemoryError;
+use crate::write::{MemoryWrite, WriteOutcome};
+
+/// Reads current documents. Withdrawn documents read as `None`.
+pub trait MemoryReader: Send + Sync {
+    /// Reads one key.
+    fn read(
+        &self,
+        key: &MemoryKey,
+    ) -> impl Future<Output = Result<Option<MemoryDocument>, MemoryError>> + Send;
+
+    /// Reads many keys at once; the answer is in the order of `keys`.
+    fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> impl Future<Output = Result<Vec<Option<MemoryDocument>>, MemoryError>> + Send;
+}
+
+/// Applies writes: one write is one atomic, durable step.
+pub trait MemoryWriter: Send + Sync {
+    /// Applies one write. See [`crate::write`] for the rules.
+    fn apply(
+        &self,
+        write: MemoryWrite,
+    ) -> impl Future<Output = Result<WriteOutcome, MemoryError>> + Send;
+}
+
+/// A source of the current time, injectable so tests are deterministic.
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_millis(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now: std::sync::atomic::AtomicI64,
+}
+
+impl ManualClock {
+    /// A clock standing at `now`.
+    pub fn new(now: i64) -> Self {
+        Self {
+            now: std::sync::atomic::AtomicI64::new(now),
+        }
+    }
+
+    /// Moves the clock forward by `millis`.
+    pub fn advance(&self, millis: i64) {
+        self.now
+            .fetch_add(millis, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Sets the clock.
+    pub fn set(&self, now: i64) {
+        self.now.store(now, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_millis(&self) -> i64 {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A position in a store's change sequence: every committed write gets the next, strictly larger number,
+/// written in the same transaction as the write.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct ChangeSequence(pub u64);
+
+/// One committed change: which key changed, at which position of the sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The change's position.
+    pub sequence: ChangeSequence,
+    /// The key whose current document changed (put or withdrawal).
+    pub key: MemoryKey,
+}
+
+/// The ordered feed of committed changes that indexers follow.
+pub trait ChangeFeed: Send + Sync {
+    /// The sequence of the latest committed change (`ChangeSequence(0)` when there is none).
+    fn head(&self) -> impl Future<Output = Result<ChangeSequence, MemoryError>> + Send;
+
+    /// Up to `limit` changes with a sequence greater than `after`, in sequence order.
+    fn changes_since(
+        &self,
+        after: ChangeSequence,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Change>, MemoryError>> + Send;
+}
+
+/// One lexical search hit: a current, visible document and its relevance score (higher is better).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexicalHit {
+    /// The document's key.
+    pub key: MemoryKey,
+    /// The revision that was indexed.
+    pub revision: crate::ids::Revision,
+    /// The document's locator.
+    pub locator: String,
+    /// Relevance; higher is better (BM25 negated where the engine ranks lower-is-better).
+    pub score: f64,
+}
+
+/// Full-text search over current, non-withdrawn documents, filtered by namespace and scope inside the
+/// engine. Query text is taken as words, never as query syntax.
+pub trait LexicalSearch: Send + Sync {
+    /// Up to `limit` hits for `query`, best first, visible to `access` only.
+    fn search(
+        &self,
+        access: &crate::document::MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<LexicalHit>, MemoryError>> + Send;
+}
