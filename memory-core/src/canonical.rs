@@ -13,14 +13,291 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Length of a string in UTF-16 code units, the unit the specification's text limits use.
 pub fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
+    // Every character is one unit except those outside the Basic Multilingual Plane, which are two and
+    // are exactly the ones whose UTF-8 form starts with a byte of 0xF0 or more. Limits are checked on
+    // 16 MiB texts, so both counts avoid per-character work: `chars().count()` runs std's optimized
+    // counter, and lead bytes are counted eight at a time.
+    text.chars().count() + count_four_byte_leads(text.as_bytes())
+}
+
+fn count_four_byte_leads(bytes: &[u8]) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut count = 0_usize;
+    for chunk in &mut chunks {
+        let mut word = [0_u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // Bit 7 of each byte survives only where bits 7, 6, 5 and 4 of that byte are all set; the
+        // shifts carry bits across bytes only into bit positions the mask then clears.
+        let leads = word & (word << 1) & (word << 2) & (word << 3) & HIGH_BITS;
+        count += leads.count_ones() as usize;
+    }
+    count
+        + chunks
+            .remainder()
+            .iter()
+            .filter(|byte| **byte >= 0xF0)
+            .count()
 }
 
 /// Encodes any serializable value as RFC 8785 canonical JSON.
 ///
 /// Fails on NaN or infinite floats, and on types JSON cannot carry (maps with non-string keys).
 pub fn to_canonical_string<T: Serialize>(value: &T) -> Result<String, serde_json::Error> {
+    // The canonicalizer refuses a non-finite float only at the top level: nested ones go through
+    // serde_json, which writes them as `null`. A float-only pass refuses them wherever they are.
+    if finite::holds_non_finite_float(value) {
+        return Err(serde::ser::Error::custom(
+            "NaN and +/-Infinity are not permitted in JSON",
+        ));
+    }
     serde_json_canonicalizer::to_string(value)
+}
+
+/// A serializer that only looks at floats, to find NaN and infinities anywhere in a value.
+mod finite {
+    use std::fmt;
+
+    use serde::Serialize;
+    use serde::ser::{self, SerializeMap, SerializeSeq, SerializeStruct, SerializeStructVariant};
+    use serde::ser::{SerializeTuple, SerializeTupleStruct, SerializeTupleVariant};
+
+    pub(super) fn holds_non_finite_float<T: Serialize + ?Sized>(value: &T) -> bool {
+        matches!(value.serialize(FloatCheck), Err(Found::NonFinite))
+    }
+
+    /// Why the walk stopped: a non-finite float, or an error of the value's own `Serialize` (left for
+    /// the canonical encoder to report).
+    #[derive(Debug)]
+    pub(super) enum Found {
+        NonFinite,
+        Other,
+    }
+
+    impl fmt::Display for Found {
+        fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str(match self {
+                Self::NonFinite => "non-finite float",
+                Self::Other => "serialization error",
+            })
+        }
+    }
+
+    impl std::error::Error for Found {}
+
+    impl ser::Error for Found {
+        fn custom<T: fmt::Display>(_message: T) -> Self {
+            Self::Other
+        }
+    }
+
+    pub(super) struct FloatCheck;
+
+    type Checked = Result<(), Found>;
+
+    macro_rules! accept {
+        ($($method:ident: $type:ty),* $(,)?) => {
+            $(fn $method(self, _value: $type) -> Checked { Ok(()) })*
+        };
+    }
+
+    impl ser::Serializer for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        type SerializeSeq = Self;
+        type SerializeTuple = Self;
+        type SerializeTupleStruct = Self;
+        type SerializeTupleVariant = Self;
+        type SerializeMap = Self;
+        type SerializeStruct = Self;
+        type SerializeStructVariant = Self;
+
+        accept!(
+            serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32,
+            serialize_i64: i64, serialize_i128: i128, serialize_u8: u8, serialize_u16: u16,
+            serialize_u32: u32, serialize_u64: u64, serialize_u128: u128, serialize_char: char,
+            serialize_str: &str, serialize_bytes: &[u8], serialize_unit_struct: &'static str,
+        );
+
+        fn serialize_f32(self, value: f32) -> Checked {
+            if value.is_finite() {
+                Ok(())
+            } else {
+                Err(Found::NonFinite)
+            }
+        }
+
+        fn serialize_f64(self, value: f64) -> Checked {
+            if value.is_finite() {
+                Ok(())
+            } else {
+                Err(Found::NonFinite)
+            }
+        }
+
+        fn serialize_none(self) -> Checked {
+            Ok(())
+        }
+
+        fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Checked {
+            value.serialize(self)
+        }
+
+        fn serialize_unit(self) -> Checked {
+            Ok(())
+        }
+
+        fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Checked {
+            Ok(())
+        }
+
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Checked {
+            value.serialize(self)
+        }
+
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            value: &T,
+        ) -> Checked {
+            value.serialize(self)
+        }
+
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_tuple(self, _: usize) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_map(self, _: Option<usize>) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self, Found> {
+            Ok(self)
+        }
+
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self, Found> {
+            Ok(self)
+        }
+    }
+
+    impl SerializeSeq for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeTuple for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeTupleStruct for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeTupleVariant for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeMap for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Checked {
+            key.serialize(FloatCheck)
+        }
+        fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeStruct for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            _: &'static str,
+            value: &T,
+        ) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
+
+    impl SerializeStructVariant for FloatCheck {
+        type Ok = ();
+        type Error = Found;
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            _: &'static str,
+            value: &T,
+        ) -> Checked {
+            value.serialize(FloatCheck)
+        }
+        fn end(self) -> Checked {
+            Ok(())
+        }
+    }
 }
 
 /// Structural limits on a JSON value.
@@ -45,7 +322,8 @@ pub enum StructureViolation {
         /// The container's entry count.
         entries: usize,
     },
-    /// An integer outside +/-(2^53 - 1), which JSON implementations do not carry exactly.
+    /// An integer outside +/-(2^53 - 1), or a float RFC 8785 writes as one; JSON implementations do not
+    /// carry these exactly.
     UnsafeInteger,
 }
 
@@ -80,12 +358,7 @@ pub fn check_structure(value: &Value, limits: StructureLimits) -> Result<(), Str
                 stack.extend(members.values().map(|item| (item, depth)));
             }
             Value::Number(number) => {
-                let exact_integer_too_large = number
-                    .as_u64()
-                    .map(|n| n > MAX_SAFE_INTEGER)
-                    .or_else(|| number.as_i64().map(|n| n.unsigned_abs() > MAX_SAFE_INTEGER))
-                    .unwrap_or(false);
-                if exact_integer_too_large {
+                if is_unsafe_integer(number) {
                     return Err(StructureViolation::UnsafeInteger);
                 }
             }
@@ -93,6 +366,27 @@ pub fn check_structure(value: &Value, limits: StructureLimits) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// Whether a number is, or canonicalizes to, an integer literal outside +/-(2^53 - 1).
+///
+/// RFC 8785 writes a float with an integral value below 1e21 as a plain integer literal, so the float
+/// 2^53 becomes `9007199254740992` and would be read back as an unsafe integer: such floats are refused
+/// too, which keeps encode, decode and restore in agreement. From 1e21 on the form has an exponent and
+/// reads back as the same float.
+fn is_unsafe_integer(number: &serde_json::Number) -> bool {
+    const EXPONENT_FORM_FROM: f64 = 1e21;
+    if let Some(unsigned) = number.as_u64() {
+        return unsigned > MAX_SAFE_INTEGER;
+    }
+    if let Some(signed) = number.as_i64() {
+        return signed.unsigned_abs() > MAX_SAFE_INTEGER;
+    }
+    number.as_f64().is_some_and(|float| {
+        float.fract() == 0.0
+            && float.abs() > MAX_SAFE_INTEGER as f64
+            && float.abs() < EXPONENT_FORM_FROM
+    })
 }
 
 #[cfg(test)]
@@ -149,6 +443,10 @@ mod tests {
         }
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             assert!(to_canonical_string(&bad).is_err());
+            // Nested, where serde_json alone would write `null`.
+            assert!(to_canonical_string(&vec![(1.0_f64, Some(bad))]).is_err());
+            assert!(to_canonical_string(&std::collections::BTreeMap::from([("k", bad)])).is_err());
+            assert!(to_canonical_string(&[bad as f32]).is_err());
         }
     }
 
@@ -208,10 +506,48 @@ mod tests {
             check_structure(&json!(-9_007_199_254_740_991_i64), limits),
             Ok(())
         );
+        for float in [9_007_199_254_740_992.0_f64, -1e20] {
+            assert_eq!(
+                check_structure(&json!(float), limits),
+                Err(StructureViolation::UnsafeInteger),
+                "{float}"
+            );
+        }
+        for float in [9_007_199_254_740_991.0_f64, 1e21, 0.5, 1e25] {
+            assert_eq!(check_structure(&json!(float), limits), Ok(()), "{float}");
+        }
     }
 
     #[test]
     fn utf16_counts_astral_characters_twice() {
         assert_eq!(utf16_len("a\u{1f600}"), 3);
+        assert_eq!(utf16_len(""), 0);
+    }
+
+    #[test]
+    fn utf16_len_agrees_with_the_standard_encoder_at_every_alignment() {
+        let alphabet = [
+            'a',
+            '\u{7f}',
+            '\u{80}',
+            '\u{7ff}',
+            '\u{800}',
+            '\u{ffff}',
+            '\u{10000}',
+            '\u{10ffff}',
+        ];
+        let mut text = String::new();
+        for round in 0..64 {
+            text.push(alphabet[(round * 5 + round / 8) % alphabet.len()]);
+            for start in 0..text.len() {
+                if let Some(suffix) = text.get(start..) {
+                    assert_eq!(
+                        utf16_len(suffix),
+                        suffix.encode_utf16().count(),
+                        "{suffix:?}"
+                    );
+                }
+            }
+        }
     }
 }

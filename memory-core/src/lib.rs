@@ -1,13 +1,16 @@
 //! The agent memory model.
 //!
 //! - [`namespace`]: namespace definitions and canonical addresses (SPEC §2.1).
-//! - [`document`], [`ids`], [`write`]: documents, revisioned idempotent writes and receipts (SPEC §2.2).
+//! - [`document`], [`ids`], [`write`](mod@write): documents, revisioned idempotent writes and receipts (SPEC §2.2).
 //! - [`ports`]: the reader and writer traits every store implements, and the injectable clock.
+//! - [`recall`](mod@recall), [`revalidate`](mod@revalidate), [`tokens`]: transient-context recall under hard limits, revalidation
+//!   against the authoritative store, and token counting (SPEC §2.3, §2.4).
 //! - [`in_memory`]: a store for tests and examples.
 //! - `testing` (feature `testing`): the contract suite every store must pass.
 //!
 //! This crate does no I/O of its own and names no concrete store or model.
 
+pub mod activity;
 pub mod canonical;
 pub mod document;
 pub mod error;
@@ -15,6 +18,12 @@ pub mod ids;
 pub mod in_memory;
 pub mod namespace;
 pub mod ports;
+pub mod recall;
+pub mod revalidate;
+pub mod vectors;
+pub mod tokens;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod write;
 
 pub use document::{
@@ -29,6 +38,11 @@ pub use ports::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,
     MemoryReader, MemoryWriter, SystemClock,
 };
+pub use recall::{
+    MemoryLookup, MemoryPassage, RecallError, RecallLimits, RecallSource, RecalledMemory, recall,
+};
+pub use revalidate::{RecallCandidate, RevalidationLimits, revalidate};
+pub use tokens::{ApproximateTokenCounter, TokenCounter};
 pub use write::{
     CommandDigest, MemoryReceipt, MemoryWrite, PreparedWrite, WriteKind, WriteOutcome, WritePlan,
 };

@@ -166,6 +166,8 @@ pub struct PreparedWrite {
 }
 
 /// What a store must do with a prepared write, given what it holds.
+// The plan lives for one write and is consumed at once; boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WritePlan {
     /// Return the stored receipt; write nothing.
@@ -224,12 +226,12 @@ impl PreparedWrite {
             self.verify_receipt(receipt)?;
             return Ok(WritePlan::Replay(receipt.clone()));
         }
-        if let Some(current) = current {
-            if current.key != *self.write.key() {
-                return Err(MemoryError::Corrupt {
-                    what: "current document is stored under another key".to_owned(),
-                });
-            }
+        if let Some(current) = current
+            && current.key != *self.write.key()
+        {
+            return Err(MemoryError::Corrupt {
+                what: "current document is stored under another key".to_owned(),
+            });
         }
         let revision = self.revision();
         let document = match &self.write {
@@ -301,7 +303,7 @@ impl PreparedWrite {
             kind: self.write.kind(),
             document,
         };
-        check_canonical_size("document canonical JSON", &receipt.document)?;
+        // The document's canonical JSON is a member of the receipt's, so this one check bounds both.
         check_canonical_size("receipt canonical JSON", &receipt)?;
         Ok(WritePlan::Commit {
             document: receipt.document.clone(),
@@ -310,7 +312,7 @@ impl PreparedWrite {
     }
 
     /// The revision this command creates when it commits.
-    fn revision(&self) -> Revision {
+    pub fn revision(&self) -> Revision {
         let digest = Sha256::digest(format!("revision:{}", self.digest.as_str()).as_bytes());
         let text = format!("r{}", &hex(&digest)[..32]);
         Revision::new(text).unwrap_or_else(|_| unreachable!("a 33-character hex revision is valid"))

@@ -1,0 +1,342 @@
+//! Conversation activity and the ports that turn it into memory (SPEC §5).
+//!
+//! - [`thread`]: the append-only thread log: canonical records with [`Sequence`] numbers and digests.
+//! - [`progress`]: committed-activity progress: fenced processor leases, cursors and pending output.
+//! - [`intents`]: admitted remember and cleanup intents, suppression and source-to-target references.
+//!
+//! These ports are synchronous on purpose: every call is one short local transaction, and the callers
+//! (the remembering worker) run them between awaits of the memory writer. This module does no I/O.
+
+pub mod intents;
+pub mod progress;
+pub mod thread;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::document::EpochMillis;
+
+pub use intents::{
+    Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
+    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision,
+};
+pub use progress::{Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView};
+pub use thread::{NewRecord, RecordBody, RecordDigest, ThreadLog, ThreadRecord};
+
+/// Most UTF-16 code units in the canonical JSON of saved progress (pending output, proposals, commands).
+pub const MAX_PROGRESS_UTF16_UNITS: usize = 16_777_216;
+
+/// Errors of the activity ports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActivityError {
+    /// A fenced write changed no row: the lease expired or a later claim superseded it. Nothing changed.
+    #[error("lease with epoch {epoch} is stale (expired or superseded)")]
+    StaleLease {
+        /// The epoch of the refused lease.
+        epoch: FencingEpoch,
+    },
+    /// Another worker holds an unexpired lease.
+    #[error("lease is held by another worker until {until}")]
+    LeaseHeld {
+        /// When the current lease expires, epoch milliseconds.
+        until: EpochMillis,
+    },
+    /// The admission queue is full; nothing was evicted and nothing was recorded.
+    #[error("admission is at capacity ({capacity} open intents)")]
+    AtCapacity {
+        /// The configured capacity.
+        capacity: u64,
+    },
+    /// A limit was exceeded before anything was written.
+    #[error("{limit} exceeds its limit: {actual} > {max}")]
+    TooLarge {
+        /// The limit's name.
+        limit: &'static str,
+        /// The largest allowed value.
+        max: u64,
+        /// What was seen.
+        actual: u64,
+    },
+    /// A field of the input is invalid.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The field.
+        field: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Records or progress do not follow one another: `expected` was due, `found` was seen.
+    #[error("noncontiguous progress: expected sequence {expected}, found {found}")]
+    Noncontiguous {
+        /// The sequence that had to come next.
+        expected: Sequence,
+        /// The sequence that was offered.
+        found: Sequence,
+    },
+    /// Saved progress disagrees with the request (for example pending output for another record).
+    #[error("progress mismatch: {what}")]
+    ProgressMismatch {
+        /// What disagreed, without user data.
+        what: &'static str,
+    },
+    /// Stored data contradicts itself.
+    #[error("corrupt data: {what}")]
+    Corrupt {
+        /// What was found inconsistent, without user data.
+        what: String,
+    },
+    /// The store is busy; the same call may succeed later.
+    #[error("store is busy: {operation}")]
+    Busy {
+        /// The operation that could not get the store.
+        operation: &'static str,
+    },
+    /// The storage layer failed.
+    #[error("storage failure during {operation}")]
+    Storage {
+        /// The operation that failed.
+        operation: &'static str,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl ActivityError {
+    /// Builds an [`ActivityError::InvalidInput`].
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether the same call may succeed later without any change (busy or storage failure).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Busy { .. } | Self::Storage { .. } | Self::LeaseHeld { .. }
+        )
+    }
+}
+
+/// A position in a thread's log. Records are numbered 1, 2, 3, ... per thread; [`Sequence::ZERO`] is the
+/// cursor of a processor that has processed nothing.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Sequence(pub u64);
+
+impl Sequence {
+    /// Before the first record.
+    pub const ZERO: Self = Self(0);
+
+    /// The next sequence, or `None` past `u64::MAX`.
+    pub fn next(self) -> Option<Self> {
+        self.0.checked_add(1).map(Self)
+    }
+}
+
+impl fmt::Display for Sequence {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}", self.0)
+    }
+}
+
+/// A lease's fencing epoch: every claim gets a strictly larger one, even for the same owner, and every
+/// progress write is conditional on it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct FencingEpoch(pub u64);
+
+impl fmt::Display for FencingEpoch {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}", self.0)
+    }
+}
+
+/// The version of a processor's extraction logic; a new version processes a thread from its own cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProcessorVersion(pub u64);
+
+macro_rules! activity_id {
+    ($(#[$meta:meta])* $name:ident, $field:literal, $max:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Most UTF-8 bytes this identifier may hold.
+            pub const MAX_BYTES: usize = $max;
+
+            /// Validates and wraps an identifier: 1 to `MAX_BYTES` UTF-8 bytes, no control characters.
+            pub fn new(value: impl Into<String>) -> Result<Self, ActivityError> {
+                let value = value.into();
+                if value.is_empty() {
+                    return Err(ActivityError::invalid($field, "must not be empty"));
+                }
+                if value.len() > Self::MAX_BYTES {
+                    return Err(ActivityError::TooLarge {
+                        limit: concat!($field, " bytes"),
+                        max: Self::MAX_BYTES as u64,
+                        actual: value.len() as u64,
+                    });
+                }
+                if value.chars().any(char::is_control) {
+                    return Err(ActivityError::invalid($field, "must not contain control characters"));
+                }
+                Ok(Self(value))
+            }
+
+            /// The identifier's text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(formatter, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = String::deserialize(deserializer)?;
+                Self::new(value).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use activity_id;
+
+activity_id!(
+    /// A conversation thread. Sensitive like any identity: logs show counts, not thread ids.
+    ThreadId,
+    "thread id",
+    512
+);
+activity_id!(
+    /// A processor of committed activity (for example `facts`).
+    ProcessorId,
+    "processor id",
+    128
+);
+activity_id!(
+    /// A worker instance that claims leases.
+    WorkerId,
+    "worker id",
+    128
+);
+activity_id!(
+    /// The id of one unit of work: derived from processor, version, thread and sequence only, never from
+    /// the worker or the clock, so a retry after a crash names the same work.
+    WorkId,
+    "work id",
+    128
+);
+
+impl WorkId {
+    /// The work id of one record for one processor version.
+    pub fn derive(
+        processor: &ProcessorId,
+        version: ProcessorVersion,
+        thread: &ThreadId,
+        sequence: Sequence,
+    ) -> Self {
+        let digest = sha256_hex(&serde_json::json!([
+            "work",
+            processor.as_str(),
+            version.0,
+            thread.as_str(),
+            sequence.0
+        ]));
+        Self(format!("w{}", &digest[..40]))
+    }
+}
+
+/// SHA-256 of a value's canonical JSON, lower-case hex. Values that cannot be canonicalized (NaN) hash
+/// their debug form instead; every caller passes plain data, so that arm is never reached in practice.
+pub(crate) fn sha256_hex<T: Serialize>(value: &T) -> String {
+    let canonical = crate::canonical::to_canonical_string(value).unwrap_or_default();
+    let digest = Sha256::digest(canonical.as_bytes());
+    let mut text = String::with_capacity(64);
+    for byte in digest {
+        use std::fmt::Write as _;
+        let _ = write!(text, "{byte:02x}");
+    }
+    text
+}
+
+/// Checks the canonical size of saved progress and returns its canonical JSON.
+pub fn canonical_progress_json<T: Serialize>(
+    limit: &'static str,
+    value: &T,
+) -> Result<String, ActivityError> {
+    let canonical = crate::canonical::to_canonical_string(value)
+        .map_err(|error| ActivityError::invalid("progress", error.to_string()))?;
+    let units = crate::canonical::utf16_len(&canonical);
+    if units > MAX_PROGRESS_UTF16_UNITS {
+        return Err(ActivityError::TooLarge {
+            limit,
+            max: MAX_PROGRESS_UTF16_UNITS as u64,
+            actual: units as u64,
+        });
+    }
+    Ok(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_ids_depend_on_every_input_and_nothing_else() {
+        let processor = ProcessorId::new("facts").expect("valid");
+        let thread = ThreadId::new("t1").expect("valid");
+        let base = WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(3));
+        assert_eq!(
+            base,
+            WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(3))
+        );
+        let others = [
+            WorkId::derive(
+                &ProcessorId::new("other").expect("valid"),
+                ProcessorVersion(1),
+                &thread,
+                Sequence(3),
+            ),
+            WorkId::derive(&processor, ProcessorVersion(2), &thread, Sequence(3)),
+            WorkId::derive(
+                &processor,
+                ProcessorVersion(1),
+                &ThreadId::new("t2").expect("valid"),
+                Sequence(3),
+            ),
+            WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(4)),
+        ];
+        assert!(others.iter().all(|other| *other != base));
+    }
+
+    #[test]
+    fn progress_json_over_the_limit_is_refused() {
+        let text = "x".repeat(MAX_PROGRESS_UTF16_UNITS);
+        let error = canonical_progress_json("pending output", &text).expect_err("too large");
+        assert!(matches!(error, ActivityError::TooLarge { .. }));
+        assert!(canonical_progress_json("pending output", &"small").is_ok());
+    }
+}

@@ -1,0 +1,306 @@
+//! Admitted intents, suppression and source-to-target references: the durable state of remembering
+//! worker passes (SPEC §5).
+//!
+//! Rules every implementation keeps:
+//! - [`RememberingStore::admit`] returns only after the intent is durable; an identical intent (same
+//!   [`IntentId`]) is not queued twice; at capacity it refuses with [`ActivityError::AtCapacity`] and
+//!   evicts nothing. Cleanup intents and invalidation successors are not counted against capacity: a
+//!   forget must never wait for the remember backlog, and a successor replaces the obligation it closes.
+//! - Claims, saves and completion are fenced exactly like committed-activity progress.
+//! - [`RememberingStore::save_command`] keeps the exact write command and the source-to-target reference
+//!   in one transaction, before the command is sent, so cleanup needs no prior read to find targets.
+//! - [`RememberingStore::suppress`] records suppression and admits a cleanup intent in one transaction.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ActivityError, FencingEpoch, WorkerId, activity_id, sha256_hex};
+use crate::document::{EpochMillis, MemoryContent, MemoryKey, MemoryScope};
+use crate::ids::{OperationId, Revision};
+use crate::write::MemoryWrite;
+use std::fmt;
+
+activity_id!(
+    /// An application-owned source (a note, a thread record, a file) whose content may become memory.
+    SourceId,
+    "source id",
+    1_024
+);
+activity_id!(
+    /// An opaque revision of a source.
+    SourceRevision,
+    "source revision",
+    256
+);
+activity_id!(
+    /// An intent's id: a digest of the intent, so admitting the same intent twice names one obligation.
+    IntentId,
+    "intent id",
+    128
+);
+
+/// An obligation admitted for a worker pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Intent {
+    /// Remember what a source revision says, in one target document. The target's namespace binds the
+    /// intent to one identity.
+    Remember {
+        /// The source.
+        source: SourceId,
+        /// The source revision the intent was admitted for.
+        revision: SourceRevision,
+        /// The document to write.
+        target: MemoryKey,
+        /// Scopes allowed to recall it.
+        scopes: Vec<MemoryScope>,
+    },
+    /// Withdraw what a source contributed (every revision when `revision` is `None`).
+    Cleanup {
+        /// The source.
+        source: SourceId,
+        /// The suppressed revision, or every revision.
+        revision: Option<SourceRevision>,
+    },
+}
+
+impl Intent {
+    /// The intent's id (a digest of its canonical JSON).
+    pub fn id(&self) -> IntentId {
+        IntentId(format!("i{}", &sha256_hex(self)[..40]))
+    }
+
+    /// The source it concerns.
+    pub fn source(&self) -> &SourceId {
+        match self {
+            Self::Remember { source, .. } | Self::Cleanup { source, .. } => source,
+        }
+    }
+}
+
+/// A held intent lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentLease {
+    /// The intent.
+    pub id: IntentId,
+    /// Who holds it.
+    pub owner: WorkerId,
+    /// Its fencing epoch.
+    pub epoch: FencingEpoch,
+    /// When it expires, epoch milliseconds.
+    pub expires_at: EpochMillis,
+}
+
+/// The exact write command saved before it is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedCommand {
+    /// 0 for the first command; each definite conflict rebases into the next attempt.
+    pub attempt: u32,
+    /// The command, byte for byte what is sent.
+    pub write: MemoryWrite,
+}
+
+/// A kept link from a source to a memory document it contributed to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceReference {
+    /// The contributing source.
+    pub source: SourceId,
+    /// Its revision.
+    pub source_revision: SourceRevision,
+    /// The document written.
+    pub target: MemoryKey,
+    /// The command's operation id.
+    pub operation_id: OperationId,
+    /// The revision the command creates when it lands.
+    pub revision: Revision,
+}
+
+/// How an intent ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IntentOutcome {
+    /// The command landed at this revision.
+    Written {
+        /// The revision written.
+        revision: Revision,
+    },
+    /// Extraction found nothing worth remembering, or the source was gone.
+    NothingToRemember,
+    /// The source changed or was suppressed before the write; a successor (if any) was admitted.
+    Invalidated,
+    /// The target was withdrawn by someone else; nothing can be written.
+    TargetWithdrawn,
+    /// Cleanup finished: how many documents it withdrew and kept.
+    Cleaned {
+        /// Documents withdrawn.
+        withdrawn: u32,
+        /// Documents kept (corrected by someone else, or already gone).
+        kept: u32,
+    },
+    /// A definite failure that retrying cannot fix (for example an operation conflict).
+    Failed {
+        /// The error kind's wire name.
+        reason: String,
+    },
+}
+
+/// Whether an intent is still open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentState {
+    /// Waiting for (or in) a pass.
+    Queued,
+    /// Finished with an outcome.
+    Done,
+}
+
+/// What a claim returns: the lease, the intent and whatever an earlier pass saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntentClaim {
+    /// The new lease.
+    pub lease: IntentLease,
+    /// The intent.
+    pub intent: Intent,
+    /// The saved proposal, if extraction already ran.
+    pub proposal: Option<MemoryContent>,
+    /// The saved command, if one was prepared.
+    pub command: Option<SavedCommand>,
+}
+
+/// What `inspect_intent` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntentView {
+    /// The intent.
+    pub intent: Intent,
+    /// Open or done.
+    pub state: IntentState,
+    /// The saved proposal.
+    pub proposal: Option<MemoryContent>,
+    /// The saved command.
+    pub command: Option<SavedCommand>,
+    /// The outcome once done.
+    pub outcome: Option<IntentOutcome>,
+    /// The latest epoch handed out.
+    pub epoch: FencingEpoch,
+}
+
+/// What `admit` recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// The intent's id.
+    pub id: IntentId,
+    /// True when the same intent was already admitted (nothing new was written).
+    pub already_admitted: bool,
+}
+
+/// Durable state of remembering worker passes.
+pub trait RememberingStore: Send + Sync {
+    /// Records an intent durably, unless it is already recorded; refuses at `capacity` open intents.
+    fn admit(
+        &self,
+        intent: &Intent,
+        capacity: u64,
+        now: EpochMillis,
+    ) -> Result<Admitted, ActivityError>;
+
+    /// Claims the oldest open intent whose lease is free, with a fresh epoch.
+    fn claim_next(
+        &self,
+        owner: &WorkerId,
+        lease_ms: u64,
+        now: EpochMillis,
+    ) -> Result<Option<IntentClaim>, ActivityError>;
+
+    /// Saves the extraction proposal (only when none is saved).
+    fn save_proposal(
+        &self,
+        lease: &IntentLease,
+        proposal: &MemoryContent,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Saves the exact command and its source-to-target reference, replacing an earlier attempt only with
+    /// a later one.
+    fn save_command(
+        &self,
+        lease: &IntentLease,
+        command: &SavedCommand,
+        reference: &SourceReference,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Closes the intent with `outcome`, admitting `successor` (if any) in the same transaction.
+    fn complete(
+        &self,
+        lease: &IntentLease,
+        outcome: &IntentOutcome,
+        successor: Option<&Intent>,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Gives the lease up early.
+    fn release(&self, lease: &IntentLease, now: EpochMillis) -> Result<(), ActivityError>;
+
+    /// Suppresses a source (one revision, or every revision) and admits its cleanup, in one transaction.
+    fn suppress(
+        &self,
+        source: &SourceId,
+        revision: Option<&SourceRevision>,
+        now: EpochMillis,
+    ) -> Result<IntentId, ActivityError>;
+
+    /// Whether a source revision is suppressed.
+    fn is_suppressed(
+        &self,
+        source: &SourceId,
+        revision: &SourceRevision,
+    ) -> Result<bool, ActivityError>;
+
+    /// Up to `limit` references of `source` (all revisions), oldest first, after row `after`; each comes
+    /// with its row number for paging.
+    fn references(
+        &self,
+        source: &SourceId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, SourceReference)>, ActivityError>;
+
+    /// For each `(target, revision)`, whether that revision was contributed by a suppressed source.
+    fn suppressed_contributions(
+        &self,
+        documents: &[(MemoryKey, Revision)],
+    ) -> Result<Vec<bool>, ActivityError>;
+
+    /// One intent's state.
+    fn inspect_intent(&self, id: &IntentId) -> Result<Option<IntentView>, ActivityError>;
+
+    /// How many intents are open.
+    fn open_intents(&self) -> Result<u64, ActivityError>;
+
+    /// Parks an intent whose admission failed, for a later retry; refuses at `capacity` parked intents.
+    fn outbox_put(
+        &self,
+        intent: &Intent,
+        capacity: u64,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Up to `limit` parked intents, oldest first, with their row numbers.
+    fn outbox_peek(&self, limit: usize) -> Result<Vec<(u64, Intent)>, ActivityError>;
+
+    /// Admits a parked intent and removes it from the outbox in one transaction.
+    fn outbox_admit(
+        &self,
+        row: u64,
+        capacity: u64,
+        now: EpochMillis,
+    ) -> Result<Admitted, ActivityError>;
+}
+
+impl fmt::Display for IntentState {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            Self::Queued => "queued",
+            Self::Done => "done",
+        })
+    }
+}

@@ -1,0 +1,124 @@
+//! Committed-activity progress: one row per (processor, version, thread) holding the fenced lease, the
+//! cursor (last processed sequence), the pending output of the next record, and the last advance time.
+//!
+//! Rules every implementation keeps:
+//! - [`ProgressStore::claim`] succeeds when no unexpired lease is held by another owner, and always hands
+//!   out a strictly larger [`FencingEpoch`] (a re-claim by the same owner fences its older handle too).
+//! - Every write names the lease; it applies only while the epoch is current and the lease unexpired, and
+//!   must change exactly one row, else it fails with [`ActivityError::StaleLease`] and changes nothing.
+//! - Pending output is saved only for `cursor + 1` and only when none is saved: a saved output wins over a
+//!   re-extraction. Advancing moves the cursor by exactly one record and clears the pending output in the
+//!   same transaction.
+//! - Saved output larger than [`super::MAX_PROGRESS_UTF16_UNITS`] is refused with prior progress intact.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    ActivityError, FencingEpoch, ProcessorId, ProcessorVersion, Sequence, ThreadId, WorkId,
+    WorkerId,
+};
+use crate::document::EpochMillis;
+
+/// Whose progress: a processor version over one thread.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProgressKey {
+    /// The processor.
+    pub processor: ProcessorId,
+    /// Its version.
+    pub version: ProcessorVersion,
+    /// The thread.
+    pub thread: ThreadId,
+}
+
+impl ProgressKey {
+    /// The work id of the record at `sequence`.
+    pub fn work_id(&self, sequence: Sequence) -> WorkId {
+        WorkId::derive(&self.processor, self.version, &self.thread, sequence)
+    }
+}
+
+/// A held lease. Every progress write presents it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// What it covers.
+    pub key: ProgressKey,
+    /// Who holds it.
+    pub owner: WorkerId,
+    /// Its fencing epoch.
+    pub epoch: FencingEpoch,
+    /// When it expires, epoch milliseconds.
+    pub expires_at: EpochMillis,
+}
+
+/// Extraction output saved for one record before it is applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingOutput {
+    /// The record it belongs to (always `cursor + 1`).
+    pub sequence: Sequence,
+    /// The record's work id.
+    pub work_id: WorkId,
+    /// The processor's output, as JSON.
+    pub output: Value,
+}
+
+/// What a claim returns: the lease, the cursor and any pending output saved by an earlier holder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The new lease.
+    pub lease: Lease,
+    /// The last processed sequence.
+    pub cursor: Sequence,
+    /// Output saved for `cursor + 1` and not yet advanced past.
+    pub pending: Option<PendingOutput>,
+}
+
+/// What `inspect` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressView {
+    /// Whose progress.
+    pub key: ProgressKey,
+    /// The last processed sequence.
+    pub cursor: Sequence,
+    /// Pending output, if any.
+    pub pending: Option<PendingOutput>,
+    /// When the cursor last moved, epoch milliseconds.
+    pub last_advance_at: Option<EpochMillis>,
+    /// The latest epoch handed out.
+    pub epoch: FencingEpoch,
+    /// The latest lease's owner and expiry, while it is unreleased.
+    pub lease: Option<(WorkerId, EpochMillis)>,
+}
+
+/// Durable committed-activity progress.
+pub trait ProgressStore: Send + Sync {
+    /// Claims the lease for `lease_ms` milliseconds from `now`, with a fresh epoch.
+    fn claim(
+        &self,
+        key: &ProgressKey,
+        owner: &WorkerId,
+        lease_ms: u64,
+        now: EpochMillis,
+    ) -> Result<Claim, ActivityError>;
+
+    /// Saves the pending output of record `cursor + 1`.
+    fn save_pending(
+        &self,
+        lease: &Lease,
+        pending: &PendingOutput,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Moves the cursor from `to - 1` to `to`, clearing the pending output in the same transaction.
+    fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError>;
+
+    /// Gives the lease up so the next claim need not wait for expiry. Implementations bound the time
+    /// they wait for the store (500 ms); past that the lease simply expires.
+    fn release(&self, lease: &Lease, now: EpochMillis) -> Result<(), ActivityError>;
+
+    /// The progress of one key, if any was ever claimed.
+    fn inspect(&self, key: &ProgressKey) -> Result<Option<ProgressView>, ActivityError>;
+
+    /// Up to `limit` progress rows, ordered by processor, version and thread.
+    fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError>;
+}

@@ -1,0 +1,143 @@
+//! The port through which a semantic index persists its chunk vectors and its change-feed position.
+//!
+//! Vectors are stored by profile digest, source key, revision and chunk ordinal, so a restart rebuilds the
+//! in-memory indexes without calling the embedding model again. Rows of one profile are never returned for
+//! another: a profile change starts from an empty set and re-indexes from the start of the change feed.
+
+use std::fmt;
+use std::future::Future;
+
+use crate::document::MemoryKey;
+use crate::error::MemoryError;
+use crate::ids::Revision;
+use crate::ports::ChangeSequence;
+
+/// The sha256 digest of a semantic profile's canonical JSON; any change of any profile field changes it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProfileDigest(pub [u8; 32]);
+
+impl ProfileDigest {
+    /// The digest in lowercase hexadecimal.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
+impl fmt::Debug for ProfileDigest {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "ProfileDigest({})", self.to_hex())
+    }
+}
+
+impl fmt::Display for ProfileDigest {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.to_hex())
+    }
+}
+
+/// The fencing number of a source's indexed state: a refresh or withdrawal carrying an older generation
+/// than the one recorded is refused. Indexers use the change sequence of the change that triggered them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct SourceGeneration(pub u64);
+
+impl From<ChangeSequence> for SourceGeneration {
+    fn from(sequence: ChangeSequence) -> Self {
+        Self(sequence.0)
+    }
+}
+
+/// One stored chunk: where it lies in its source and its normalized vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredChunk {
+    /// Position of the chunk within its source, from 0.
+    pub ordinal: u32,
+    /// UTF-8 byte offset where the chunk starts in the source text.
+    pub start: u64,
+    /// UTF-8 byte offset just past the chunk's end.
+    pub end: u64,
+    /// sha256 of the chunk's exact text, used to check that the excerpt still occurs.
+    pub excerpt_digest: [u8; 32],
+    /// The normalized vector, exactly the profile's dimensions long.
+    pub vector: Vec<f32>,
+}
+
+/// What is recorded for one source.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredSourceState {
+    /// The source is indexed at `revision` with these chunks (possibly none, for an empty text).
+    Indexed {
+        /// The revision that was embedded.
+        revision: Revision,
+        /// Its chunks in ordinal order.
+        chunks: Vec<StoredChunk>,
+    },
+    /// The source was withdrawn; withdrawal is terminal and no later refresh may replace it.
+    Withdrawn,
+}
+
+/// One source's stored state under one profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSource {
+    /// The source document's key.
+    pub key: MemoryKey,
+    /// The generation that produced this state.
+    pub generation: SourceGeneration,
+    /// Indexed chunks or a withdrawal tombstone.
+    pub state: StoredSourceState,
+}
+
+/// Bounds a load must respect; the store checks them by counting before it materializes any row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VectorLoadLimits {
+    /// The exact length every stored vector must have.
+    pub dimensions: usize,
+    /// Most sources (withdrawal tombstones included).
+    pub max_sources: usize,
+    /// Most chunks over all sources.
+    pub max_chunks: usize,
+}
+
+/// Persistence of chunk vectors and indexer positions, per profile.
+pub trait VectorStore: Send + Sync {
+    /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] before reading rows when
+    /// the stored counts exceed `limits`, and with [`MemoryError::Corrupt`] when a row is malformed (for
+    /// example a vector of the wrong length).
+    fn load_sources(
+        &self,
+        profile: &ProfileDigest,
+        limits: VectorLoadLimits,
+    ) -> impl Future<Output = Result<Vec<StoredSource>, MemoryError>> + Send;
+
+    /// Replaces everything stored for `source.key` under `profile` with `source`, atomically.
+    fn replace_source(
+        &self,
+        profile: &ProfileDigest,
+        source: &StoredSource,
+    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+
+    /// The change-feed position up to which `profile`'s index is complete (`ChangeSequence(0)` if none).
+    fn indexed_position(
+        &self,
+        profile: &ProfileDigest,
+    ) -> impl Future<Output = Result<ChangeSequence, MemoryError>> + Send;
+
+    /// Records the position up to which `profile`'s index is complete. Positions never move backwards:
+    /// an older position than the stored one is ignored.
+    fn set_indexed_position(
+        &self,
+        profile: &ProfileDigest,
+        position: ChangeSequence,
+    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+}
