@@ -22,3 +22,35 @@ fn in_memory_store_matches_the_model() {
         InMemoryStore::with_clock(Arc::new(ManualClock::new(1_700_000_000_000)))
     });
 }
+
+/// Regression: `5` and `5.0` in metadata are one JSON number with one canonical form, so replaying the
+/// command with the other spelling is a replay, not corrupt data.
+#[tokio::test]
+async fn replay_with_equal_number_spelled_differently_is_a_replay() {
+    use memory_core::{
+        DocumentId, InMemoryStore, MemoryContent, MemoryKey, MemoryScope, MemoryWrite, MemoryWriter,
+        NamespaceAddress, OperationId,
+    };
+    let store = InMemoryStore::new();
+    let key = MemoryKey {
+        namespace: NamespaceAddress::encode("numbers", 1, &serde_json::json!({"t": 1}))
+            .expect("address"),
+        id: DocumentId::new("doc").expect("id"),
+    };
+    let put = |number: serde_json::Value| {
+        let mut content = MemoryContent::text("five");
+        content.metadata.insert("n".to_owned(), number);
+        MemoryWrite::Put {
+            key: key.clone(),
+            operation_id: OperationId::new("op").expect("operation id"),
+            expected_revision: None,
+            locator: "l".to_owned(),
+            content,
+            scopes: vec![MemoryScope::new("s").expect("scope")],
+        }
+    };
+    let first = store.apply(put(serde_json::json!(5))).await.expect("written");
+    let replay = store.apply(put(serde_json::json!(5.0))).await.expect("replayed");
+    assert!(replay.replayed);
+    assert_eq!(replay.receipt, first.receipt);
+}

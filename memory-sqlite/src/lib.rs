@@ -1,1 +1,76 @@
-//! tmp
+//! SQLite implementation of the memory ports (SPEC §3): documents, receipts, the change feed and lexical
+//! (FTS5, BM25) search, in one SQLite file.
+//!
+//! # Opening
+//! [`SqliteStore::open_store`] (or [`SqliteStore::builder`]) opens or creates a store: it creates only
+//! its own `memory_*` tables and records a storage format number ([`STORAGE_FORMAT`]); a file of another
+//! format is refused with [`StoreFailure::FormatMismatch`]. [`SqliteReader::open_reader`] opens a
+//! read-only view that creates nothing and starts no write transaction; it fails with
+//! [`StoreFailure::SchemaMissing`] on a file without the schema.
+//!
+//! # Durability
+//! The file is in WAL mode with `synchronous=FULL` by default ([`Synchronous`]). Every write is one
+//! `BEGIN IMMEDIATE` transaction holding the document, its predecessor link, its receipt, its search
+//! row and its change; a write is acknowledged only after `COMMIT` returned, by which time its WAL
+//! frames are synced. So:
+//! - a process crash (abort, kill) loses no acknowledged write, and a write that was not acknowledged
+//!   is either wholly present or wholly absent;
+//! - a power loss or operating-system crash loses no acknowledged write either, provided the disk
+//!   honours `fsync`. With [`Synchronous::Normal`], the most recent acknowledged writes may be lost on
+//!   power loss (never partially); process crashes still lose nothing.
+//!
+//! After an I/O error or a failed commit inside a write transaction, the store refuses every further
+//! write with [`memory_core::MemoryError::Poisoned`] until it is reopened, instead of writing on top of a
+//! state it no longer knows. Reads keep working.
+//!
+//! # Concurrency
+//! One writing connection behind a mutex and one read-only connection behind another. rusqlite is
+//! synchronous; the async trait methods run their statements inline on the calling task rather than
+//! through `spawn_blocking`, which keeps this crate free of any runtime. Reads are short indexed
+//! lookups; a write waits for one `fsync`. Callers that cannot afford that on an executor thread call
+//! the `*_blocking` methods from their own blocking pool. Several processes may open the same file:
+//! writers serialize on SQLite's lock (busy timeout, then bounded retries, see
+//! [`SqliteStoreBuilder::busy_retries`]), readers never block writers.
+//!
+//! # Fault injection
+//! With the feature `failpoints`, the points listed in [`fault`] sit before, inside and after every
+//! write transaction, plus a lost-acknowledgement point.
+
+mod consistency;
+mod error;
+pub mod fault;
+pub mod lexical;
+mod options;
+mod reader;
+mod rows;
+mod schema;
+mod store;
+mod transaction;
+pub mod vectors;
+
+pub use error::{StoreFailure, storage_failure};
+pub use options::{SqliteStoreBuilder, Synchronous};
+pub use reader::{
+    ConsistencyReport, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS, RevisionLink, SqliteReader,
+};
+pub use schema::STORAGE_FORMAT;
+pub use store::{MAX_BATCH_WRITES, SqliteStore};
+
+/// Opens (creating when needed) the store at `path` with default options; see [`SqliteStore::open_store`].
+pub fn open_store(
+    path: impl AsRef<std::path::Path>,
+) -> Result<SqliteStore, memory_core::MemoryError> {
+    SqliteStore::open_store(path)
+}
+
+/// Opens a read-only view of the store at `path`; see [`SqliteReader::open_reader`].
+pub fn open_reader(
+    path: impl AsRef<std::path::Path>,
+) -> Result<SqliteReader, memory_core::MemoryError> {
+    SqliteReader::open_reader(path)
+}
+
+// Other stores of this crate (thread log, progress, remembering) are declared below, one module each.
+pub mod progress;
+pub mod remembering_store;
+pub mod thread_log;

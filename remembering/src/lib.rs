@@ -1,1 +1,29 @@
-//! tmp
+//! Remembering: turns committed conversation activity into memory, crash-safely (SPEC §5).
+//!
+//! - [`activity`]: committed-activity processing over a thread log with fenced leases.
+//! - [`admission`]: durable admission of intents, with an outbox for admissions that failed.
+//! - [`worker`]: finite worker passes over admitted intents (save proposal, re-check, save the exact
+//!   command, send; rebase only on a definite conflict) and cleanup of withdrawn sources.
+//! - [`sources`]: source events (forget, edit, deletion, revocation) and the suppressing reader.
+//! - [`extract`]: the record extractor port and the default statement extractor.
+//! - [`app`]: the application traits `Extractor`, `Merger`, `SourceLoader` and `Cleanup`.
+//! - [`hooks`]: named pass points where tests inject crashes and pauses.
+//!
+//! This crate holds logic only: storage comes through the ports of `memory_core::activity` (implemented
+//! by `memory-sqlite`) and `memory_core::MemoryWriter`.
+
+pub mod activity;
+pub mod admission;
+pub mod app;
+pub mod error;
+pub mod extract;
+pub mod hooks;
+pub mod limits;
+pub mod sources;
+pub mod worker;
+
+pub use activity::{ActivityProcessor, ActivityProcessorParts, PassReport, PassStop};
+pub use error::{ApplicationError, RememberingError};
+pub use extract::{Contribution, RecordExtractor, StatementExtractor};
+pub use hooks::{NoHooks, PassHooks, PassPoint};
+pub use limits::PassLimits;

@@ -1,0 +1,21 @@
+//! The agent-facing interfaces of the memory library: the `memory` command and its MCP server.
+//!
+//! - [`wire`]: the five operations' JSON arguments and results (the contract of issue 7).
+//! - [`input`]: reading untrusted input within a size cap and decoding it.
+//! - [`refusal`]: the typed `{"error": {"kind", "message"}}` answer.
+//! - [`service`]: the operations over one store, shared by every interface.
+//! - [`recall_service`]: which index backs each recall mode, and what sync waits for.
+//! - [`import`]: bulk import of `memory_put` arguments from JSON Lines.
+//! - [`mcp`]: the MCP server (stdio).
+//! - [`cli`]: the command line's definition.
+//!
+//! The binary (`src/main.rs`) only parses the command line, opens the store and prints answers.
+
+pub mod cli;
+pub mod import;
+pub mod input;
+pub mod mcp;
+pub mod recall_service;
+pub mod refusal;
+pub mod service;
+pub mod wire;

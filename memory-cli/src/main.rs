@@ -1,0 +1,246 @@
+//! `memory`: the command line and MCP server of the agent memory library. See `memory --help`.
+
+use std::io::{BufReader, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use memory_cli::cli::{Cli, Command, ImportArgs, OperationArgs};
+use memory_cli::import::{ImportFailure, ImportObserver, LineRefusal, import};
+use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
+use memory_cli::recall_service::RecallService;
+use memory_cli::refusal::Refusal;
+use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
+use memory_sqlite::SqliteStore;
+use serde_json::Value;
+
+const EXIT_UNEXPECTED: u8 = 1;
+const EXIT_REFUSED: u8 = 2;
+
+fn main() -> ExitCode {
+    init_tracing();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if !error.use_stderr() => {
+            // --help and --version.
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            let _ = error.print();
+            return print_refusal(&Refusal::invalid_input(format!(
+                "command line: {}",
+                error.kind()
+            )));
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("memory: {error:#}");
+            ExitCode::from(EXIT_UNEXPECTED)
+        }
+    }
+}
+
+fn init_tracing() {
+    // Logs go to standard error (standard output carries answers and the MCP protocol); off unless
+    // MEMORY_LOG asks for them.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MEMORY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let operation = match cli.command {
+        Command::Put(arguments) => (Operation::Put, arguments),
+        Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
+        Command::Get(arguments) => (Operation::Get, arguments),
+        Command::Recall(arguments) => (Operation::Recall, arguments),
+        Command::Sync(arguments) => (Operation::Sync, arguments),
+        Command::Import(arguments) => return run_import(&cli.db, &arguments),
+        Command::Serve => return run_serve(&cli.db),
+    };
+    run_operation(&cli.db, operation.0, operation.1)
+}
+
+fn run_operation(
+    db: &Path,
+    operation: Operation,
+    arguments: OperationArgs,
+) -> anyhow::Result<ExitCode> {
+    let text = match read_argument(arguments.json) {
+        Ok(text) => text,
+        Err(ReadFailure::Refused(refusal)) => return Ok(print_refusal(&refusal)),
+        Err(ReadFailure::Io(error)) => {
+            return Err(error).context("could not read the JSON argument");
+        }
+    };
+    // Decoded before the store is opened: refused input touches no file.
+    let request = match Request::decode(operation, RawArguments::Text(&text)) {
+        Ok(request) => request,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let store = match SqliteStore::open_store(db) {
+        Ok(store) => Arc::new(store),
+        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
+    };
+    let service = MemoryService::new(
+        Arc::clone(&store),
+        RecallService::lexical_only(Arc::clone(&store)),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("could not start the async runtime")?;
+    match runtime.block_on(service.run(request)) {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
+}
+
+/// The argument inline, or standard input for `-`. Nothing reads standard input too, except that a
+/// terminal or an empty input stands for `{}`: whoever typed `memory sync` means `{}`, not a wait.
+fn read_argument(inline: Option<String>) -> Result<Vec<u8>, ReadFailure> {
+    match inline.as_deref() {
+        Some("-") => read_bounded(std::io::stdin().lock(), MAX_INPUT_BYTES),
+        Some(text) => {
+            check_size("input bytes", text.len(), MAX_INPUT_BYTES)?;
+            Ok(inline.unwrap_or_default().into_bytes())
+        }
+        None if std::io::stdin().is_terminal() => Ok(b"{}".to_vec()),
+        None => {
+            let text = read_bounded(std::io::stdin().lock(), MAX_INPUT_BYTES)?;
+            Ok(if text.is_empty() {
+                b"{}".to_vec()
+            } else {
+                text
+            })
+        }
+    }
+}
+
+fn run_import(db: &Path, arguments: &ImportArgs) -> anyhow::Result<ExitCode> {
+    let file = std::fs::File::open(&arguments.file)
+        .with_context(|| format!("could not open {}", arguments.file.display()))?;
+    let length = file.metadata().map(|metadata| metadata.len()).ok();
+    let store = match SqliteStore::open_store(db) {
+        Ok(store) => store,
+        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
+    };
+    let mut observer = ImportProgress::new(length);
+    let outcome = import(
+        BufReader::with_capacity(1 << 20, file),
+        &store,
+        &mut observer,
+    );
+    observer.finish();
+    match outcome {
+        Ok(summary) => {
+            print_json(&serde_json::to_value(summary)?)?;
+            Ok(if summary.refused == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_REFUSED)
+            })
+        }
+        Err(ImportFailure::Batch { summary, refusal }) => {
+            eprintln!(
+                "memory: import stopped after {} written, {} replayed, {} refused lines",
+                summary.written, summary.replayed, summary.refused
+            );
+            Ok(print_refusal(&refusal))
+        }
+        Err(error @ ImportFailure::Read(_)) => Err(error.into()),
+    }
+}
+
+/// Reports refused lines on standard error and, on a terminal, draws a progress bar there.
+struct ImportProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl ImportProgress {
+    fn new(length: Option<u64>) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(length.unwrap_or(0));
+            if let Ok(style) = ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Self { bar }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl ImportObserver for ImportProgress {
+    fn advanced(&mut self, bytes: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(bytes);
+        }
+    }
+
+    fn refused(&mut self, refusal: LineRefusal) {
+        let report = refusal.to_json().to_string();
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{report}")),
+            None => eprintln!("{report}"),
+        }
+    }
+}
+
+fn run_serve(db: &Path) -> anyhow::Result<ExitCode> {
+    let store = match SqliteStore::open_store(db) {
+        Ok(store) => Arc::new(store),
+        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
+    };
+    let service = Arc::new(MemoryService::new(
+        Arc::clone(&store),
+        RecallService::lexical_only(Arc::clone(&store)),
+    ));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    runtime.block_on(memory_cli::mcp::serve_stdio(service))?;
+    // Standard input may still hold a blocked read on the runtime's blocking pool; do not wait for it.
+    runtime.shutdown_background();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_json(value: &Value) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, value).context("could not write the answer")?;
+    stdout
+        .write_all(b"\n")
+        .and_then(|()| stdout.flush())
+        .context("could not write the answer")
+}
+
+fn print_refusal(refusal: &Refusal) -> ExitCode {
+    match print_json(&refusal.to_json()) {
+        Ok(()) => ExitCode::from(EXIT_REFUSED),
+        Err(error) => {
+            eprintln!("memory: {error:#}");
+            ExitCode::from(EXIT_UNEXPECTED)
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The five operations over one store, shared by the command line and the MCP server.
+//!
+//! A call is decoded into a [`Request`] first (nothing is opened or read for input that is refused), then
+//! run against the store; the answer is the operation's wire result or a [`Refusal`]. Nothing here knows
+//! which interface called it.
+
+use std::sync::Arc;
+
+use memory_core::{
+    ChangeFeed, ErrorKind, LexicalSearch, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::input::{decode_bytes, decode_value};
+use crate::recall_service::{RecallQuery, RecallService};
+use crate::refusal::Refusal;
+use crate::wire::{
+    GetArguments, GetResult, PutArguments, RecallArguments, SyncArguments, WireDocument,
+    WithdrawArguments, WriteResult, key_of,
+};
+
+/// Everything the operations need from a store.
+pub trait Store: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {}
+
+impl<T> Store for T where T: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {}
+
+/// One of the five operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `memory_put`.
+    Put,
+    /// `memory_withdraw`.
+    Withdraw,
+    /// `memory_get`.
+    Get,
+    /// `memory_recall`.
+    Recall,
+    /// `memory_sync`.
+    Sync,
+}
+
+impl Operation {
+    /// Every operation, in the order the tools are listed.
+    pub const ALL: [Self; 5] = [
+        Self::Put,
+        Self::Withdraw,
+        Self::Get,
+        Self::Recall,
+        Self::Sync,
+    ];
+
+    /// The MCP tool name (`memory_put`, ...).
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Self::Put => "memory_put",
+            Self::Withdraw => "memory_withdraw",
+            Self::Get => "memory_get",
+            Self::Recall => "memory_recall",
+            Self::Sync => "memory_sync",
+        }
+    }
+}
+
+/// Raw, untrusted arguments of one call.
+#[derive(Debug)]
+pub enum RawArguments<'a> {
+    /// JSON text (command line, standard input, an import line).
+    Text(&'a [u8]),
+    /// An already parsed JSON value (MCP tool arguments).
+    Json(Value),
+}
+
+impl RawArguments<'_> {
+    fn decode<T: DeserializeOwned>(self) -> Result<T, Refusal> {
+        match self {
+            Self::Text(bytes) => decode_bytes(bytes),
+            Self::Json(value) => decode_value(value),
+        }
+    }
+}
+
+/// One decoded and validated call: ids, scopes, namespaces and limits are memory-core types already,
+/// so input refused for its shape or size is refused before any store is opened.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// `memory_put` or `memory_withdraw`.
+    Write(MemoryWrite),
+    /// `memory_get`.
+    Get(MemoryKey),
+    /// `memory_recall`.
+    Recall(RecallQuery),
+    /// `memory_sync`.
+    Sync,
+}
+
+impl Request {
+    /// Decodes and validates `arguments` as the arguments of `operation`.
+    pub fn decode(operation: Operation, arguments: RawArguments<'_>) -> Result<Self, Refusal> {
+        Ok(match operation {
+            Operation::Put => Self::Write(arguments.decode::<PutArguments>()?.into_write()?),
+            Operation::Withdraw => {
+                Self::Write(arguments.decode::<WithdrawArguments>()?.into_write()?)
+            }
+            Operation::Get => {
+                let arguments: GetArguments = arguments.decode()?;
+                Self::Get(key_of(&arguments.namespace, &arguments.id)?)
+            }
+            Operation::Recall => {
+                Self::Recall(RecallQuery::new(arguments.decode::<RecallArguments>()?)?)
+            }
+            Operation::Sync => {
+                let SyncArguments {} = arguments.decode()?;
+                Self::Sync
+            }
+        })
+    }
+
+    /// Which operation it is.
+    pub fn operation(&self) -> Operation {
+        match self {
+            Self::Write(MemoryWrite::Put { .. }) => Operation::Put,
+            Self::Write(MemoryWrite::Withdraw { .. }) => Operation::Withdraw,
+            Self::Get(_) => Operation::Get,
+            Self::Recall(_) => Operation::Recall,
+            Self::Sync => Operation::Sync,
+        }
+    }
+}
+
+/// The operations over one store.
+pub struct MemoryService<S> {
+    store: Arc<S>,
+    recall: RecallService<S>,
+}
+
+impl<S> std::fmt::Debug for MemoryService<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MemoryService")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> MemoryService<S> {
+    /// The operations over `store`, with the recall plumbing `recall`.
+    pub fn new(store: Arc<S>, recall: RecallService<S>) -> Self {
+        Self { store, recall }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.
+    pub async fn execute(
+        &self,
+        operation: Operation,
+        arguments: RawArguments<'_>,
+    ) -> Result<Value, Refusal> {
+        self.run(Request::decode(operation, arguments)?).await
+    }
+
+    /// Runs a decoded request and answers its wire result as JSON.
+    pub async fn run(&self, request: Request) -> Result<Value, Refusal> {
+        let span = tracing::debug_span!("operation", name = request.operation().tool_name());
+        async move {
+            let answer = match request {
+                Request::Write(write) => to_json(self.write(write).await?),
+                Request::Get(key) => to_json(self.get(&key).await?),
+                Request::Recall(query) => to_json(self.recall.recall(query).await?),
+                Request::Sync => to_json(self.recall.sync().await?),
+            };
+            if let Err(refusal) = &answer {
+                tracing::debug!(kind = refusal.kind().as_str(), "refused");
+            }
+            answer
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// `memory_put` and `memory_withdraw`.
+    pub async fn write(&self, write: MemoryWrite) -> Result<WriteResult, Refusal> {
+        let outcome = self.store.apply(write).await?;
+        WriteResult::from_outcome(outcome)
+    }
+
+    /// `memory_get`.
+    pub async fn get(&self, key: &MemoryKey) -> Result<GetResult, Refusal> {
+        let document = self
+            .store
+            .read(key)
+            .await?
+            .map(WireDocument::from_document)
+            .transpose()?;
+        Ok(GetResult { document })
+    }
+}
+
+fn to_json(result: impl Serialize) -> Result<Value, Refusal> {
+    serde_json::to_value(result).map_err(|error| {
+        Refusal::new(
+            ErrorKind::Corrupt,
+            format!("result cannot be encoded as JSON: {error}"),
+        )
+    })
+}

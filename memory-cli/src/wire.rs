@@ -1,0 +1,445 @@
+//! The five operations' arguments and results, as they travel in JSON (the contract of issue 7).
+//!
+//! Arguments are strict: unknown fields are refused (`deny_unknown_fields`), ids and scopes travel as
+//! strings and are validated by memory-core's constructors when converted, so an oversized id is
+//! `too-large` and an empty one `invalid-input`, with the same words as the library. Their JSON Schemas
+//! (schemars) are the MCP tools' input schemas.
+
+use memory_core::{
+    DocumentId, DynamicNamespace, MemoryContent, MemoryDocument, MemoryError, MemoryKey,
+    MemoryScope, MemoryWrite, NamespaceAddress, OperationId, Revision, WriteOutcome,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::refusal::Refusal;
+
+/// Arguments of `memory_put`: create (no expected revision) or replace (the current one) a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutArguments {
+    /// The namespace: `{name, version, identity}`.
+    pub namespace: DynamicNamespace,
+    /// The document id within the namespace.
+    pub id: String,
+    /// Idempotency key, unique per namespace: retrying the same command with it returns the first answer.
+    pub operation_id: String,
+    /// `null` to create; otherwise the revision this write replaces.
+    pub expected_revision: Option<String>,
+    /// Where the document came from, as the writer names it.
+    pub locator: String,
+    /// Scopes allowed to recall the document; an empty list grants none.
+    pub scopes: Vec<String>,
+    /// The content.
+    pub content: MemoryContent,
+}
+
+/// Arguments of `memory_withdraw`: withdraw a document for good.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WithdrawArguments {
+    /// The namespace: `{name, version, identity}`.
+    pub namespace: DynamicNamespace,
+    /// The document id within the namespace.
+    pub id: String,
+    /// Idempotency key, unique per namespace.
+    pub operation_id: String,
+    /// The current revision, the one being withdrawn.
+    pub expected_revision: String,
+    /// Why it is withdrawn.
+    pub reason: String,
+}
+
+/// Arguments of `memory_get`: read one current document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetArguments {
+    /// The namespace: `{name, version, identity}`.
+    pub namespace: DynamicNamespace,
+    /// The document id within the namespace.
+    pub id: String,
+}
+
+/// How `memory_recall` finds candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RecallMode {
+    /// Full-text (BM25) search.
+    Lexical,
+    /// Exact cosine search over embeddings.
+    Exact,
+    /// Approximate (HNSW) cosine search over embeddings.
+    Hnsw,
+    /// Lexical and semantic results fused.
+    #[default]
+    Hybrid,
+}
+
+impl RecallMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lexical => "lexical",
+            Self::Exact => "exact",
+            Self::Hnsw => "hnsw",
+            Self::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Hard limits of one recall; all required and positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireRecallLimits {
+    /// Most passages in the result.
+    pub max_items: u32,
+    /// Most UTF-8 bytes of rendered text.
+    pub max_bytes: u64,
+    /// Most tokens of rendered text.
+    pub max_tokens: u64,
+    /// Deadline of the whole recall, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Arguments of `memory_recall`: the memory relevant to `query`, visible through `scope`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArguments {
+    /// The namespace: `{name, version, identity}`.
+    pub namespace: DynamicNamespace,
+    /// The scope the reader holds.
+    pub scope: String,
+    /// What to recall, as plain words (never query syntax).
+    pub query: String,
+    /// `lexical`, `exact`, `hnsw` or `hybrid` (the default).
+    #[serde(default)]
+    pub mode: RecallMode,
+    /// Hard limits of the answer.
+    pub limits: WireRecallLimits,
+}
+
+/// Arguments of `memory_sync`: none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncArguments {}
+
+/// Why a document was withdrawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireWithdrawal {
+    /// The reason the withdrawing write gave.
+    pub reason: String,
+}
+
+/// A document as every interface returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireDocument {
+    /// Its namespace, in canonical form (identity object keys sorted).
+    pub namespace: DynamicNamespace,
+    /// Its id.
+    pub id: String,
+    /// Its revision (opaque).
+    pub revision: String,
+    /// The revision it replaced; `null` for the first.
+    pub predecessor: Option<String>,
+    /// Where it came from.
+    pub locator: String,
+    /// Its content (empty once withdrawn).
+    pub content: MemoryContent,
+    /// Scopes allowed to recall it.
+    pub scopes: Vec<String>,
+    /// When this revision was written, epoch milliseconds.
+    pub modified_at: i64,
+    /// Set once withdrawn.
+    pub withdrawn: Option<WireWithdrawal>,
+}
+
+/// Result of `memory_put` and `memory_withdraw`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteResult {
+    /// The revision the write created (the original one for a replay).
+    pub revision: String,
+    /// True when an identical earlier command's answer was returned and nothing was written.
+    pub replayed: bool,
+    /// The document as this write left it.
+    pub document: WireDocument,
+}
+
+/// Result of `memory_get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetResult {
+    /// The current document; `null` when there is none (never written, or withdrawn).
+    pub document: Option<WireDocument>,
+}
+
+/// Where a recalled passage came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WirePassageSource {
+    /// The document id.
+    pub id: String,
+    /// The document's locator.
+    pub locator: String,
+    /// The revision the passage was taken from, when known.
+    pub revision: Option<String>,
+}
+
+/// One recalled passage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WirePassage {
+    /// Its source document.
+    pub source: WirePassageSource,
+    /// The passage's id within its source.
+    pub passage_id: String,
+    /// Its content (current text and provenance, after revalidation).
+    pub content: MemoryContent,
+    /// Its citation in `text`, `memory:N`.
+    pub citation: String,
+    /// Relevance as the finding index reported it (higher is better; scales differ between modes).
+    pub score: f64,
+}
+
+/// Result of `memory_recall`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallResult {
+    /// The rendered, citation-numbered block to place before a model call.
+    pub text: String,
+    /// The passages cited in `text`, in citation order.
+    pub passages: Vec<WirePassage>,
+    /// One report per source consulted.
+    pub outcomes: Vec<WireOutcome>,
+}
+
+/// What happened at one recall source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireOutcome {
+    /// The source's id (`memory` for the store's own index).
+    pub id: String,
+    /// Whether the recall required this source.
+    pub essential: bool,
+    /// `found`, `no-match`, `unavailable` or `insufficient-freshness`.
+    pub status: String,
+    /// The reason a source gave for being unavailable.
+    pub reason: Option<String>,
+    /// Passages that got a citation of their own.
+    pub selected: u64,
+    /// Passages that duplicated a cited one and share its citation.
+    pub deduplicated: u64,
+    /// Passages left out by the limits.
+    pub omitted: u64,
+}
+
+/// Result of `memory_sync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncResult {
+    /// The change-sequence position through which every committed write is searchable in every mode.
+    pub indexed: u64,
+}
+
+/// The canonical address of a wire namespace, after every limit check.
+pub fn address_of(namespace: &DynamicNamespace) -> Result<NamespaceAddress, Refusal> {
+    namespace
+        .address()
+        .map_err(|error| Refusal::from(MemoryError::from(error)))
+}
+
+/// The key of `id` in `namespace`.
+pub fn key_of(namespace: &DynamicNamespace, id: &str) -> Result<MemoryKey, Refusal> {
+    Ok(MemoryKey {
+        namespace: address_of(namespace)?,
+        id: DocumentId::new(id)?,
+    })
+}
+
+impl PutArguments {
+    /// The memory-core write these arguments ask for.
+    pub fn into_write(self) -> Result<MemoryWrite, Refusal> {
+        let key = key_of(&self.namespace, &self.id)?;
+        let expected_revision = self.expected_revision.map(Revision::new).transpose()?;
+        let scopes = self
+            .scopes
+            .into_iter()
+            .map(MemoryScope::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MemoryWrite::Put {
+            key,
+            operation_id: OperationId::new(self.operation_id)?,
+            expected_revision,
+            locator: self.locator,
+            content: self.content,
+            scopes,
+        })
+    }
+}
+
+impl WithdrawArguments {
+    /// The memory-core write these arguments ask for.
+    pub fn into_write(self) -> Result<MemoryWrite, Refusal> {
+        Ok(MemoryWrite::Withdraw {
+            key: key_of(&self.namespace, &self.id)?,
+            operation_id: OperationId::new(self.operation_id)?,
+            expected_revision: Revision::new(self.expected_revision)?,
+            reason: self.reason,
+        })
+    }
+}
+
+impl WriteResult {
+    /// The wire form of a write's outcome.
+    pub fn from_outcome(outcome: WriteOutcome) -> Result<Self, Refusal> {
+        let document = WireDocument::from_document(outcome.receipt.document)?;
+        Ok(Self {
+            revision: document.revision.clone(),
+            replayed: outcome.replayed,
+            document,
+        })
+    }
+}
+
+impl WireDocument {
+    /// The wire form of a stored document.
+    pub fn from_document(document: MemoryDocument) -> Result<Self, Refusal> {
+        Ok(Self {
+            namespace: namespace_of(&document.key.namespace)?,
+            id: document.key.id.as_str().to_owned(),
+            revision: document.revision.as_str().to_owned(),
+            predecessor: document
+                .predecessor
+                .map(|revision| revision.as_str().to_owned()),
+            locator: document.locator,
+            content: document.content,
+            scopes: document
+                .scopes
+                .iter()
+                .map(|scope| scope.as_str().to_owned())
+                .collect(),
+            modified_at: document.modified_at,
+            withdrawn: document.withdrawn.map(|withdrawal| WireWithdrawal {
+                reason: withdrawal.reason,
+            }),
+        })
+    }
+}
+
+/// Splits a canonical address `[1,name,version,identity]` back into its wire namespace.
+pub fn namespace_of(address: &NamespaceAddress) -> Result<DynamicNamespace, Refusal> {
+    let corrupt = || {
+        Refusal::from(MemoryError::Corrupt {
+            what: "stored namespace address is not [1,name,version,identity]".to_owned(),
+        })
+    };
+    let Ok(Value::Array(mut parts)) = serde_json::from_str::<Value>(address.as_str()) else {
+        return Err(corrupt());
+    };
+    if parts.len() != 4 {
+        return Err(corrupt());
+    }
+    let identity = parts.pop().unwrap_or(Value::Null);
+    let version = parts[2].as_u64().ok_or_else(corrupt)?;
+    let name = parts[1].as_str().ok_or_else(corrupt)?.to_owned();
+    Ok(DynamicNamespace {
+        name,
+        version,
+        identity,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use memory_core::ErrorKind;
+    use serde_json::json;
+
+    use super::*;
+    use crate::input::decode_bytes;
+
+    fn put_json() -> Value {
+        json!({
+            "namespace": {"name": "notes", "version": 1, "identity": {"user": "u1", "a": [1, 2]}},
+            "id": "doc-1",
+            "operation_id": "op-1",
+            "expected_revision": null,
+            "locator": "thread:1",
+            "scopes": ["agent"],
+            "content": {
+                "text": "The user prefers tea.",
+                "attributions": [{
+                    "origin_id": "m1", "speaker": "user", "observers": ["agent"], "locator": "m1",
+                    "activity_at": null, "interpretation": "stated"
+                }],
+                "metadata": {"topic": "drinks"},
+                "recorded_at": 1, "extracted_at": 2
+            }
+        })
+    }
+
+    #[test]
+    fn put_arguments_convert_and_the_namespace_round_trips_canonically() {
+        let arguments: PutArguments =
+            decode_bytes(put_json().to_string().as_bytes()).expect("valid put");
+        let write = arguments.into_write().expect("valid write");
+        let namespace = namespace_of(&write.key().namespace).expect("canonical address");
+        assert_eq!(namespace.name, "notes");
+        assert_eq!(namespace.version, 1);
+        assert_eq!(namespace.identity, json!({"a": [1, 2], "user": "u1"}));
+    }
+
+    #[test]
+    fn oversized_id_is_too_large_and_empty_scope_is_invalid() {
+        let mut value = put_json();
+        value["id"] = json!("x".repeat(DocumentId::MAX_BYTES + 1));
+        let arguments: PutArguments = decode_bytes(value.to_string().as_bytes()).expect("parses");
+        assert_eq!(
+            arguments.into_write().expect_err("too long").kind(),
+            ErrorKind::TooLarge
+        );
+
+        let mut value = put_json();
+        value["scopes"] = json!([""]);
+        let arguments: PutArguments = decode_bytes(value.to_string().as_bytes()).expect("parses");
+        assert_eq!(
+            arguments.into_write().expect_err("empty scope").kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_every_level() {
+        for pointer in ["", "/namespace", "/content", "/content/attributions/0"] {
+            let mut value = put_json();
+            value
+                .pointer_mut(pointer)
+                .and_then(Value::as_object_mut)
+                .expect("an object")
+                .insert("surprise".to_owned(), json!(true));
+            let refusal =
+                decode_bytes::<PutArguments>(value.to_string().as_bytes()).expect_err(pointer);
+            assert_eq!(refusal.kind(), ErrorKind::InvalidInput, "{pointer}");
+        }
+    }
+
+    #[test]
+    fn recall_mode_defaults_to_hybrid_and_rejects_other_names() {
+        let mut value = json!({
+            "namespace": {"name": "notes", "version": 1, "identity": null},
+            "scope": "agent", "query": "tea",
+            "limits": {"max_items": 3, "max_bytes": 1000, "max_tokens": 300, "timeout_ms": 500}
+        });
+        let arguments: RecallArguments = decode_bytes(value.to_string().as_bytes()).expect("valid");
+        assert_eq!(arguments.mode, RecallMode::Hybrid);
+        value["mode"] = json!("fuzzy");
+        assert_eq!(
+            decode_bytes::<RecallArguments>(value.to_string().as_bytes())
+                .expect_err("unknown mode")
+                .kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+}

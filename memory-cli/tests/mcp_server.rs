@@ -1,0 +1,314 @@
+//! End-to-end tests of `memory serve`: an MCP client (rmcp) drives the built binary over a real stdio
+//! pipe: initialize, list tools, call each tool, receive error kinds as tool errors.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+
+use common::{BINARY, Fixture, get, put, recall, withdraw};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const TOOLS: [&str; 5] = [
+    "memory_put",
+    "memory_withdraw",
+    "memory_get",
+    "memory_recall",
+    "memory_sync",
+];
+
+async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {
+    let command = tokio::process::Command::new(BINARY).configure(|command| {
+        command
+            .env_remove("MEMORY_DB")
+            .env_remove("MEMORY_LOG")
+            .arg("--db")
+            .arg(&fixture.db)
+            .arg("serve");
+    });
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    ().serve(transport)
+        .await
+        .expect("the MCP handshake succeeds")
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("tool arguments are an object");
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .expect("a tool call gets a result, refusals included")
+}
+
+fn success(result: &CallToolResult) -> &Value {
+    assert_eq!(result.is_error, Some(false), "{result:#?}");
+    result
+        .structured_content
+        .as_ref()
+        .expect("structured content")
+}
+
+fn refused(result: &CallToolResult, kind: &str) {
+    assert_eq!(result.is_error, Some(true), "{result:#?}");
+    let content = result
+        .structured_content
+        .as_ref()
+        .expect("structured error");
+    assert_eq!(content["error"]["kind"], kind, "{result:#?}");
+    assert!(content["error"]["message"].is_string());
+}
+
+#[tokio::test]
+async fn tools_are_listed_with_object_input_schemas() {
+    let fixture = Fixture::new();
+    let client = connect(&fixture).await;
+    let info = client.peer_info().expect("the server introduced itself");
+    assert_eq!(
+        info.server_info.as_ref().map(|server| server.name.as_str()),
+        Some("memory")
+    );
+    assert!(info.capabilities.tools.is_some());
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    names.sort_unstable();
+    let mut expected = TOOLS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    for tool in &tools {
+        assert_eq!(
+            tool.input_schema.get("type"),
+            Some(&json!("object")),
+            "{}",
+            tool.name
+        );
+        assert!(
+            tool.description
+                .as_deref()
+                .is_some_and(|text| !text.is_empty())
+        );
+    }
+    let put_tool = tools.iter().find(|tool| tool.name == "memory_put").unwrap();
+    let properties = put_tool.input_schema["properties"]
+        .as_object()
+        .expect("properties");
+    for field in [
+        "namespace",
+        "id",
+        "operation_id",
+        "expected_revision",
+        "locator",
+        "scopes",
+        "content",
+    ] {
+        assert!(
+            properties.contains_key(field),
+            "memory_put schema lacks {field}"
+        );
+    }
+    assert_eq!(
+        put_tool.input_schema.get("additionalProperties"),
+        Some(&json!(false))
+    );
+    let recall_tool = tools
+        .iter()
+        .find(|tool| tool.name == "memory_recall")
+        .unwrap();
+    let recall_schema = serde_json::to_string(&*recall_tool.input_schema).unwrap();
+    for mode in ["lexical", "exact", "hnsw", "hybrid"] {
+        assert!(
+            recall_schema.contains(mode),
+            "recall schema names mode {mode}"
+        );
+    }
+    client.cancel().await.expect("the client closes");
+}
+
+#[tokio::test]
+async fn every_tool_answers_and_refusals_are_tool_errors() {
+    let fixture = Fixture::new();
+    let client = connect(&fixture).await;
+
+    let created = call(
+        &client,
+        "memory_put",
+        put("tea", "op-1", None, "The user prefers green tea."),
+    )
+    .await;
+    let created = success(&created).clone();
+    assert_eq!(created["replayed"], false);
+    let revision = created["revision"].as_str().unwrap().to_owned();
+    let replayed = call(
+        &client,
+        "memory_put",
+        put("tea", "op-1", None, "The user prefers green tea."),
+    )
+    .await;
+    assert_eq!(success(&replayed)["replayed"], true);
+
+    let read = call(&client, "memory_get", get("tea")).await;
+    assert_eq!(success(&read)["document"]["revision"], revision.as_str());
+
+    // Committed writes are recallable at once.
+    let recalled = call(&client, "memory_recall", recall("green tea", "lexical")).await;
+    let recalled = success(&recalled);
+    assert_eq!(recalled["passages"][0]["citation"], "memory:1");
+    assert_eq!(recalled["passages"][0]["source"]["id"], "tea");
+    assert!(
+        recalled["text"]
+            .as_str()
+            .unwrap()
+            .contains("The user prefers green tea.")
+    );
+
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 1);
+
+    refused(
+        &call(&client, "memory_put", put("tea", "op-2", None, "black tea")).await,
+        "conflict",
+    );
+    refused(
+        &call(&client, "memory_put", put("tea", "op-1", None, "white tea")).await,
+        "operation-conflict",
+    );
+    refused(
+        &call(
+            &client,
+            "memory_withdraw",
+            withdraw("coffee", "op-3", "r-any"),
+        )
+        .await,
+        "not-found",
+    );
+    refused(
+        &call(&client, "memory_recall", recall("tea", "hybrid")).await,
+        "unavailable",
+    );
+
+    let withdrawn = call(
+        &client,
+        "memory_withdraw",
+        withdraw("tea", "op-4", &revision),
+    )
+    .await;
+    assert!(success(&withdrawn)["document"]["withdrawn"].is_object());
+    refused(
+        &call(&client, "memory_put", put("tea", "op-5", None, "again")).await,
+        "withdrawn",
+    );
+    let gone = call(&client, "memory_get", get("tea")).await;
+    assert_eq!(success(&gone)["document"], Value::Null);
+
+    // Bad arguments are typed refusals too, not protocol errors.
+    let mut unknown = get("tea");
+    unknown["surprise"] = json!(1);
+    refused(&call(&client, "memory_get", unknown).await, "invalid-input");
+    refused(
+        &call(&client, "memory_get", json!({"namespace": 3, "id": "tea"})).await,
+        "invalid-input",
+    );
+    refused(
+        &call(&client, "memory_sync", json!({"now": true})).await,
+        "invalid-input",
+    );
+    let mut long_id = get("tea");
+    long_id["id"] = json!("i".repeat(1_025));
+    refused(&call(&client, "memory_get", long_id).await, "too-large");
+    let mut deep = get("tea");
+    let mut identity = json!(1);
+    for _ in 0..17 {
+        identity = json!({"n": identity});
+    }
+    deep["namespace"]["identity"] = identity;
+    refused(&call(&client, "memory_get", deep).await, "too-large");
+
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 2, "refusals wrote nothing");
+    client.cancel().await.expect("the client closes");
+}
+
+/// The server exits with status 0 once its input ends, after answering what it was sent.
+#[test]
+fn server_shuts_down_cleanly_at_end_of_input() {
+    let fixture = Fixture::new();
+    let mut child = std::process::Command::new(BINARY)
+        .env_remove("MEMORY_DB")
+        .arg("--db")
+        .arg(&fixture.db)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "memory_sync", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for message in &messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let mut output = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut output)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let answers: Vec<Value> = output
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON-RPC message per line"))
+        .collect();
+    let sync_answer = answers
+        .iter()
+        .find(|answer| answer["id"] == 2)
+        .expect("the call was answered");
+    assert_eq!(
+        sync_answer["result"]["structuredContent"],
+        json!({"indexed": 0})
+    );
+    assert_eq!(sync_answer["result"]["isError"], false);
+}
+
+/// Calls above the SDK's default 16 MiB line cap still reach the server, which refuses text above the
+/// canonical size limit as `too-large` and accepts a large write below it.
+#[tokio::test]
+async fn large_calls_get_typed_answers() {
+    let fixture = Fixture::new();
+    let client = connect(&fixture).await;
+    let too_long = "x".repeat(16 * 1024 * 1024 + 1);
+    refused(
+        &call(&client, "memory_put", put("big", "op-1", None, &too_long)).await,
+        "too-large",
+    );
+    let large = "y".repeat(1024 * 1024);
+    let written = call(&client, "memory_put", put("big", "op-2", None, &large)).await;
+    assert_eq!(success(&written)["replayed"], false);
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 1);
+    client.cancel().await.expect("the client closes");
+}

@@ -1,0 +1,404 @@
+//! The read side: a read-only connection that serves reads, the change feed, lexical search, receipts,
+//! history and the consistency check. [`SqliteStore`](crate::SqliteStore) reads through one of these too.
+//!
+//! The connection is opened with `SQLITE_OPEN_READ_ONLY` and `query_only`, so it can neither create
+//! nor change anything. In WAL mode it never blocks the writer, and each call sees every transaction
+//! committed before it started.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use memory_core::{
+    Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
+    MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId, Revision,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{FailureClass, classify, sqlite};
+use crate::options::SqliteStoreBuilder;
+use crate::rows::{DocumentRow, decode_key, decode_receipt, decode_revision, decode_sequence};
+use crate::{lexical, schema};
+
+/// Most keys in one [`MemoryReader::read_many`] call.
+pub const MAX_READ_MANY_KEYS: usize = 10_000;
+/// Most changes returned by one [`ChangeFeed::changes_since`] call; larger limits are clamped.
+pub const MAX_CHANGES_PER_CALL: usize = 10_000;
+
+/// One committed revision of a key and the revision it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionLink {
+    /// The revision.
+    pub revision: Revision,
+    /// The revision it replaced; `None` for the first.
+    pub predecessor: Option<Revision>,
+    /// The change sequence it was committed at.
+    pub sequence: ChangeSequence,
+}
+
+/// What [`SqliteReader::check_consistency`] counted in a consistent store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConsistencyReport {
+    /// Current rows (withdrawn tombstones included).
+    pub documents: u64,
+    /// Stored receipts, one per committed write.
+    pub receipts: u64,
+    /// Committed revisions.
+    pub revisions: u64,
+    /// Entries of the change sequence.
+    pub changes: u64,
+}
+
+/// A read-only view of a store file.
+pub struct SqliteReader {
+    connection: Mutex<Connection>,
+    busy_retries: u32,
+}
+
+impl std::fmt::Debug for SqliteReader {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SqliteReader")
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteReader {
+    /// Opens a read-only view of the store at `path` with default options. Fails with a storage error
+    /// ([`crate::StoreFailure::SchemaMissing`] or [`crate::StoreFailure::FormatMismatch`]) when the file
+    /// does not hold this store's schema at this format; creates nothing.
+    pub fn open_reader(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
+        SqliteStoreBuilder::default().open_reader(path)
+    }
+
+    pub(crate) fn open_with(
+        path: &Path,
+        options: &SqliteStoreBuilder,
+    ) -> Result<Self, MemoryError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let connection = Connection::open_with_flags(path, flags).map_err(sqlite("open reader"))?;
+        connection
+            .busy_timeout(options.busy_timeout)
+            .map_err(sqlite("open reader"))?;
+        connection
+            .pragma_update(None, "query_only", true)
+            .map_err(sqlite("open reader"))?;
+        let reader = Self {
+            connection: Mutex::new(connection),
+            busy_retries: options.busy_retries,
+        };
+        reader.with_connection("open reader", schema::check_existing)?;
+        Ok(reader)
+    }
+
+    /// Runs `work` on the connection, retrying it a bounded number of times when SQLite reports busy
+    /// (rare for WAL readers: a wal-index recovery in progress), so busy never reaches a caller spuriously.
+    fn with_connection<T>(
+        &self,
+        operation: &'static str,
+        work: impl Fn(&Connection) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let connection = self.lock();
+        let mut attempt = 0;
+        loop {
+            match work(&connection) {
+                Err(error) if is_busy(&error) && attempt < self.busy_retries => {
+                    std::thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(error) if is_busy(&error) => return Err(MemoryError::Busy { operation }),
+                other => return other,
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A read holds no transaction across calls, so a panic elsewhere cannot leave it half-done.
+        self.connection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reads the current, non-withdrawn document of `key`.
+    pub fn read_blocking(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        self.with_connection("read", |connection| {
+            Ok(read_current(connection, key)?.filter(|document| document.withdrawn.is_none()))
+        })
+    }
+
+    /// Reads many keys in one snapshot; the answer is in the order of `keys`.
+    pub fn read_many_blocking(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        if keys.len() > MAX_READ_MANY_KEYS {
+            return Err(MemoryError::TooLarge {
+                limit: "keys per read",
+                max: MAX_READ_MANY_KEYS as u64,
+                actual: keys.len() as u64,
+            });
+        }
+        self.with_connection("read many", |connection| {
+            let snapshot = connection
+                .unchecked_transaction()
+                .map_err(sqlite("read many"))?;
+            let mut documents = Vec::with_capacity(keys.len());
+            for key in keys {
+                documents.push(
+                    read_current(&snapshot, key)?.filter(|document| document.withdrawn.is_none()),
+                );
+            }
+            snapshot.finish().map_err(sqlite("read many"))?;
+            Ok(documents)
+        })
+    }
+
+    /// The stored receipt of `operation_id` in `namespace`, exactly as it was returned when issued.
+    pub fn receipt(
+        &self,
+        namespace: &NamespaceAddress,
+        operation_id: &OperationId,
+    ) -> Result<Option<MemoryReceipt>, MemoryError> {
+        self.with_connection("read receipt", |connection| {
+            read_receipt(connection, namespace, operation_id.as_str())
+        })
+    }
+
+    /// The stored JSON text of a receipt, for checks that a receipt reads back byte for byte.
+    pub fn receipt_json(
+        &self,
+        namespace: &NamespaceAddress,
+        operation_id: &OperationId,
+    ) -> Result<Option<String>, MemoryError> {
+        self.with_connection("read receipt", |connection| {
+            connection
+                .prepare_cached(
+                    "SELECT body FROM memory_receipts WHERE namespace = ?1 AND operation_id = ?2",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([namespace.as_str(), operation_id.as_str()], |row| {
+                            row.get::<_, String>(0)
+                        })
+                        .optional()
+                })
+                .map_err(sqlite("read receipt"))
+        })
+    }
+
+    /// Every committed revision of `key` (withdrawal included), in commit order.
+    pub fn history(&self, key: &MemoryKey) -> Result<Vec<RevisionLink>, MemoryError> {
+        self.with_connection("read history", |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT revision, predecessor, sequence FROM memory_revisions \
+                     WHERE namespace = ?1 AND id = ?2 ORDER BY sequence",
+                )
+                .map_err(sqlite("read history"))?;
+            let rows = statement
+                .query_map([key.namespace.as_str(), key.id.as_str()], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })
+                .map_err(sqlite("read history"))?;
+            let mut links = Vec::new();
+            for row in rows {
+                let (revision, predecessor, sequence) = row.map_err(sqlite("read history"))?;
+                links.push(RevisionLink {
+                    revision: decode_revision(&revision)?,
+                    predecessor: predecessor.as_deref().map(decode_revision).transpose()?,
+                    sequence: decode_sequence(sequence)?,
+                });
+            }
+            Ok(links)
+        })
+    }
+
+    /// The latest committed change sequence (`ChangeSequence(0)` when there is none).
+    pub fn head_blocking(&self) -> Result<ChangeSequence, MemoryError> {
+        self.with_connection("read change head", |connection| {
+            let head: Option<i64> = connection
+                .query_row("SELECT max(sequence) FROM memory_changes", [], |row| {
+                    row.get(0)
+                })
+                .map_err(sqlite("read change head"))?;
+            decode_sequence(head.unwrap_or(0))
+        })
+    }
+
+    /// Up to `limit` (at most [`MAX_CHANGES_PER_CALL`]) changes after `after`, in sequence order.
+    pub fn changes_since_blocking(
+        &self,
+        after: ChangeSequence,
+        limit: usize,
+    ) -> Result<Vec<Change>, MemoryError> {
+        let limit = limit.min(MAX_CHANGES_PER_CALL);
+        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        self.with_connection("read changes", |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT sequence, namespace, id FROM memory_changes \
+                     WHERE sequence > ?1 ORDER BY sequence LIMIT ?2",
+                )
+                .map_err(sqlite("read changes"))?;
+            let rows = statement
+                .query_map(rusqlite::params![after, limit as i64], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                })
+                .map_err(sqlite("read changes"))?;
+            let mut changes = Vec::with_capacity(limit.min(256));
+            for row in rows {
+                let (sequence, namespace, id) = row.map_err(sqlite("read changes"))?;
+                changes.push(Change {
+                    sequence: decode_sequence(sequence)?,
+                    key: decode_key(&namespace, &id)?,
+                });
+            }
+            Ok(changes)
+        })
+    }
+
+    /// Lexical search: see [`crate::lexical`].
+    pub fn search_blocking(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        let Some(expression) = lexical::match_expression(query)? else {
+            return Ok(Vec::new());
+        };
+        let limit = limit.min(lexical::MAX_SEARCH_HITS);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.with_connection("lexical search", |connection| {
+            lexical::search(connection, access, &expression, limit)
+        })
+    }
+
+    /// Checks that the file is whole and agrees with itself: SQLite's `integrity_check`, every row
+    /// decodes, every current document has the receipt that wrote it (and that receipt holds the very
+    /// same document), every receipt has its revision and every revision its change, and the search
+    /// index covers exactly the current, non-withdrawn documents. Any disagreement is
+    /// [`MemoryError::Corrupt`].
+    pub fn check_consistency(&self) -> Result<ConsistencyReport, MemoryError> {
+        self.with_connection("check consistency", |connection| {
+            let snapshot = connection
+                .unchecked_transaction()
+                .map_err(sqlite("check consistency"))?;
+            let report = crate::consistency::check(&snapshot)?;
+            snapshot.finish().map_err(sqlite("check consistency"))?;
+            Ok(report)
+        })
+    }
+}
+
+fn is_busy(error: &MemoryError) -> bool {
+    crate::error::storage_failure(error).is_some_and(|failure| match failure {
+        crate::error::StoreFailure::Sqlite(error) => classify(error) == FailureClass::Busy,
+        _ => false,
+    })
+}
+
+/// The pause before retry `attempt` (0-based) after SQLite's own busy wait ran out.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(10u64.saturating_mul(1 << attempt.min(5)).min(250))
+}
+
+/// Reads the current row of `key`, withdrawn tombstones included.
+pub(crate) fn read_current(
+    connection: &Connection,
+    key: &MemoryKey,
+) -> Result<Option<MemoryDocument>, MemoryError> {
+    let row = connection
+        .prepare_cached(
+            "SELECT namespace, id, revision, withdrawn, locator, body FROM memory_documents \
+             WHERE namespace = ?1 AND id = ?2",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row([key.namespace.as_str(), key.id.as_str()], |row| {
+                    Ok(DocumentRow {
+                        namespace: row.get(0)?,
+                        id: row.get(1)?,
+                        revision: row.get(2)?,
+                        withdrawn: row.get(3)?,
+                        locator: row.get(4)?,
+                        body: row.get(5)?,
+                    })
+                })
+                .optional()
+        })
+        .map_err(sqlite("read document"))?;
+    row.map(DocumentRow::decode).transpose()
+}
+
+/// Reads and validates the receipt stored for `(namespace, operation_id)`.
+pub(crate) fn read_receipt(
+    connection: &Connection,
+    namespace: &NamespaceAddress,
+    operation_id: &str,
+) -> Result<Option<MemoryReceipt>, MemoryError> {
+    let body = connection
+        .prepare_cached(
+            "SELECT body FROM memory_receipts WHERE namespace = ?1 AND operation_id = ?2",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row([namespace.as_str(), operation_id], |row| {
+                    row.get::<_, String>(0)
+                })
+                .optional()
+        })
+        .map_err(sqlite("read receipt"))?;
+    body.map(|body| decode_receipt(&body, namespace, operation_id))
+        .transpose()
+}
+
+impl MemoryReader for SqliteReader {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        self.read_blocking(key)
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        self.read_many_blocking(keys)
+    }
+}
+
+impl ChangeFeed for SqliteReader {
+    async fn head(&self) -> Result<ChangeSequence, MemoryError> {
+        self.head_blocking()
+    }
+
+    async fn changes_since(
+        &self,
+        after: ChangeSequence,
+        limit: usize,
+    ) -> Result<Vec<Change>, MemoryError> {
+        self.changes_since_blocking(after, limit)
+    }
+}
+
+impl LexicalSearch for SqliteReader {
+    async fn search(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        self.search_blocking(access, query, limit)
+    }
+}

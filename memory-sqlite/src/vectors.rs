@@ -1,0 +1,505 @@
+//! SQLite persistence of semantic chunk vectors ([`memory_core::vectors::VectorStore`]).
+//!
+//! The tables live in the same file as the memory store (or any other file) and are created by
+//! [`SqliteVectorStore::open`] only; they are keyed by profile digest so vectors of different profiles never
+//! mix. Vectors are little-endian f32 BLOBs whose length is checked on load. One source's replacement is
+//! one transaction.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use memory_core::vectors::{
+    ProfileDigest, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
+    VectorLoadLimits, VectorStore,
+};
+use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS semantic_sources (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    revision TEXT,
+    withdrawn INTEGER NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_chunks (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    start_byte INTEGER NOT NULL,
+    end_byte INTEGER NOT NULL,
+    excerpt_digest BLOB NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id, ordinal)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_positions (
+    profile BLOB NOT NULL PRIMARY KEY,
+    position INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// How long a connection waits for another writer before reporting busy.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Chunk vectors and indexer positions in a SQLite file.
+pub struct SqliteVectorStore {
+    connection: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for SqliteVectorStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SqliteVectorStore")
+            .finish_non_exhaustive()
+    }
+}
+
+fn storage(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
+    move |error| MemoryError::storage(operation, error)
+}
+
+fn corrupt(what: impl Into<String>) -> MemoryError {
+    MemoryError::Corrupt { what: what.into() }
+}
+
+impl SqliteVectorStore {
+    /// Opens (creating if needed) the vector tables in the SQLite file at `path`, in WAL mode with
+    /// `synchronous = FULL` so an acknowledged replacement survives a process crash.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
+        let connection = Connection::open(path).map_err(storage("open vector store"))?;
+        connection
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(storage("open vector store"))?;
+        connection
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(storage("open vector store"))?;
+        connection
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(storage("open vector store"))?;
+        connection
+            .execute_batch(SCHEMA)
+            .map_err(storage("create vector tables"))?;
+        Ok(Self {
+            connection: Mutex::new(connection),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // Every statement runs inside a transaction that rolls back on drop, so a panic while holding the
+        // lock leaves no half-written state behind.
+        self.connection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn load_now(
+        &self,
+        profile: &ProfileDigest,
+        limits: VectorLoadLimits,
+    ) -> Result<Vec<StoredSource>, MemoryError> {
+        let mut connection = self.lock();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(storage("load vectors"))?;
+        let profile_bytes = &profile.0[..];
+        let source_count: i64 = transaction
+            .query_row(
+                "SELECT count(*) FROM semantic_sources WHERE profile = ?1",
+                [profile_bytes],
+                |row| row.get(0),
+            )
+            .map_err(storage("count vector sources"))?;
+        check_count("stored sources", source_count, limits.max_sources)?;
+        let chunk_count: i64 = transaction
+            .query_row(
+                "SELECT count(*) FROM semantic_chunks WHERE profile = ?1",
+                [profile_bytes],
+                |row| row.get(0),
+            )
+            .map_err(storage("count vector chunks"))?;
+        check_count("stored chunks", chunk_count, limits.max_chunks)?;
+
+        let mut sources = Vec::with_capacity(usize::try_from(source_count).unwrap_or(0));
+        let mut index_of = std::collections::HashMap::new();
+        {
+            let mut statement = transaction
+                .prepare(
+                    "SELECT namespace, document_id, generation, revision, withdrawn \
+                     FROM semantic_sources WHERE profile = ?1 ORDER BY namespace, document_id",
+                )
+                .map_err(storage("load vector sources"))?;
+            let mut rows = statement
+                .query([profile_bytes])
+                .map_err(storage("load vector sources"))?;
+            while let Some(row) = rows.next().map_err(storage("load vector sources"))? {
+                let namespace: String = row.get(0).map_err(storage("load vector sources"))?;
+                let document_id: String = row.get(1).map_err(storage("load vector sources"))?;
+                let generation: i64 = row.get(2).map_err(storage("load vector sources"))?;
+                let revision: Option<String> =
+                    row.get(3).map_err(storage("load vector sources"))?;
+                let withdrawn: bool = row.get(4).map_err(storage("load vector sources"))?;
+                let key = parse_key(&namespace, &document_id)?;
+                let generation = SourceGeneration(
+                    u64::try_from(generation).map_err(|_| corrupt("negative source generation"))?,
+                );
+                let state = match (withdrawn, revision) {
+                    (true, _) => StoredSourceState::Withdrawn,
+                    (false, Some(revision)) => StoredSourceState::Indexed {
+                        revision: Revision::new(revision)
+                            .map_err(|_| corrupt("invalid stored revision"))?,
+                        chunks: Vec::new(),
+                    },
+                    (false, None) => return Err(corrupt("indexed source without a revision")),
+                };
+                index_of.insert((namespace, document_id), sources.len());
+                sources.push(StoredSource {
+                    key,
+                    generation,
+                    state,
+                });
+            }
+        }
+        {
+            let mut statement = transaction
+                .prepare(
+                    "SELECT namespace, document_id, ordinal, start_byte, end_byte, excerpt_digest, \
+                     vector FROM semantic_chunks WHERE profile = ?1 \
+                     ORDER BY namespace, document_id, ordinal",
+                )
+                .map_err(storage("load vector chunks"))?;
+            let mut rows = statement
+                .query([profile_bytes])
+                .map_err(storage("load vector chunks"))?;
+            while let Some(row) = rows.next().map_err(storage("load vector chunks"))? {
+                let namespace: String = row.get(0).map_err(storage("load vector chunks"))?;
+                let document_id: String = row.get(1).map_err(storage("load vector chunks"))?;
+                let ordinal: i64 = row.get(2).map_err(storage("load vector chunks"))?;
+                let start: i64 = row.get(3).map_err(storage("load vector chunks"))?;
+                let end: i64 = row.get(4).map_err(storage("load vector chunks"))?;
+                let digest: Vec<u8> = row.get(5).map_err(storage("load vector chunks"))?;
+                let vector: Vec<u8> = row.get(6).map_err(storage("load vector chunks"))?;
+                let slot = index_of
+                    .get(&(namespace, document_id))
+                    .copied()
+                    .ok_or_else(|| corrupt("chunk without its source row"))?;
+                let chunk = StoredChunk {
+                    ordinal: u32::try_from(ordinal).map_err(|_| corrupt("chunk ordinal"))?,
+                    start: u64::try_from(start).map_err(|_| corrupt("chunk start"))?,
+                    end: u64::try_from(end).map_err(|_| corrupt("chunk end"))?,
+                    excerpt_digest: digest
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| corrupt("excerpt digest length"))?,
+                    vector: decode_vector(&vector, limits.dimensions)?,
+                };
+                if chunk.start > chunk.end {
+                    return Err(corrupt("chunk range is reversed"));
+                }
+                match &mut sources[slot].state {
+                    StoredSourceState::Indexed { chunks, .. } => chunks.push(chunk),
+                    StoredSourceState::Withdrawn => {
+                        return Err(corrupt("chunk stored for a withdrawn source"));
+                    }
+                }
+            }
+        }
+        Ok(sources)
+    }
+
+    fn replace_now(
+        &self,
+        profile: &ProfileDigest,
+        source: &StoredSource,
+    ) -> Result<(), MemoryError> {
+        let mut connection = self.lock();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(storage("replace vector source"))?;
+        let profile_bytes = &profile.0[..];
+        let namespace = source.key.namespace.as_str();
+        let document_id = source.key.id.as_str();
+        let generation = i64::try_from(source.generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        transaction
+            .execute(
+                "DELETE FROM semantic_chunks WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
+                params![profile_bytes, namespace, document_id],
+            )
+            .map_err(storage("replace vector source"))?;
+        let (revision, withdrawn) = match &source.state {
+            StoredSourceState::Indexed { revision, .. } => (Some(revision.as_str()), false),
+            StoredSourceState::Withdrawn => (None, true),
+        };
+        transaction
+            .execute(
+                "INSERT OR REPLACE INTO semantic_sources \
+                 (profile, namespace, document_id, generation, revision, withdrawn) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    profile_bytes,
+                    namespace,
+                    document_id,
+                    generation,
+                    revision,
+                    withdrawn
+                ],
+            )
+            .map_err(storage("replace vector source"))?;
+        if let StoredSourceState::Indexed { chunks, .. } = &source.state {
+            let mut statement = transaction
+                .prepare(
+                    "INSERT INTO semantic_chunks (profile, namespace, document_id, ordinal, \
+                     start_byte, end_byte, excerpt_digest, vector) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(storage("replace vector source"))?;
+            for chunk in chunks {
+                let start = i64::try_from(chunk.start)
+                    .map_err(|_| MemoryError::invalid("chunk start", "exceeds 2^63 - 1"))?;
+                let end = i64::try_from(chunk.end)
+                    .map_err(|_| MemoryError::invalid("chunk end", "exceeds 2^63 - 1"))?;
+                statement
+                    .execute(params![
+                        profile_bytes,
+                        namespace,
+                        document_id,
+                        i64::from(chunk.ordinal),
+                        start,
+                        end,
+                        &chunk.excerpt_digest[..],
+                        encode_vector(&chunk.vector),
+                    ])
+                    .map_err(storage("replace vector source"))?;
+            }
+        }
+        transaction
+            .commit()
+            .map_err(storage("commit vector source"))
+    }
+
+    fn position_now(&self, profile: &ProfileDigest) -> Result<ChangeSequence, MemoryError> {
+        let connection = self.lock();
+        let position: Option<i64> = connection
+            .query_row(
+                "SELECT position FROM semantic_positions WHERE profile = ?1",
+                [&profile.0[..]],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(storage("read indexed position"))?;
+        match position {
+            None => Ok(ChangeSequence(0)),
+            Some(value) => u64::try_from(value)
+                .map(ChangeSequence)
+                .map_err(|_| corrupt("negative indexed position")),
+        }
+    }
+
+    fn set_position_now(
+        &self,
+        profile: &ProfileDigest,
+        position: ChangeSequence,
+    ) -> Result<(), MemoryError> {
+        let value = i64::try_from(position.0)
+            .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
+        let connection = self.lock();
+        connection
+            .execute(
+                "INSERT INTO semantic_positions (profile, position) VALUES (?1, ?2) \
+                 ON CONFLICT (profile) DO UPDATE SET position = max(position, excluded.position)",
+                params![&profile.0[..], value],
+            )
+            .map_err(storage("write indexed position"))?;
+        Ok(())
+    }
+}
+
+fn check_count(limit: &'static str, count: i64, max: usize) -> Result<(), MemoryError> {
+    let count = u64::try_from(count).map_err(|_| corrupt("negative row count"))?;
+    if count > max as u64 {
+        return Err(MemoryError::TooLarge {
+            limit,
+            max: max as u64,
+            actual: count,
+        });
+    }
+    Ok(())
+}
+
+fn parse_key(namespace: &str, document_id: &str) -> Result<MemoryKey, MemoryError> {
+    Ok(MemoryKey {
+        namespace: NamespaceAddress::parse(namespace)
+            .map_err(|_| corrupt("invalid stored namespace address"))?,
+        id: DocumentId::new(document_id).map_err(|_| corrupt("invalid stored document id"))?,
+    })
+}
+
+fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
+}
+
+fn decode_vector(bytes: &[u8], dimensions: usize) -> Result<Vec<f32>, MemoryError> {
+    if bytes.len() != dimensions.saturating_mul(4) {
+        return Err(corrupt(format!(
+            "stored vector has {} bytes, expected {}",
+            bytes.len(),
+            dimensions.saturating_mul(4)
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]))
+        .collect())
+}
+
+impl VectorStore for SqliteVectorStore {
+    async fn load_sources(
+        &self,
+        profile: &ProfileDigest,
+        limits: VectorLoadLimits,
+    ) -> Result<Vec<StoredSource>, MemoryError> {
+        self.load_now(profile, limits)
+    }
+
+    async fn replace_source(
+        &self,
+        profile: &ProfileDigest,
+        source: &StoredSource,
+    ) -> Result<(), MemoryError> {
+        self.replace_now(profile, source)
+    }
+
+    async fn indexed_position(
+        &self,
+        profile: &ProfileDigest,
+    ) -> Result<ChangeSequence, MemoryError> {
+        self.position_now(profile)
+    }
+
+    async fn set_indexed_position(
+        &self,
+        profile: &ProfileDigest,
+        position: ChangeSequence,
+    ) -> Result<(), MemoryError> {
+        self.set_position_now(profile, position)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn key(id: &str) -> MemoryKey {
+        MemoryKey {
+            namespace: NamespaceAddress::parse(r#"[1,"notes",1,{"user":"u"}]"#).unwrap(),
+            id: DocumentId::new(id).unwrap(),
+        }
+    }
+
+    fn limits() -> VectorLoadLimits {
+        VectorLoadLimits {
+            dimensions: 2,
+            max_sources: 10,
+            max_chunks: 10,
+        }
+    }
+
+    fn indexed(id: &str, generation: u64, vectors: &[[f32; 2]]) -> StoredSource {
+        StoredSource {
+            key: key(id),
+            generation: SourceGeneration(generation),
+            state: StoredSourceState::Indexed {
+                revision: Revision::new(format!("r{generation}")).unwrap(),
+                chunks: vectors
+                    .iter()
+                    .enumerate()
+                    .map(|(ordinal, vector)| StoredChunk {
+                        ordinal: ordinal as u32,
+                        start: ordinal as u64 * 3,
+                        end: ordinal as u64 * 3 + 3,
+                        excerpt_digest: [ordinal as u8; 32],
+                        vector: vector.to_vec(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn replaced_sources_round_trip_per_profile() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("vectors.sqlite");
+        let profile = ProfileDigest([1; 32]);
+        let other_profile = ProfileDigest([2; 32]);
+        {
+            let store = SqliteVectorStore::open(&path).unwrap();
+            store
+                .replace_now(&profile, &indexed("a", 1, &[[1.0, 0.0], [0.0, 1.0]]))
+                .unwrap();
+            store
+                .replace_now(&profile, &indexed("a", 2, &[[0.6, 0.8]]))
+                .unwrap();
+            store
+                .replace_now(
+                    &profile,
+                    &StoredSource {
+                        key: key("b"),
+                        generation: SourceGeneration(3),
+                        state: StoredSourceState::Withdrawn,
+                    },
+                )
+                .unwrap();
+            store.set_position_now(&profile, ChangeSequence(7)).unwrap();
+            store.set_position_now(&profile, ChangeSequence(5)).unwrap();
+        }
+        let store = SqliteVectorStore::open(&path).unwrap();
+        let sources = store.load_now(&profile, limits()).unwrap();
+        assert_eq!(sources.len(), 2);
+        assert_eq!(sources[0], indexed("a", 2, &[[0.6, 0.8]]));
+        assert_eq!(sources[1].state, StoredSourceState::Withdrawn);
+        assert!(store.load_now(&other_profile, limits()).unwrap().is_empty());
+        assert_eq!(store.position_now(&profile).unwrap(), ChangeSequence(7));
+        assert_eq!(
+            store.position_now(&other_profile).unwrap(),
+            ChangeSequence(0)
+        );
+    }
+
+    #[test]
+    fn load_refuses_counts_over_limits_and_wrong_dimensions() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
+        let profile = ProfileDigest([1; 32]);
+        store
+            .replace_now(&profile, &indexed("a", 1, &[[1.0, 0.0], [0.0, 1.0]]))
+            .unwrap();
+        let tight = VectorLoadLimits {
+            max_chunks: 1,
+            ..limits()
+        };
+        assert!(matches!(
+            store.load_now(&profile, tight),
+            Err(MemoryError::TooLarge {
+                limit: "stored chunks",
+                ..
+            })
+        ));
+        let wrong = VectorLoadLimits {
+            dimensions: 3,
+            ..limits()
+        };
+        assert!(matches!(
+            store.load_now(&profile, wrong),
+            Err(MemoryError::Corrupt { .. })
+        ));
+    }
+}
