@@ -140,94 +140,266 @@ struct Topic {
 const TOPICS: &[Topic] = &[
     Topic {
         id: "city",
-        values: &["Lisbon", "Osaka", "Tallinn", "Montreal", "Nairobi", "Valparaiso", "Hobart", "Ljubljana", "Porto", "Bergen"],
-        statements: &["I live in {v} now.", "Home for me is {v} these days.", "My flat is in {v}, near the old harbour."],
-        corrections: &["Update: I moved away, I'm settled in {v} now.", "Actually I relocated to {v} last month."],
-        questions: &["Which city is {p} based in?", "Where does {p} reside?", "What town does {p} call home?"],
+        values: &[
+            "Lisbon",
+            "Osaka",
+            "Tallinn",
+            "Montreal",
+            "Nairobi",
+            "Valparaiso",
+            "Hobart",
+            "Ljubljana",
+            "Porto",
+            "Bergen",
+        ],
+        statements: &[
+            "I live in {v} now.",
+            "Home for me is {v} these days.",
+            "My flat is in {v}, near the old harbour.",
+        ],
+        corrections: &[
+            "Update: I moved away, I'm settled in {v} now.",
+            "Actually I relocated to {v} last month.",
+        ],
+        questions: &[
+            "Which city is {p} based in?",
+            "Where does {p} reside?",
+            "What town does {p} call home?",
+        ],
         forget: "Please forget where I live.",
     },
     Topic {
         id: "editor",
-        values: &["Helix", "Emacs", "Neovim", "Zed", "Kakoune", "Sublime Text", "VS Code", "Nano"],
-        statements: &["I write all my code in {v}.", "My editor of choice is {v}.", "{v} is what I open every morning to program."],
-        corrections: &["I switched editors, it's {v} for me now.", "Correction: these days I code in {v}."],
-        questions: &["Which text editor does {p} prefer?", "What tool does {p} use to edit source files?"],
+        values: &[
+            "Helix",
+            "Emacs",
+            "Neovim",
+            "Zed",
+            "Kakoune",
+            "Sublime Text",
+            "VS Code",
+            "Nano",
+        ],
+        statements: &[
+            "I write all my code in {v}.",
+            "My editor of choice is {v}.",
+            "{v} is what I open every morning to program.",
+        ],
+        corrections: &[
+            "I switched editors, it's {v} for me now.",
+            "Correction: these days I code in {v}.",
+        ],
+        questions: &[
+            "Which text editor does {p} prefer?",
+            "What tool does {p} use to edit source files?",
+        ],
         forget: "Forget which editor I use, please.",
     },
     Topic {
         id: "pet",
-        values: &["a grey cat named Miso", "a beagle called Pepper", "two goldfish", "a parrot named Kiwi", "a tortoise called Atlas", "a rescue greyhound"],
-        statements: &["At home I have {v}.", "I share my apartment with {v}.", "My evenings are spent walking or feeding {v}."],
-        corrections: &["Sad news, things changed: now I have {v}.", "We rehomed our old animal; we now keep {v}."],
-        questions: &["What animal lives with {p}?", "Does {p} own any companion animals?"],
+        values: &[
+            "a grey cat named Miso",
+            "a beagle called Pepper",
+            "two goldfish",
+            "a parrot named Kiwi",
+            "a tortoise called Atlas",
+            "a rescue greyhound",
+        ],
+        statements: &[
+            "At home I have {v}.",
+            "I share my apartment with {v}.",
+            "My evenings are spent walking or feeding {v}.",
+        ],
+        corrections: &[
+            "Sad news, things changed: now I have {v}.",
+            "We rehomed our old animal; we now keep {v}.",
+        ],
+        questions: &[
+            "What animal lives with {p}?",
+            "Does {p} own any companion animals?",
+        ],
         forget: "Don't keep anything about my pets.",
     },
     Topic {
         id: "project",
-        values: &["the billing migration", "a Rust storage engine", "the mobile onboarding redesign", "a weather forecasting model", "the data warehouse cleanup", "an open-source compiler"],
-        statements: &["My main work right now is {v}.", "I'm spending this quarter on {v}.", "Most of my hours go into {v}."],
-        corrections: &["I got reassigned; I'm on {v} now.", "New priorities: my focus is {v}."],
-        questions: &["What is {p} currently working on?", "Which assignment occupies {p} at the moment?"],
+        values: &[
+            "the billing migration",
+            "a Rust storage engine",
+            "the mobile onboarding redesign",
+            "a weather forecasting model",
+            "the data warehouse cleanup",
+            "an open-source compiler",
+        ],
+        statements: &[
+            "My main work right now is {v}.",
+            "I'm spending this quarter on {v}.",
+            "Most of my hours go into {v}.",
+        ],
+        corrections: &[
+            "I got reassigned; I'm on {v} now.",
+            "New priorities: my focus is {v}.",
+        ],
+        questions: &[
+            "What is {p} currently working on?",
+            "Which assignment occupies {p} at the moment?",
+        ],
         forget: "Forget what I'm working on.",
     },
     Topic {
         id: "drink",
-        values: &["oat flat white", "green tea", "double espresso", "rooibos", "cold brew", "hot chocolate"],
-        statements: &["I always order a {v}.", "My usual drink is a {v}.", "Nothing beats a {v} in the afternoon."],
-        corrections: &["I quit my old habit, now it's {v} for me.", "These days I drink {v} instead."],
-        questions: &["What beverage does {p} like?", "How does {p} take their caffeine, if at all?"],
+        values: &[
+            "oat flat white",
+            "green tea",
+            "double espresso",
+            "rooibos",
+            "cold brew",
+            "hot chocolate",
+        ],
+        statements: &[
+            "I always order a {v}.",
+            "My usual drink is a {v}.",
+            "Nothing beats a {v} in the afternoon.",
+        ],
+        corrections: &[
+            "I quit my old habit, now it's {v} for me.",
+            "These days I drink {v} instead.",
+        ],
+        questions: &[
+            "What beverage does {p} like?",
+            "How does {p} take their caffeine, if at all?",
+        ],
         forget: "Please forget my drink order.",
     },
     Topic {
         id: "language",
-        values: &["Portuguese", "Japanese", "Estonian", "Swahili", "Icelandic", "Korean", "Greek"],
-        statements: &["I'm learning {v} in the evenings.", "I take {v} lessons twice a week.", "I practise {v} with a tutor."],
-        corrections: &["I gave that up and started {v} instead.", "Changed course: I'm studying {v} now."],
-        questions: &["Which foreign tongue is {p} studying?", "What language class does {p} attend?"],
+        values: &[
+            "Portuguese",
+            "Japanese",
+            "Estonian",
+            "Swahili",
+            "Icelandic",
+            "Korean",
+            "Greek",
+        ],
+        statements: &[
+            "I'm learning {v} in the evenings.",
+            "I take {v} lessons twice a week.",
+            "I practise {v} with a tutor.",
+        ],
+        corrections: &[
+            "I gave that up and started {v} instead.",
+            "Changed course: I'm studying {v} now.",
+        ],
+        questions: &[
+            "Which foreign tongue is {p} studying?",
+            "What language class does {p} attend?",
+        ],
         forget: "Forget about my language classes.",
     },
     Topic {
         id: "meeting",
-        values: &["Monday mornings", "Tuesday afternoons", "Wednesday at noon", "Thursday evenings", "Friday mornings"],
-        statements: &["My team sync is on {v}.", "We hold our standup {v}.", "Our weekly planning happens {v}."],
-        corrections: &["The team sync moved to {v}.", "Schedule change: standup is {v} from now on."],
-        questions: &["When does {p}'s team get together?", "At what time is {p}'s recurring group call?"],
+        values: &[
+            "Monday mornings",
+            "Tuesday afternoons",
+            "Wednesday at noon",
+            "Thursday evenings",
+            "Friday mornings",
+        ],
+        statements: &[
+            "My team sync is on {v}.",
+            "We hold our standup {v}.",
+            "Our weekly planning happens {v}.",
+        ],
+        corrections: &[
+            "The team sync moved to {v}.",
+            "Schedule change: standup is {v} from now on.",
+        ],
+        questions: &[
+            "When does {p}'s team get together?",
+            "At what time is {p}'s recurring group call?",
+        ],
         forget: "Forget my meeting schedule.",
     },
     Topic {
         id: "allergy",
-        values: &["peanuts", "shellfish", "pollen", "penicillin", "cats", "gluten"],
-        statements: &["I'm allergic to {v}.", "{v} give me a bad reaction.", "I have to avoid {v} for health reasons."],
-        corrections: &["My doctor retested me: it's {v} I react to.", "Correction on my allergy: it is {v}."],
-        questions: &["What must {p} stay away from medically?", "Which allergen troubles {p}?"],
+        values: &[
+            "peanuts",
+            "shellfish",
+            "pollen",
+            "penicillin",
+            "cats",
+            "gluten",
+        ],
+        statements: &[
+            "I'm allergic to {v}.",
+            "{v} give me a bad reaction.",
+            "I have to avoid {v} for health reasons.",
+        ],
+        corrections: &[
+            "My doctor retested me: it's {v} I react to.",
+            "Correction on my allergy: it is {v}.",
+        ],
+        questions: &[
+            "What must {p} stay away from medically?",
+            "Which allergen troubles {p}?",
+        ],
         forget: "Please forget my health details.",
     },
     Topic {
         id: "hobby",
-        values: &["bouldering", "sourdough baking", "birdwatching", "chess", "woodworking", "trail running", "pottery"],
-        statements: &["On weekends I go {v}.", "My favourite pastime is {v}.", "I spend Saturdays on {v}."],
-        corrections: &["I picked up a new pastime: {v}.", "Lately my weekends are all about {v}."],
-        questions: &["What does {p} do for fun?", "How does {p} spend free time on weekends?"],
+        values: &[
+            "bouldering",
+            "sourdough baking",
+            "birdwatching",
+            "chess",
+            "woodworking",
+            "trail running",
+            "pottery",
+        ],
+        statements: &[
+            "On weekends I go {v}.",
+            "My favourite pastime is {v}.",
+            "I spend Saturdays on {v}.",
+        ],
+        corrections: &[
+            "I picked up a new pastime: {v}.",
+            "Lately my weekends are all about {v}.",
+        ],
+        questions: &[
+            "What does {p} do for fun?",
+            "How does {p} spend free time on weekends?",
+        ],
         forget: "Forget my hobbies.",
     },
     Topic {
         id: "birthday",
         values: &["January", "March", "May", "July", "September", "November"],
-        statements: &["My birthday is in {v}.", "I was born in {v}.", "I celebrate another year every {v}."],
-        corrections: &["Sorry, I misspoke earlier: my birthday is in {v}.", "Correction: I was actually born in {v}."],
-        questions: &["In which month does {p} celebrate turning a year older?", "When is {p}'s birthday?"],
+        statements: &[
+            "My birthday is in {v}.",
+            "I was born in {v}.",
+            "I celebrate another year every {v}.",
+        ],
+        corrections: &[
+            "Sorry, I misspoke earlier: my birthday is in {v}.",
+            "Correction: I was actually born in {v}.",
+        ],
+        questions: &[
+            "In which month does {p} celebrate turning a year older?",
+            "When is {p}'s birthday?",
+        ],
         forget: "Forget my birthday.",
     },
 ];
 
 const FIRST_NAMES: &[&str] = &[
-    "Ada", "Bruno", "Chiara", "Dmitri", "Esther", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Keiko", "Lars",
-    "Maya", "Nikolai", "Olu", "Priya", "Quentin", "Rosa", "Sven", "Tamar", "Umar", "Vera", "Wen", "Ximena",
-    "Yusuf", "Zofia",
+    "Ada", "Bruno", "Chiara", "Dmitri", "Esther", "Farid", "Greta", "Hiro", "Ines", "Jonas",
+    "Keiko", "Lars", "Maya", "Nikolai", "Olu", "Priya", "Quentin", "Rosa", "Sven", "Tamar", "Umar",
+    "Vera", "Wen", "Ximena", "Yusuf", "Zofia",
 ];
 const LAST_NAMES: &[&str] = &[
-    "Almeida", "Brandt", "Castro", "Dubois", "Eriksen", "Fujita", "Garcia", "Haddad", "Ivanova", "Jensen",
-    "Kowalski", "Laine", "Moreau", "Nakamura", "Okafor", "Petrov", "Quinn", "Rossi", "Santos", "Tanaka",
+    "Almeida", "Brandt", "Castro", "Dubois", "Eriksen", "Fujita", "Garcia", "Haddad", "Ivanova",
+    "Jensen", "Kowalski", "Laine", "Moreau", "Nakamura", "Okafor", "Petrov", "Quinn", "Rossi",
+    "Santos", "Tanaka",
 ];
 const SMALL_TALK: &[&str] = &[
     "Can you help me plan my week?",
@@ -263,16 +435,17 @@ pub fn generate(shape: CorpusShape) -> Corpus {
         let thread = format!("thread-{person_index:05}");
         let mut clock = EPOCH_START_MS + (person_index as i64) * 86_400_000;
         let mut turns = Vec::new();
-        let mut push = |turns: &mut Vec<Turn>, role: Role, speaker: &str, text: String, effect: TurnEffect| {
-            clock += TURN_GAP_MS;
-            turns.push(Turn {
-                role,
-                speaker: speaker.to_owned(),
-                text,
-                at: clock,
-                effect,
-            });
-        };
+        let mut push =
+            |turns: &mut Vec<Turn>, role: Role, speaker: &str, text: String, effect: TurnEffect| {
+                clock += TURN_GAP_MS;
+                turns.push(Turn {
+                    role,
+                    speaker: speaker.to_owned(),
+                    text,
+                    at: clock,
+                    effect,
+                });
+            };
         let mut topic_indices: Vec<usize> = (0..TOPICS.len()).collect();
         // Fisher-Yates with the corpus RNG: which topics this person talks about.
         for index in (1..topic_indices.len()).rev() {
@@ -290,7 +463,10 @@ pub fn generate(shape: CorpusShape) -> Corpus {
         for &topic_index in &topic_indices {
             let topic = &TOPICS[topic_index];
             let value = (*topic.values.choose(&mut rng).unwrap_or(&topic.values[0])).to_owned();
-            let template = topic.statements.choose(&mut rng).unwrap_or(&topic.statements[0]);
+            let template = topic
+                .statements
+                .choose(&mut rng)
+                .unwrap_or(&topic.statements[0]);
             push(
                 &mut turns,
                 Role::User,
@@ -313,7 +489,13 @@ pub fn generate(shape: CorpusShape) -> Corpus {
             }
             if rng.random_ratio(1, 3) {
                 let talk = SMALL_TALK.choose(&mut rng).unwrap_or(&SMALL_TALK[0]);
-                push(&mut turns, Role::User, &person, (*talk).to_owned(), TurnEffect::None);
+                push(
+                    &mut turns,
+                    Role::User,
+                    &person,
+                    (*talk).to_owned(),
+                    TurnEffect::None,
+                );
             }
             facts.push(Fact {
                 topic: topic_index,
@@ -325,15 +507,24 @@ pub fn generate(shape: CorpusShape) -> Corpus {
         for fact in &mut facts {
             let topic = &TOPICS[fact.topic];
             if rng.random_ratio(shape.corrections_per_mille.min(1000), 1000) {
-                let candidates: Vec<&&str> =
-                    topic.values.iter().filter(|value| !fact.values.iter().any(|v| v == **value)).collect();
+                let candidates: Vec<&&str> = topic
+                    .values
+                    .iter()
+                    .filter(|value| !fact.values.iter().any(|v| v == **value))
+                    .collect();
                 if let Some(new_value) = candidates.choose(&mut rng) {
                     let new_value = (**new_value).to_owned();
                     // One in three corrections is a bare contradiction (a plain restatement with a new value).
                     let template = if rng.random_ratio(1, 3) {
-                        topic.statements.choose(&mut rng).unwrap_or(&topic.statements[0])
+                        topic
+                            .statements
+                            .choose(&mut rng)
+                            .unwrap_or(&topic.statements[0])
                     } else {
-                        topic.corrections.choose(&mut rng).unwrap_or(&topic.corrections[0])
+                        topic
+                            .corrections
+                            .choose(&mut rng)
+                            .unwrap_or(&topic.corrections[0])
                     };
                     push(
                         &mut turns,
@@ -369,8 +560,14 @@ pub fn generate(shape: CorpusShape) -> Corpus {
         );
         for fact in &facts {
             let topic = &TOPICS[fact.topic];
-            let question = topic.questions.choose(&mut rng).unwrap_or(&topic.questions[0]);
-            let (current, older) = fact.values.split_last().unwrap_or_else(|| unreachable!("a fact has a value"));
+            let question = topic
+                .questions
+                .choose(&mut rng)
+                .unwrap_or(&topic.questions[0]);
+            let (current, older) = fact
+                .values
+                .split_last()
+                .unwrap_or_else(|| unreachable!("a fact has a value"));
             let (expected_document, expected_value, mut forbidden_values) = if fact.withdrawn {
                 (None, None, fact.values.clone())
             } else {
@@ -407,6 +604,63 @@ pub fn generate(shape: CorpusShape) -> Corpus {
 /// The document id the answer key uses for a person's topic.
 pub fn document_id(person: &str, topic: &str) -> String {
     format!("{person}/{topic}")
+}
+
+/// What a user sentence of the corpus says, as the eval extractor reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recognised {
+    /// The sentence states (or restates, replacing) a topic's value.
+    State {
+        /// The topic's id.
+        topic: &'static str,
+        /// The stated value.
+        value: &'static str,
+        /// Whether the sentence was worded as a correction.
+        correction: bool,
+    },
+    /// The sentence asks to forget a topic.
+    Forget {
+        /// The topic's id.
+        topic: &'static str,
+    },
+}
+
+/// Reads a user sentence of the corpus: which topic it states or forgets, if any.
+///
+/// This stands in for a model-backed extractor. It knows the corpus's sentence forms, so extraction is
+/// exact and the harness measures recall rather than extraction quality. Small talk and anything else
+/// answer `None`.
+pub fn recognise(text: &str) -> Option<Recognised> {
+    for topic in TOPICS {
+        if text == topic.forget {
+            return Some(Recognised::Forget { topic: topic.id });
+        }
+        for &value in topic.values {
+            if !text.contains(value) {
+                continue;
+            }
+            let matches = |templates: &[&str]| {
+                templates
+                    .iter()
+                    .any(|template| fill(template, value, "") == text)
+            };
+            if matches(topic.statements) {
+                return Some(Recognised::State {
+                    topic: topic.id,
+                    value,
+                    correction: false,
+                });
+            }
+            if matches(topic.corrections) {
+                return Some(Recognised::State {
+                    topic: topic.id,
+                    value,
+                    correction: true,
+                });
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -453,10 +707,14 @@ mod tests {
                     Some(document_id(&query.person, &query.topic).as_str())
                 );
                 let value = last_value.expect("stated");
-                let stated = conversation.turns.iter().any(|turn| {
-                    turn.role == Role::User && turn.text.contains(value.as_str())
-                });
-                assert!(stated, "the expected value is stated by the user: {query:?}");
+                let stated = conversation
+                    .turns
+                    .iter()
+                    .any(|turn| turn.role == Role::User && turn.text.contains(value.as_str()));
+                assert!(
+                    stated,
+                    "the expected value is stated by the user: {query:?}"
+                );
             }
             assert!(
                 !query
@@ -465,7 +723,46 @@ mod tests {
                     .any(|value| Some(value) == query.expected_value.as_ref())
             );
         }
-        assert!(corpus.queries.iter().any(|query| query.expected_document.is_none()));
-        assert!(corpus.queries.iter().any(|query| !query.forbidden_values.is_empty()));
+        assert!(
+            corpus
+                .queries
+                .iter()
+                .any(|query| query.expected_document.is_none())
+        );
+        assert!(
+            corpus
+                .queries
+                .iter()
+                .any(|query| !query.forbidden_values.is_empty())
+        );
+    }
+
+    #[test]
+    fn recognise_reads_back_every_user_effect() {
+        let corpus = generate(CorpusShape {
+            people: 20,
+            ..CorpusShape::default()
+        });
+        for turn in corpus.conversations.iter().flat_map(|c| &c.turns) {
+            if turn.role != Role::User {
+                continue;
+            }
+            let read = recognise(&turn.text);
+            match &turn.effect {
+                TurnEffect::None => assert_eq!(read, None, "{turn:?}"),
+                TurnEffect::State { topic, value } => match read {
+                    Some(Recognised::State {
+                        topic: read_topic,
+                        value: read_value,
+                        ..
+                    }) => assert_eq!((read_topic, read_value), (topic.as_str(), value.as_str())),
+                    other => panic!("{turn:?} read as {other:?}"),
+                },
+                TurnEffect::Forget { topic } => match read {
+                    Some(Recognised::Forget { topic: read_topic }) => assert_eq!(read_topic, topic),
+                    other => panic!("{turn:?} read as {other:?}"),
+                },
+            }
+        }
     }
 }

@@ -1,5 +1,25 @@
 //! The evaluation harness: a frozen corpus generated from a seed, the pipeline that feeds it through the
 //! library, the figures it measures and the reports it writes.
+//!
+//! - [`corpus`]: the seeded corpus and its answer key; [`metrics`]: hit@k, MRR, misses, contradictions,
+//!   percentiles.
+//! - [`extract`], [`pipeline`]: conversations into the thread log, committed-activity processing with the
+//!   eval extractor into `person/topic` memory documents, the semantic indexer following the store.
+//! - [`modes`], [`quality`]: direct, lexical, exact, HNSW and hybrid recall through memory-core's
+//!   `recall` with revalidation; quality and warm latency; hybrid weight tuning.
+//! - [`faults`], [`lag`], [`sweep`]: slow and failing sources, commit-to-recallable lag, latency against
+//!   corpus size and the comparison script's vector files.
+//! - [`report`], [`run`], [`progress`]: the report files, the main job, progress bars.
 
 pub mod corpus;
+pub mod extract;
+pub mod faults;
+pub mod lag;
 pub mod metrics;
+pub mod modes;
+pub mod pipeline;
+pub mod progress;
+pub mod quality;
+pub mod report;
+pub mod run;
+pub mod sweep;

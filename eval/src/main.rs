@@ -1,96 +1,183 @@
-//! `memory-eval`: the main job of the README.
+//! `memory-eval`: the main job of the README, and the helpers of the comparison script.
 //!
-//! Until the evaluation harness lands it runs a short demonstration of the memory model on a store:
-//! a create, an idempotent replay, a stale-revision conflict, an update, a withdrawal and a refused put
-//! after it, printing what happened at each step.
+//! Without a subcommand it runs the whole pipeline on the embedded default (a SQLite file in the output
+//! folder, the local all-MiniLM-L6-v2 model from `assets/`) and writes `report.md`, `report.json` and the
+//! SVG plots to `--out` (default `eval-report/`). `dump-vectors`, `bench-hnsw` and `bench-embed` serve
+//! `scripts/compare.sh`.
 
-use anyhow::{Context, Result};
-use memory_core::{
-    DocumentId, MemoryContent, MemoryError, MemoryReader, MemoryScope, MemoryWrite, MemoryWriter,
-    Namespace, NamespaceDefinition, OperationId, Revision,
-};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
 
-/// The demonstration's namespace definition: one user's conversations in one tenant.
-struct UserConversations;
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use eval::corpus::{CorpusShape, generate};
+use eval::progress::Progress;
+use eval::report;
+use eval::run::{EMBED_BATCH, RunOptions, embed_all, run, texts};
+use eval::sweep::{VectorSet, bench_hnsw, derive, read_vectors, write_vectors};
+use semantic_index::{Embedder, FastembedEmbedder, ModelAssets, SemanticProfile};
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-struct UserIdentity {
-    tenant: String,
-    user: String,
+/// Evaluates direct, lexical, exact, HNSW and hybrid recall end to end and writes a report.
+#[derive(Debug, Parser)]
+#[command(name = "memory-eval", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Folder the report and the SQLite file are written to.
+    #[arg(long, default_value = "eval-report")]
+    out: PathBuf,
+    /// Corpus seed.
+    #[arg(long, default_value_t = CorpusShape::default().seed)]
+    seed: u64,
+    /// People in the corpus (one conversation each); default 60, or 20 with --quick.
+    #[arg(long)]
+    people: Option<usize>,
+    /// Latency sweep sizes in chunks, comma-separated; default 1000,10000,40000
+    /// (500,2000,5000 with --quick); add 100000 for the 100k point (its HNSW build takes minutes).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// A smaller, faster run for development.
+    #[arg(long)]
+    quick: bool,
 }
 
-impl NamespaceDefinition for UserConversations {
-    const NAME: &'static str = "user-conversations";
-    const VERSION: u64 = 1;
-    type Identity = UserIdentity;
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Writes real-model vectors (derived up to --size) and queries to DIR/vectors.bin, and the corpus
+    /// statements to DIR/texts.txt, for the comparison script.
+    DumpVectors {
+        /// Output folder.
+        #[arg(long, default_value = "eval-report/compare")]
+        dir: PathBuf,
+        /// Base vectors to write.
+        #[arg(long, default_value_t = 20_000)]
+        size: usize,
+        /// Corpus seed.
+        #[arg(long, default_value_t = CorpusShape::default().seed)]
+        seed: u64,
+    },
+    /// Times our HNSW on a vector file at several search widths; prints JSON.
+    BenchHnsw {
+        /// The file `dump-vectors` wrote.
+        #[arg(long)]
+        vectors: PathBuf,
+        /// Search widths, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "10,20,40,80,160,320")]
+        ef: Vec<usize>,
+    },
+    /// Times our embedder (fastembed) on a text file, one text per line; prints JSON.
+    BenchEmbed {
+        /// The text file.
+        #[arg(long)]
+        texts: PathBuf,
+        /// Texts per model call.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+    },
 }
 
-fn put(
-    namespace: &Namespace<UserConversations>,
-    operation: &str,
-    expected: Option<Revision>,
-    text: &str,
-) -> Result<MemoryWrite> {
-    Ok(MemoryWrite::Put {
-        key: namespace.key(DocumentId::new("favourite-editor")?),
-        operation_id: OperationId::new(operation)?,
-        expected_revision: expected,
-        locator: "demo:thread-1#1".to_owned(),
-        content: MemoryContent::text(text),
-        scopes: vec![MemoryScope::new("assistant")?],
-    })
+fn load_model() -> anyhow::Result<FastembedEmbedder> {
+    FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
+        .context("loading the embedding model (run scripts/fetch-assets.sh first)")
 }
 
-fn describe(result: &Result<memory_core::WriteOutcome, MemoryError>) -> String {
-    match result {
-        Ok(outcome) => format!(
-            "ok revision={} replayed={}",
-            outcome.receipt.document.revision, outcome.replayed
-        ),
-        Err(error) => format!("refused kind={} ({error})", error.kind().as_str()),
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber_init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match cli.command {
+        None => {
+            let options = RunOptions {
+                out: cli.out.clone(),
+                seed: cli.seed,
+                people: cli.people.unwrap_or(if cli.quick { 20 } else { 60 }),
+                sizes: cli.sizes.clone().unwrap_or_else(|| {
+                    if cli.quick {
+                        vec![500, 2_000, 5_000]
+                    } else {
+                        vec![1_000, 10_000, 40_000]
+                    }
+                }),
+                quick: cli.quick,
+                lag_samples: if cli.quick { 10 } else { 30 },
+                progress: Progress::for_terminal(),
+            };
+            let report = runtime.block_on(run(
+                &options,
+                "fastembed all-MiniLM-L6-v2 (int8 ONNX)",
+                load_model,
+            ))?;
+            report::write(&report, &options.out)?;
+            println!("{}", report::markdown(&report));
+            eprintln!("memory-eval: report written to {}", options.out.display());
+            Ok(())
+        }
+        Some(Command::DumpVectors { dir, size, seed }) => {
+            std::fs::create_dir_all(&dir)?;
+            let corpus = generate(CorpusShape {
+                seed,
+                ..CorpusShape::default()
+            });
+            let (statements, queries) = texts(&corpus);
+            let embedder = load_model()?;
+            let dimensions = embedder.dimensions();
+            let base =
+                VectorSet::from_rows(dimensions, &embed_all(&embedder, &statements, EMBED_BATCH)?);
+            let queries =
+                VectorSet::from_rows(dimensions, &embed_all(&embedder, &queries, EMBED_BATCH)?);
+            write_vectors(
+                &dir.join("vectors.bin"),
+                &derive(&base, size, seed),
+                &queries,
+            )?;
+            std::fs::write(dir.join("texts.txt"), statements.join("\n") + "\n")?;
+            eprintln!(
+                "memory-eval: wrote {size} vectors and {} queries to {}",
+                queries.len(),
+                dir.display()
+            );
+            Ok(())
+        }
+        Some(Command::BenchHnsw { vectors, ef }) => {
+            let (base, queries) = read_vectors(&vectors)?;
+            let result = bench_hnsw(&base, &queries, &ef, &Progress::for_terminal())?;
+            println!("{}", serde_json::to_string_pretty(&result)?);
+            Ok(())
+        }
+        Some(Command::BenchEmbed { texts, batch }) => {
+            let texts: Vec<String> = std::fs::read_to_string(&texts)?
+                .lines()
+                .filter(|line| !line.is_empty())
+                .map(str::to_owned)
+                .collect();
+            let embedder = load_model()?;
+            embed_all(&embedder, &texts[..texts.len().min(batch)], batch)?;
+            let started = Instant::now();
+            embed_all(&embedder, &texts, batch)?;
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "{}",
+                serde_json::json!({
+                    "texts": texts.len(),
+                    "batch": batch,
+                    "seconds": seconds,
+                    "texts_per_second": texts.len() as f64 / seconds,
+                })
+            );
+            Ok(())
+        }
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<()> {
-    let store = memory_core::InMemoryStore::new();
-    let namespace = Namespace::<UserConversations>::make(UserIdentity {
-        tenant: "acme".to_owned(),
-        user: "ada".to_owned(),
-    })?;
-
-    let create = put(&namespace, "op-1", None, "Ada prefers Helix as her editor.")?;
-    let first = store.apply(create.clone()).await;
-    println!("create:            {}", describe(&first));
-    let first_revision = first.context("create failed")?.receipt.document.revision;
-
-    let replay = store.apply(create).await;
-    println!("replay same op:    {}", describe(&replay));
-
-    let update = put(&namespace, "op-2", Some(first_revision.clone()), "Ada switched to Zed.")?;
-    let second = store.apply(update).await;
-    println!("update:            {}", describe(&second));
-    let second_revision = second.context("update failed")?.receipt.document.revision;
-
-    let stale = put(&namespace, "op-3", Some(first_revision), "Ada uses vim.")?;
-    println!("stale update:      {}", describe(&store.apply(stale).await));
-
-    let withdraw = MemoryWrite::Withdraw {
-        key: namespace.key(DocumentId::new("favourite-editor")?),
-        operation_id: OperationId::new("op-4")?,
-        expected_revision: second_revision.clone(),
-        reason: "user asked to forget".to_owned(),
-    };
-    println!("withdraw:          {}", describe(&store.apply(withdraw).await));
-
-    let after = put(&namespace, "op-5", Some(second_revision), "Ada uses Emacs.")?;
-    println!("put after forget:  {}", describe(&store.apply(after).await));
-
-    let read = store
-        .read(&namespace.key(DocumentId::new("favourite-editor")?))
-        .await?;
-    println!("read after forget: {}", if read.is_none() { "none" } else { "present" });
-    Ok(())
+/// Warnings only, to stderr; `RUST_LOG` overrides. Logs carry kinds and counts, never texts.
+fn tracing_subscriber_init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -49,7 +49,10 @@ pub fn score(keys: &[AnswerKey], answers: &[RankedAnswer]) -> QualityFigures {
         for (document, text) in &answer.ranked {
             let forbidden_document = key.forbidden_documents.iter().any(|d| d == document);
             let stale_value = *document == key.subject_document
-                && key.forbidden_values.iter().any(|value| text.contains(value.as_str()));
+                && key
+                    .forbidden_values
+                    .iter()
+                    .any(|value| text.contains(value.as_str()));
             if forbidden_document || stale_value {
                 figures.contradictory += 1;
             }
@@ -58,7 +61,11 @@ pub fn score(keys: &[AnswerKey], answers: &[RankedAnswer]) -> QualityFigures {
             continue;
         };
         figures.answerable += 1;
-        match answer.ranked.iter().position(|(document, _)| document == expected) {
+        match answer
+            .ranked
+            .iter()
+            .position(|(document, _)| document == expected)
+        {
             Some(rank) => {
                 hit1 += usize::from(rank < 1);
                 hit5 += usize::from(rank < 5);
@@ -166,7 +173,10 @@ mod tests {
     fn nearest_rank_percentiles() {
         let samples: Vec<f64> = (1..=100).map(f64::from).collect();
         let figures = percentiles(&samples);
-        assert_eq!((figures.p50_ms, figures.p95_ms, figures.p99_ms), (50.0, 95.0, 99.0));
+        assert_eq!(
+            (figures.p50_ms, figures.p95_ms, figures.p99_ms),
+            (50.0, 95.0, 99.0)
+        );
         assert_eq!(percentiles(&[]).samples, 0);
     }
 }
