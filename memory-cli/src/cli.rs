@@ -48,8 +48,11 @@ Example:
   memory get '{\"namespace\":{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"u1\"}},\"id\":\"tea\"}'";
 
 const RECALL_HELP: &str = "\
-Recalls the memory relevant to a query, visible through one scope, under hard limits. mode is lexical, \
-exact, hnsw or hybrid (the default); a mode this build cannot serve is refused (unavailable).
+Recalls the memory relevant to a query, visible through one scope, under hard limits. mode is lexical \
+(full-text), exact or hnsw (embedding search), or hybrid (both, fused; the default). The embedding modes \
+first index every earlier write (as sync does) with the local model, found in $MEMORY_ASSETS_DIR or the \
+assets/ folder that scripts/fetch-assets.sh fills; without it they are refused (unavailable) and lexical \
+still answers.
 
 Answer: {\"text\", \"passages\", \"outcomes\"}; each passage has source {id, locator, revision}, passage_id, \
 content, citation (\"memory:N\") and score
@@ -58,7 +61,9 @@ Example:
   memory recall '{\"namespace\":{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"u1\"}},\"scope\":\"assistant\",\"query\":\"what does the user drink\",\"mode\":\"lexical\",\"limits\":{\"max_items\":5,\"max_bytes\":4000,\"max_tokens\":1000,\"timeout_ms\":2000}}'";
 
 const SYNC_HELP: &str = "\
-Returns once every write committed before the call is searchable in every recall mode.
+Returns once every write committed before the call is searchable in every recall mode: embeds the \
+writes made since the last indexing (vectors are kept in the same database file, so nothing is embedded \
+twice). Refused (unavailable) when there is something to index and the embedding model is missing.
 
 Answer: {\"indexed\"}, the change-sequence position reached
 
@@ -78,8 +83,9 @@ Example:
 const SERVE_HELP: &str = "\
 Serves the Model Context Protocol on standard input and output with the tools memory_put, \
 memory_withdraw, memory_get, memory_recall and memory_sync (same arguments and answers as the commands). \
-A refusal is a tool result with isError true and the error JSON as structured content. Stops cleanly at \
-the end of input.
+A refusal is a tool result with isError true and the error JSON as structured content. A background \
+indexer embeds every write shortly after it commits; memory_sync waits for it. Stops cleanly at the end \
+of input.
 
 Example (an MCP host's server entry):
   {\"command\": \"memory\", \"args\": [\"--db\", \"/home/me/notes.sqlite\", \"serve\"]}";

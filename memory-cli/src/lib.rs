@@ -5,6 +5,7 @@
 //! - [`refusal`]: the typed `{"error": {"kind", "message"}}` answer.
 //! - [`service`]: the operations over one store, shared by every interface.
 //! - [`recall_service`]: which index backs each recall mode, and what sync waits for.
+//! - [`semantic`]: the semantic index (the real embedding model, loaded lazily) and how it follows the store.
 //! - [`import`]: bulk import of `memory_put` arguments from JSON Lines.
 //! - [`mcp`]: the MCP server (stdio).
 //! - [`cli`]: the command line's definition.
@@ -17,5 +18,6 @@ pub mod input;
 pub mod mcp;
 pub mod recall_service;
 pub mod refusal;
+pub mod semantic;
 pub mod service;
 pub mod wire;

@@ -13,6 +13,7 @@ use memory_cli::import::{ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
+use memory_cli::semantic::{Freshness, SemanticBackend};
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
 use memory_sqlite::SqliteStore;
 use serde_json::Value;
@@ -91,10 +92,21 @@ fn run_operation(
         Ok(store) => Arc::new(store),
         Err(error) => return Ok(print_refusal(&Refusal::from(error))),
     };
-    let service = MemoryService::new(
-        Arc::clone(&store),
-        RecallService::lexical_only(Arc::clone(&store)),
-    );
+    // Only recall and sync may need the semantic index; writes and reads never open its tables.
+    let recall = match operation {
+        Operation::Recall | Operation::Sync => {
+            match SemanticBackend::open(Arc::clone(&store), db, Freshness::CatchUp) {
+                Ok(semantic) => {
+                    RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic))
+                }
+                Err(refusal) => return Ok(print_refusal(&refusal)),
+            }
+        }
+        Operation::Put | Operation::Withdraw | Operation::Get => {
+            RecallService::lexical_only(Arc::clone(&store))
+        }
+    };
+    let service = MemoryService::new(Arc::clone(&store), recall);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -211,16 +223,27 @@ fn run_serve(db: &Path) -> anyhow::Result<ExitCode> {
         Ok(store) => Arc::new(store),
         Err(error) => return Ok(print_refusal(&Refusal::from(error))),
     };
+    let semantic = match SemanticBackend::open(Arc::clone(&store), db, Freshness::Background) {
+        Ok(semantic) => Arc::new(semantic),
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let service = Arc::new(MemoryService::new(
         Arc::clone(&store),
-        RecallService::lexical_only(Arc::clone(&store)),
+        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
     ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    runtime.block_on(memory_cli::mcp::serve_stdio(service))?;
+    let served = runtime.block_on(async {
+        // The indexer starts following the feed at once; the protocol does not wait for the model.
+        semantic.start_loading();
+        let served = memory_cli::mcp::serve_stdio(service).await;
+        semantic.shutdown().await;
+        served
+    });
+    served?;
     // Standard input may still hold a blocked read on the runtime's blocking pool; do not wait for it.
     runtime.shutdown_background();
     Ok(ExitCode::SUCCESS)

@@ -24,10 +24,18 @@ const TOOLS: [&str; 5] = [
 ];
 
 async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {
+    connect_with_env(fixture, &[]).await
+}
+
+async fn connect_with_env(
+    fixture: &Fixture,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> RunningService<RoleClient, ()> {
     let command = tokio::process::Command::new(BINARY).configure(|command| {
         command
             .env_remove("MEMORY_DB")
             .env_remove("MEMORY_LOG")
+            .envs(env.iter().copied())
             .arg("--db")
             .arg(&fixture.db)
             .arg("serve");
@@ -196,10 +204,8 @@ async fn every_tool_answers_and_refusals_are_tool_errors() {
         .await,
         "not-found",
     );
-    refused(
-        &call(&client, "memory_recall", recall("tea", "hybrid")).await,
-        "unavailable",
-    );
+    let hybrid = call(&client, "memory_recall", recall("green tea", "hybrid")).await;
+    assert_eq!(success(&hybrid)["passages"][0]["source"]["id"], "tea");
 
     let withdrawn = call(
         &client,
@@ -310,5 +316,115 @@ async fn large_calls_get_typed_answers() {
     assert_eq!(success(&written)["replayed"], false);
     let synced = call(&client, "memory_sync", json!({})).await;
     assert_eq!(success(&synced)["indexed"], 1);
+    client.cancel().await.expect("the client closes");
+}
+
+fn recalled_ids(result: &CallToolResult) -> Vec<String> {
+    success(result)["passages"]
+        .as_array()
+        .expect("passages")
+        .iter()
+        .map(|passage| passage["source"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The background indexer and `memory_sync` over the pipe: after a sync, hybrid recall finds a
+/// paraphrase by meaning, and a withdrawn document is gone from every mode.
+#[tokio::test]
+async fn sync_makes_earlier_writes_recallable_in_hybrid_mode() {
+    let fixture = Fixture::new();
+    let client = connect(&fixture).await;
+    let mut ada_revision = String::new();
+    for (index, (id, text)) in [
+        ("ada", "Ada moved to Lisbon last spring."),
+        ("tea", "Bob prefers green tea over coffee in the morning."),
+        (
+            "meeting",
+            "The quarterly budget review is scheduled for Tuesday.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let written = call(
+            &client,
+            "memory_put",
+            put(id, &format!("op-{index}"), None, text),
+        )
+        .await;
+        if id == "ada" {
+            ada_revision = success(&written)["revision"].as_str().unwrap().to_owned();
+        }
+    }
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 3);
+    let mut question = recall("which city does Ada live in", "hybrid");
+    let recalled = call(&client, "memory_recall", question.clone()).await;
+    assert_eq!(
+        recalled_ids(&recalled).first().map(String::as_str),
+        Some("ada")
+    );
+    question.as_object_mut().unwrap().remove("mode");
+    let by_default = call(&client, "memory_recall", question).await;
+    assert_eq!(
+        success(&by_default),
+        success(&recalled),
+        "hybrid is the default"
+    );
+
+    call(
+        &client,
+        "memory_withdraw",
+        withdraw("ada", "op-w", &ada_revision),
+    )
+    .await;
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 4);
+    for mode in ["lexical", "exact", "hnsw", "hybrid"] {
+        let recalled = call(
+            &client,
+            "memory_recall",
+            recall("which city does Ada live in", mode),
+        )
+        .await;
+        assert!(
+            !recalled_ids(&recalled).contains(&"ada".to_owned()),
+            "{mode}"
+        );
+    }
+    client.cancel().await.expect("the client closes");
+}
+
+/// Without the model, the server still serves every lexical need and refuses the semantic ones as
+/// `unavailable`, naming the script that installs the model.
+#[tokio::test]
+async fn without_the_model_semantic_tools_are_unavailable_and_lexical_works() {
+    let fixture = Fixture::new();
+    let empty = tempfile::tempdir().unwrap();
+    let client =
+        connect_with_env(&fixture, &[("MEMORY_ASSETS_DIR", empty.path().as_os_str())]).await;
+    let written = call(
+        &client,
+        "memory_put",
+        put("tea", "op-1", None, "The user prefers green tea."),
+    )
+    .await;
+    assert_eq!(success(&written)["replayed"], false);
+    let lexical = call(&client, "memory_recall", recall("green tea", "lexical")).await;
+    assert_eq!(recalled_ids(&lexical), vec!["tea".to_owned()]);
+    for (tool, arguments) in [
+        ("memory_recall", recall("green tea", "exact")),
+        ("memory_recall", recall("green tea", "hnsw")),
+        ("memory_recall", recall("green tea", "hybrid")),
+        ("memory_sync", json!({})),
+    ] {
+        let result = call(&client, tool, arguments).await;
+        refused(&result, "unavailable");
+        let message = result.structured_content.as_ref().unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(message.contains("scripts/fetch-assets.sh"), "{message}");
+    }
     client.cancel().await.expect("the client closes");
 }

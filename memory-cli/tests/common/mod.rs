@@ -79,8 +79,19 @@ impl Outcome {
 
 /// Runs the binary with `--db db` (when given) and `input` on standard input (empty when `None`).
 pub fn run_with_stdin(db: Option<&Path>, args: &[&str], input: Option<&[u8]>) -> Outcome {
+    run_with_env(db, args, input, &[])
+}
+
+/// [`run_with_stdin`] with extra environment variables.
+pub fn run_with_env(
+    db: Option<&Path>,
+    args: &[&str],
+    input: Option<&[u8]>,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Outcome {
     let mut command = Command::new(BINARY);
     command.env_remove("MEMORY_DB").env_remove("MEMORY_LOG");
+    command.envs(env.iter().copied());
     if let Some(db) = db {
         command.arg("--db").arg(db);
     }

@@ -1,0 +1,351 @@
+//! The semantic index behind the `exact`, `hnsw` and `hybrid` recall modes, and what `memory_sync` waits
+//! for.
+//!
+//! - The embedder is always the real model ([`FastembedEmbedder`] with the default profile, files found
+//!   by [`ModelAssets::from_env`]); a deterministic embedder is never used by the binary. It is loaded
+//!   lazily, at most once per process, and only when a semantic recall, a sync with something left to
+//!   index, or the server needs it: `put`, `get`, `withdraw` and lexical recall never touch it. A failed
+//!   load is a typed `unavailable` refusal (naming `scripts/fetch-assets.sh` when files are missing) and
+//!   is retried on the next need, so fetching the assets repairs a running server.
+//! - Vectors live in the store's own SQLite file ([`SqliteVectorStore`] on the same path), keyed by the
+//!   profile digest, together with the change-feed position they reflect: a later command or a restarted
+//!   server embeds only the changes made since.
+//! - [`Freshness::CatchUp`] (one-shot commands): before a semantic recall or a sync, this process indexes
+//!   every change committed up to the store's head, then answers. Failures are refusals, never a hang.
+//!   [`Freshness::Background`] (the MCP server): an [`Indexer`] follows the change feed; sync waits for
+//!   it to pass the head read at the start of the call.
+//! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
+//!   against the current document before it is used.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use memory_core::vectors::{ProfileDigest, VectorStore};
+use memory_core::{ChangeSequence, MemoryKey};
+use memory_sqlite::vectors::SqliteVectorStore;
+use semantic_index::{
+    EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, Indexer, IndexerOptions, ModelAssets,
+    SemanticError, SemanticIndex, SemanticIndexConfig, SemanticProfile, SourceGeneration,
+};
+use tokio::sync::{Mutex, OnceCell, RwLock};
+
+use crate::refusal::Refusal;
+use crate::service::Store;
+
+/// The semantic index the binary uses: the real model, vectors in the store's SQLite file.
+pub type MemorySemanticIndex = SemanticIndex<FastembedEmbedder, SqliteVectorStore>;
+
+/// Changes read per catch-up batch; the position is persisted after each, so an interrupted catch-up
+/// resumes where it stopped.
+pub const CATCH_UP_BATCH: usize = 256;
+
+/// How long [`SemanticBackend::shutdown`] waits for syncs in flight to let go of the indexer.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How the index is kept up to date with the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Index the outstanding changes in the calling command, before it answers (one-shot commands).
+    CatchUp,
+    /// Follow the change feed with a background [`Indexer`] (the MCP server).
+    Background,
+}
+
+/// The semantic index over one store, loaded on first need.
+pub struct SemanticBackend<S> {
+    store: Arc<S>,
+    vectors: Arc<SqliteVectorStore>,
+    assets: ModelAssets,
+    profile: SemanticProfile,
+    digest: ProfileDigest,
+    freshness: Freshness,
+    loaded: OnceCell<Loaded>,
+}
+
+impl<S> std::fmt::Debug for SemanticBackend<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SemanticBackend")
+            .field("freshness", &self.freshness)
+            .field("loaded", &self.loaded.initialized())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Loaded {
+    index: Arc<MemorySemanticIndex>,
+    follower: Follower,
+}
+
+enum Follower {
+    /// The position this process's in-memory index reflects; the lock also serializes catch-ups.
+    CatchUp(Mutex<ChangeSequence>),
+    /// `None` once shut down.
+    Background(RwLock<Option<Indexer>>),
+}
+
+impl<S: Store> SemanticBackend<S> {
+    /// The semantic index over `store`, its vectors kept in the SQLite file at `database` (the store's
+    /// own file), its model found by [`ModelAssets::from_env`]. Opens the vector tables (creating them
+    /// when missing) but loads no model.
+    pub fn open(store: Arc<S>, database: &Path, freshness: Freshness) -> Result<Self, Refusal> {
+        Self::open_with_assets(store, database, freshness, ModelAssets::from_env())
+    }
+
+    /// [`Self::open`] with an explicit assets folder.
+    pub fn open_with_assets(
+        store: Arc<S>,
+        database: &Path,
+        freshness: Freshness,
+        assets: ModelAssets,
+    ) -> Result<Self, Refusal> {
+        let profile = SemanticProfile::minilm_l6_v2();
+        let digest = profile.digest().map_err(refusal_of)?;
+        let vectors = Arc::new(SqliteVectorStore::open(database)?);
+        Ok(Self {
+            store,
+            vectors,
+            assets,
+            profile,
+            digest,
+            freshness,
+            loaded: OnceCell::new(),
+        })
+    }
+
+    /// Loads the model and the index now, in the background, so the server's indexer starts following
+    /// the feed without waiting for a first semantic call. A failure is logged (by kind) and retried on
+    /// the next need.
+    pub fn start_loading(self: &Arc<Self>) {
+        let backend = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Err(refusal) = backend.loaded().await {
+                tracing::warn!(
+                    kind = refusal.kind().as_str(),
+                    "semantic index not loaded; semantic recall modes are unavailable"
+                );
+            }
+        });
+    }
+
+    /// The index, up to date as [`Freshness`] promises for a query: in catch-up mode every change
+    /// committed before the call is indexed first; in background mode the indexer's progress is taken
+    /// as it is (call [`Self::sync`] to wait).
+    pub async fn index_for_query(&self) -> Result<Arc<MemorySemanticIndex>, Refusal> {
+        let loaded = self.loaded().await?;
+        if let Follower::CatchUp(position) = &loaded.follower {
+            let head = self.store.head().await?;
+            self.catch_up(&loaded.index, position, head).await?;
+        }
+        Ok(Arc::clone(&loaded.index))
+    }
+
+    /// `memory_sync`: returns the store's head once every change up to it is indexed. Loads nothing when
+    /// the stored vectors already reflect the head and the model is not loaded yet (a later load starts
+    /// from them).
+    pub async fn sync(&self) -> Result<ChangeSequence, Refusal> {
+        let head = self.store.head().await?;
+        if self.loaded.get().is_none() && self.vectors.indexed_position(&self.digest).await? >= head
+        {
+            return Ok(head);
+        }
+        let loaded = self.loaded().await?;
+        match &loaded.follower {
+            Follower::CatchUp(position) => self.catch_up(&loaded.index, position, head).await?,
+            Follower::Background(indexer) => {
+                let indexer = indexer.read().await;
+                let Some(indexer) = indexer.as_ref() else {
+                    return Err(Refusal::unavailable("the semantic indexer has shut down"));
+                };
+                indexer.wait_until_indexed(head).await.map_err(refusal_of)?;
+            }
+        }
+        Ok(head)
+    }
+
+    /// Stops the background indexer, letting its current batch finish. A sync still waiting for the
+    /// indexer may hold it for at most [`SHUTDOWN_GRACE`]; after that the indexer is left to be
+    /// aborted with the process (every vector write is one transaction, so nothing is half-written).
+    pub async fn shutdown(&self) {
+        let Some(Loaded {
+            follower: Follower::Background(indexer),
+            ..
+        }) = self.loaded.get()
+        else {
+            return;
+        };
+        match tokio::time::timeout(SHUTDOWN_GRACE, indexer.write()).await {
+            Ok(mut indexer) => {
+                if let Some(indexer) = indexer.take() {
+                    indexer.shutdown().await;
+                }
+            }
+            Err(_) => tracing::warn!("semantic indexer still busy at shutdown; abandoning it"),
+        }
+    }
+
+    async fn loaded(&self) -> Result<&Loaded, Refusal> {
+        self.loaded.get_or_try_init(|| self.load()).await
+    }
+
+    async fn load(&self) -> Result<Loaded, Refusal> {
+        let assets = self.assets.clone();
+        let profile = self.profile.clone();
+        // Reading and initializing the model takes a while; keep it off the async workers.
+        let embedder =
+            tokio::task::spawn_blocking(move || FastembedEmbedder::load(&assets, &profile))
+                .await
+                .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
+                .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
+        // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
+        // indexed twice are replays.
+        let start = self.vectors.indexed_position(&self.digest).await?;
+        let index = Arc::new(
+            SemanticIndex::open(
+                SemanticIndexConfig::new(self.profile.clone()),
+                Arc::new(embedder),
+                Arc::clone(&self.vectors),
+            )
+            .await
+            .map_err(refusal_of)?,
+        );
+        let follower = match self.freshness {
+            Freshness::CatchUp => Follower::CatchUp(Mutex::new(start)),
+            Freshness::Background => {
+                let indexer = Indexer::spawn(
+                    Arc::clone(&index),
+                    Arc::clone(&self.store),
+                    Arc::clone(&self.store),
+                    IndexerOptions::default(),
+                )
+                .await
+                .map_err(refusal_of)?;
+                Follower::Background(RwLock::new(Some(indexer)))
+            }
+        };
+        tracing::debug!(chunks = index.stats().live_chunks, "semantic index ready");
+        Ok(Loaded { index, follower })
+    }
+
+    /// Indexes every change after `position` up to at least `head`, persisting the position after each
+    /// batch. Settles a change the way the background indexer does: fenced, divergent and withdrawn
+    /// refreshes are already reflected, a source refused by a size limit is skipped (and counted in the
+    /// log), any other failure stops the catch-up with a refusal and leaves the position where it was.
+    async fn catch_up(
+        &self,
+        index: &MemorySemanticIndex,
+        position: &Mutex<ChangeSequence>,
+        head: ChangeSequence,
+    ) -> Result<(), Refusal> {
+        let mut position = position.lock().await;
+        let mut skipped = 0u64;
+        while *position < head {
+            let changes = self.store.changes_since(*position, CATCH_UP_BATCH).await?;
+            let Some(last) = changes.last().map(|change| change.sequence) else {
+                break;
+            };
+            // A key changed several times in the batch is refreshed once, at its latest change.
+            let mut latest: HashMap<MemoryKey, ChangeSequence> = HashMap::new();
+            for change in changes {
+                latest.insert(change.key, change.sequence);
+            }
+            let mut ordered: Vec<(MemoryKey, ChangeSequence)> = latest.into_iter().collect();
+            ordered.sort_by_key(|(_, sequence)| *sequence);
+            for (key, sequence) in ordered {
+                match index
+                    .refresh(self.store.as_ref(), &key, SourceGeneration::from(sequence))
+                    .await
+                {
+                    Ok(_)
+                    | Err(SemanticError::Withdrawn)
+                    | Err(SemanticError::Fenced { .. })
+                    | Err(SemanticError::Divergent { .. }) => {}
+                    Err(SemanticError::TooLarge { .. } | SemanticError::InvalidInput { .. }) => {
+                        skipped += 1;
+                    }
+                    Err(error) => return Err(refusal_of(error)),
+                }
+            }
+            self.vectors
+                .set_indexed_position(&self.digest, last)
+                .await?;
+            *position = last;
+        }
+        if skipped > 0 {
+            tracing::warn!(skipped, "catch-up skipped sources refused by a size limit");
+        }
+        Ok(())
+    }
+}
+
+/// The refusal for a semantic-index failure. An embedder that cannot be loaded makes every semantic mode
+/// `unavailable`, and the message says how to install the model.
+pub fn refusal_of(error: SemanticError) -> Refusal {
+    match error {
+        SemanticError::Store(error) => Refusal::from(error),
+        SemanticError::Embed(
+            error @ (EmbedError::MissingAsset { .. }
+            | EmbedError::RuntimeLoad { .. }
+            | EmbedError::ModelMismatch),
+        ) => {
+            let mut message = format!("semantic recall is unavailable: {error}");
+            if !message.contains(FETCH_ASSETS_COMMAND) {
+                message.push_str(&format!(
+                    " (run `{FETCH_ASSETS_COMMAND}` or set MEMORY_ASSETS_DIR)"
+                ));
+            }
+            Refusal::unavailable(message)
+        }
+        other => Refusal::new(other.kind(), other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memory_core::ErrorKind;
+    use memory_sqlite::SqliteStore;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn missing_assets_are_unavailable_only_when_something_needs_the_model() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let database = directory.path().join("memory.sqlite");
+        let store = Arc::new(SqliteStore::open_store(&database).expect("store"));
+        let backend = SemanticBackend::open_with_assets(
+            store,
+            &database,
+            Freshness::CatchUp,
+            ModelAssets::at(directory.path().join("no-assets")),
+        )
+        .expect("backend");
+        assert_eq!(
+            backend.sync().await.expect("nothing to index"),
+            ChangeSequence(0)
+        );
+        let refusal = backend
+            .index_for_query()
+            .await
+            .expect_err("a query needs the model");
+        assert_eq!(refusal.kind(), ErrorKind::Unavailable);
+        assert!(
+            refusal.message().contains(FETCH_ASSETS_COMMAND),
+            "{}",
+            refusal.message()
+        );
+    }
+
+    #[test]
+    fn a_model_that_does_not_match_the_profile_names_the_fetch_script() {
+        let refusal = refusal_of(SemanticError::Embed(EmbedError::ModelMismatch));
+        assert_eq!(refusal.kind(), ErrorKind::Unavailable);
+        assert!(refusal.message().contains(FETCH_ASSETS_COMMAND));
+        let budget = refusal_of(SemanticError::Budget {
+            limit: "max_output_bytes",
+            max: 1,
+            actual: 2,
+        });
+        assert_eq!(budget.kind(), ErrorKind::Budget);
+    }
+}
