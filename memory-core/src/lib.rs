@@ -20,10 +20,10 @@ pub mod namespace;
 pub mod ports;
 pub mod recall;
 pub mod revalidate;
-pub mod vectors;
-pub mod tokens;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tokens;
+pub mod vectors;
 pub mod write;
 
 pub use document::{

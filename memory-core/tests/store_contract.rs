@@ -28,8 +28,8 @@ fn in_memory_store_matches_the_model() {
 #[tokio::test]
 async fn replay_with_equal_number_spelled_differently_is_a_replay() {
     use memory_core::{
-        DocumentId, InMemoryStore, MemoryContent, MemoryKey, MemoryScope, MemoryWrite, MemoryWriter,
-        NamespaceAddress, OperationId,
+        DocumentId, InMemoryStore, MemoryContent, MemoryKey, MemoryScope, MemoryWrite,
+        MemoryWriter, NamespaceAddress, OperationId,
     };
     let store = InMemoryStore::new();
     let key = MemoryKey {
@@ -49,8 +49,14 @@ async fn replay_with_equal_number_spelled_differently_is_a_replay() {
             scopes: vec![MemoryScope::new("s").expect("scope")],
         }
     };
-    let first = store.apply(put(serde_json::json!(5))).await.expect("written");
-    let replay = store.apply(put(serde_json::json!(5.0))).await.expect("replayed");
+    let first = store
+        .apply(put(serde_json::json!(5)))
+        .await
+        .expect("written");
+    let replay = store
+        .apply(put(serde_json::json!(5.0)))
+        .await
+        .expect("replayed");
     assert!(replay.replayed);
     assert_eq!(replay.receipt, first.receipt);
 }

@@ -25,7 +25,8 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
 
 fn bench(criterion: &mut Criterion) {
     let directory = tempfile::tempdir().expect("temporary directory");
-    let store = SqliteStore::open_store(directory.path().join("bench.sqlite")).expect("store opens");
+    let store =
+        SqliteStore::open_store(directory.path().join("bench.sqlite")).expect("store opens");
     let namespace =
         NamespaceAddress::encode("bench", 1, &serde_json::json!({"tenant": "t"})).expect("address");
     let scope = MemoryScope::new("agent").expect("scope");
@@ -53,13 +54,13 @@ fn bench(criterion: &mut Criterion) {
         .map(|outcome| {
             let outcome = outcome.as_ref().expect("written");
             let document = &outcome.receipt.document;
-            RecallCandidate::document(document.key.clone(), Some::<Revision>(document.revision.clone()))
+            RecallCandidate::document(
+                document.key.clone(),
+                Some::<Revision>(document.revision.clone()),
+            )
         })
         .collect();
-    let access = MemoryAccess {
-        namespace,
-        scope,
-    };
+    let access = MemoryAccess { namespace, scope };
     let limits = RevalidationLimits::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
