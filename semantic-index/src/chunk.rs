@@ -43,6 +43,13 @@ pub struct ChunkId {
     pub ordinal: u32,
 }
 
+impl ChunkId {
+    /// The chunk's passage id in recall (see [`crate::recall::chunk_passage_id`]).
+    pub fn passage_id(&self) -> Result<memory_core::recall::PassageId, memory_core::MemoryError> {
+        crate::recall::chunk_passage_id(self.profile, self.ordinal)
+    }
+}
+
 /// The largest index of a code-point boundary that is `<= index` in `text`.
 fn floor_char_boundary(text: &str, index: usize) -> usize {
     if index >= text.len() {

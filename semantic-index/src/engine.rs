@@ -177,7 +177,7 @@ fn identity_bytes(key: &MemoryKey) -> usize {
     key.namespace.as_str().len() + key.id.as_str().len()
 }
 
-fn excerpt_digest(text: &str) -> [u8; 32] {
+pub(crate) fn excerpt_digest(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
@@ -347,6 +347,12 @@ impl<E: Embedder, S: VectorStore> SemanticIndex<E, S> {
     /// The profile's digest.
     pub fn digest(&self) -> ProfileDigest {
         self.digest
+    }
+
+    /// The bounds both indexes were built with (a query that must scan every chunk can use
+    /// `bounds().max_chunks` as its `max_scanned_chunks`).
+    pub fn bounds(&self) -> IndexBounds {
+        self.bounds
     }
 
     /// The vector store.
@@ -631,29 +637,46 @@ impl<E: Embedder, S: VectorStore> SemanticIndex<E, S> {
         query: &str,
         limits: QueryLimits,
     ) -> Result<SemanticQueryResult, SemanticError> {
-        limits.validate()?;
-        if query.len() > limits.max_query_bytes {
-            return Err(SemanticError::TooLarge {
-                limit: "max_query_bytes",
-                max: limits.max_query_bytes as u64,
-                actual: query.len() as u64,
-            });
-        }
-        let deadline = Duration::from_millis(limits.timeout_ms);
-        tokio::time::timeout(deadline, self.query_within(reader, access, query, limits))
-            .await
-            .map_err(|_| SemanticError::Deadline {
-                timeout_ms: limits.timeout_ms,
-            })?
+        check_query_limits(query, &limits)?;
+        within_deadline(limits.timeout_ms, async {
+            let candidates = self.candidates_within(query, &limits).await?;
+            let revalidated = revalidate(reader, access, candidates.hits, &limits).await?;
+            tracing::debug!(
+                scanned = candidates.scanned_chunks,
+                hits = revalidated.hits.len(),
+                stale = revalidated.excluded_stale,
+                unauthorized = revalidated.excluded_unauthorized,
+                "semantic query answered"
+            );
+            Ok(SemanticQueryResult {
+                hits: revalidated.hits,
+                scanned_chunks: candidates.scanned_chunks,
+                excluded_stale: revalidated.excluded_stale,
+                excluded_unauthorized: revalidated.excluded_unauthorized,
+                embedding: candidates.embedding,
+            })
+        })
+        .await
     }
 
-    async fn query_within<R: MemoryReader>(
+    /// Embeds `query` and searches, WITHOUT revalidation: the candidates may be stale, withdrawn or
+    /// belong to any namespace, so they must go through a revalidation (as [`SemanticIndex::query`]
+    /// and the recall sources of [`crate::recall`] do) before anything reaches a model. The same limits
+    /// apply as for a query, except the byte budgets of revalidation.
+    pub async fn search_candidates(
         &self,
-        reader: &R,
-        access: &MemoryAccess,
         query: &str,
         limits: QueryLimits,
-    ) -> Result<SemanticQueryResult, SemanticError> {
+    ) -> Result<SemanticCandidates, SemanticError> {
+        check_query_limits(query, &limits)?;
+        within_deadline(limits.timeout_ms, self.candidates_within(query, &limits)).await
+    }
+
+    async fn candidates_within(
+        &self,
+        query: &str,
+        limits: &QueryLimits,
+    ) -> Result<SemanticCandidates, SemanticError> {
         let embedding = EmbeddingUsage {
             texts: 1,
             bytes: query.len(),
@@ -675,21 +698,83 @@ impl<E: Embedder, S: VectorStore> SemanticIndex<E, S> {
                 IndexKind::Hnsw => state.hnsw.search(&vector, request)?,
             }
         };
-        let revalidated = revalidate(reader, access, outcome.hits, &limits).await?;
-        tracing::debug!(
-            scanned = outcome.scanned_chunks,
-            hits = revalidated.hits.len(),
-            stale = revalidated.excluded_stale,
-            unauthorized = revalidated.excluded_unauthorized,
-            "semantic query answered"
-        );
-        Ok(SemanticQueryResult {
-            hits: revalidated.hits,
+        Ok(SemanticCandidates {
+            hits: outcome.hits,
             scanned_chunks: outcome.scanned_chunks,
-            excluded_stale: revalidated.excluded_stale,
-            excluded_unauthorized: revalidated.excluded_unauthorized,
             embedding,
         })
+    }
+}
+
+/// Unrevalidated search candidates; see [`SemanticIndex::search_candidates`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemanticCandidates {
+    /// Chunk hits in rank order, at most `max_candidates`, each scoring at least `min_score`.
+    pub hits: Vec<SearchHit>,
+    /// Chunks the index scored.
+    pub scanned_chunks: usize,
+    /// Embedder work for the query text.
+    pub embedding: EmbeddingUsage,
+}
+
+fn check_query_limits(query: &str, limits: &QueryLimits) -> Result<(), SemanticError> {
+    limits.validate()?;
+    if query.len() > limits.max_query_bytes {
+        return Err(SemanticError::TooLarge {
+            limit: "max_query_bytes",
+            max: limits.max_query_bytes as u64,
+            actual: query.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Runs `work` under the query deadline.
+pub(crate) async fn within_deadline<T>(
+    timeout_ms: u64,
+    work: impl std::future::Future<Output = Result<T, SemanticError>>,
+) -> Result<T, SemanticError> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), work)
+        .await
+        .map_err(|_| SemanticError::Deadline { timeout_ms })?
+}
+
+/// How a chunk candidate fares against its source's current document.
+pub(crate) enum ChunkCheck<'d> {
+    /// The document holds the chunk at the embedded revision.
+    Current {
+        /// The current document.
+        document: &'d MemoryDocument,
+        /// The chunk's exact text in it.
+        excerpt: &'d str,
+    },
+    /// Missing, withdrawn, at another revision, or no longer holding the excerpt.
+    Stale,
+    /// Another key or a document the access may not read.
+    Unauthorized,
+}
+
+/// Checks a chunk against the current document (`None`: missing or withdrawn): key, access, revision,
+/// byte range and exact excerpt.
+pub(crate) fn check_chunk<'d>(
+    document: Option<&'d MemoryDocument>,
+    chunk: &ChunkMeta,
+    access: &MemoryAccess,
+) -> ChunkCheck<'d> {
+    let Some(document) = document else {
+        return ChunkCheck::Stale;
+    };
+    if document.key != chunk.source.key || !document.is_visible_to(access) {
+        return ChunkCheck::Unauthorized;
+    }
+    if document.revision != chunk.source.revision {
+        return ChunkCheck::Stale;
+    }
+    match document.content.text.get(chunk.start..chunk.end) {
+        Some(excerpt) if excerpt_digest(excerpt) == chunk.excerpt_digest => {
+            ChunkCheck::Current { document, excerpt }
+        }
+        _ => ChunkCheck::Stale,
     }
 }
 
@@ -737,31 +822,24 @@ async fn revalidate<R: MemoryReader>(
     for candidate in candidates {
         let chunk = &candidate.chunk;
         let slot = slot_of[&chunk.source.key];
-        let Some(document) = &documents[slot] else {
-            result.excluded_stale += 1;
-            continue;
+        let (document, excerpt) = match check_chunk(documents[slot].as_ref(), chunk, access) {
+            ChunkCheck::Current { document, excerpt } => (document, excerpt),
+            ChunkCheck::Stale => {
+                result.excluded_stale += 1;
+                continue;
+            }
+            ChunkCheck::Unauthorized => {
+                result.excluded_unauthorized += 1;
+                continue;
+            }
         };
-        if document.key != chunk.source.key || !document.is_visible_to(access) {
-            result.excluded_unauthorized += 1;
-            continue;
-        }
-        if document.revision != chunk.source.revision {
-            result.excluded_stale += 1;
-            continue;
-        }
-        let Some(excerpt) = document.content.text.get(chunk.start..chunk.end) else {
-            result.excluded_stale += 1;
-            continue;
-        };
-        if excerpt_digest(excerpt) != chunk.excerpt_digest {
-            result.excluded_stale += 1;
-            continue;
-        }
         if !charged[slot] {
             charged[slot] = true;
-            source_bytes += serde_json::to_vec(document)
-                .map(|json| json.len())
-                .unwrap_or(usize::MAX);
+            source_bytes = source_bytes.saturating_add(
+                serde_json::to_vec(document)
+                    .map(|json| json.len())
+                    .unwrap_or(usize::MAX),
+            );
             if source_bytes > limits.max_source_bytes {
                 return Err(SemanticError::Budget {
                     limit: "max_source_bytes",
@@ -782,9 +860,11 @@ async fn revalidate<R: MemoryReader>(
             locator: document.locator.clone(),
             attributions: document.content.attributions.clone(),
         };
-        output_bytes += serde_json::to_vec(&hit)
-            .map(|json| json.len() + 1)
-            .unwrap_or(usize::MAX);
+        output_bytes = output_bytes.saturating_add(
+            serde_json::to_vec(&hit)
+                .map(|json| json.len() + 1)
+                .unwrap_or(usize::MAX),
+        );
         if output_bytes > limits.max_output_bytes {
             return Err(SemanticError::Budget {
                 limit: "max_output_bytes",

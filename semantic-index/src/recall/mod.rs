@@ -1,0 +1,382 @@
+//! Recall sources over a [`SemanticIndex`] for [`memory_core::recall()`]: the embedding source
+//! ([`SemanticRecall`]) and hybrid recall ([`HybridRecall`]), next to memory-core's
+//! [`memory_core::recall::LexicalRecall`].
+//!
+//! - The embedding source searches the index (the same embedding, search and limits as
+//!   [`SemanticIndex::query`]) and revalidates the chunk candidates into excerpt passages: the chunk's
+//!   exact current text, the source revision, and a passage id from the chunk id
+//!   ([`chunk_passage_id`]; a chunk that is the whole text takes the document id instead).
+//! - Hybrid recall asks the lexical search and the embedding index, fuses their document rankings by
+//!   [`reciprocal_rank_fusion`] (an embedding ranking ranks each document by its best chunk), keeps
+//!   [`HybridParams::max_documents`] documents and revalidates them ONCE: one grouped read of all the
+//!   kept documents. A document the lexical search found becomes its whole current text (the lexical
+//!   match may lie anywhere in it); a document only the embedding found becomes its surviving chunks,
+//!   best first.
+//!
+//! Revalidation (SPEC §2.4 and §4 together), one grouped read per lookup:
+//! - candidates whose key lies outside the access's namespace are dropped without a read; every other
+//!   distinct key is read once, all in one `read_many` call (bounded by `max_candidates` and
+//!   [`HybridParams::max_documents`]);
+//! - missing, withdrawn and access-revoked documents are dropped;
+//! - a lexical document becomes the whole current document; a chunk survives only if its document is
+//!   still at the embedded revision and holds the exact excerpt at the embedded byte range (a stale
+//!   chunk never lends its score to new text);
+//! - attribution, metadata, times, locator and revision come from the current document, and every
+//!   passage's authority is the access's namespace;
+//! - the aggregate compact JSON of the passages is bounded by `max_input_bytes`
+//!   ([`RevalidationLimits`]).
+//!
+//! Failures keep their type as [`RecallError`]s,
+//! except embedder failures, which answer [`MemoryLookup::Unavailable`] so that an optional embedding
+//! source degrades instead of failing the recall (an essential one still fails it).
+
+mod fusion;
+mod passages;
+
+use memory_core::recall::{RecallSource, SourceId};
+use memory_core::vectors::VectorStore;
+use memory_core::{
+    LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryReader, RecallError,
+    RevalidationLimits,
+};
+
+pub use fusion::{
+    DEFAULT_LEXICAL_CANDIDATES, DEFAULT_MAX_DOCUMENTS, DEFAULT_RANKING_WEIGHT, DEFAULT_RRF_K,
+    Fused, HybridParams, MAX_HYBRID_DOCUMENTS, MAX_RRF_PARAMETER, reciprocal_rank_fusion,
+};
+pub use passages::chunk_passage_id;
+
+use crate::embed::Embedder;
+use crate::engine::SemanticIndex;
+use crate::error::SemanticError;
+use crate::index::SearchHit;
+use crate::limits::QueryLimits;
+use passages::{Candidate, revalidate_candidates};
+
+/// What the recall sources answer when the embedder fails: words safe to log.
+pub const EMBEDDER_UNAVAILABLE: &str = "embedding model unavailable";
+
+/// Maps a semantic failure to a recall answer: embedder failures become
+/// [`MemoryLookup::Unavailable`], everything else a [`RecallError`] of the same kind.
+pub fn lookup_failure(error: SemanticError) -> Result<MemoryLookup, RecallError> {
+    Err(match error {
+        SemanticError::Embed(_) | SemanticError::Task { .. } => {
+            return Ok(MemoryLookup::Unavailable {
+                reason: EMBEDDER_UNAVAILABLE.to_owned(),
+            });
+        }
+        SemanticError::Store(error) => RecallError::Source(error),
+        SemanticError::Budget { limit, max, actual } => RecallError::Budget { limit, max, actual },
+        SemanticError::Deadline { timeout_ms } => RecallError::Deadline { timeout_ms },
+        SemanticError::TooLarge { limit, max, actual } => {
+            RecallError::Source(MemoryError::TooLarge { limit, max, actual })
+        }
+        SemanticError::InvalidInput { field, reason } => {
+            RecallError::Source(MemoryError::InvalidInput { field, reason })
+        }
+        other => RecallError::Source(MemoryError::storage("semantic recall", other)),
+    })
+}
+
+fn found(passages: Vec<memory_core::MemoryPassage>) -> MemoryLookup {
+    if passages.is_empty() {
+        MemoryLookup::NoMatch
+    } else {
+        MemoryLookup::Found { passages }
+    }
+}
+
+/// Searches `index` for `query` and revalidates the chunk candidates against `reader` as `access`:
+/// `Found` (in the index's rank order) or `NoMatch`. The whole lookup runs under `limits.timeout_ms`.
+pub async fn semantic_lookup<E, S, R>(
+    index: &SemanticIndex<E, S>,
+    reader: &R,
+    access: &MemoryAccess,
+    query: &str,
+    limits: QueryLimits,
+    revalidation: &RevalidationLimits,
+) -> Result<MemoryLookup, RecallError>
+where
+    E: Embedder,
+    S: VectorStore,
+    R: MemoryReader,
+{
+    let work = async {
+        let candidates = match index.search_candidates(query, limits).await {
+            Ok(candidates) => candidates,
+            Err(error) => return lookup_failure(error),
+        };
+        let candidates: Vec<Candidate> = candidates
+            .hits
+            .into_iter()
+            .map(|hit| Candidate::Chunk(hit.chunk))
+            .collect();
+        let (passages, excluded) =
+            revalidate_candidates(reader, access, index.digest(), &candidates, revalidation)
+                .await?;
+        tracing::debug!(
+            candidates = candidates.len(),
+            passages = passages.len(),
+            stale = excluded.stale,
+            unauthorized = excluded.unauthorized,
+            "semantic recall answered"
+        );
+        Ok(found(passages))
+    };
+    deadline(limits.timeout_ms, work).await
+}
+
+async fn deadline(
+    timeout_ms: u64,
+    work: impl std::future::Future<Output = Result<MemoryLookup, RecallError>>,
+) -> Result<MemoryLookup, RecallError> {
+    tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), work)
+        .await
+        .map_err(|_| RecallError::Deadline { timeout_ms })?
+}
+
+/// The documents of `hits` in the order of their best chunk, with each document's chunks best first.
+fn documents_by_best_chunk(
+    hits: Vec<SearchHit>,
+    access: &MemoryAccess,
+) -> (
+    Vec<MemoryKey>,
+    std::collections::HashMap<MemoryKey, Vec<Candidate>>,
+) {
+    let mut order = Vec::new();
+    let mut chunks: std::collections::HashMap<MemoryKey, Vec<Candidate>> =
+        std::collections::HashMap::new();
+    for hit in hits {
+        let key = &hit.chunk.source.key;
+        // Another namespace's chunks could never survive revalidation; they must not take a rank.
+        if key.namespace != access.namespace {
+            continue;
+        }
+        if !chunks.contains_key(key) {
+            order.push(key.clone());
+        }
+        chunks
+            .entry(key.clone())
+            .or_default()
+            .push(Candidate::Chunk(hit.chunk));
+    }
+    (order, chunks)
+}
+
+/// Hybrid recall of `query` for `access`: lexical hits from `store` and embedding candidates from
+/// `index`, fused by reciprocal rank fusion, revalidated with one grouped read of `store`. `Found` (in
+/// fused order) or `NoMatch`; the whole lookup runs under `limits.timeout_ms`.
+pub async fn hybrid_lookup<E, S, R>(
+    index: &SemanticIndex<E, S>,
+    store: &R,
+    access: &MemoryAccess,
+    query: &str,
+    limits: QueryLimits,
+    params: &HybridParams,
+    revalidation: &RevalidationLimits,
+) -> Result<MemoryLookup, RecallError>
+where
+    E: Embedder,
+    S: VectorStore,
+    R: LexicalSearch + MemoryReader,
+{
+    if let Err(error) = params.validate() {
+        return lookup_failure(error);
+    }
+    let work = async {
+        let (lexical, embedding) = tokio::join!(
+            store.search(access, query, params.lexical_candidates),
+            index.search_candidates(query, limits)
+        );
+        let lexical = lexical?;
+        let embedding = match embedding {
+            Ok(candidates) => candidates,
+            Err(error) => return lookup_failure(error),
+        };
+        let mut lexical_keys: Vec<MemoryKey> = Vec::with_capacity(lexical.len());
+        for hit in lexical {
+            if hit.key.namespace == access.namespace && !lexical_keys.contains(&hit.key) {
+                lexical_keys.push(hit.key);
+            }
+        }
+        let (embedding_keys, mut chunks) = documents_by_best_chunk(embedding.hits, access);
+        let mut fused = reciprocal_rank_fusion(params, &lexical_keys, &embedding_keys);
+        fused.truncate(params.max_documents);
+        let mut candidates = Vec::with_capacity(fused.len());
+        for item in fused {
+            if item.lexical_rank.is_some() {
+                candidates.push(Candidate::Document(item.item));
+            } else if let Some(document_chunks) = chunks.remove(&item.item) {
+                candidates.extend(document_chunks);
+            }
+        }
+        let (passages, excluded) =
+            revalidate_candidates(store, access, index.digest(), &candidates, revalidation).await?;
+        tracing::debug!(
+            lexical = lexical_keys.len(),
+            embedding = embedding_keys.len(),
+            passages = passages.len(),
+            stale = excluded.stale,
+            unauthorized = excluded.unauthorized,
+            "hybrid recall answered"
+        );
+        Ok(found(passages))
+    };
+    deadline(limits.timeout_ms, work).await
+}
+
+/// Builds a [`RecallSource`] that runs [`semantic_lookup`].
+///
+/// ```text
+/// SemanticRecall::new(&index, &store, access, "what does Ada eat", limits).into_source(id, false)
+/// ```
+pub struct SemanticRecall<'a, E, S, R> {
+    index: &'a SemanticIndex<E, S>,
+    reader: &'a R,
+    access: MemoryAccess,
+    query: String,
+    limits: QueryLimits,
+    revalidation: RevalidationLimits,
+}
+
+impl<E, S, R> std::fmt::Debug for SemanticRecall<'_, E, S, R> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SemanticRecall")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, E: Embedder, S: VectorStore, R: MemoryReader> SemanticRecall<'a, E, S, R> {
+    /// An embedding recall of `query` for `access` within `limits`, with the default revalidation
+    /// budget.
+    pub fn new(
+        index: &'a SemanticIndex<E, S>,
+        reader: &'a R,
+        access: MemoryAccess,
+        query: impl Into<String>,
+        limits: QueryLimits,
+    ) -> Self {
+        Self {
+            index,
+            reader,
+            access,
+            query: query.into(),
+            limits,
+            revalidation: RevalidationLimits::default(),
+        }
+    }
+
+    /// The revalidation budget (usually `RevalidationLimits::from(&recall_limits)`).
+    #[must_use]
+    pub fn revalidation_limits(mut self, limits: RevalidationLimits) -> Self {
+        self.revalidation = limits;
+        self
+    }
+
+    /// Runs the lookup now.
+    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+        semantic_lookup(
+            self.index,
+            self.reader,
+            &self.access,
+            &self.query,
+            self.limits,
+            &self.revalidation,
+        )
+        .await
+    }
+
+    /// The recall source declaration.
+    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'a> {
+        RecallSource::new(id, essential, async move { self.lookup().await })
+    }
+}
+
+/// Builds a [`RecallSource`] that runs [`hybrid_lookup`].
+///
+/// ```text
+/// HybridRecall::new(&index, &store, access, "queue retry policy", limits)
+///     .params(tuned)
+///     .into_source(id, false)
+/// ```
+pub struct HybridRecall<'a, E, S, R> {
+    index: &'a SemanticIndex<E, S>,
+    store: &'a R,
+    access: MemoryAccess,
+    query: String,
+    limits: QueryLimits,
+    params: HybridParams,
+    revalidation: RevalidationLimits,
+}
+
+impl<E, S, R> std::fmt::Debug for HybridRecall<'_, E, S, R> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("HybridRecall")
+            .field("limits", &self.limits)
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, E, S, R> HybridRecall<'a, E, S, R>
+where
+    E: Embedder,
+    S: VectorStore,
+    R: LexicalSearch + MemoryReader,
+{
+    /// A hybrid recall of `query` for `access`; `limits` bound the embedding side, [`HybridParams`]
+    /// start at their defaults and so does the revalidation budget.
+    pub fn new(
+        index: &'a SemanticIndex<E, S>,
+        store: &'a R,
+        access: MemoryAccess,
+        query: impl Into<String>,
+        limits: QueryLimits,
+    ) -> Self {
+        Self {
+            index,
+            store,
+            access,
+            query: query.into(),
+            limits,
+            params: HybridParams::default(),
+            revalidation: RevalidationLimits::default(),
+        }
+    }
+
+    /// The fusion parameters.
+    #[must_use]
+    pub fn params(mut self, params: HybridParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// The revalidation budget (usually `RevalidationLimits::from(&recall_limits)`).
+    #[must_use]
+    pub fn revalidation_limits(mut self, limits: RevalidationLimits) -> Self {
+        self.revalidation = limits;
+        self
+    }
+
+    /// Runs the lookup now.
+    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+        hybrid_lookup(
+            self.index,
+            self.store,
+            &self.access,
+            &self.query,
+            self.limits,
+            &self.params,
+            &self.revalidation,
+        )
+        .await
+    }
+
+    /// The recall source declaration.
+    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'a> {
+        RecallSource::new(id, essential, async move { self.lookup().await })
+    }
+}
