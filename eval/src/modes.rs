@@ -94,19 +94,20 @@ impl Default for HybridWeights {
     }
 }
 
-/// Fuses two rankings of document ids; ties order by id so fusion is deterministic.
+/// Fuses two rankings of document ids with the library's reciprocal-rank fusion
+/// ([`semantic_index::reciprocal_rank_fusion`]), lexical weight `w` and embedding weight `1 - w`; the
+/// harness only chooses the weights, it does not fuse on its own.
 pub fn fuse(lexical: &[String], semantic: &[String], weights: HybridWeights) -> Vec<String> {
-    let mut scores: HashMap<&str, f64> = HashMap::new();
-    for (rank, id) in lexical.iter().enumerate() {
-        *scores.entry(id).or_default() += weights.lexical_weight / (weights.k + rank as f64 + 1.0);
-    }
-    for (rank, id) in semantic.iter().enumerate() {
-        *scores.entry(id).or_default() +=
-            (1.0 - weights.lexical_weight) / (weights.k + rank as f64 + 1.0);
-    }
-    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
-    fused.sort_by(|left, right| right.1.total_cmp(&left.1).then_with(|| left.0.cmp(right.0)));
-    fused.into_iter().map(|(id, _)| id.to_owned()).collect()
+    let params = semantic_index::HybridParams {
+        k: weights.k,
+        lexical_weight: weights.lexical_weight,
+        embedding_weight: 1.0 - weights.lexical_weight,
+        ..semantic_index::HybridParams::default()
+    };
+    semantic_index::reciprocal_rank_fusion(&params, lexical, semantic)
+        .into_iter()
+        .map(|fused| fused.item)
+        .collect()
 }
 
 /// Runs recalls in every mode over one store and index.
