@@ -26,9 +26,9 @@ use crate::error::MemoryError;
 use crate::ids::Revision;
 use crate::ports::MemoryReader;
 use crate::recall::error::RecallError;
-use crate::recall::ids::{Authority, PassageId, SourceId};
+use crate::recall::ids::{Authority, PassageId};
 use crate::recall::limits::{DEFAULT_MAX_INPUT_BYTES, MAX_MAX_INPUT_BYTES, RecallLimits};
-use crate::recall::passage::{MemoryPassage, PassageSource};
+use crate::recall::passage::MemoryPassage;
 
 /// How many distinct keys one `read_many` call asks for. The input budget is checked after each group,
 /// so a budget overflow stops reading within one group.
@@ -239,21 +239,7 @@ fn current_passage(
         }
         _ => (PassageId::from(&document.key.id), current_text.clone()),
     };
-    Some(MemoryPassage {
-        version: crate::recall::passage::PassageVersion,
-        source: PassageSource {
-            id: SourceId::from(&document.key.id),
-            locator: document.locator.clone(),
-            revision: Some(document.revision.clone()),
-        },
-        passage_id,
-        content: MemoryContent {
-            text,
-            attributions: document.content.attributions.clone(),
-            metadata: document.content.metadata.clone(),
-            recorded_at: document.content.recorded_at,
-            extracted_at: document.content.extracted_at,
-        },
-        authority: Some(authority.clone()),
-    })
+    Some(MemoryPassage::of_current_document(
+        document, passage_id, text, authority,
+    ))
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::document::MemoryContent;
+use crate::document::{MemoryContent, MemoryDocument};
 use crate::ids::Revision;
 use crate::recall::ids::{Authority, PassageId, SourceId};
 
@@ -67,6 +67,35 @@ pub struct MemoryPassage {
 }
 
 impl MemoryPassage {
+    /// A passage of `document` as it is now, bound to `authority`: the current revision and locator, the
+    /// current attribution and metadata (never a candidate's), and `text` (the whole current text or an
+    /// excerpt the caller verified against it) under `passage_id`. Every revalidating source builds its
+    /// passages here, so none can carry stale provenance.
+    pub fn of_current_document(
+        document: &MemoryDocument,
+        passage_id: PassageId,
+        text: String,
+        authority: &Authority,
+    ) -> Self {
+        Self {
+            version: PassageVersion,
+            source: PassageSource {
+                id: SourceId::from(&document.key.id),
+                locator: document.locator.clone(),
+                revision: Some(document.revision.clone()),
+            },
+            passage_id,
+            content: MemoryContent {
+                text,
+                attributions: document.content.attributions.clone(),
+                metadata: document.content.metadata.clone(),
+                recorded_at: document.content.recorded_at,
+                extracted_at: document.content.extracted_at,
+            },
+            authority: Some(authority.clone()),
+        }
+    }
+
     /// A version 1 passage without an explicit authority.
     pub fn new(source: PassageSource, passage_id: PassageId, content: MemoryContent) -> Self {
         Self {

@@ -15,10 +15,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use memory_core::recall::{Authority, PassageId, PassageSource, PassageVersion, SourceId};
+use memory_core::recall::{Authority, PassageId};
 use memory_core::{
-    MemoryAccess, MemoryContent, MemoryDocument, MemoryError, MemoryKey, MemoryPassage,
-    MemoryReader, RecallError, RevalidationLimits,
+    MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryPassage, MemoryReader, RecallError,
+    RevalidationLimits,
 };
 
 use crate::engine::{ChunkCheck, check_chunk};
@@ -62,23 +62,7 @@ fn passage(
     text: String,
     authority: &Authority,
 ) -> MemoryPassage {
-    MemoryPassage {
-        version: PassageVersion,
-        source: PassageSource {
-            id: SourceId::from(&document.key.id),
-            locator: document.locator.clone(),
-            revision: Some(document.revision.clone()),
-        },
-        passage_id,
-        content: MemoryContent {
-            text,
-            attributions: document.content.attributions.clone(),
-            metadata: document.content.metadata.clone(),
-            recorded_at: document.content.recorded_at,
-            extracted_at: document.content.extracted_at,
-        },
-        authority: Some(authority.clone()),
-    }
+    MemoryPassage::of_current_document(document, passage_id, text, authority)
 }
 
 /// Revalidates `candidates` (in rank order) for `access` with one grouped read of `reader`; the
