@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-assets.sh
+# memory-postgres's tests need a server: start a local one unless a URL is given or they are skipped.
+if [ -z "${MEMORY_TEST_POSTGRES_URL:-}" ] && [ "${MEMORY_SKIP_POSTGRES:-}" != 1 ]; then
+    MEMORY_TEST_POSTGRES_URL="$(bash scripts/postgres-setup.sh)"
+    export MEMORY_TEST_POSTGRES_URL
+fi
 cargo test --workspace --all-features

@@ -8,7 +8,10 @@
 //! - memory write: from one acknowledged document write, wait until it is indexed (lexical search is updated
 //!   in the write's own transaction, so its lag is zero by construction).
 //!
-//! A background task keeps writing filler documents every few milliseconds, so the indexer is never idle.
+//! A background task keeps writing filler documents, so the indexer is never idle. Its rate is a quarter
+//! of the indexing throughput measured earlier in the run ([`filler_interval`]): a fixed rate near the
+//! indexer's capacity would let the backlog, and so every lag, grow without bound on a slower or busier
+//! machine, which measures the machine rather than the pipeline.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,8 +30,20 @@ use crate::metrics::{LatencyFigures, percentiles};
 use crate::pipeline::{Semantic, Stores, drain_thread, processor};
 use crate::progress::Progress;
 
-/// Pause between background filler writes.
-pub const FILLER_INTERVAL: Duration = Duration::from_millis(15);
+/// Shortest pause between background filler writes.
+pub const MIN_FILLER_INTERVAL: Duration = Duration::from_millis(15);
+/// Share of the measured indexing throughput (changes per second) the filler writes take.
+pub const FILLER_SHARE: f64 = 0.25;
+/// Pause used when no indexing throughput was measured.
+const FALLBACK_FILLER_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Pause between filler writes for an indexer measured at `changes_per_second`.
+pub fn filler_interval(changes_per_second: f64) -> Duration {
+    if !(changes_per_second.is_finite() && changes_per_second > 0.0) {
+        return FALLBACK_FILLER_INTERVAL;
+    }
+    Duration::from_secs_f64(1.0 / (changes_per_second * FILLER_SHARE)).max(MIN_FILLER_INTERVAL)
+}
 
 /// Lag figures.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -39,12 +54,15 @@ pub struct LagFigures {
     pub memory_write: LatencyFigures,
     /// Filler writes committed meanwhile by the background writer.
     pub background_writes: usize,
+    /// Pause between filler writes, in milliseconds.
+    pub filler_interval_ms: f64,
 }
 
 fn spawn_filler(
     store: Arc<SqliteStore>,
     access: MemoryAccess,
     stop: Arc<AtomicBool>,
+    interval: Duration,
 ) -> tokio::task::JoinHandle<usize> {
     tokio::spawn(async move {
         let mut written = 0usize;
@@ -69,23 +87,29 @@ fn spawn_filler(
             {
                 written += 1;
             }
-            tokio::time::sleep(FILLER_INTERVAL).await;
+            tokio::time::sleep(interval).await;
         }
         written
     })
 }
 
-/// Measures both lags over `samples` commits each.
+/// Measures both lags over `samples` commits each, with filler writes every `filler_interval`.
 pub async fn measure<E: Embedder>(
     stores: &Stores,
     semantic: &Semantic<E>,
     access: &MemoryAccess,
     seed: u64,
     samples: usize,
+    filler_interval: Duration,
     progress: &Progress,
 ) -> anyhow::Result<LagFigures> {
     let stop = Arc::new(AtomicBool::new(false));
-    let filler = spawn_filler(stores.memory.clone(), access.clone(), stop.clone());
+    let filler = spawn_filler(
+        stores.memory.clone(),
+        access.clone(),
+        stop.clone(),
+        filler_interval,
+    );
     let processor = processor(stores, seed)?;
     let thread = ThreadId::new("lag-probe-thread")?;
     let bar = progress.bar("lag", (samples * 2) as u64);
@@ -135,5 +159,20 @@ pub async fn measure<E: Embedder>(
         thread_record: percentiles(&thread_lags),
         memory_write: percentiles(&write_lags),
         background_writes,
+        filler_interval_ms: filler_interval.as_secs_f64() * 1_000.0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filler_takes_a_quarter_of_the_indexing_rate() {
+        // 40 changes/s -> 10 filler writes/s -> one every 100 ms.
+        assert_eq!(filler_interval(40.0), Duration::from_millis(100));
+        assert_eq!(filler_interval(10_000.0), MIN_FILLER_INTERVAL);
+        assert_eq!(filler_interval(0.0), FALLBACK_FILLER_INTERVAL);
+        assert_eq!(filler_interval(f64::NAN), FALLBACK_FILLER_INTERVAL);
+    }
 }

@@ -14,6 +14,7 @@ use memory_core::activity::{
 use memory_core::{ChangeFeed, MemoryAccess, MemoryScope, NamespaceAddress, SystemClock};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use memory_sqlite::vectors::SqliteVectorStore;
 use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, PassStop};
@@ -23,7 +24,7 @@ use semantic_index::{
 use serde::Serialize;
 
 use crate::corpus::{Corpus, Role};
-use crate::extract::{CorpusExtractor, KeyedWriter};
+use crate::extract::CorpusExtractor;
 use crate::progress::Progress;
 
 /// The namespace definition every eval document is written to.
@@ -123,12 +124,13 @@ pub const PROCESSOR: &str = "eval-corpus-extractor";
 pub fn processor(
     stores: &Stores,
     seed: u64,
-) -> anyhow::Result<ActivityProcessor<KeyedWriter<SqliteStore>, CorpusExtractor>> {
+) -> anyhow::Result<ActivityProcessor<SqliteStore, CorpusExtractor>> {
     let access = access(seed)?;
     Ok(ActivityProcessor::new(ActivityProcessorParts {
         log: stores.log.clone(),
         progress: stores.progress.clone(),
-        writer: Arc::new(KeyedWriter::new(stores.memory.clone())),
+        references: Arc::new(SqliteRememberingStore::open(&stores.path)?),
+        writer: stores.memory.clone(),
         extractor: CorpusExtractor::new(access.namespace, vec![access.scope]),
         clock: Arc::new(SystemClock),
         processor: ProcessorId::new(PROCESSOR)?,
@@ -140,7 +142,7 @@ pub fn processor(
 
 /// Runs passes over `thread` until everything committed is processed; answers records and writes.
 pub async fn drain_thread(
-    processor: &ActivityProcessor<KeyedWriter<SqliteStore>, CorpusExtractor>,
+    processor: &ActivityProcessor<SqliteStore, CorpusExtractor>,
     thread: &ThreadId,
 ) -> anyhow::Result<(usize, usize)> {
     let (mut records, mut writes) = (0, 0);

@@ -2,6 +2,8 @@
 
 use std::io::IsTerminal;
 
+use std::time::Duration;
+
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Makes progress bars, or hidden ones when there is no terminal (CI logs, tests, pipes).
@@ -36,5 +38,19 @@ impl Progress {
         bar.set_style(style);
         bar.set_message(phase.to_owned());
         bar
+    }
+
+    /// A spinner with the time spent, for a phase done in one call that reports no steps.
+    pub fn spinner(&self, phase: &str) -> ProgressBar {
+        if !self.visible {
+            return ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        }
+        let spinner = ProgressBar::new_spinner();
+        let style = ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        spinner.set_style(style);
+        spinner.set_message(phase.to_owned());
+        spinner.enable_steady_tick(Duration::from_millis(200));
+        spinner
     }
 }

@@ -209,6 +209,7 @@ pub async fn run<E: Embedder>(
         &access,
         options.seed,
         options.lag_samples,
+        lag::filler_interval(indexing.changes_per_second),
         progress,
     )
     .await?;

@@ -111,7 +111,11 @@ fn run_operation(
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
-    match runtime.block_on(service.run(request)) {
+    let answer = runtime.block_on(service.run(request));
+    // A recall refused at its deadline may leave a store call running on the blocking pool; its answer
+    // is discarded, and waiting for it would hold the refusal's exit up. Every write was awaited above.
+    runtime.shutdown_background();
+    match answer {
         Ok(answer) => {
             print_json(&answer)?;
             Ok(ExitCode::SUCCESS)

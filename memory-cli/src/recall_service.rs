@@ -3,50 +3,56 @@
 //! Kept in one module so wiring a new index touches nothing else:
 //! - `lexical`: the store's full-text (BM25) index. It is updated in the same transaction as every write,
 //!   so a committed write is recallable at once. It needs no model.
-//! - `exact`, `hnsw`: the semantic index ([`crate::semantic`]): the query is embedded, the exact scan or
-//!   the HNSW graph ranks chunks, the index revalidates its hits against the current documents, and each
-//!   hit becomes an excerpt candidate with semantic-index's chunk passage id
-//!   ([`semantic_index::recall::chunk_passage_id`]). Each passage's score is its chunk's cosine
-//!   similarity.
-//! - `hybrid` (the default): the lexical and the HNSW rankings of documents fused by semantic-index's
-//!   reciprocal rank fusion with its default parameters (see [`semantic_index::recall::HybridParams`]);
-//!   a document found lexically becomes a whole-document candidate, one found only by embedding its
-//!   chunks. Each passage is scored by its document's fused score.
-//! - Every mode's candidates then go through memory-core's revalidation and recall composition, so
-//!   withdrawn, revoked and stale documents are never recalled and the limits hold in every mode.
-//! - Without a semantic index ([`RecallService::lexical_only`]) or when the model cannot be loaded, the
-//!   semantic modes are refused as `unavailable`; never a lexical answer in disguise.
+//! - `exact`, `hnsw`: semantic-index's embedding source ([`SemanticRecall`]) over the semantic index
+//!   ([`crate::semantic`]): the query is embedded, the exact scan or the HNSW graph ranks chunks, and
+//!   each chunk is revalidated against its current document into an excerpt passage with the chunk
+//!   passage id ([`semantic_index::recall::chunk_passage_id`]). Each passage's score is its chunk's
+//!   cosine similarity, as the source computed it.
+//! - `hybrid` (the default): semantic-index's hybrid source ([`HybridRecall`], HNSW side): the lexical
+//!   and embedding rankings of documents fused by reciprocal rank fusion with its default parameters
+//!   (see [`semantic_index::recall::HybridParams`]); a document found lexically becomes a whole-document
+//!   passage, one found only by embedding its chunks. Each passage is scored by its document's fused
+//!   score, as the source computed it.
+//! - Every mode revalidates each candidate once, with one grouped read (memory-core's revalidation for
+//!   `lexical`, semantic-index's for the others, which follows the same rules), and composes through
+//!   memory-core's recall, so withdrawn, revoked and stale documents are never recalled and the limits
+//!   hold in every mode.
+//! - Without a semantic index ([`RecallService::lexical_only`]) or when the model cannot be loaded or
+//!   fails, the semantic modes are refused as `unavailable`; never a lexical answer in disguise.
 //! - `memory_sync` answers the change-feed head once the semantic index reflects it (see
 //!   [`crate::semantic::SemanticBackend::sync`]); without a semantic index, the transactional lexical
 //!   index already does.
 //!
-//! Decisions: semantic-index's own recall sources (`SemanticRecall`, `HybridRecall`) are not used
-//! because their passages carry no score, which the wire contract requires; the price is that a
-//! semantic hit's document is read twice (by the index's revalidation and by memory-core's). The
-//! store's source is declared optional, so a recall answers the best passages that fit
-//! the limits rather than failing when more match than fit. `timeout_ms` bounds the search, revalidation
-//! and composition; loading the model and a one-shot command's catch-up indexing happen before it starts
-//! (they are the implicit sync of a semantic recall, not the recall). Token counts use memory-core's
-//! approximate counter in every mode: the counter should be the consuming agent's model's, which is not
-//! the embedding model, and one limit should mean the same thing whatever the mode.
+//! Decisions: the store's source is declared optional, so a recall answers the best passages that fit
+//! the limits rather than failing when more match than fit. Every store, lexical-index and vector call
+//! of a recall runs on tokio's blocking pool (memory-sqlite answers synchronously), so `timeout_ms`
+//! really bounds the search, revalidation and composition: when it passes the recall is refused as
+//! `deadline` at once. Loading the model and a one-shot command's catch-up indexing happen before it
+//! starts (they are the implicit sync of a semantic recall, not the recall). Token counts use
+//! memory-core's approximate counter in every mode: the counter should be the consuming agent's model's,
+//! which is not the embedding model, and one limit should mean the same thing whatever the mode.
+//!
+//! Fault injection (tests only): with the cargo feature `fault-injection`, the environment variable
+//! [`STALL_RECALL_ENV`] (milliseconds) makes each store call of a recall block its thread that long, as a
+//! stuck disk would, so the end-to-end tests can receive `deadline` deterministically. Without the
+//! feature the variable is not read at all.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use memory_core::recall::{
     MemoryLookup, RecallError, RecallLimits, RecallSource, RecalledMemory, SourceId, SourceOutcome,
     SourceStatus, recall,
 };
-use memory_core::revalidate::CandidatePassage;
 use memory_core::{
-    ApproximateTokenCounter, LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryScope,
-    RecallCandidate, RevalidationLimits, revalidate,
+    ApproximateTokenCounter, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument, MemoryError,
+    MemoryKey, MemoryReader, MemoryScope, RecallCandidate, RevalidationLimits, revalidate,
 };
-use semantic_index::recall::{HybridParams, chunk_passage_id, reciprocal_rank_fusion};
-use semantic_index::{IndexBounds, IndexKind, QueryLimits, SemanticError};
+use semantic_index::recall::{HybridParams, ScoredLookup, ScoredPassage, on_blocking_pool};
+use semantic_index::{HybridRecall, IndexBounds, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::refusal::Refusal;
-use crate::semantic::{MemorySemanticIndex, SemanticBackend, refusal_of};
+use crate::semantic::{MemorySemanticIndex, SemanticBackend};
 use crate::service::Store;
 use crate::wire::{
     RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
@@ -131,36 +137,47 @@ impl From<RecallError> for Refusal {
     }
 }
 
-/// Candidates in rank order, with the score each passage reports.
-#[derive(Debug, Default)]
-struct Ranked {
-    candidates: Vec<RecallCandidate>,
-    scores: Scores,
-}
-
-/// Scores by passage id, and by document id for passages that revalidation widens to the whole
-/// document (an excerpt that is the whole current text).
+/// Passage scores by (document id, passage id), as the answering source computed them.
 #[derive(Debug, Default)]
 struct Scores {
-    by_passage: HashMap<String, f64>,
-    by_document: HashMap<String, f64>,
+    by_passage: HashMap<(String, String), f64>,
 }
 
 impl Scores {
-    /// Records a score; the first (best-ranked) one of a document wins.
-    fn record(&mut self, document: &str, passage: Option<&str>, score: f64) {
-        if let Some(passage) = passage {
-            self.by_passage.entry(passage.to_owned()).or_insert(score);
-        }
-        self.by_document.entry(document.to_owned()).or_insert(score);
+    /// Records a score; the first (best-ranked) one of a passage wins.
+    fn record(&mut self, document: &str, passage: &str, score: f64) {
+        self.by_passage
+            .entry((document.to_owned(), passage.to_owned()))
+            .or_insert(score);
     }
 
     fn of(&self, document: &str, passage: &str) -> f64 {
         self.by_passage
-            .get(passage)
-            .or_else(|| self.by_document.get(document))
+            .get(&(document.to_owned(), passage.to_owned()))
             .copied()
             .unwrap_or(0.0)
+    }
+
+    /// Records the scores of `passages` and answers them as a lookup.
+    fn take(&mut self, lookup: ScoredLookup) -> Result<MemoryLookup, String> {
+        match lookup {
+            ScoredLookup::Found(passages) => {
+                let passages = passages
+                    .into_iter()
+                    .map(|scored| {
+                        self.record(
+                            scored.passage.source.id.as_str(),
+                            scored.passage.passage_id.as_str(),
+                            scored.score,
+                        );
+                        scored.passage
+                    })
+                    .collect();
+                Ok(MemoryLookup::Found { passages })
+            }
+            ScoredLookup::NoMatch => Ok(MemoryLookup::NoMatch),
+            ScoredLookup::Unavailable { reason } => Err(reason),
+        }
     }
 }
 
@@ -208,53 +225,61 @@ impl<S: Store> RecallService<S> {
             limits,
         } = query;
         let depth = search_depth(&limits);
-        let store = self.store.as_ref();
+        let store = Arc::new(RecallStore(Arc::clone(&self.store)));
         let revalidation = RevalidationLimits::from(&limits);
         let scores: Mutex<Scores> = Mutex::new(Scores::default());
-        let failure: Mutex<Option<Refusal>> = Mutex::new(None);
-        let hybrid = HybridParams {
-            lexical_candidates: depth,
-            max_documents: depth,
-            ..HybridParams::default()
-        };
+        let unavailable: Mutex<Option<String>> = Mutex::new(None);
         let lookup = async {
-            let semantic = index.as_deref().map(|index| SemanticSearch {
-                index,
-                store,
-                access: &access,
-                text: &text,
-                depth,
-                timeout_ms: limits.timeout_ms(),
-                failure: &failure,
-            });
-            let ranked = match (mode, semantic) {
-                (RecallMode::Exact, Some(semantic)) => semantic.ranking(IndexKind::Exact).await?,
-                (RecallMode::Hnsw, Some(semantic)) => semantic.ranking(IndexKind::Hnsw).await?,
-                (RecallMode::Hybrid, Some(semantic)) => {
-                    let (lexical, semantic) = tokio::join!(
-                        lexical_ranking(store, &access, &text, hybrid.lexical_candidates),
-                        semantic.ranking(IndexKind::Hnsw)
-                    );
-                    hybrid_ranking(lexical?, semantic?, &hybrid)
+            let scored = match (mode, index) {
+                (RecallMode::Exact | RecallMode::Hnsw, Some(index)) => {
+                    let kind = if mode == RecallMode::Exact {
+                        IndexKind::Exact
+                    } else {
+                        IndexKind::Hnsw
+                    };
+                    let query_limits = semantic_limits(&index, depth, limits.timeout_ms(), kind);
+                    SemanticRecall::new(index, store, access, text, query_limits)
+                        .revalidation_limits(revalidation)
+                        .lookup_scored()
+                        .await?
                 }
-                _ => lexical_ranking(store, &access, &text, depth).await?,
+                (RecallMode::Hybrid, Some(index)) => {
+                    let query_limits =
+                        semantic_limits(&index, depth, limits.timeout_ms(), IndexKind::Hnsw);
+                    let params = HybridParams {
+                        lexical_candidates: depth,
+                        max_documents: depth,
+                        ..HybridParams::default()
+                    };
+                    HybridRecall::new(index, store, access, text, query_limits)
+                        .params(params)
+                        .revalidation_limits(revalidation)
+                        .lookup_scored()
+                        .await?
+                }
+                _ => lexical_lookup(store, access, text, depth, revalidation).await?,
             };
-            let passages = revalidate(&ranked.candidates, &access, store, &revalidation).await?;
-            if let Ok(mut scores) = scores.lock() {
-                *scores = ranked.scores;
-            }
-            Ok(if passages.is_empty() {
-                MemoryLookup::NoMatch
-            } else {
-                MemoryLookup::Found { passages }
+            let mut scores = scores
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            scores.take(scored).map_err(|reason| {
+                if let Ok(mut unavailable) = unavailable.lock() {
+                    unavailable.get_or_insert(reason);
+                }
+                // Answered as `unavailable` below, never as this placeholder.
+                RecallError::Source(MemoryError::Busy {
+                    operation: "semantic recall",
+                })
             })
         };
         let source = RecallSource::optional(SourceId::new(STORE_SOURCE_ID)?, lookup);
         let recalled = match recall(vec![source], &limits, &ApproximateTokenCounter).await {
             Ok(recalled) => recalled,
             Err(error) => {
-                return Err(match failure.into_inner().ok().flatten() {
-                    Some(refusal) => refusal,
+                return Err(match unavailable.into_inner().ok().flatten() {
+                    Some(reason) => {
+                        Refusal::unavailable(format!("semantic recall is unavailable: {reason}"))
+                    }
                     None => Refusal::from(error),
                 });
             }
@@ -284,146 +309,113 @@ fn search_depth(limits: &RecallLimits) -> usize {
         .clamp(MIN_SEARCH_HITS, MAX_SEARCH_HITS)
 }
 
-async fn lexical_ranking<S: LexicalSearch>(
-    store: &S,
-    access: &MemoryAccess,
-    text: &str,
-    depth: usize,
-) -> Result<Ranked, RecallError> {
-    let hits = store.search(access, text, depth).await?;
-    let mut ranked = Ranked::default();
-    for hit in hits {
-        ranked.scores.record(hit.key.id.as_str(), None, hit.score);
-        ranked
-            .candidates
-            .push(RecallCandidate::document(hit.key, Some(hit.revision)));
-    }
-    Ok(ranked)
-}
-
-/// One semantic search of a recall.
-struct SemanticSearch<'a, S> {
-    index: &'a MemorySemanticIndex,
-    store: &'a S,
-    access: &'a MemoryAccess,
-    text: &'a str,
+/// The semantic index's query limits for a recall.
+fn semantic_limits(
+    index: &MemorySemanticIndex,
     depth: usize,
     timeout_ms: u64,
-    failure: &'a Mutex<Option<Refusal>>,
+    kind: IndexKind,
+) -> QueryLimits {
+    let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
+    QueryLimits::new(
+        MAX_QUERY_BYTES,
+        depth,
+        // Scan every chunk rather than rank a prefix; the index's own bounds cap the count.
+        bounds.max_chunks,
+        MIN_SEMANTIC_SCORE,
+        timeout_ms,
+        kind,
+    )
 }
 
-impl<S: Store> SemanticSearch<'_, S> {
-    /// The index's revalidated hits as excerpt candidates, best first.
-    async fn ranking(&self, kind: IndexKind) -> Result<Ranked, RecallError> {
-        let index = self.index;
-        let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
-        let query_limits = QueryLimits::new(
-            MAX_QUERY_BYTES,
-            self.depth,
-            // Scan every chunk rather than rank a prefix; the index's own bounds cap the count.
-            bounds.max_chunks,
-            MIN_SEMANTIC_SCORE,
-            self.timeout_ms,
-            kind,
-        );
-        let result = index
-            .query(self.store, self.access, self.text, query_limits)
-            .await
-            .map_err(|error| recall_error(error, self.failure))?;
-        let mut ranked = Ranked::default();
-        for hit in result.hits {
-            let score = f64::from(hit.score);
-            // The passage id semantic-index's own recall sources give a chunk, so the same evidence keeps one
-            // id whichever way it is recalled.
-            let passage_id = chunk_passage_id(index.digest(), hit.ordinal)?;
-            ranked
-                .scores
-                .record(hit.key.id.as_str(), Some(passage_id.as_str()), score);
-            let candidate =
-                RecallCandidate::excerpt(hit.key, Some(hit.revision), passage_id, hit.excerpt);
-            ranked.candidates.push(candidate);
+/// The lexical mode: the store's full-text search and memory-core's revalidation, both on the
+/// blocking pool; each passage (a whole document) is scored by its BM25 relevance.
+async fn lexical_lookup<S: Store>(
+    store: Arc<RecallStore<S>>,
+    access: MemoryAccess,
+    text: String,
+    depth: usize,
+    revalidation: RevalidationLimits,
+) -> Result<ScoredLookup, RecallError> {
+    on_blocking_pool(async move {
+        let hits = store.search(&access, &text, depth).await?;
+        // Lexical hits are in the access's namespace, so a document id names one hit.
+        let mut score_of: HashMap<String, f64> = HashMap::with_capacity(hits.len());
+        let mut candidates = Vec::with_capacity(hits.len());
+        for hit in hits {
+            score_of
+                .entry(hit.key.id.as_str().to_owned())
+                .or_insert(hit.score);
+            candidates.push(RecallCandidate::document(hit.key, Some(hit.revision)));
         }
-        Ok(ranked)
-    }
-}
-
-/// A semantic-index failure as a recall error of the same kind. Failures recall has no variant for
-/// (the embedder or its task failing: `unavailable`) are parked in `failure`, which the caller answers
-/// instead of the placeholder error.
-fn recall_error(error: SemanticError, failure: &Mutex<Option<Refusal>>) -> RecallError {
-    match error {
-        SemanticError::Store(error) => RecallError::Source(error),
-        SemanticError::Deadline { timeout_ms } => RecallError::Deadline { timeout_ms },
-        SemanticError::Budget { limit, max, actual } => RecallError::Budget { limit, max, actual },
-        SemanticError::TooLarge { limit, max, actual } => {
-            RecallError::Source(MemoryError::TooLarge { limit, max, actual })
-        }
-        SemanticError::InvalidInput { field, reason } => {
-            RecallError::Source(MemoryError::InvalidInput { field, reason })
-        }
-        other => {
-            let refusal = refusal_of(other);
-            let placeholder = MemoryError::storage("semantic query", refusal.clone());
-            if let Ok(mut failure) = failure.lock() {
-                failure.get_or_insert(refusal);
-            }
-            RecallError::Source(placeholder)
-        }
-    }
-}
-
-/// Fuses the lexical and semantic rankings of documents with semantic-index's reciprocal rank fusion
-/// (a semantic ranking ranks each document by its best chunk) and keeps `max_documents` of them, as
-/// semantic-index's hybrid recall does: a document the lexical search found becomes its whole current
-/// text (the match may lie anywhere in it), one only the embedding found becomes its chunks, best first.
-/// Every passage reports its document's fused score.
-fn hybrid_ranking(lexical: Ranked, semantic: Ranked, params: &HybridParams) -> Ranked {
-    let lexical_documents = documents_in_order(&lexical.candidates);
-    let semantic_documents = documents_in_order(&semantic.candidates);
-    let mut chunks: HashMap<MemoryKey, Vec<RecallCandidate>> = HashMap::new();
-    for candidate in semantic.candidates {
-        chunks
-            .entry(candidate.key.clone())
-            .or_default()
-            .push(candidate);
-    }
-    let mut fused = reciprocal_rank_fusion(params, &lexical_documents, &semantic_documents);
-    fused.truncate(params.max_documents);
-    let mut ranked = Ranked::default();
-    for item in fused {
-        let document = item.item.id.as_str().to_owned();
-        let candidates = if item.lexical_rank.is_some() {
-            lexical
-                .candidates
-                .iter()
-                .find(|candidate| candidate.key == item.item)
-                .cloned()
-                .into_iter()
-                .collect()
+        let passages = revalidate(&candidates, &access, &*store, &revalidation).await?;
+        Ok(if passages.is_empty() {
+            ScoredLookup::NoMatch
         } else {
-            chunks.remove(&item.item).unwrap_or_default()
-        };
-        for candidate in candidates {
-            let passage = match &candidate.passage {
-                CandidatePassage::Excerpt { passage_id, .. } => Some(passage_id.as_str()),
-                CandidatePassage::Document => None,
-            };
-            ranked.scores.record(&document, passage, item.score);
-            ranked.candidates.push(candidate);
-        }
-    }
-    ranked
+            ScoredLookup::Found(
+                passages
+                    .into_iter()
+                    .map(|passage| {
+                        let score = score_of
+                            .get(passage.source.id.as_str())
+                            .copied()
+                            .unwrap_or(0.0);
+                        ScoredPassage { passage, score }
+                    })
+                    .collect(),
+            )
+        })
+    })
+    .await?
 }
 
-/// The distinct documents of `candidates`, in order of first appearance.
-fn documents_in_order(candidates: &[RecallCandidate]) -> Vec<MemoryKey> {
-    let mut seen = HashSet::new();
-    candidates
-        .iter()
-        .filter(|candidate| seen.insert(&candidate.key))
-        .map(|candidate| candidate.key.clone())
-        .collect()
+/// The store as one recall sees it. Every call passes through [`injected_stall`], which does nothing
+/// unless the `fault-injection` feature is compiled in.
+struct RecallStore<S>(Arc<S>);
+
+impl<S: Store> MemoryReader for RecallStore<S> {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        injected_stall();
+        self.0.read(key).await
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        injected_stall();
+        self.0.read_many(keys).await
+    }
 }
+
+impl<S: Store> LexicalSearch for RecallStore<S> {
+    async fn search(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        injected_stall();
+        self.0.search(access, query, limit).await
+    }
+}
+
+/// Milliseconds each store call of a recall blocks its thread, read only with the `fault-injection`
+/// feature (tests of the `deadline` refusal).
+pub const STALL_RECALL_ENV: &str = "MEMORY_FAULT_STALL_RECALL_MS";
+
+#[cfg(feature = "fault-injection")]
+fn injected_stall() {
+    if let Some(millis) = std::env::var(STALL_RECALL_ENV)
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(millis));
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn injected_stall() {}
 
 /// The wire form of a recall result; `score_of` gives the score of a (document id, passage id).
 fn to_wire(recalled: RecalledMemory, score_of: impl Fn(&str, &str) -> f64) -> RecallResult {
@@ -475,97 +467,26 @@ fn outcome_to_wire(outcome: SourceOutcome) -> WireOutcome {
 
 #[cfg(test)]
 mod tests {
-    use memory_core::recall::PassageId;
-    use memory_core::{DocumentId, NamespaceAddress, Revision};
-
     use super::*;
 
-    fn key(id: &str) -> MemoryKey {
-        MemoryKey {
-            namespace: NamespaceAddress::parse(r#"[1,"notes",1,{"user":"u"}]"#).expect("address"),
-            id: DocumentId::new(id).expect("id"),
-        }
-    }
-
-    fn lexical(ids: &[&str]) -> Ranked {
-        let mut ranked = Ranked::default();
-        for (rank, id) in ids.iter().enumerate() {
-            ranked.scores.record(id, None, 10.0 - rank as f64);
-            ranked.candidates.push(RecallCandidate::document(
-                key(id),
-                Some(Revision::new("r1").expect("revision")),
-            ));
-        }
-        ranked
-    }
-
-    fn chunks(hits: &[(&str, u32)]) -> Ranked {
-        let mut ranked = Ranked::default();
-        for (id, ordinal) in hits {
-            let passage = PassageId::new(format!("chunk:{ordinal}")).expect("passage id");
-            ranked.scores.record(id, Some(passage.as_str()), 0.5);
-            ranked.candidates.push(RecallCandidate::excerpt(
-                key(id),
-                Some(Revision::new("r1").expect("revision")),
-                passage,
-                "excerpt",
-            ));
-        }
-        ranked
-    }
-
-    fn described(ranked: &Ranked) -> Vec<String> {
-        ranked
-            .candidates
-            .iter()
-            .map(|candidate| match &candidate.passage {
-                CandidatePassage::Document => candidate.key.id.as_str().to_owned(),
-                CandidatePassage::Excerpt { passage_id, .. } => {
-                    format!("{}/{}", candidate.key.id.as_str(), passage_id.as_str())
-                }
-            })
-            .collect()
-    }
-
     #[test]
-    fn hybrid_keeps_lexical_documents_whole_and_embedding_only_documents_as_chunks() {
-        let params = HybridParams::default();
-        // "b" is ranked by both, so it leads; "c" is found by embedding only, through two chunks.
-        let fused = hybrid_ranking(
-            lexical(&["a", "b"]),
-            chunks(&[("b", 0), ("c", 1), ("c", 0)]),
-            &params,
-        );
-        assert_eq!(described(&fused), ["b", "a", "c/chunk:1", "c/chunk:0"]);
-        let both = fused.scores.of("b", "b");
-        let lexical_only = fused.scores.of("a", "a");
-        let embedding_only = fused.scores.of("c", "chunk:0");
-        assert!(both > lexical_only && lexical_only > embedding_only);
-        assert_eq!(
-            fused.scores.of("c", "chunk:1"),
-            embedding_only,
-            "a document's chunks share its fused score"
-        );
-    }
-
-    #[test]
-    fn hybrid_keeps_at_most_max_documents() {
-        let params = HybridParams {
-            max_documents: 2,
-            ..HybridParams::default()
-        };
-        let fused = hybrid_ranking(lexical(&["a", "b", "c"]), chunks(&[("d", 0)]), &params);
-        assert_eq!(described(&fused), ["a", "d/chunk:0"]);
-    }
-
-    #[test]
-    fn scores_fall_back_to_the_document_when_a_passage_was_widened() {
+    fn scores_are_kept_per_document_and_passage() {
         let mut scores = Scores::default();
-        scores.record("doc", Some("chunk:0"), 0.7);
-        scores.record("doc", Some("chunk:1"), 0.4);
-        assert_eq!(scores.of("doc", "chunk:1"), 0.4);
-        // Revalidation gives an excerpt that is the whole text the document id as passage id.
-        assert_eq!(scores.of("doc", "doc"), 0.7);
-        assert_eq!(scores.of("other", "other"), 0.0);
+        scores.record("doc", "chunk:0", 0.7);
+        scores.record("doc", "chunk:1", 0.4);
+        scores.record("doc", "chunk:1", 0.1);
+        scores.record("other", "chunk:0", 0.2);
+        assert_eq!(scores.of("doc", "chunk:0"), 0.7);
+        assert_eq!(
+            scores.of("doc", "chunk:1"),
+            0.4,
+            "the first, best-ranked score wins"
+        );
+        assert_eq!(
+            scores.of("other", "chunk:0"),
+            0.2,
+            "the same chunk ordinal of another document has its own score"
+        );
+        assert_eq!(scores.of("missing", "missing"), 0.0);
     }
 }

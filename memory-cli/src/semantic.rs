@@ -17,16 +17,16 @@
 //! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
 //!   against the current document before it is used.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use memory_core::ChangeSequence;
 use memory_core::vectors::{ProfileDigest, VectorStore};
-use memory_core::{ChangeSequence, MemoryKey};
 use memory_sqlite::vectors::SqliteVectorStore;
+use semantic_index::indexer::catch_up;
 use semantic_index::{
     EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, Indexer, IndexerOptions, ModelAssets,
-    SemanticError, SemanticIndex, SemanticIndexConfig, SemanticProfile, SourceGeneration,
+    SemanticError, SemanticIndex, SemanticIndexConfig, SemanticProfile,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
@@ -228,10 +228,11 @@ impl<S: Store> SemanticBackend<S> {
         Ok(Loaded { index, follower })
     }
 
-    /// Indexes every change after `position` up to at least `head`, persisting the position after each
-    /// batch. Settles a change the way the background indexer does: fenced, divergent and withdrawn
-    /// refreshes are already reflected, a source refused by a size limit is skipped (and counted in the
-    /// log), any other failure stops the catch-up with a refusal and leaves the position where it was.
+    /// Indexes every change after `position` up to at least `head` with semantic-index's
+    /// [`catch_up`] (the background indexer's batches, run once in this task), persisting the position
+    /// after each batch. A source refused by a size limit is skipped (and counted in the log); any other
+    /// failure stops the catch-up with a refusal and leaves `position` where it was (the batches already
+    /// done replay as unchanged next time).
     async fn catch_up(
         &self,
         index: &MemorySemanticIndex,
@@ -239,42 +240,18 @@ impl<S: Store> SemanticBackend<S> {
         head: ChangeSequence,
     ) -> Result<(), Refusal> {
         let mut position = position.lock().await;
-        let mut skipped = 0u64;
-        while *position < head {
-            let changes = self.store.changes_since(*position, CATCH_UP_BATCH).await?;
-            let Some(last) = changes.last().map(|change| change.sequence) else {
-                break;
-            };
-            // A key changed several times in the batch is refreshed once, at its latest change.
-            let mut latest: HashMap<MemoryKey, ChangeSequence> = HashMap::new();
-            for change in changes {
-                latest.insert(change.key, change.sequence);
-            }
-            let mut ordered: Vec<(MemoryKey, ChangeSequence)> = latest.into_iter().collect();
-            ordered.sort_by_key(|(_, sequence)| *sequence);
-            for (key, sequence) in ordered {
-                match index
-                    .refresh(self.store.as_ref(), &key, SourceGeneration::from(sequence))
-                    .await
-                {
-                    Ok(_)
-                    | Err(SemanticError::Withdrawn)
-                    | Err(SemanticError::Fenced { .. })
-                    | Err(SemanticError::Divergent { .. }) => {}
-                    Err(SemanticError::TooLarge { .. } | SemanticError::InvalidInput { .. }) => {
-                        skipped += 1;
-                    }
-                    Err(error) => return Err(refusal_of(error)),
-                }
-            }
-            self.vectors
-                .set_indexed_position(&self.digest, last)
-                .await?;
-            *position = last;
+        if *position >= head {
+            return Ok(());
         }
-        if skipped > 0 {
-            tracing::warn!(skipped, "catch-up skipped sources refused by a size limit");
-        }
+        let options = IndexerOptions {
+            batch_size: CATCH_UP_BATCH,
+            ..IndexerOptions::default()
+        };
+        let store = self.store.as_ref();
+        let caught = catch_up(index, store, store, *position, head, options)
+            .await
+            .map_err(refusal_of)?;
+        *position = caught.position;
         Ok(())
     }
 }

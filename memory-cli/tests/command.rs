@@ -494,3 +494,36 @@ fn database_defaults_to_memory_db_then_the_working_directory() {
     assert!(status.status.success());
     assert!(fixture.dir.path().join("memory.sqlite").exists());
 }
+
+/// `deadline`: with the test-only `fault-injection` feature, every store call of a recall blocks its
+/// thread for a minute (as a stuck disk would). The calls run on the blocking pool, so `timeout_ms`
+/// ends the recall long before: the command is refused as `deadline` and exits without waiting for
+/// the stalled call. Were the calls run inline, the recall would wait the minute out and succeed.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_recall_whose_store_stalls_is_refused_at_its_deadline() {
+    use memory_cli::recall_service::STALL_RECALL_ENV;
+
+    let fixture = Fixture::new();
+    fixture
+        .call(
+            "put",
+            &put("tea", "op-1", None, "The user prefers green tea."),
+        )
+        .assert_success();
+    for mode in ["lexical", "exact", "hybrid"] {
+        let mut argument = recall("green tea", mode);
+        argument["limits"]["timeout_ms"] = json!(50);
+        let outcome = common::run_with_env(
+            Some(&fixture.db),
+            &["recall", &argument.to_string()],
+            None,
+            &[(STALL_RECALL_ENV, std::ffi::OsStr::new("60000"))],
+        );
+        outcome.assert_refused("deadline");
+        // Without the stall the same recall answers.
+        fixture
+            .call("recall", &recall("green tea", mode))
+            .assert_success();
+    }
+}

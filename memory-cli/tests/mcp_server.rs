@@ -428,3 +428,84 @@ async fn without_the_model_semantic_tools_are_unavailable_and_lexical_works() {
     }
     client.cancel().await.expect("the client closes");
 }
+
+/// `budget`, `storage` and `corrupt` as tool errors: four matching 4.5 MB documents exceed recall's
+/// default 16 MiB input budget; a renamed table makes reads fail in SQLite; a tampered document body
+/// is reported as corrupt. (No model: the background indexer would spend minutes embedding 18 MB that
+/// no lexical recall needs.)
+#[tokio::test]
+async fn budget_storage_and_corrupt_are_tool_errors() {
+    let fixture = Fixture::new();
+    let no_model = tempfile::tempdir().unwrap();
+    let client = connect_with_env(
+        &fixture,
+        &[("MEMORY_ASSETS_DIR", no_model.path().as_os_str())],
+    )
+    .await;
+    // Four documents of 4.5 MB: each put's answer echoes the document (twice, as text and as
+    // structured content) and must stay under the client's 16 MiB line cap.
+    let big_text = "needle ".repeat(9 * 1024 * 1024 / 14);
+    for (id, operation) in [
+        ("one", "op-1"),
+        ("two", "op-2"),
+        ("three", "op-3"),
+        ("four", "op-4"),
+    ] {
+        let written = call(&client, "memory_put", put(id, operation, None, &big_text)).await;
+        success(&written);
+    }
+    refused(
+        &call(&client, "memory_recall", recall("needle", "lexical")).await,
+        "budget",
+    );
+    let written = call(&client, "memory_put", put("tea", "op-5", None, "green tea")).await;
+    success(&written);
+
+    let connection = rusqlite::Connection::open(&fixture.db).unwrap();
+    connection
+        .execute("UPDATE memory_documents SET body = 'not a document'", [])
+        .unwrap();
+    refused(&call(&client, "memory_get", get("tea")).await, "corrupt");
+    connection
+        .execute(
+            "ALTER TABLE memory_documents RENAME TO hidden_documents",
+            [],
+        )
+        .unwrap();
+    refused(&call(&client, "memory_get", get("tea")).await, "storage");
+    drop(connection);
+    client.cancel().await.expect("the client closes");
+}
+
+/// `deadline` as a tool error: with the test-only `fault-injection` feature, every store call of a
+/// recall blocks its thread for a minute; `timeout_ms` ends the recall long before, and the server keeps
+/// answering other calls.
+#[cfg(feature = "fault-injection")]
+#[tokio::test]
+async fn a_recall_whose_store_stalls_is_a_deadline_tool_error() {
+    use memory_cli::recall_service::STALL_RECALL_ENV;
+
+    let fixture = Fixture::new();
+    let client = connect_with_env(
+        &fixture,
+        &[(STALL_RECALL_ENV, std::ffi::OsStr::new("60000"))],
+    )
+    .await;
+    let written = call(
+        &client,
+        "memory_put",
+        put("tea", "op-1", None, "The user prefers green tea."),
+    )
+    .await;
+    success(&written);
+    let synced = call(&client, "memory_sync", json!({})).await;
+    assert_eq!(success(&synced)["indexed"], 1);
+    for mode in ["lexical", "hnsw", "hybrid"] {
+        let mut arguments = recall("green tea", mode);
+        arguments["limits"]["timeout_ms"] = json!(50);
+        refused(&call(&client, "memory_recall", arguments).await, "deadline");
+    }
+    let read = call(&client, "memory_get", get("tea")).await;
+    assert_eq!(success(&read)["document"]["id"], "tea");
+    client.cancel().await.expect("the client closes");
+}

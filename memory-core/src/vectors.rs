@@ -98,7 +98,7 @@ pub struct StoredSource {
     pub state: StoredSourceState,
 }
 
-/// Bounds a load must respect; the store checks them by counting before it materializes any row.
+/// Bounds a load must respect; the store never materializes more sources or chunks than they allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VectorLoadLimits {
     /// The exact length every stored vector must have.
@@ -109,23 +109,44 @@ pub struct VectorLoadLimits {
     pub max_chunks: usize,
 }
 
+/// What [`VectorStore::replace_source`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplaceOutcome {
+    /// The stored state is now the given one.
+    Replaced,
+    /// The stored state fences the given one out and nothing changed: it is withdrawn, of a newer
+    /// generation, or of the same generation with another revision.
+    Stale {
+        /// The stored generation.
+        current: SourceGeneration,
+        /// Whether the stored state is a withdrawal.
+        withdrawn: bool,
+    },
+}
+
 /// Persistence of chunk vectors and indexer positions, per profile.
 pub trait VectorStore: Send + Sync {
-    /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] before reading rows when
-    /// the stored counts exceed `limits`, and with [`MemoryError::Corrupt`] when a row is malformed (for
-    /// example a vector of the wrong length).
+    /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] when the stored counts
+    /// exceed `limits`, before materializing a row past them, and with [`MemoryError::Corrupt`] when
+    /// a row is malformed (for example a vector of the wrong length).
     fn load_sources(
         &self,
         profile: &ProfileDigest,
         limits: VectorLoadLimits,
     ) -> impl Future<Output = Result<Vec<StoredSource>, MemoryError>> + Send;
 
-    /// Replaces everything stored for `source.key` under `profile` with `source`, atomically.
+    /// Replaces everything stored for `source.key` under `profile` with `source`, atomically, when the
+    /// stored state does not fence it; the check and the write are one atomic step, so two processes
+    /// sharing the store cannot interleave a stale write after a newer one. A stored withdrawal fences
+    /// everything (a repeated withdrawal answers `Stale` with `withdrawn`: already done); otherwise
+    /// an older generation is fenced, and so is the same generation with another revision (a
+    /// withdrawal at the same generation is not). A fenced call changes nothing and answers
+    /// [`ReplaceOutcome::Stale`].
     fn replace_source(
         &self,
         profile: &ProfileDigest,
         source: &StoredSource,
-    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+    ) -> impl Future<Output = Result<ReplaceOutcome, MemoryError>> + Send;
 
     /// The change-feed position up to which `profile`'s index is complete (`ChangeSequence(0)` if none).
     fn indexed_position(

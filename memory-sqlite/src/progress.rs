@@ -14,7 +14,10 @@ use memory_core::activity::{
     canonical_progress_json,
 };
 use memory_core::document::EpochMillis;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{
+    Connection, OptionalExtension, Row, ToSql, Transaction, TransactionBehavior, params,
+    params_from_iter,
+};
 
 use crate::thread_log::{BUSY_TIMEOUT, lock, open_component, sql_error, to_i64, to_u64};
 
@@ -171,12 +174,79 @@ fn explain(
     }
 }
 
+/// Checks `pending` against `lease` and encodes it, before any transaction: a refused output leaves
+/// the stored progress (and any saved output) untouched. Returns its sequence and canonical JSON.
+fn pending_values(lease: &Lease, pending: &PendingOutput) -> Result<(i64, String), ActivityError> {
+    if pending.work_id != lease.key.work_id(pending.sequence) {
+        return Err(ActivityError::ProgressMismatch {
+            what: "work id does not derive from the record's position",
+        });
+    }
+    let output_json = canonical_progress_json("pending output canonical JSON", &pending.output)?;
+    Ok((to_i64(pending.sequence.0, "pending sequence")?, output_json))
+}
+
 fn key_params(key: &ProgressKey) -> Result<(String, i64, String), ActivityError> {
     Ok((
         key.processor.as_str().to_owned(),
         to_i64(key.version.0, "processor version")?,
         key.thread.as_str().to_owned(),
     ))
+}
+
+/// What one fenced write changes ([`SqliteProgressStore::fenced_update`]). In `set` and `condition`,
+/// `?1` to `?6` are the lease's processor, version, thread, epoch, owner and `now`, and `values` bind
+/// `?7` on. Both are fixed SQL text from this file, never input.
+struct FencedWrite<'a> {
+    /// Names the write in storage errors.
+    operation: &'static str,
+    /// The `SET` list.
+    set: &'a str,
+    /// What the row must be, beside holding the lease.
+    condition: &'a str,
+    values: &'a [&'a dyn ToSql],
+}
+
+impl SqliteProgressStore {
+    /// One fenced write (see the module docs) in its own immediate transaction:
+    /// `UPDATE ... SET {set} WHERE <the lease's fence> AND {condition}`. It commits only when exactly
+    /// one row changed; otherwise [`explain`] reads the row to say why (`otherwise` when the lease
+    /// itself is still current) and dropping the transaction rolls it back.
+    fn fenced_update(
+        &self,
+        lease: &Lease,
+        now: EpochMillis,
+        write: FencedWrite<'_>,
+        otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
+    ) -> Result<(), ActivityError> {
+        let FencedWrite {
+            operation,
+            set,
+            condition,
+            values,
+        } = write;
+        let (processor, version, thread) = key_params(&lease.key)?;
+        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
+        let owner = lease.owner.as_str();
+        let fence: [&dyn ToSql; 6] = [&processor, &version, &thread, &epoch, &owner, &now];
+        let update = format!(
+            "UPDATE activity_progress SET {set}
+             WHERE processor = ?1 AND version = ?2 AND thread = ?3
+               AND epoch = ?4 AND owner = ?5 AND lease_expires_at > ?6
+               AND {condition}"
+        );
+        let mut connection = lock(&self.connection);
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error(operation))?;
+        let changed = transaction
+            .execute(&update, params_from_iter(fence.iter().chain(values)))
+            .map_err(sql_error(operation))?;
+        if changed != 1 {
+            return Err(explain(&transaction, lease, now, otherwise));
+        }
+        transaction.commit().map_err(sql_error(operation))
+    }
 }
 
 impl ProgressStore for SqliteProgressStore {
@@ -253,41 +323,17 @@ impl ProgressStore for SqliteProgressStore {
         pending: &PendingOutput,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        if pending.work_id != lease.key.work_id(pending.sequence) {
-            return Err(ActivityError::ProgressMismatch {
-                what: "work id does not derive from the record's position",
-            });
-        }
-        // Checked before the transaction: a refused output leaves prior progress untouched.
-        let output_json =
-            canonical_progress_json("pending output canonical JSON", &pending.output)?;
-        let (processor, version, thread) = key_params(&lease.key)?;
-        let mut connection = lock(&self.connection);
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql_error("save pending output"))?;
-        let changed = transaction
-            .execute(
-                "UPDATE activity_progress
-                 SET pending_sequence = ?7, pending_work_id = ?8, pending_json = ?9
-                 WHERE processor = ?1 AND version = ?2 AND thread = ?3
-                   AND epoch = ?4 AND owner = ?5 AND lease_expires_at > ?6
-                   AND pending_sequence IS NULL AND cursor + 1 = ?7",
-                params![
-                    processor,
-                    version,
-                    thread,
-                    to_i64(lease.epoch.0, "fencing epoch")?,
-                    lease.owner.as_str(),
-                    now,
-                    to_i64(pending.sequence.0, "pending sequence")?,
-                    pending.work_id.as_str(),
-                    output_json
-                ],
-            )
-            .map_err(sql_error("save pending output"))?;
-        if changed != 1 {
-            return Err(explain(&transaction, lease, now, |row| {
+        let (sequence, output_json) = pending_values(lease, pending)?;
+        self.fenced_update(
+            lease,
+            now,
+            FencedWrite {
+                operation: "save pending output",
+                set: "pending_sequence = ?7, pending_work_id = ?8, pending_json = ?9",
+                condition: "pending_sequence IS NULL AND cursor + 1 = ?7",
+                values: &[&sequence, &pending.work_id.as_str(), &output_json],
+            },
+            |row| {
                 if row.pending.is_some() {
                     ActivityError::ProgressMismatch {
                         what: "pending output is already saved",
@@ -298,51 +344,52 @@ impl ProgressStore for SqliteProgressStore {
                         found: pending.sequence,
                     }
                 }
-            }));
-        }
-        transaction
-            .commit()
-            .map_err(sql_error("save pending output"))
+            },
+        )
+    }
+
+    fn replace_pending(
+        &self,
+        lease: &Lease,
+        pending: &PendingOutput,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError> {
+        let (sequence, output_json) = pending_values(lease, pending)?;
+        self.fenced_update(
+            lease,
+            now,
+            FencedWrite {
+                operation: "replace pending output",
+                set: "pending_json = ?8",
+                condition: "pending_sequence = ?7",
+                values: &[&sequence, &output_json],
+            },
+            |_| ActivityError::ProgressMismatch {
+                what: "no pending output is saved for this record",
+            },
+        )
     }
 
     fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError> {
         let Some(from) = to.0.checked_sub(1) else {
             return Err(ActivityError::invalid("advance target", "must be positive"));
         };
-        let (processor, version, thread) = key_params(&lease.key)?;
-        let mut connection = lock(&self.connection);
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql_error("advance cursor"))?;
-        let changed = transaction
-            .execute(
-                "UPDATE activity_progress
-                 SET cursor = ?7, pending_sequence = NULL, pending_work_id = NULL,
-                     pending_json = NULL, last_advance_at = ?6
-                 WHERE processor = ?1 AND version = ?2 AND thread = ?3
-                   AND epoch = ?4 AND owner = ?5 AND lease_expires_at > ?6
-                   AND cursor = ?8",
-                params![
-                    processor,
-                    version,
-                    thread,
-                    to_i64(lease.epoch.0, "fencing epoch")?,
-                    lease.owner.as_str(),
-                    now,
-                    to_i64(to.0, "cursor")?,
-                    to_i64(from, "cursor")?
-                ],
-            )
-            .map_err(sql_error("advance cursor"))?;
-        if changed != 1 {
-            return Err(explain(&transaction, lease, now, |row| {
-                ActivityError::Noncontiguous {
-                    expected: Sequence(row.cursor.0.saturating_add(1)),
-                    found: to,
-                }
-            }));
-        }
-        transaction.commit().map_err(sql_error("advance cursor"))
+        let (to_cursor, from_cursor) = (to_i64(to.0, "cursor")?, to_i64(from, "cursor")?);
+        self.fenced_update(
+            lease,
+            now,
+            FencedWrite {
+                operation: "advance cursor",
+                set: "cursor = ?7, pending_sequence = NULL, pending_work_id = NULL,
+             pending_json = NULL, last_advance_at = ?6",
+                condition: "cursor = ?8",
+                values: &[&to_cursor, &from_cursor],
+            },
+            |row| ActivityError::Noncontiguous {
+                expected: Sequence(row.cursor.0.saturating_add(1)),
+                found: to,
+            },
+        )
     }
 
     fn release(&self, lease: &Lease, now: EpochMillis) -> Result<(), ActivityError> {

@@ -202,6 +202,30 @@ fn fenced_update(
     Ok(())
 }
 
+/// Keeps one reference; an operation already referenced in its namespace is kept once.
+fn insert_reference(
+    transaction: &Transaction<'_>,
+    reference: &SourceReference,
+    operation: &'static str,
+) -> Result<(), ActivityError> {
+    transaction
+        .execute(
+            "INSERT OR IGNORE INTO remembering_references
+                 (source, source_revision, target_namespace, target_id, operation_id, revision)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                reference.source.as_str(),
+                reference.source_revision.as_str(),
+                reference.target.namespace.as_str(),
+                reference.target.id.as_str(),
+                reference.operation_id.as_str(),
+                reference.revision.as_str()
+            ],
+        )
+        .map_err(sql_error(operation))?;
+    Ok(())
+}
+
 impl RememberingStore for SqliteRememberingStore {
     fn admit(
         &self,
@@ -366,21 +390,7 @@ impl RememberingStore for SqliteRememberingStore {
             &[&command_json, &i64::from(command.attempt)],
             "save command",
         )?;
-        transaction
-            .execute(
-                "INSERT OR IGNORE INTO remembering_references
-                     (source, source_revision, target_namespace, target_id, operation_id, revision)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    reference.source.as_str(),
-                    reference.source_revision.as_str(),
-                    reference.target.namespace.as_str(),
-                    reference.target.id.as_str(),
-                    reference.operation_id.as_str(),
-                    reference.revision.as_str()
-                ],
-            )
-            .map_err(sql_error("save command"))?;
+        insert_reference(&transaction, reference, "save command")?;
         transaction.commit().map_err(sql_error("save command"))
     }
 
@@ -470,6 +480,27 @@ impl RememberingStore for SqliteRememberingStore {
                 |row| row.get(0),
             )
             .map_err(sql_error("check suppression"))
+    }
+
+    fn save_references(&self, references: &[SourceReference]) -> Result<(), ActivityError> {
+        if references.len() > MAX_PAGE_ROWS {
+            return Err(ActivityError::TooLarge {
+                limit: "references per save",
+                max: MAX_PAGE_ROWS as u64,
+                actual: references.len() as u64,
+            });
+        }
+        if references.is_empty() {
+            return Ok(());
+        }
+        let mut connection = lock(&self.connection);
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("save references"))?;
+        for reference in references {
+            insert_reference(&transaction, reference, "save references")?;
+        }
+        transaction.commit().map_err(sql_error("save references"))
     }
 
     fn references(

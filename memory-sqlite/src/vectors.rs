@@ -3,17 +3,19 @@
 //! The tables live in the same file as the memory store (or any other file) and are created by
 //! [`SqliteVectorStore::open`] only; they are keyed by profile digest so vectors of different profiles never
 //! mix. Vectors are little-endian f32 BLOBs whose length is checked on load. One source's replacement is
-//! one transaction.
+//! one transaction whose first statement is the generation fence (an upsert that changes the source
+//! row only when the stored state admits the new one), so several processes may share the tables. A
+//! load reads both tables once each, in primary-key order, and merges them.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use memory_core::vectors::{
-    ProfileDigest, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
+    ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
     VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS semantic_sources (
@@ -114,17 +116,15 @@ impl SqliteVectorStore {
             )
             .map_err(storage("count vector sources"))?;
         check_count("stored sources", source_count, limits.max_sources)?;
-        let chunk_count: i64 = transaction
-            .query_row(
-                "SELECT count(*) FROM semantic_chunks WHERE profile = ?1",
-                [profile_bytes],
-                |row| row.get(0),
-            )
-            .map_err(storage("count vector chunks"))?;
-        check_count("stored chunks", chunk_count, limits.max_chunks)?;
+        // Chunks are not counted up front: their rows hold the vectors, so a count walks as many
+        // pages as the load itself. The chunk bound is enforced while reading instead, before the
+        // row past it is materialized.
 
-        let mut sources = Vec::with_capacity(usize::try_from(source_count).unwrap_or(0));
-        let mut index_of = std::collections::HashMap::new();
+        // Two scans in primary-key order, merged on (namespace, document_id): sequential reads of
+        // each table, no lookup structure, and borrowed column values, so a chunk costs one
+        // allocation (its vector).
+        let mut sources: Vec<StoredSource> =
+            Vec::with_capacity(usize::try_from(source_count).unwrap_or(0));
         {
             let mut statement = transaction
                 .prepare(
@@ -136,74 +136,49 @@ impl SqliteVectorStore {
                 .query([profile_bytes])
                 .map_err(storage("load vector sources"))?;
             while let Some(row) = rows.next().map_err(storage("load vector sources"))? {
-                let namespace: String = row.get(0).map_err(storage("load vector sources"))?;
-                let document_id: String = row.get(1).map_err(storage("load vector sources"))?;
-                let generation: i64 = row.get(2).map_err(storage("load vector sources"))?;
-                let revision: Option<String> =
-                    row.get(3).map_err(storage("load vector sources"))?;
-                let withdrawn: bool = row.get(4).map_err(storage("load vector sources"))?;
-                let key = parse_key(&namespace, &document_id)?;
-                let generation = SourceGeneration(
-                    u64::try_from(generation).map_err(|_| corrupt("negative source generation"))?,
-                );
-                let state = match (withdrawn, revision) {
-                    (true, _) => StoredSourceState::Withdrawn,
-                    (false, Some(revision)) => StoredSourceState::Indexed {
-                        revision: Revision::new(revision)
-                            .map_err(|_| corrupt("invalid stored revision"))?,
-                        chunks: Vec::new(),
-                    },
-                    (false, None) => return Err(corrupt("indexed source without a revision")),
-                };
-                index_of.insert((namespace, document_id), sources.len());
-                sources.push(StoredSource {
-                    key,
-                    generation,
-                    state,
-                });
+                let source = source_from_row(row, text_column(row, 0)?, text_column(row, 1)?)?;
+                sources.push(source);
             }
         }
-        {
-            let mut statement = transaction
-                .prepare(
-                    "SELECT namespace, document_id, ordinal, start_byte, end_byte, excerpt_digest, \
-                     vector FROM semantic_chunks WHERE profile = ?1 \
-                     ORDER BY namespace, document_id, ordinal",
-                )
-                .map_err(storage("load vector chunks"))?;
-            let mut rows = statement
-                .query([profile_bytes])
-                .map_err(storage("load vector chunks"))?;
-            while let Some(row) = rows.next().map_err(storage("load vector chunks"))? {
-                let namespace: String = row.get(0).map_err(storage("load vector chunks"))?;
-                let document_id: String = row.get(1).map_err(storage("load vector chunks"))?;
-                let ordinal: i64 = row.get(2).map_err(storage("load vector chunks"))?;
-                let start: i64 = row.get(3).map_err(storage("load vector chunks"))?;
-                let end: i64 = row.get(4).map_err(storage("load vector chunks"))?;
-                let digest: Vec<u8> = row.get(5).map_err(storage("load vector chunks"))?;
-                let vector: Vec<u8> = row.get(6).map_err(storage("load vector chunks"))?;
-                let slot = index_of
-                    .get(&(namespace, document_id))
-                    .copied()
-                    .ok_or_else(|| corrupt("chunk without its source row"))?;
-                let chunk = StoredChunk {
-                    ordinal: u32::try_from(ordinal).map_err(|_| corrupt("chunk ordinal"))?,
-                    start: u64::try_from(start).map_err(|_| corrupt("chunk start"))?,
-                    end: u64::try_from(end).map_err(|_| corrupt("chunk end"))?,
-                    excerpt_digest: digest
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| corrupt("excerpt digest length"))?,
-                    vector: decode_vector(&vector, limits.dimensions)?,
-                };
-                if chunk.start > chunk.end {
-                    return Err(corrupt("chunk range is reversed"));
-                }
-                match &mut sources[slot].state {
-                    StoredSourceState::Indexed { chunks, .. } => chunks.push(chunk),
-                    StoredSourceState::Withdrawn => {
-                        return Err(corrupt("chunk stored for a withdrawn source"));
-                    }
+        let mut statement = transaction
+            .prepare(
+                "SELECT namespace, document_id, ordinal, start_byte, end_byte, excerpt_digest, \
+                 vector FROM semantic_chunks WHERE profile = ?1 \
+                 ORDER BY namespace, document_id, ordinal",
+            )
+            .map_err(storage("load vector chunks"))?;
+        let mut rows = statement
+            .query([profile_bytes])
+            .map_err(storage("load vector chunks"))?;
+        let mut slot = 0usize;
+        let mut chunks_read = 0usize;
+        while let Some(row) = rows.next().map_err(storage("load vector chunks"))? {
+            chunks_read += 1;
+            if chunks_read > limits.max_chunks {
+                return Err(MemoryError::TooLarge {
+                    limit: "stored chunks",
+                    max: limits.max_chunks as u64,
+                    actual: chunks_read as u64,
+                });
+            }
+            let identity = (text_column(row, 0)?, text_column(row, 1)?);
+            // SQLite's BINARY collation orders TEXT as bytes, as `str`'s `Ord` does.
+            while sources.get(slot).is_some_and(|source| {
+                (source.key.namespace.as_str(), source.key.id.as_str()) < identity
+            }) {
+                slot += 1;
+            }
+            let source = sources
+                .get_mut(slot)
+                .filter(|source| {
+                    (source.key.namespace.as_str(), source.key.id.as_str()) == identity
+                })
+                .ok_or_else(|| corrupt("chunk without its source row"))?;
+            let chunk = chunk_from_row(row, limits.dimensions)?;
+            match &mut source.state {
+                StoredSourceState::Indexed { chunks, .. } => chunks.push(chunk),
+                StoredSourceState::Withdrawn => {
+                    return Err(corrupt("chunk stored for a withdrawn source"));
                 }
             }
         }
@@ -214,7 +189,7 @@ impl SqliteVectorStore {
         &self,
         profile: &ProfileDigest,
         source: &StoredSource,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<ReplaceOutcome, MemoryError> {
         let mut connection = self.lock();
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -224,21 +199,24 @@ impl SqliteVectorStore {
         let document_id = source.key.id.as_str();
         let generation = i64::try_from(source.generation.0)
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
-        transaction
-            .execute(
-                "DELETE FROM semantic_chunks WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
-                params![profile_bytes, namespace, document_id],
-            )
-            .map_err(storage("replace vector source"))?;
         let (revision, withdrawn) = match &source.state {
             StoredSourceState::Indexed { revision, .. } => (Some(revision.as_str()), false),
             StoredSourceState::Withdrawn => (None, true),
         };
-        transaction
+        // The fence is part of the write: the upsert changes the source row only when the stored state
+        // admits the new one, and nothing else is written when it did not.
+        let admitted = transaction
             .execute(
-                "INSERT OR REPLACE INTO semantic_sources \
+                "INSERT INTO semantic_sources \
                  (profile, namespace, document_id, generation, revision, withdrawn) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
+                 generation = excluded.generation, revision = excluded.revision, \
+                 withdrawn = excluded.withdrawn \
+                 WHERE semantic_sources.withdrawn = 0 \
+                 AND (excluded.generation > semantic_sources.generation \
+                 OR (excluded.generation = semantic_sources.generation \
+                 AND (excluded.withdrawn = 1 OR excluded.revision IS semantic_sources.revision)))",
                 params![
                     profile_bytes,
                     namespace,
@@ -247,6 +225,28 @@ impl SqliteVectorStore {
                     revision,
                     withdrawn
                 ],
+            )
+            .map_err(storage("replace vector source"))?;
+        if admitted == 0 {
+            let (current, withdrawn): (i64, bool) = transaction
+                .query_row(
+                    "SELECT generation, withdrawn FROM semantic_sources \
+                     WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
+                    params![profile_bytes, namespace, document_id],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .map_err(storage("read fenced vector source"))?;
+            return Ok(ReplaceOutcome::Stale {
+                current: SourceGeneration(
+                    u64::try_from(current).map_err(|_| corrupt("negative source generation"))?,
+                ),
+                withdrawn,
+            });
+        }
+        transaction
+            .execute(
+                "DELETE FROM semantic_chunks WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
+                params![profile_bytes, namespace, document_id],
             )
             .map_err(storage("replace vector source"))?;
         if let StoredSourceState::Indexed { chunks, .. } = &source.state {
@@ -278,7 +278,8 @@ impl SqliteVectorStore {
         }
         transaction
             .commit()
-            .map_err(storage("commit vector source"))
+            .map_err(storage("commit vector source"))?;
+        Ok(ReplaceOutcome::Replaced)
     }
 
     fn position_now(&self, profile: &ProfileDigest) -> Result<ChangeSequence, MemoryError> {
@@ -330,6 +331,67 @@ fn check_count(limit: &'static str, count: i64, max: usize) -> Result<(), Memory
     Ok(())
 }
 
+/// A TEXT column, borrowed from the row.
+fn text_column<'r>(row: &'r Row<'_>, index: usize) -> Result<&'r str, MemoryError> {
+    row.get_ref(index)
+        .map_err(storage("load vectors"))?
+        .as_str()
+        .map_err(|_| corrupt("stored source identity is not text"))
+}
+
+/// A source row of a load (its chunks are added as the chunk rows follow).
+fn source_from_row(
+    row: &Row<'_>,
+    namespace: &str,
+    document_id: &str,
+) -> Result<StoredSource, MemoryError> {
+    let generation: i64 = row.get(2).map_err(storage("load vector sources"))?;
+    let revision: Option<String> = row.get(3).map_err(storage("load vector sources"))?;
+    let withdrawn: bool = row.get(4).map_err(storage("load vector sources"))?;
+    let generation = SourceGeneration(
+        u64::try_from(generation).map_err(|_| corrupt("negative source generation"))?,
+    );
+    let state = match (withdrawn, revision) {
+        (true, _) => StoredSourceState::Withdrawn,
+        (false, Some(revision)) => StoredSourceState::Indexed {
+            revision: Revision::new(revision).map_err(|_| corrupt("invalid stored revision"))?,
+            chunks: Vec::new(),
+        },
+        (false, None) => return Err(corrupt("indexed source without a revision")),
+    };
+    Ok(StoredSource {
+        key: parse_key(namespace, document_id)?,
+        generation,
+        state,
+    })
+}
+
+/// A chunk row of a load: `namespace, document_id, ordinal, start, end, digest, vector`.
+fn chunk_from_row(row: &Row<'_>, dimensions: usize) -> Result<StoredChunk, MemoryError> {
+    let ordinal: i64 = row.get(2).map_err(storage("load vector chunks"))?;
+    let start: i64 = row.get(3).map_err(storage("load vector chunks"))?;
+    let end: i64 = row.get(4).map_err(storage("load vector chunks"))?;
+    let blob = |index: usize| -> Result<&[u8], MemoryError> {
+        row.get_ref(index)
+            .map_err(storage("load vector chunks"))?
+            .as_blob()
+            .map_err(|_| corrupt("stored chunk column is not a blob"))
+    };
+    let chunk = StoredChunk {
+        ordinal: u32::try_from(ordinal).map_err(|_| corrupt("chunk ordinal"))?,
+        start: u64::try_from(start).map_err(|_| corrupt("chunk start"))?,
+        end: u64::try_from(end).map_err(|_| corrupt("chunk end"))?,
+        excerpt_digest: blob(5)?
+            .try_into()
+            .map_err(|_| corrupt("excerpt digest length"))?,
+        vector: decode_vector(blob(6)?, dimensions)?,
+    };
+    if chunk.start > chunk.end {
+        return Err(corrupt("chunk range is reversed"));
+    }
+    Ok(chunk)
+}
+
 fn parse_key(namespace: &str, document_id: &str) -> Result<MemoryKey, MemoryError> {
     Ok(MemoryKey {
         namespace: NamespaceAddress::parse(namespace)
@@ -353,10 +415,13 @@ fn decode_vector(bytes: &[u8], dimensions: usize) -> Result<Vec<f32>, MemoryErro
             dimensions.saturating_mul(4)
         )));
     }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]))
-        .collect())
+    let mut vector = Vec::with_capacity(dimensions);
+    vector.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]])),
+    );
+    Ok(vector)
 }
 
 impl VectorStore for SqliteVectorStore {
@@ -372,7 +437,7 @@ impl VectorStore for SqliteVectorStore {
         &self,
         profile: &ProfileDigest,
         source: &StoredSource,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<ReplaceOutcome, MemoryError> {
         self.replace_now(profile, source)
     }
 
@@ -499,6 +564,100 @@ mod tests {
         };
         assert!(matches!(
             store.load_now(&profile, wrong),
+            Err(MemoryError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn stale_replacements_change_no_rows_and_are_reported() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
+        let profile = ProfileDigest([1; 32]);
+        let current = indexed("a", 5, &[[1.0, 0.0], [0.0, 1.0]]);
+        assert_eq!(
+            store.replace_now(&profile, &current).unwrap(),
+            ReplaceOutcome::Replaced
+        );
+        let stale = ReplaceOutcome::Stale {
+            current: SourceGeneration(5),
+            withdrawn: false,
+        };
+        let older = indexed("a", 3, &[[0.6, 0.8]]);
+        assert_eq!(store.replace_now(&profile, &older).unwrap(), stale);
+        let divergent = StoredSource {
+            state: StoredSourceState::Indexed {
+                revision: Revision::new("other").unwrap(),
+                chunks: Vec::new(),
+            },
+            ..indexed("a", 5, &[])
+        };
+        assert_eq!(store.replace_now(&profile, &divergent).unwrap(), stale);
+        let older_withdrawal = StoredSource {
+            key: key("a"),
+            generation: SourceGeneration(4),
+            state: StoredSourceState::Withdrawn,
+        };
+        assert_eq!(
+            store.replace_now(&profile, &older_withdrawal).unwrap(),
+            stale
+        );
+        assert_eq!(
+            store.load_now(&profile, limits()).unwrap(),
+            vec![current.clone()]
+        );
+        assert_eq!(
+            store.replace_now(&profile, &current).unwrap(),
+            ReplaceOutcome::Replaced,
+            "a replay of the stored state is admitted"
+        );
+
+        let withdrawal = StoredSource {
+            generation: SourceGeneration(5),
+            ..older_withdrawal
+        };
+        assert_eq!(
+            store.replace_now(&profile, &withdrawal).unwrap(),
+            ReplaceOutcome::Replaced,
+            "a withdrawal at the same generation is admitted"
+        );
+        let withdrawn = ReplaceOutcome::Stale {
+            current: SourceGeneration(5),
+            withdrawn: true,
+        };
+        assert_eq!(
+            store
+                .replace_now(&profile, &indexed("a", 9, &[[1.0, 0.0]]))
+                .unwrap(),
+            withdrawn,
+            "withdrawal is terminal"
+        );
+        assert_eq!(store.replace_now(&profile, &withdrawal).unwrap(), withdrawn);
+        assert_eq!(
+            store.load_now(&profile, limits()).unwrap(),
+            vec![withdrawal]
+        );
+    }
+
+    #[test]
+    fn load_keeps_chunkless_sources_and_refuses_orphan_chunks() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("v.sqlite");
+        let store = SqliteVectorStore::open(&path).unwrap();
+        let profile = ProfileDigest([1; 32]);
+        let empty = indexed("a", 1, &[]);
+        let full = indexed("b", 2, &[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]);
+        store.replace_now(&profile, &empty).unwrap();
+        store.replace_now(&profile, &full).unwrap();
+        assert_eq!(
+            store.load_now(&profile, limits()).unwrap(),
+            vec![empty, full]
+        );
+        store
+            .lock()
+            .execute("DELETE FROM semantic_sources WHERE document_id = 'b'", [])
+            .unwrap();
+        assert!(matches!(
+            store.load_now(&profile, limits()),
             Err(MemoryError::Corrupt { .. })
         ));
     }

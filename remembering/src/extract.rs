@@ -1,5 +1,6 @@
 //! Extraction of memory from thread records, and the default extractor that needs no model service.
 
+use memory_core::DocumentId;
 use memory_core::activity::{RecordBody, ThreadId, ThreadRecord};
 use memory_core::document::{EpochMillis, MemoryAttribution, MemoryContent, MemoryScope};
 use memory_core::namespace::NamespaceAddress;
@@ -7,15 +8,85 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApplicationError;
 
-/// One memory document a record contributes.
+/// What one record contributes to one memory document: the processor's output names its target key
+/// and action, and the processor turns it into the exact write command it saves before sending.
+///
+/// - A put with `target: None` writes a document of its own, whose id derives from the record's work id
+///   and the contribution's index; it is always created, never replaces anything.
+/// - A put with `target: Some(id)` writes that document: created when absent, otherwise replacing the
+///   revision current when the command is prepared (the extractor chose that document knowingly, for
+///   example a correction of what the same person said before). Only a definite conflict between
+///   preparing and landing rebases it, through the processor's [`crate::app::Merger`], which keeps a
+///   concurrent human correction.
+/// - A withdrawal withdraws the target's revision current when prepared (nothing is sent when the
+///   document is absent or already withdrawn); after a conflict it withdraws the latest revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Contribution {
-    /// The namespace it is written to.
-    pub namespace: NamespaceAddress,
-    /// Its content.
-    pub content: MemoryContent,
-    /// Scopes allowed to recall it.
-    pub scopes: Vec<MemoryScope>,
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Contribution {
+    /// Write content.
+    Put {
+        /// The namespace it is written to.
+        namespace: NamespaceAddress,
+        /// The document, or `None` for a document of the record's own.
+        target: Option<DocumentId>,
+        /// Its content.
+        content: MemoryContent,
+        /// Scopes allowed to recall it.
+        scopes: Vec<MemoryScope>,
+    },
+    /// Withdraw a document.
+    Withdraw {
+        /// The namespace of the document.
+        namespace: NamespaceAddress,
+        /// The document.
+        target: DocumentId,
+        /// Why (stored with the withdrawal).
+        reason: String,
+    },
+}
+
+impl Contribution {
+    /// A put into a document of the record's own.
+    pub fn put(
+        namespace: NamespaceAddress,
+        content: MemoryContent,
+        scopes: Vec<MemoryScope>,
+    ) -> Self {
+        Self::Put {
+            namespace,
+            target: None,
+            content,
+            scopes,
+        }
+    }
+
+    /// A put into the document `target`.
+    pub fn put_at(
+        namespace: NamespaceAddress,
+        target: DocumentId,
+        content: MemoryContent,
+        scopes: Vec<MemoryScope>,
+    ) -> Self {
+        Self::Put {
+            namespace,
+            target: Some(target),
+            content,
+            scopes,
+        }
+    }
+
+    /// A withdrawal of the document `target`.
+    pub fn withdraw(
+        namespace: NamespaceAddress,
+        target: DocumentId,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self::Withdraw {
+            namespace,
+            target,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Turns one committed record into memory contributions (possibly none).
@@ -63,38 +134,53 @@ impl StatementExtractor {
     }
 }
 
+impl StatementExtractor {
+    /// The attributed statement content of `record`, or `None` when it is no user statement.
+    pub fn statement(&self, record: &ThreadRecord, now: EpochMillis) -> Option<MemoryContent> {
+        let RecordBody::UserInput { text } = &record.record.body else {
+            return None;
+        };
+        if text.trim().is_empty() {
+            return None;
+        }
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("kind".to_owned(), "statement".into());
+        metadata.insert("record_digest".to_owned(), record.digest.as_str().into());
+        Some(MemoryContent {
+            text: text.clone(),
+            attributions: vec![MemoryAttribution {
+                origin_id: format!("thread-record:{}", record.digest.as_str()),
+                speaker: record.record.speaker.clone(),
+                observers: record.record.observers.clone(),
+                locator: record.locator(),
+                activity_at: record.record.occurred_at,
+                interpretation: "stated".to_owned(),
+            }],
+            metadata,
+            recorded_at: now,
+            extracted_at: now,
+        })
+    }
+
+    /// The scopes statements are recallable through.
+    pub fn scopes(&self) -> &[MemoryScope] {
+        &self.scopes
+    }
+}
+
 impl RecordExtractor for StatementExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
         now: EpochMillis,
     ) -> Result<Vec<Contribution>, ApplicationError> {
-        let RecordBody::UserInput { text } = &record.record.body else {
+        let Some(content) = self.statement(record, now) else {
             return Ok(Vec::new());
         };
-        if text.trim().is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut metadata = serde_json::Map::new();
-        metadata.insert("kind".to_owned(), "statement".into());
-        metadata.insert("record_digest".to_owned(), record.digest.as_str().into());
-        Ok(vec![Contribution {
-            namespace: Self::namespace(&record.thread)?,
-            content: MemoryContent {
-                text: text.clone(),
-                attributions: vec![MemoryAttribution {
-                    origin_id: format!("thread-record:{}", record.digest.as_str()),
-                    speaker: record.record.speaker.clone(),
-                    observers: record.record.observers.clone(),
-                    locator: record.locator(),
-                    activity_at: record.record.occurred_at,
-                    interpretation: "stated".to_owned(),
-                }],
-                metadata,
-                recorded_at: now,
-                extracted_at: now,
-            },
-            scopes: self.scopes.clone(),
-        }])
+        Ok(vec![Contribution::put(
+            Self::namespace(&record.thread)?,
+            content,
+            self.scopes.clone(),
+        )])
     }
 }

@@ -1,5 +1,14 @@
 //! Named points of a pass where tests inject crashes, pauses and faults. Production passes use
 //! [`NoHooks`], which does nothing.
+//!
+//! Why hooks and not the `fail` crate that `memory-sqlite` uses (feature `failpoints`): the `fail`
+//! registry is process-global, so two tests in one test binary that configure the same point interfere
+//! unless every such test is serialized. A pass's faults here are per processor instance, so each test
+//! injects its own crash, pause or side effect (forget a source mid-pass, let a second worker claim)
+//! deterministically and in parallel with other tests. Hooks can also *await* (a pause until a second
+//! worker has advanced), which a `fail` action cannot do inside async code without blocking the
+//! runtime. The cost is one virtual call per point on a path dominated by SQLite and memory writes;
+//! no feature flag is needed because [`NoHooks`] injects nothing.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -8,9 +8,12 @@
 //! - [`extract`]: the record extractor port and the default statement extractor.
 //! - [`app`]: the application traits `Extractor`, `Merger`, `SourceLoader` and `Cleanup`.
 //! - [`hooks`]: named pass points where tests inject crashes and pauses.
+//! - [`schedule`]: the worker's pass loop: signal stop within one pass, poisoning on a panic.
+//! - [`thread_sources`]: thread records as intent sources, for the worker binary.
 //!
 //! This crate holds logic only: storage comes through the ports of `memory_core::activity` (implemented
-//! by `memory-sqlite`) and `memory_core::MemoryWriter`.
+//! by `memory-sqlite` and `memory-postgres`) and `memory_core::MemoryWriter`; only the worker binary
+//! names concrete stores (it selects SQLite or PostgreSQL from its `--db`).
 
 pub mod activity;
 pub mod admission;
@@ -19,7 +22,9 @@ pub mod error;
 pub mod extract;
 pub mod hooks;
 pub mod limits;
+pub mod schedule;
 pub mod sources;
+pub mod thread_sources;
 pub mod worker;
 
 pub use activity::{ActivityProcessor, ActivityProcessorParts, PassReport, PassStop};

@@ -224,6 +224,9 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
             missing: Sequence(3),
         }),
         progress: Arc::new(SqliteProgressStore::open(&db.path).unwrap()),
+        references: Arc::new(
+            memory_sqlite::remembering_store::SqliteRememberingStore::open(&db.path).unwrap(),
+        ),
         writer: writer.clone(),
         extractor: StatementExtractor::new(support::scopes()),
         clock: clock.clone(),

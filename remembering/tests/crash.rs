@@ -14,6 +14,7 @@ use memory_core::activity::{
 };
 use memory_core::{DocumentId, ManualClock, MemoryKey, MemoryReader, MemoryScope};
 use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::hooks::HookFuture;
 use remembering::{
@@ -66,6 +67,7 @@ fn child(spec: &str) {
     let processor = ActivityProcessor::new(ActivityProcessorParts {
         log: Arc::new(SqliteThreadLog::open(path).unwrap()),
         progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
+        references: Arc::new(SqliteRememberingStore::open(path).unwrap()),
         writer: Arc::new(memory_sqlite::open_store(path).unwrap()),
         extractor: StatementExtractor::new(vec![MemoryScope::new("agent").unwrap()]),
         clock,

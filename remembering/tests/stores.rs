@@ -202,3 +202,77 @@ fn oversized_progress_is_refused_with_prior_progress_intact() {
         .save_pending(&claim.lease, &pending(&k, 2, serde_json::json!(fits)), 3)
         .unwrap();
 }
+
+#[test]
+fn replace_pending_needs_a_saved_output_for_the_record_and_a_current_lease() {
+    let db = temp_db();
+    let store = SqliteProgressStore::open(&db.path).unwrap();
+    let k = key("t");
+    let claim = store.claim(&k, &worker("a"), 1_000, 0).unwrap();
+    assert!(matches!(
+        store.replace_pending(&claim.lease, &pending(&k, 1, serde_json::json!(1)), 1),
+        Err(ActivityError::ProgressMismatch { .. })
+    ));
+    store
+        .save_pending(&claim.lease, &pending(&k, 1, serde_json::json!(1)), 1)
+        .unwrap();
+    store
+        .replace_pending(&claim.lease, &pending(&k, 1, serde_json::json!(2)), 2)
+        .unwrap();
+    let view = store.inspect(&k).unwrap().unwrap();
+    assert_eq!(
+        view.pending.map(|saved| saved.output),
+        Some(serde_json::json!(2))
+    );
+    // A superseded lease cannot replace what the newer holder will replay.
+    let newer = store.claim(&k, &worker("b"), 1_000, 2_000).unwrap();
+    assert!(matches!(
+        store.replace_pending(&claim.lease, &pending(&k, 1, serde_json::json!(3)), 2_001),
+        Err(ActivityError::StaleLease { .. })
+    ));
+    assert_eq!(
+        newer.pending.map(|saved| saved.output),
+        Some(serde_json::json!(2))
+    );
+    assert_eq!(
+        store
+            .inspect(&k)
+            .unwrap()
+            .unwrap()
+            .pending
+            .map(|saved| saved.output),
+        Some(serde_json::json!(2))
+    );
+}
+
+#[test]
+fn saved_references_are_kept_once_and_paged_by_source() {
+    use memory_core::activity::{RememberingStore, SourceId, SourceReference, SourceRevision};
+    use memory_sqlite::remembering_store::SqliteRememberingStore;
+
+    let db = temp_db();
+    let store = SqliteRememberingStore::open(&db.path).unwrap();
+    let source = SourceId::thread_record(&thread("t"), Sequence(3));
+    let reference = SourceReference {
+        source: source.clone(),
+        source_revision: SourceRevision::new("digest").unwrap(),
+        target: memory_core::MemoryKey {
+            namespace: memory_core::NamespaceAddress::encode("n", 1, &serde_json::json!({}))
+                .unwrap(),
+            id: memory_core::DocumentId::new("d").unwrap(),
+        },
+        operation_id: memory_core::OperationId::new("op").unwrap(),
+        revision: memory_core::Revision::new("r").unwrap(),
+    };
+    store
+        .save_references(std::slice::from_ref(&reference))
+        .unwrap();
+    store
+        .save_references(std::slice::from_ref(&reference))
+        .unwrap();
+    let kept = store.references(&source, 0, 10).unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].1, reference);
+    let other = SourceId::thread_record(&thread("t"), Sequence(4));
+    assert!(store.references(&other, 0, 10).unwrap().is_empty());
+}

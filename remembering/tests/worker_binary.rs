@@ -1,16 +1,26 @@
-//! The worker binary processes committed activity and stops cleanly on SIGTERM.
+//! The worker binary processes committed activity, runs admitted intents (a forgotten thread record's
+//! cleanup), and stops cleanly on SIGTERM and SIGINT.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Command;
 
-use memory_core::activity::{NewRecord, ProgressStore, Sequence, ThreadId, ThreadLog};
+use std::sync::Arc;
+
+use memory_core::activity::{
+    IntentOutcome, IntentState, NewRecord, ProcessorId, ProcessorVersion, ProgressKey,
+    ProgressStore, RememberingStore, Sequence, SourceId, ThreadId, ThreadLog,
+};
+use memory_core::{DocumentId, MemoryKey, MemoryReader, SystemClock};
 use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::StatementExtractor;
+use remembering::sources::{SourceEvent, SourceEvents};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_remembering-worker");
 
 #[test]
-fn once_processes_every_thread_and_sigterm_stops_cleanly() {
+fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.sqlite");
     let log = SqliteThreadLog::open(&path).unwrap();
@@ -33,33 +43,90 @@ fn once_processes_every_thread_and_sigterm_stops_cleanly() {
     assert_eq!(views.len(), 2);
     assert!(views.iter().all(|view| view.cursor == Sequence(2)));
 
-    let mut child = Command::new(BINARY)
+    // Forget thread a's statement: the next pass runs the admitted cleanup and withdraws it.
+    let a = ThreadId::new("a").unwrap();
+    let key = MemoryKey {
+        namespace: StatementExtractor::namespace(&a).unwrap(),
+        id: DocumentId::new(format!(
+            "{}-0",
+            ProgressKey {
+                processor: ProcessorId::new("statements").unwrap(),
+                version: ProcessorVersion(1),
+                thread: a.clone(),
+            }
+            .work_id(Sequence(1))
+            .as_str()
+        ))
+        .unwrap(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let memory = memory_sqlite::open_store(&path).unwrap();
+    assert!(runtime.block_on(memory.read(&key)).unwrap().is_some());
+    let remembering = Arc::new(SqliteRememberingStore::open(&path).unwrap());
+    let cleanup = SourceEvents::new(remembering.clone(), Arc::new(SystemClock))
+        .record(
+            &SourceId::thread_record(&a, Sequence(1)),
+            &SourceEvent::Forget,
+        )
+        .unwrap()
+        .cleanup;
+    let status = Command::new(BINARY)
         .arg("--db")
         .arg(&path)
-        .arg("--interval-ms")
-        .arg("50")
-        .spawn()
+        .arg("--once")
+        .status()
         .unwrap();
-    // Wait until the worker has run at least one more pass (a lease epoch moved), then signal it.
-    let epoch_before: u64 = views.iter().map(|view| view.epoch.0).sum();
-    for _ in 0..400 {
-        let epochs: u64 = progress
+    assert!(status.success());
+    let view = remembering.inspect_intent(&cleanup).unwrap().unwrap();
+    assert_eq!(view.state, IntentState::Done);
+    assert_eq!(
+        view.outcome,
+        Some(IntentOutcome::Cleaned {
+            withdrawn: 1,
+            kept: 0
+        })
+    );
+    assert_eq!(runtime.block_on(memory.read(&key)).unwrap(), None);
+
+    for signal in ["-TERM", "-INT"] {
+        let mut child = Command::new(BINARY)
+            .arg("--db")
+            .arg(&path)
+            .arg("--interval-ms")
+            .arg("50")
+            .spawn()
+            .unwrap();
+        // Wait until the worker has run at least one more pass (a lease epoch moved), then signal it.
+        let epoch_before: u64 = progress
             .inspect_all(10)
             .unwrap()
             .iter()
-            .map(|v| v.epoch.0)
+            .map(|view| view.epoch.0)
             .sum();
-        if epochs > epoch_before {
-            break;
+        for _ in 0..400 {
+            let epochs: u64 = progress
+                .inspect_all(10)
+                .unwrap()
+                .iter()
+                .map(|v| v.epoch.0)
+                .sum();
+            if epochs > epoch_before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        std::thread::sleep(std::time::Duration::from_millis(25));
+        let killed = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "worker exited with {status:?} after {signal}"
+        );
     }
-    let killed = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = child.wait().unwrap();
-    assert!(status.success(), "worker exited with {status:?}");
 }

@@ -7,7 +7,8 @@
 //!   where its files are found (`MEMORY_ASSETS_DIR`, installed by `scripts/fetch-assets.sh`).
 //! - [`index`]: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`].
 //! - [`engine`]: [`SemanticIndex`], refresh, withdrawal and revalidated query; [`limits`] bounds them.
-//! - [`indexer`]: the background task following the store's change feed.
+//! - [`indexer`]: the background task following the store's change feed, and [`catch_up`], the same
+//!   work done once in the calling task.
 //! - [`recall`](mod@recall): the embedding and hybrid (reciprocal rank fusion) recall sources for
 //!   [`memory_core::recall`](mod@memory_core::recall), revalidated against the document store.
 //! - [`tokens`]: [`TokenizerCounter`], exact token counts from the model's `tokenizer.json`.
@@ -40,21 +41,22 @@ pub use assets::{ASSETS_DIR_ENV, ModelAssets};
 pub use chunk::{Chunk, ChunkId, chunk_text};
 pub use embed::{DeterministicEmbedder, Embedder, checked_embeddings};
 pub use engine::{
-    EmbeddingUsage, IndexStats, RefreshOutcome, SemanticCandidates, SemanticHit, SemanticIndex,
+    EmbeddingUsage, HNSW_INLINE_BUILD_MAX_CHUNKS, HnswStartup, HnswStatus, IndexStats,
+    RefreshOutcome, RefreshResults, SemanticCandidates, SemanticHit, SemanticIndex,
     SemanticIndexConfig, SemanticQueryResult,
 };
 pub use error::{EmbedError, FETCH_ASSETS_COMMAND, SemanticError};
 pub use fastembed_embedder::FastembedEmbedder;
 pub use index::{
     ExactIndex, HnswIndex, HnswParams, IndexBounds, IndexKind, MAX_INDEX_FLOATS,
-    MAX_INDEX_FLOATS_CEILING, SearchRequest, VectorIndex,
+    MAX_INDEX_FLOATS_CEILING, SearchRequest, SourceFilter, VectorIndex,
 };
-pub use indexer::{Indexer, IndexerOptions};
+pub use indexer::{CatchUp, DEFAULT_MAX_EMBED_TEXTS, Indexer, IndexerOptions, catch_up};
 pub use limits::{QueryLimits, RefreshLimits};
 pub use memory_core::vectors::SourceGeneration;
 pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile};
 pub use recall::{
-    HybridParams, HybridRecall, SemanticRecall, hybrid_lookup, reciprocal_rank_fusion,
-    semantic_lookup,
+    HybridParams, HybridRecall, ScoredLookup, ScoredPassage, SemanticRecall, hybrid_lookup,
+    on_blocking_pool, reciprocal_rank_fusion, semantic_lookup,
 };
 pub use tokens::TokenizerCounter;

@@ -1,30 +1,96 @@
 //! The embedding and hybrid recall sources, with the deterministic test embedder, a scripted lexical
-//! search and a reader that counts its reads.
+//! search and a reader that counts its reads. The store and the embedder can also block their thread
+//! (as SQLite and the model do) to show that the two sides of a hybrid lookup overlap and that the
+//! deadline bounds a lookup whose store call does not return.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use common::{FeedStore, ProbeEmbedder, access, key};
 use memory_core::recall::{LexicalRecall, PassageId, SourceId};
 use memory_core::vectors::SourceGeneration;
 use memory_core::{
     ApproximateTokenCounter, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument, MemoryError,
-    MemoryKey, MemoryLookup, MemoryPassage, MemoryReader, RecallLimits, recall,
+    MemoryKey, MemoryLookup, MemoryPassage, MemoryReader, RecallError, RecallLimits, recall,
 };
 use memory_sqlite::vectors::SqliteVectorStore;
-use semantic_index::recall::chunk_passage_id;
+use semantic_index::recall::{ScoredLookup, chunk_passage_id};
 use semantic_index::{
-    ChunkingConfig, DeterministicEmbedder, HybridParams, HybridRecall, IndexKind, Preprocessing,
-    QueryLimits, SemanticIndex, SemanticIndexConfig, SemanticProfile, SemanticRecall,
+    ChunkingConfig, DeterministicEmbedder, EmbedError, Embedder, HybridParams, HybridRecall,
+    IndexKind, Preprocessing, QueryLimits, SemanticIndex, SemanticIndexConfig, SemanticProfile,
+    SemanticRecall,
 };
 
 const DIMENSIONS: usize = 64;
 
-type Probe = ProbeEmbedder<DeterministicEmbedder>;
+type Probe = ProbeEmbedder<Gated>;
 type Index = SemanticIndex<Probe, SqliteVectorStore>;
+
+/// How long a blocked call waits before giving up. Never reached when the code under test is right; it
+/// only turns a regression (calls run one after another, or inline on the task) into a failure
+/// instead of a hang.
+const GUARD: Duration = Duration::from_secs(30);
+
+/// A one-way gate a blocked thread waits on.
+#[derive(Default)]
+struct Latch {
+    open: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Latch {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.changed.notify_all();
+    }
+
+    /// Blocks the thread until the latch opens; false if the guard ran out first.
+    fn wait(&self) -> bool {
+        let open = self.open.lock().unwrap();
+        let (open, _) = self
+            .changed
+            .wait_timeout_while(open, GUARD, |open| !*open)
+            .unwrap();
+        *open
+    }
+}
+
+/// When armed, the lexical search and the query embedding each wait for the other to have started:
+/// both finish only if they run at the same time.
+#[derive(Default)]
+struct Meeting {
+    armed: AtomicBool,
+    lexical: Latch,
+    embedding: Latch,
+}
+
+/// The deterministic embedder, meeting the lexical search when armed.
+struct Gated {
+    inner: DeterministicEmbedder,
+    meeting: Arc<Meeting>,
+}
+
+impl Embedder for Gated {
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if self.meeting.armed.load(Ordering::SeqCst) {
+            self.meeting.embedding.open();
+            if !self.meeting.lexical.wait() {
+                return Err(EmbedError::Model {
+                    detail: "the lexical search never started alongside".to_owned(),
+                });
+            }
+        }
+        self.inner.embed(texts)
+    }
+}
 
 /// Documents plus a lexical search that answers a scripted list of keys, counting every read.
 #[derive(Default)]
@@ -33,6 +99,22 @@ struct Store {
     lexical: Mutex<Vec<MemoryKey>>,
     read_many_calls: AtomicUsize,
     keys_read: Mutex<Vec<MemoryKey>>,
+    meeting: Arc<Meeting>,
+    /// When set, `read_many` and `search` block their thread until `released` opens.
+    stall: AtomicBool,
+    released: Latch,
+}
+
+impl Store {
+    /// Blocks the calling thread while stalled, as a slow synchronous store would.
+    fn maybe_stall(&self) -> Result<(), MemoryError> {
+        if self.stall.load(Ordering::SeqCst) && !self.released.wait() {
+            return Err(MemoryError::Busy {
+                operation: "stalled read",
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Store {
@@ -58,6 +140,7 @@ impl MemoryReader for Store {
         &self,
         keys: &[MemoryKey],
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        self.maybe_stall()?;
         self.read_many_calls.fetch_add(1, Ordering::SeqCst);
         self.keys_read.lock().unwrap().extend_from_slice(keys);
         self.documents.read_many(keys).await
@@ -71,6 +154,15 @@ impl LexicalSearch for Store {
         _query: &str,
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
+        self.maybe_stall()?;
+        if self.meeting.armed.load(Ordering::SeqCst) {
+            self.meeting.lexical.open();
+            if !self.meeting.embedding.wait() {
+                return Err(MemoryError::Busy {
+                    operation: "the embedding never started alongside",
+                });
+            }
+        }
         let keys = self.lexical.lock().unwrap().clone();
         let mut hits = Vec::new();
         for (rank, key) in keys.into_iter().take(limit).enumerate() {
@@ -90,9 +182,9 @@ impl LexicalSearch for Store {
 
 struct Fixture {
     _directory: tempfile::TempDir,
-    store: Store,
+    store: Arc<Store>,
     embedder: Arc<Probe>,
-    index: Index,
+    index: Arc<Index>,
     generation: u64,
 }
 
@@ -110,7 +202,11 @@ impl Fixture {
             },
             preprocessing: Preprocessing::TextOnly,
         };
-        let embedder = ProbeEmbedder::new(DeterministicEmbedder::new(DIMENSIONS));
+        let meeting = Arc::new(Meeting::default());
+        let embedder = ProbeEmbedder::new(Gated {
+            inner: DeterministicEmbedder::new(DIMENSIONS),
+            meeting: meeting.clone(),
+        });
         let vectors = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());
         let index =
             SemanticIndex::open(SemanticIndexConfig::new(profile), embedder.clone(), vectors)
@@ -118,9 +214,12 @@ impl Fixture {
                 .unwrap();
         Self {
             _directory: directory,
-            store: Store::default(),
+            store: Arc::new(Store {
+                meeting,
+                ..Store::default()
+            }),
             embedder,
-            index,
+            index: Arc::new(index),
             generation: 0,
         }
     }
@@ -143,14 +242,20 @@ impl Fixture {
         &self,
         query: &str,
         kind: IndexKind,
-    ) -> SemanticRecall<'_, Probe, SqliteVectorStore, Store> {
-        SemanticRecall::new(&self.index, &self.store, access(), query, limits(kind))
+    ) -> SemanticRecall<Probe, SqliteVectorStore, Store> {
+        SemanticRecall::new(
+            self.index.clone(),
+            self.store.clone(),
+            access(),
+            query,
+            limits(kind),
+        )
     }
 
-    fn hybrid(&self, query: &str) -> HybridRecall<'_, Probe, SqliteVectorStore, Store> {
+    fn hybrid(&self, query: &str) -> HybridRecall<Probe, SqliteVectorStore, Store> {
         HybridRecall::new(
-            &self.index,
-            &self.store,
+            self.index.clone(),
+            self.store.clone(),
             access(),
             query,
             limits(IndexKind::Exact),
@@ -234,8 +339,8 @@ async fn semantic_source_yields_excerpt_passages_from_both_indexes() {
         ..access()
     };
     let hidden = SemanticRecall::new(
-        &fixture.index,
-        &fixture.store,
+        fixture.index.clone(),
+        fixture.store.clone(),
         stranger,
         "lighthouse lamp",
         limits(IndexKind::Exact),
@@ -393,7 +498,7 @@ async fn sources_compose_in_recall_and_share_citations() {
     let query = "bees make honey in the hive";
     let recalled = recall(
         vec![
-            LexicalRecall::new(&fixture.store, access(), query)
+            LexicalRecall::new(&*fixture.store, access(), query)
                 .into_source(SourceId::new("lexical").unwrap(), false),
             fixture
                 .semantic(query, IndexKind::Exact)
@@ -411,4 +516,131 @@ async fn sources_compose_in_recall_and_share_citations() {
     assert!(recalled.text.contains("bees make honey in the hive"));
     let deduplicated: usize = recalled.outcomes.iter().map(|o| o.deduplicated).sum();
     assert_eq!(deduplicated, 2, "{:?}", recalled.outcomes);
+}
+
+fn scores(lookup: ScoredLookup) -> Vec<(String, f64)> {
+    match lookup {
+        ScoredLookup::Found(passages) => passages
+            .into_iter()
+            .map(|scored| (scored.passage.source.id.to_string(), scored.score))
+            .collect(),
+        other => panic!("expected passages, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn scored_lookups_report_cosine_and_fused_scores() {
+    let mut fixture = Fixture::new().await;
+    fixture.put("lexical", "zebra quartz umbrella").await;
+    fixture
+        .put("semantic", "the cat sleeps on the warm mat")
+        .await;
+    fixture.store.script_lexical(&["lexical"]);
+    // The document's own text: the deterministic embedder gives the identical vector, cosine 1.
+    let exact = scores(
+        fixture
+            .semantic("the cat sleeps on the warm mat", IndexKind::Exact)
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(exact[0].0, "semantic");
+    assert!((exact[0].1 - 1.0).abs() < 1e-5, "{exact:?}");
+    for pair in exact.windows(2) {
+        assert!(pair[0].1 >= pair[1].1, "best first: {exact:?}");
+    }
+    let partial = scores(
+        fixture
+            .semantic("where does the cat sleep", IndexKind::Exact)
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert!(
+        partial[0].1 >= 0.3 && partial[0].1 < 1.0,
+        "a partial match scores between min_score and 1: {partial:?}"
+    );
+    // Each document is rank 1 of one list only: 1 / (60 + 1) each.
+    let fused = scores(
+        fixture
+            .hybrid("where does the cat sleep")
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(fused.len(), 2, "{fused:?}");
+    for (_, score) in &fused {
+        assert!((score - 1.0 / 61.0).abs() < 1e-12, "{fused:?}");
+    }
+    // Found by both lists at rank 1: 2 / 61.
+    fixture.store.script_lexical(&["semantic"]);
+    let both = scores(
+        fixture
+            .hybrid("the cat sleeps on the warm mat")
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(both[0].0, "semantic");
+    assert!((both[0].1 - 2.0 / 61.0).abs() < 1e-12, "{both:?}");
+}
+
+#[tokio::test]
+async fn hybrid_runs_the_lexical_search_and_the_embedding_at_the_same_time() {
+    let mut fixture = Fixture::new().await;
+    fixture.put("lexical", "zebra quartz umbrella").await;
+    fixture
+        .put("semantic", "the cat sleeps on the warm mat")
+        .await;
+    fixture.store.script_lexical(&["lexical"]);
+    // From here on, the search and the query embedding each block until the other has started: run
+    // one after the other, the first would give up after the guard and the lookup would fail.
+    fixture.store.meeting.armed.store(true, Ordering::SeqCst);
+    let found = passages(
+        fixture
+            .hybrid("where does the cat sleep")
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&found), ["lexical", "semantic"]);
+}
+
+#[tokio::test]
+async fn the_deadline_bounds_a_lookup_whose_store_call_does_not_return() {
+    let mut fixture = Fixture::new().await;
+    fixture
+        .put("semantic", "the cat sleeps on the warm mat")
+        .await;
+    fixture.store.script_lexical(&["semantic"]);
+    fixture.store.stall.store(true, Ordering::SeqCst);
+    // The store blocks its thread until released (after the assertions). Run inline on this
+    // single-threaded runtime, it would also block the timer, and the lookup would only end when the
+    // guard gave up, with a store error instead of the deadline.
+    let short = QueryLimits::new(1_024, 10, 10_000, 0.3, 20, IndexKind::Exact);
+    let semantic = SemanticRecall::new(
+        fixture.index.clone(),
+        fixture.store.clone(),
+        access(),
+        "where does the cat sleep",
+        short,
+    );
+    let hybrid = HybridRecall::new(
+        fixture.index.clone(),
+        fixture.store.clone(),
+        access(),
+        "where does the cat sleep",
+        short,
+    );
+    let semantic = semantic.lookup().await;
+    let hybrid = hybrid.lookup().await;
+    fixture.store.released.open();
+    assert!(
+        matches!(semantic, Err(RecallError::Deadline { timeout_ms: 20 })),
+        "{semantic:?}"
+    );
+    assert!(
+        matches!(hybrid, Err(RecallError::Deadline { timeout_ms: 20 })),
+        "{hybrid:?}"
+    );
 }

@@ -13,7 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ActivityError, FencingEpoch, WorkerId, activity_id, sha256_hex};
+use super::thread::RecordDigest;
+use super::{ActivityError, FencingEpoch, Sequence, ThreadId, WorkerId, activity_id, sha256_hex};
 use crate::document::{EpochMillis, MemoryContent, MemoryKey, MemoryScope};
 use crate::ids::{OperationId, Revision};
 use crate::write::MemoryWrite;
@@ -37,6 +38,43 @@ activity_id!(
     "intent id",
     128
 );
+
+/// The prefix of [`SourceId::thread_record`] ids.
+pub const THREAD_RECORD_SOURCE_PREFIX: &str = "thread-record/";
+
+impl SourceId {
+    /// The source id of one thread record: `thread-record/<sequence>/<thread id>`. Committed-activity
+    /// processors keep references under it, so forgetting, editing, deleting or revoking a thread record
+    /// goes through the same suppression and cleanup as any other source. A thread id is at most 512
+    /// bytes without control characters, so the id is always valid.
+    pub fn thread_record(thread: &ThreadId, sequence: Sequence) -> Self {
+        Self(format!(
+            "{THREAD_RECORD_SOURCE_PREFIX}{}/{}",
+            sequence.0,
+            thread.as_str()
+        ))
+    }
+
+    /// The thread and sequence of a [`SourceId::thread_record`] id; `None` for any other source.
+    pub fn as_thread_record(&self) -> Option<(ThreadId, Sequence)> {
+        let rest = self.0.strip_prefix(THREAD_RECORD_SOURCE_PREFIX)?;
+        let (text, thread) = rest.split_once('/')?;
+        let sequence = text.parse::<u64>().ok()?;
+        // Only the canonical spelling names a record, so one record has exactly one source id.
+        if sequence == 0 || text != sequence.to_string() {
+            return None;
+        }
+        Some((ThreadId::new(thread).ok()?, Sequence(sequence)))
+    }
+}
+
+impl SourceRevision {
+    /// The revision of a thread record: its digest (records are append-only, so the digest names the
+    /// only content the record ever had).
+    pub fn of_record(digest: &RecordDigest) -> Self {
+        Self(digest.as_str().to_owned())
+    }
+}
 
 /// An obligation admitted for a worker pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -255,6 +293,12 @@ pub trait RememberingStore: Send + Sync {
         revision: &SourceRevision,
     ) -> Result<bool, ActivityError>;
 
+    /// Keeps references that no intent owns (a committed-activity processor's commands), before the
+    /// commands are sent. Idempotent: a reference already kept is not added twice. Not fenced: a
+    /// reference whose command never lands names a revision no document reaches, so it withdraws and
+    /// hides nothing.
+    fn save_references(&self, references: &[SourceReference]) -> Result<(), ActivityError>;
+
     /// Up to `limit` references of `source` (all revisions), oldest first, after row `after`; each comes
     /// with its row number for paging.
     fn references(
@@ -302,5 +346,26 @@ impl fmt::Display for IntentState {
             Self::Queued => "queued",
             Self::Done => "done",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_record_source_ids_round_trip_and_refuse_other_spellings() {
+        let thread = ThreadId::new("team/thread 7").expect("valid");
+        let source = SourceId::thread_record(&thread, Sequence(12));
+        assert_eq!(source.as_thread_record(), Some((thread, Sequence(12))));
+        for other in [
+            "thread-record/012/t",
+            "thread-record/0/t",
+            "thread-record/12",
+            "note/12/t",
+        ] {
+            let id = SourceId::new(other).expect("valid");
+            assert_eq!(id.as_thread_record(), None, "{other}");
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! - Every write names the lease; it applies only while the epoch is current and the lease unexpired, and
 //!   must change exactly one row, else it fails with [`ActivityError::StaleLease`] and changes nothing.
 //! - Pending output is saved only for `cursor + 1` and only when none is saved: a saved output wins over a
-//!   re-extraction. Advancing moves the cursor by exactly one record and clears the pending output in the
+//!   re-extraction. Only [`ProgressStore::replace_pending`] changes a saved output, for the same record
+//!   (a rebase of its saved command). Advancing moves the cursor by exactly one record and clears the pending output in the
 //!   same transaction.
 //! - Saved output larger than [`super::MAX_PROGRESS_UTF16_UNITS`] is refused with prior progress intact.
 
@@ -103,6 +104,16 @@ pub trait ProgressStore: Send + Sync {
 
     /// Saves the pending output of record `cursor + 1`.
     fn save_pending(
+        &self,
+        lease: &Lease,
+        pending: &PendingOutput,
+        now: EpochMillis,
+    ) -> Result<(), ActivityError>;
+
+    /// Replaces the pending output already saved for the same record (a rebase after a definite
+    /// conflict saves its new command this way, before sending it). Refused with
+    /// [`ActivityError::ProgressMismatch`] when no output is saved for `pending.sequence`.
+    fn replace_pending(
         &self,
         lease: &Lease,
         pending: &PendingOutput,

@@ -1,9 +1,16 @@
-//! The remembering worker: runs committed-activity passes over every thread of one SQLite file on a
-//! schedule, with the default statement extractor.
+//! The remembering worker: on a schedule, each pass first runs one intent pass (admitted remember and
+//! cleanup intents, with thread records as sources, see [`remembering::thread_sources`]), then
+//! committed-activity passes over every thread of one database, with the default statement
+//! extractor.
+//!
+//! The database is a SQLite file (the default) or, given a `postgres://` URL, a PostgreSQL database
+//! that several workers on several hosts share (see `--help`). Both backends run the same pass loop
+//! over the `memory_core::activity` store traits and the memory store's `MemoryWriter`.
 //!
 //! It stops cleanly on SIGINT or SIGTERM: the pass in flight finishes (passes are finite and bounded by
 //! their limits), then the process exits. A panic inside a pass poisons the worker: it exits with an
-//! error instead of running further passes on state it no longer knows.
+//! error instead of running further passes on state it no longer knows (see
+//! [`remembering::schedule`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,24 +18,54 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
-use memory_core::activity::{ProcessorId, ProcessorVersion, ThreadId, WorkerId};
-use memory_core::{MemoryScope, SystemClock};
+use memory_core::activity::{
+    ActivityError, ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadId,
+    ThreadLog, WorkerId,
+};
+use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use memory_postgres::thread_log::PostgresThreadLog;
+use memory_postgres::{PostgresStore, SchemaName};
 use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::schedule::{Schedule, run_schedule};
+use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
+use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, StatementExtractor};
 
 /// Threads listed per page while scanning for work.
 const THREAD_PAGE: usize = 256;
 
+/// Pooled PostgreSQL connections per worker: a worker runs one pass at a time, and a pass holds at
+/// most one connection per call, so a few cover the store calls and the pool's replacements.
+const POSTGRES_POOL_SIZE: usize = 4;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "remembering-worker",
-    about = "Turns committed conversation activity into memory."
+    about = "Turns committed conversation activity into memory.",
+    after_help = "\
+Backends:
+  --db takes a SQLite file path (the default backend) or a PostgreSQL URL (postgres:// or
+  postgresql://). With a URL, the thread log, activity progress, the remembering store and the memory
+  store are all in that database, so any number of workers on any number of hosts can share it: leases
+  fenced by epoch make each thread's records land exactly once, and a killed worker's threads are taken
+  over once its lease (--lease-ms) expires.
+
+Examples:
+  remembering-worker --db memory.sqlite
+  remembering-worker --db postgres://memory:secret@db.internal:5432/memory --worker-id host-a
+  remembering-worker --db postgres://memory:secret@db.internal:5432/memory --schema team_a --once"
 )]
 struct Args {
-    /// The SQLite database file (memory store, thread log and progress).
+    /// The database: a SQLite file path, or a PostgreSQL URL (`postgres://user:password@host:port/db`).
     #[arg(long)]
-    db: PathBuf,
+    db: String,
+    /// PostgreSQL only: the schema holding the tables, created on first use (default: the
+    /// connection's search_path, normally `public`).
+    #[arg(long)]
+    schema: Option<String>,
     /// Processor ids to run, each as NAME or NAME@VERSION; every one uses the statement extractor.
     #[arg(long = "processor", default_value = "statements@1")]
     processors: Vec<String>,
@@ -56,9 +93,154 @@ struct Args {
     /// Lease length in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     lease_ms: u64,
+    /// Most admitted intents handled per pass.
+    #[arg(long, default_value_t = 100)]
+    max_intents: usize,
 }
 
-type Processor = ActivityProcessor<memory_sqlite::SqliteStore, StatementExtractor>;
+/// Where the worker's state lives.
+#[derive(Clone, PartialEq, Eq)]
+enum Backend {
+    /// One SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (the URL may carry a password: never logged).
+    Postgres {
+        url: String,
+        schema: Option<SchemaName>,
+    },
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => formatter.debug_tuple("Sqlite").field(path).finish(),
+            // The URL may carry a password: it is never printed.
+            Self::Postgres { schema, .. } => formatter
+                .debug_struct("Postgres")
+                .field("schema", schema)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl Backend {
+    /// A `postgres://` or `postgresql://` URL selects PostgreSQL; anything else is a SQLite path. A
+    /// schema without a URL is refused rather than ignored, so a mistyped URL does not silently fall
+    /// back to a SQLite file named like it.
+    fn select(db: &str, schema: Option<&str>) -> anyhow::Result<Self> {
+        let is_url = ["postgres://", "postgresql://"].iter().any(|scheme| {
+            db.get(..scheme.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+        });
+        if is_url {
+            let schema = schema
+                .map(SchemaName::new)
+                .transpose()
+                .context("invalid --schema")?;
+            Ok(Self::Postgres {
+                url: db.to_owned(),
+                schema,
+            })
+        } else if schema.is_some() {
+            Err(anyhow!(
+                "--schema needs a PostgreSQL --db URL (postgres://...)"
+            ))
+        } else {
+            Ok(Self::Sqlite(PathBuf::from(db)))
+        }
+    }
+}
+
+/// Lists the threads that have records. Each backend's thread log has this as an inherent method (the
+/// `ThreadLog` port leaves listing out, because processors work one given thread at a time); the worker
+/// needs it to find its work.
+trait ThreadListing: Send + Sync {
+    /// Up to `limit` thread ids with records, in id order, after `after` (exclusive).
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError>;
+}
+
+impl ThreadListing for SqliteThreadLog {
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError> {
+        SqliteThreadLog::threads(self, after, limit)
+    }
+}
+
+impl ThreadListing for PostgresThreadLog {
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError> {
+        PostgresThreadLog::threads(self, after, limit)
+    }
+}
+
+/// The stores a worker runs on, whichever backend holds them. The activity stores are trait objects
+/// already; the memory store stays a type parameter because `MemoryWriter` is not object safe.
+struct Stores<W> {
+    memory: Arc<W>,
+    log: Arc<dyn ThreadLog>,
+    listing: Arc<dyn ThreadListing>,
+    progress: Arc<dyn ProgressStore>,
+    remembering: Arc<dyn RememberingStore>,
+}
+
+fn sqlite_stores(path: &std::path::Path) -> anyhow::Result<Stores<memory_sqlite::SqliteStore>> {
+    let log = Arc::new(SqliteThreadLog::open(path).context("opening thread log")?);
+    Ok(Stores {
+        memory: Arc::new(memory_sqlite::open_store(path).context("opening memory store")?),
+        log: log.clone(),
+        listing: log,
+        progress: Arc::new(SqliteProgressStore::open(path).context("opening progress")?),
+        remembering: Arc::new(
+            SqliteRememberingStore::open(path).context("opening remembering store")?,
+        ),
+    })
+}
+
+async fn postgres_stores(
+    url: &str,
+    schema: Option<SchemaName>,
+) -> anyhow::Result<Stores<PostgresStore>> {
+    let mut builder = PostgresStore::builder(url)
+        .pool_size(POSTGRES_POOL_SIZE)
+        .application_name("remembering-worker");
+    if let Some(schema) = schema {
+        builder = builder.schema(schema);
+    }
+    // The error names no URL: it may carry a password.
+    let memory = builder
+        .connect()
+        .await
+        .context("connecting to PostgreSQL")?;
+    let log = Arc::new(memory.thread_log());
+    Ok(Stores {
+        log: log.clone(),
+        listing: log,
+        progress: Arc::new(memory.progress()),
+        remembering: Arc::new(memory.remembering()),
+        memory: Arc::new(memory),
+    })
+}
+
+type Processor<W> = ActivityProcessor<W, StatementExtractor>;
+type Intents<W> =
+    IntentWorker<W, ThreadRecordLoader, StatementProposals, KeepLatestMerger, WithdrawOwnRevision>;
+
+/// Everything one pass runs.
+struct Work<W> {
+    listing: Arc<dyn ThreadListing>,
+    intents: Intents<W>,
+    processors: Vec<Processor<W>>,
+}
 
 fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)> {
     let (name, version) = match text.split_once('@') {
@@ -76,10 +258,17 @@ fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)
     Ok((ProcessorId::new(name)?, ProcessorVersion(version)))
 }
 
-fn build(args: &Args) -> anyhow::Result<(Arc<SqliteThreadLog>, Vec<Arc<Processor>>)> {
-    let memory = Arc::new(memory_sqlite::open_store(&args.db).context("opening memory store")?);
-    let log = Arc::new(SqliteThreadLog::open(&args.db).context("opening thread log")?);
-    let progress = Arc::new(SqliteProgressStore::open(&args.db).context("opening progress")?);
+fn build<W>(args: &Args, stores: Stores<W>) -> anyhow::Result<Work<W>>
+where
+    W: MemoryReader + MemoryWriter + 'static,
+{
+    let Stores {
+        memory,
+        log,
+        listing,
+        progress,
+        remembering,
+    } = stores;
     let scopes = args
         .scopes
         .iter()
@@ -96,12 +285,14 @@ fn build(args: &Args) -> anyhow::Result<(Arc<SqliteThreadLog>, Vec<Arc<Processor
         timeout_ms: args.timeout_ms,
         lease_ms: args.lease_ms,
     };
+    let hooks = stall::hooks()?;
     let mut processors = Vec::new();
     for text in &args.processors {
         let (processor, version) = parse_processor(text)?;
-        processors.push(Arc::new(ActivityProcessor::new(ActivityProcessorParts {
+        let processor = ActivityProcessor::new(ActivityProcessorParts {
             log: log.clone(),
             progress: progress.clone(),
+            references: remembering.clone(),
             writer: memory.clone(),
             extractor: StatementExtractor::new(scopes.clone()),
             clock: Arc::new(SystemClock),
@@ -109,23 +300,64 @@ fn build(args: &Args) -> anyhow::Result<(Arc<SqliteThreadLog>, Vec<Arc<Processor
             version,
             owner: owner.clone(),
             limits,
-        })?));
+        })?;
+        processors.push(match &hooks {
+            Some(hooks) => processor.with_hooks(hooks.clone()),
+            None => processor,
+        });
     }
-    Ok((log, processors))
+    let intents = IntentWorker::new(
+        remembering,
+        memory,
+        Application {
+            loader: ThreadRecordLoader::new(log.clone()),
+            extractor: StatementProposals::new(StatementExtractor::new(scopes)),
+            merger: KeepLatestMerger,
+            cleanup: WithdrawOwnRevision,
+        },
+        Arc::new(SystemClock),
+        owner,
+        IntentPassLimits {
+            max_intents: args.max_intents,
+            lease_ms: args.lease_ms,
+        },
+    )?;
+    Ok(Work {
+        listing,
+        intents,
+        processors,
+    })
 }
 
-/// One pass: every processor over every thread. Errors of one thread are logged and do not stop the
-/// others (a held lease or a stale one is ordinary when several workers run).
-async fn pass(log: Arc<SqliteThreadLog>, processors: Vec<Arc<Processor>>) -> anyhow::Result<usize> {
+/// One pass: one intent pass, then every processor over every thread. Errors are logged and do not
+/// stop the rest (a held lease or a stale one is ordinary when several workers run).
+async fn pass<W>(work: Arc<Work<W>>)
+where
+    W: MemoryReader + MemoryWriter + 'static,
+{
+    match work.intents.run_pass().await {
+        Ok(report) => tracing::info!(intents = report.completed.len(), "intent pass finished"),
+        Err(error) => tracing::warn!(%error, "intent pass failed"),
+    }
+    match activity_pass(&work).await {
+        Ok(processed) => tracing::info!(processed, "activity pass finished"),
+        Err(error) => tracing::warn!(%error, "listing threads failed"),
+    }
+}
+
+async fn activity_pass<W>(work: &Work<W>) -> anyhow::Result<usize>
+where
+    W: MemoryReader + MemoryWriter + 'static,
+{
     let mut processed = 0;
     let mut after: Option<ThreadId> = None;
     loop {
-        let threads = log.threads(after.as_ref(), THREAD_PAGE)?;
+        let threads = work.listing.threads(after.as_ref(), THREAD_PAGE)?;
         let Some(last) = threads.last().cloned() else {
             break;
         };
         for thread in &threads {
-            for processor in &processors {
+            for processor in &work.processors {
                 match processor.run_pass(thread).await {
                     Ok(report) => processed += report.processed,
                     Err(error) => tracing::warn!(%error, "thread pass failed"),
@@ -162,38 +394,97 @@ async fn shutdown_signal() {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let (log, processors) = build(&args)?;
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
-    let mut stopping = false;
-    loop {
-        let mut handle = tokio::spawn(pass(log.clone(), processors.clone()));
-        let joined = tokio::select! {
-            joined = &mut handle => joined,
-            () = &mut shutdown => {
-                tracing::info!("signal received; finishing the pass in flight");
-                stopping = true;
-                handle.await
+    match Backend::select(&args.db, args.schema.as_deref())? {
+        Backend::Sqlite(path) => {
+            let stores = sqlite_stores(&path)?;
+            run_on(&args, stores).await
+        }
+        Backend::Postgres { url, schema } => {
+            let stores = postgres_stores(&url, schema).await?;
+            run_on(&args, stores).await
+        }
+    }
+}
+
+/// The schedule over one backend's stores: the same pass loop whatever holds them.
+async fn run_on<W>(args: &Args, stores: Stores<W>) -> anyhow::Result<()>
+where
+    W: MemoryReader + MemoryWriter + 'static,
+{
+    let work = Arc::new(build(args, stores)?);
+    let schedule = Schedule {
+        interval: Duration::from_millis(args.interval_ms),
+        once: args.once,
+    };
+    let passes = run_schedule(schedule, || pass(work.clone()), shutdown_signal())
+        .await
+        .map_err(|error| anyhow!("{error}; stopping"))?;
+    tracing::info!(passes, "worker stopped");
+    Ok(())
+}
+
+/// Fault injection for tests (feature `failpoints`): `REMEMBERING_WORKER_STALL_AT=POINT:N` makes the
+/// Nth arrival at pass point POINT (a [`remembering::PassPoint`] name, counted over every processor
+/// and thread of this process) print `remembering-worker: stalled at POINT` on stderr and never
+/// return, so a test can kill the worker at a known place in the middle of a pass. Only committed-
+/// activity passes get the hook. Without the feature the variable is ignored.
+mod stall {
+    use std::sync::Arc;
+
+    use remembering::PassHooks;
+
+    /// The variable naming the stall point.
+    #[cfg(feature = "failpoints")]
+    const VARIABLE: &str = "REMEMBERING_WORKER_STALL_AT";
+
+    #[cfg(feature = "failpoints")]
+    struct StallAt {
+        point: remembering::PassPoint,
+        occurrence: u64,
+        seen: std::sync::atomic::AtomicU64,
+    }
+
+    #[cfg(feature = "failpoints")]
+    impl PassHooks for StallAt {
+        fn at(&self, point: remembering::PassPoint) -> remembering::hooks::HookFuture<'_> {
+            use std::sync::atomic::Ordering;
+            if point == self.point
+                && self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.occurrence
+            {
+                eprintln!("remembering-worker: stalled at {}", point.name());
+                return Box::pin(std::future::pending());
             }
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    /// The hooks the environment asks for, if any.
+    #[cfg(feature = "failpoints")]
+    pub fn hooks() -> anyhow::Result<Option<Arc<dyn PassHooks>>> {
+        use anyhow::Context;
+        let Ok(spec) = std::env::var(VARIABLE) else {
+            return Ok(None);
         };
-        match joined {
-            Ok(Ok(processed)) => tracing::info!(processed, "pass finished"),
-            Ok(Err(error)) => tracing::warn!(%error, "pass failed"),
-            Err(join_error) if join_error.is_panic() => {
-                return Err(anyhow!("a pass panicked; worker poisoned, stopping"));
-            }
-            Err(join_error) => return Err(anyhow!("pass was cancelled: {join_error}")),
-        }
-        if stopping || args.once {
-            return Ok(());
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(args.interval_ms)) => {}
-            () = &mut shutdown => {
-                tracing::info!("signal received; stopping");
-                return Ok(());
-            }
-        }
+        let (name, occurrence) = spec
+            .split_once(':')
+            .with_context(|| format!("{VARIABLE} must be POINT:N"))?;
+        let point = remembering::PassPoint::from_name(name)
+            .with_context(|| format!("{VARIABLE}: unknown pass point {name}"))?;
+        let occurrence = occurrence
+            .parse::<u64>()
+            .with_context(|| format!("{VARIABLE}: N must be a positive integer"))?;
+        Ok(Some(Arc::new(StallAt {
+            point,
+            occurrence,
+            seen: std::sync::atomic::AtomicU64::new(0),
+        })))
+    }
+
+    /// Without the feature there are no hooks.
+    #[cfg(not(feature = "failpoints"))]
+    #[allow(clippy::unnecessary_wraps)]
+    pub fn hooks() -> anyhow::Result<Option<Arc<dyn PassHooks>>> {
+        Ok(None)
     }
 }
 
@@ -211,4 +502,46 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(run(args))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::Backend;
+
+    #[test]
+    fn a_postgres_url_selects_postgresql_and_anything_else_a_sqlite_file() {
+        for url in [
+            "postgres://u:p@127.0.0.1:5432/db",
+            "postgresql://u@host/db",
+            "POSTGRES://u@host/db",
+        ] {
+            assert_eq!(
+                Backend::select(url, None).unwrap(),
+                Backend::Postgres {
+                    url: url.to_owned(),
+                    schema: None
+                }
+            );
+        }
+        assert!(matches!(
+            Backend::select("postgres://u@host/db", Some("team_a")).unwrap(),
+            Backend::Postgres { schema: Some(schema), .. } if schema.as_str() == "team_a"
+        ));
+        assert_eq!(
+            Backend::select("memory.sqlite", None).unwrap(),
+            Backend::Sqlite("memory.sqlite".into())
+        );
+        assert_eq!(
+            Backend::select("./postgres/memory.sqlite", None).unwrap(),
+            Backend::Sqlite("./postgres/memory.sqlite".into())
+        );
+    }
+
+    #[test]
+    fn a_schema_needs_a_url_and_a_valid_name() {
+        assert!(Backend::select("memory.sqlite", Some("team_a")).is_err());
+        assert!(Backend::select("postgres://u@host/db", Some("no; drop")).is_err());
+    }
 }

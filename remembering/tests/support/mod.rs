@@ -11,6 +11,7 @@ use memory_core::{
     MemoryWrite, MemoryWriter, WriteOutcome,
 };
 use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::hooks::HookFuture;
 use remembering::{
@@ -106,7 +107,7 @@ pub fn scopes() -> Vec<MemoryScope> {
 }
 
 /// A statement processor over the database at `path`.
-pub fn processor<W: MemoryWriter>(
+pub fn processor<W: MemoryReader + MemoryWriter>(
     path: &std::path::Path,
     writer: Arc<W>,
     clock: Arc<ManualClock>,
@@ -116,6 +117,7 @@ pub fn processor<W: MemoryWriter>(
     ActivityProcessor::new(ActivityProcessorParts {
         log: Arc::new(SqliteThreadLog::open(path).expect("thread log")),
         progress: Arc::new(SqliteProgressStore::open(path).expect("progress")),
+        references: Arc::new(SqliteRememberingStore::open(path).expect("remembering store")),
         writer,
         extractor: StatementExtractor::new(scopes()),
         clock,

@@ -4,8 +4,8 @@ use memory_core::MemoryKey;
 
 use super::table::ChunkTable;
 use super::{
-    ChunkMeta, IndexBounds, IndexKind, SearchHit, SearchOutcome, SearchRequest, VectorIndex,
-    check_query, check_request, dot, rank_order,
+    ChunkMeta, IndexBounds, IndexKind, SearchOutcome, SearchRequest, SourceChunks, SourceFilter,
+    VectorIndex, admitted_rows, check_query, check_request, scan_table,
 };
 use crate::error::SemanticError;
 
@@ -31,6 +31,11 @@ impl ExactIndex {
     /// Live chunks of `key`.
     pub fn chunks_of(&self, key: &MemoryKey) -> usize {
         self.table.chunks_of(key)
+    }
+
+    /// A copy of the rows, from which an HNSW graph can be built off the query path.
+    pub(crate) fn snapshot(&self) -> ChunkTable {
+        self.table.clone()
     }
 }
 
@@ -61,58 +66,39 @@ impl VectorIndex for ExactIndex {
         self.table.remove_source(key);
     }
 
-    fn search(
+    fn search_in(
         &self,
         query: &[f32],
         request: SearchRequest,
+        filter: SourceFilter<'_>,
     ) -> Result<SearchOutcome, SemanticError> {
         check_request(&request)?;
         check_query(query, self.table.dimensions())?;
-        let live = self.table.live_count();
-        if live > request.max_scanned_chunks {
+        // Only admitted rows are scored, so only they count against the scan budget.
+        let scanned = admitted_rows(&self.table, filter);
+        if scanned > request.max_scanned_chunks {
             return Err(SemanticError::Budget {
                 limit: "max_scanned_chunks",
                 max: request.max_scanned_chunks as u64,
-                actual: live as u64,
+                actual: scanned as u64,
             });
         }
-        let dimensions = self.table.dimensions();
-        let mut scored: Vec<(usize, f32)> = Vec::with_capacity(live.min(request.limit * 4));
-        for (row, vector) in self
-            .table
-            .all_vectors()
-            .chunks_exact(dimensions)
-            .enumerate()
-        {
-            if !self.table.is_live(row) {
-                continue;
-            }
-            let score = dot(query, vector);
-            if score >= request.min_score {
-                scored.push((row, score));
-            }
-        }
-        let order = |left: &(usize, f32), right: &(usize, f32)| {
-            rank_order(
-                (self.table.meta(left.0), left.1),
-                (self.table.meta(right.0), right.1),
-            )
-        };
-        if scored.len() > request.limit {
-            scored.select_nth_unstable_by(request.limit - 1, order);
-            scored.truncate(request.limit);
-        }
-        scored.sort_unstable_by(order);
         Ok(SearchOutcome {
-            hits: scored
-                .into_iter()
-                .map(|(row, score)| SearchHit {
-                    chunk: self.table.meta(row).clone(),
-                    score,
-                })
-                .collect(),
-            scanned_chunks: live,
+            hits: scan_table(&self.table, query, &request, filter),
+            scanned_chunks: scanned,
         })
+    }
+
+    fn replace_sources(&mut self, sources: Vec<SourceChunks>) -> Result<(), SemanticError> {
+        // One reservation for the whole load instead of geometric regrowth (each regrowth copies
+        // every vector so far).
+        let total: usize = sources.iter().map(|(_, chunks)| chunks.len()).sum();
+        self.table.reserve_rows(total);
+        for (key, chunks) in sources {
+            self.table
+                .replace_source(&key, chunks, EXACT_COMPACT_TOMBSTONE_FRACTION)?;
+        }
+        Ok(())
     }
 }
 

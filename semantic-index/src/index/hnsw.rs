@@ -13,7 +13,8 @@ use memory_core::MemoryKey;
 use super::table::ChunkTable;
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchHit, SearchOutcome, SearchRequest, SourceChunks,
-    VectorIndex, check_query, check_request, dot, rank_order,
+    SourceFilter, VectorIndex, admitted_rows, check_query, check_request, dot, rank_order,
+    scan_table,
 };
 use crate::error::SemanticError;
 
@@ -23,6 +24,10 @@ const MAX_LAYERS: usize = 16;
 const MAX_CONNECTIONS_LIMIT: usize = 256;
 /// Upper bound on `ef_construction` and `ef_search`: beyond this the graph is slower than a scan.
 const MAX_EF: usize = 10_000;
+/// Points inserted between two checks of a build's cancellation: small enough that a dropped engine
+/// stops its background build within a fraction of a second, large enough to keep the parallel
+/// insertion busy.
+const BUILD_BATCH: usize = 4_096;
 
 /// Cosine distance for unit vectors, `1 - dot` clamped to [0, 2]: rounding can push a dot product of unit
 /// vectors slightly past 1, and hnsw_rs panics on negative or NaN distances.
@@ -139,16 +144,54 @@ impl HnswIndex {
         })
     }
 
+    /// Builds an index over `table`'s live rows (compacted first, so row numbers are dense), checking
+    /// `cancelled` between batches of insertions: `None` when it was cancelled. This is how a restart
+    /// builds its graph off the query path; `params` and the table's bounds are checked first.
+    pub(crate) fn build_from_table(
+        mut table: ChunkTable,
+        bounds: IndexBounds,
+        params: HnswParams,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Self>, SemanticError> {
+        bounds.validate(table.dimensions())?;
+        params.validate()?;
+        table.compact();
+        let Some(graph) = build_graph(&table, &params, cancelled) else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            params,
+            table,
+            graph,
+        }))
+    }
+
     /// Rebuilds the graph from the table's live rows (after compaction, so row numbers are dense).
     fn rebuild(&mut self) {
         self.table.compact();
-        let graph = new_graph(&self.params, self.table.rows());
-        let points: Vec<(&[f32], usize)> = (0..self.table.rows())
-            .map(|row| (self.table.vector(row), row))
-            .collect();
-        graph.parallel_insert_slice(&points);
-        self.graph = graph;
+        if let Some(graph) = build_graph(&self.table, &self.params, &|| false) {
+            self.graph = graph;
+        }
     }
+}
+
+/// A graph over every row of a compacted `table`, or `None` when `cancelled` said so between batches.
+fn build_graph(
+    table: &ChunkTable,
+    params: &HnswParams,
+    cancelled: &dyn Fn() -> bool,
+) -> Option<Hnsw<'static, f32, UnitCosineDistance>> {
+    let graph = new_graph(params, table.rows());
+    let points: Vec<(&[f32], usize)> = (0..table.rows())
+        .map(|row| (table.vector(row), row))
+        .collect();
+    for batch in points.chunks(BUILD_BATCH) {
+        if cancelled() {
+            return None;
+        }
+        graph.parallel_insert_slice(&batch.to_vec());
+    }
+    Some(graph)
 }
 
 fn new_graph(params: &HnswParams, expected_rows: usize) -> Hnsw<'static, f32, UnitCosineDistance> {
@@ -218,10 +261,11 @@ impl VectorIndex for HnswIndex {
         }
     }
 
-    fn search(
+    fn search_in(
         &self,
         query: &[f32],
         request: SearchRequest,
+        filter: SourceFilter<'_>,
     ) -> Result<SearchOutcome, SemanticError> {
         check_request(&request)?;
         check_query(query, self.table.dimensions())?;
@@ -233,17 +277,27 @@ impl VectorIndex for HnswIndex {
                 actual: width as u64,
             });
         }
-        if self.table.live_count() == 0 {
+        let admitted = admitted_rows(&self.table, filter);
+        if admitted == 0 {
             return Ok(SearchOutcome::default());
         }
-        let live = |row: &usize| self.table.is_live(*row);
+        if filter != SourceFilter::All && admitted <= width {
+            // A filtered set no larger than the candidate list is scanned exactly: cheaper than the
+            // graph walk, and a walk through mostly filtered-out nodes could miss some of it.
+            return Ok(SearchOutcome {
+                hits: scan_table(&self.table, query, &request, filter),
+                scanned_chunks: admitted,
+            });
+        }
+        let admits =
+            |row: &usize| self.table.is_live(*row) && filter.admits(&self.table.meta(*row).source);
         let neighbours = self
             .graph
-            .search_filter(query, request.limit, width, Some(&live));
+            .search_filter(query, request.limit, width, Some(&admits));
         // Scores are recomputed from the stored vectors so both indexes rank with identical numbers.
         let mut hits: Vec<(usize, f32)> = neighbours
             .into_iter()
-            .filter(|neighbour| self.table.is_live(neighbour.d_id))
+            .filter(|neighbour| admits(&neighbour.d_id))
             .map(|neighbour| {
                 let row = neighbour.d_id;
                 (row, dot(query, self.table.vector(row)))
@@ -257,6 +311,19 @@ impl VectorIndex for HnswIndex {
             )
         });
         hits.truncate(request.limit);
+        let scanned = width.min(admitted);
+        if filter != SourceFilter::All
+            && hits.len() < request.limit
+            && scanned + admitted <= request.max_scanned_chunks
+        {
+            // hnsw_rs's filtered walk can come back short when the admitted nodes are a small,
+            // poorly connected share of the graph; a scan of the admitted rows, when the budget
+            // allows it, returns the full candidate count instead.
+            return Ok(SearchOutcome {
+                hits: scan_table(&self.table, query, &request, filter),
+                scanned_chunks: scanned + admitted,
+            });
+        }
         Ok(SearchOutcome {
             hits: hits
                 .into_iter()
@@ -265,7 +332,7 @@ impl VectorIndex for HnswIndex {
                     score,
                 })
                 .collect(),
-            scanned_chunks: width.min(self.table.live_count()),
+            scanned_chunks: scanned,
         })
     }
 }

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use memory_core::vectors::SourceGeneration;
-use memory_core::{MemoryKey, Revision};
+use memory_core::{MemoryKey, NamespaceAddress, Revision};
 
 pub use exact::{EXACT_COMPACT_TOMBSTONE_FRACTION, ExactIndex};
 pub use hnsw::{HnswIndex, HnswParams, UnitCosineDistance};
@@ -31,7 +31,8 @@ pub const DEFAULT_MAX_SOURCE_IDENTITY_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_SOURCE_IDENTITY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Which index answers a query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IndexKind {
     /// Scan every live chunk.
     Exact,
@@ -197,6 +198,31 @@ pub struct SearchRequest {
     pub max_scanned_chunks: usize,
 }
 
+/// Which sources a search may return. The filter is applied while searching, before the candidate
+/// limit, so a namespace whose chunks are few among many others' still gets its full candidate count
+/// (filtering afterwards would spend the limit on chunks revalidation must drop).
+///
+/// Only the namespace is known to the index: a document's scopes and withdrawal are read at
+/// revalidation, which still checks every candidate against the access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceFilter<'a> {
+    /// Every source.
+    #[default]
+    All,
+    /// Only sources in this namespace.
+    Namespace(&'a NamespaceAddress),
+}
+
+impl SourceFilter<'_> {
+    /// Whether chunks of `source` may be returned.
+    pub fn admits(&self, source: &SourceVersion) -> bool {
+        match self {
+            Self::All => true,
+            Self::Namespace(namespace) => source.key.namespace == **namespace,
+        }
+    }
+}
+
 /// One search hit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchHit {
@@ -246,9 +272,67 @@ pub trait VectorIndex: Send + Sync {
         Ok(())
     }
 
-    /// The best chunks for a normalized `query`.
-    fn search(&self, query: &[f32], request: SearchRequest)
-    -> Result<SearchOutcome, SemanticError>;
+    /// The best chunks for a normalized `query`, from every source.
+    fn search(
+        &self,
+        query: &[f32],
+        request: SearchRequest,
+    ) -> Result<SearchOutcome, SemanticError> {
+        self.search_in(query, request, SourceFilter::All)
+    }
+
+    /// The best chunks for a normalized `query` among the sources `filter` admits; the filter applies
+    /// before `request.limit` is counted.
+    fn search_in(
+        &self,
+        query: &[f32],
+        request: SearchRequest,
+        filter: SourceFilter<'_>,
+    ) -> Result<SearchOutcome, SemanticError>;
+}
+
+/// Scores the live rows of `table` that `filter` admits and keeps the best `request.limit` in rank
+/// order: the exact scan, shared by the exact index and by HNSW for small filtered sets.
+pub(crate) fn scan_table(
+    table: &table::ChunkTable,
+    query: &[f32],
+    request: &SearchRequest,
+    filter: SourceFilter<'_>,
+) -> Vec<SearchHit> {
+    let dimensions = table.dimensions();
+    let mut scored: Vec<(usize, f32)> = Vec::new();
+    for (row, vector) in table.all_vectors().chunks_exact(dimensions).enumerate() {
+        if !table.is_live(row) || !filter.admits(&table.meta(row).source) {
+            continue;
+        }
+        let score = dot(query, vector);
+        if score >= request.min_score {
+            scored.push((row, score));
+        }
+    }
+    let order = |left: &(usize, f32), right: &(usize, f32)| {
+        rank_order((table.meta(left.0), left.1), (table.meta(right.0), right.1))
+    };
+    if scored.len() > request.limit {
+        scored.select_nth_unstable_by(request.limit - 1, order);
+        scored.truncate(request.limit);
+    }
+    scored.sort_unstable_by(order);
+    scored
+        .into_iter()
+        .map(|(row, score)| SearchHit {
+            chunk: table.meta(row).clone(),
+            score,
+        })
+        .collect()
+}
+
+/// Live rows of `table` that `filter` admits.
+pub(crate) fn admitted_rows(table: &table::ChunkTable, filter: SourceFilter<'_>) -> usize {
+    match filter {
+        SourceFilter::All => table.live_count(),
+        SourceFilter::Namespace(namespace) => table.live_in(namespace),
+    }
 }
 
 /// Rank order: higher score first, then source key, revision, ordinal.

@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 
-use memory_core::MemoryKey;
+use memory_core::{MemoryKey, NamespaceAddress};
 
 use super::ChunkMeta;
 use crate::error::SemanticError;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ChunkTable {
     dimensions: usize,
     max_rows: usize,
@@ -20,6 +20,9 @@ pub(crate) struct ChunkTable {
     live: Vec<bool>,
     live_count: usize,
     by_source: HashMap<MemoryKey, Vec<usize>>,
+    /// Live rows per namespace, so a namespace-filtered search knows how many chunks it will score
+    /// before it scores any (its scan budget is checked up front, like an unfiltered one's).
+    live_by_namespace: HashMap<NamespaceAddress, usize>,
 }
 
 /// What [`ChunkTable::replace_source`] did, so an index can keep its own structures in step.
@@ -42,6 +45,7 @@ impl ChunkTable {
             live: Vec::new(),
             live_count: 0,
             by_source: HashMap::new(),
+            live_by_namespace: HashMap::new(),
         }
     }
 
@@ -59,6 +63,26 @@ impl ChunkTable {
 
     pub(crate) fn tombstones(&self) -> usize {
         self.rows() - self.live_count
+    }
+
+    /// Live rows whose source lies in `namespace`.
+    pub(crate) fn live_in(&self, namespace: &NamespaceAddress) -> usize {
+        self.live_by_namespace.get(namespace).copied().unwrap_or(0)
+    }
+
+    fn count_namespace(&mut self, namespace: &NamespaceAddress, added: usize, removed: usize) {
+        if added == removed {
+            return;
+        }
+        // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
+        let count = match self.live_by_namespace.get_mut(namespace) {
+            Some(count) => count,
+            None => self.live_by_namespace.entry(namespace.clone()).or_insert(0),
+        };
+        *count = (*count + added).saturating_sub(removed);
+        if *count == 0 {
+            self.live_by_namespace.remove(namespace);
+        }
     }
 
     pub(crate) fn chunks_of(&self, key: &MemoryKey) -> usize {
@@ -131,6 +155,7 @@ impl ChunkTable {
             self.live[*row] = false;
         }
         self.live_count -= rows.len();
+        self.count_namespace(&key.namespace, 0, rows.len());
         rows.len()
     }
 
@@ -164,6 +189,7 @@ impl ChunkTable {
             self.live.push(true);
         }
         self.live_count += rows.len();
+        self.count_namespace(&key.namespace, rows.len(), 0);
         if !rows.is_empty() {
             self.by_source.insert(key.clone(), rows);
         }
@@ -173,8 +199,9 @@ impl ChunkTable {
         })
     }
 
-    /// Grows the buffer geometrically but never past `max_rows` rows.
-    fn reserve_rows(&mut self, additional: usize) {
+    /// Grows the buffer geometrically but never past `max_rows` rows (a bulk load reserves its exact
+    /// total once, so the 100,000-row buffer of a restart is never copied while it grows).
+    pub(crate) fn reserve_rows(&mut self, additional: usize) {
         let needed_rows = self.rows() + additional;
         let capacity_rows = self.vectors.capacity() / self.dimensions;
         if needed_rows <= capacity_rows {

@@ -26,6 +26,20 @@
 //! - the aggregate compact JSON of the passages is bounded by `max_input_bytes`
 //!   ([`RevalidationLimits`]).
 //!
+//! Every store, lexical and vector call of a lookup runs on tokio's blocking pool
+//! ([`on_blocking_pool`]): memory-sqlite's ports answer synchronously inside their futures, so run
+//! inline they would block the task, keep the two sides of a hybrid lookup from overlapping, and keep
+//! the deadline timer from firing until they return. On the blocking pool the lexical search and the
+//! query embedding + vector search of a hybrid lookup run at the same time, and `timeout_ms` bounds the
+//! lookup: when it passes, the lookup answers [`RecallError::Deadline`] at once and the abandoned
+//! blocking call finishes (and is discarded) on its own. This is why the sources hold their index and
+//! store by [`Arc`]: a blocking task may outlive the lookup that started it.
+//!
+//! Each passage keeps the score its ranking gave it ([`ScoredLookup`], [`SemanticRecall::lookup_scored`],
+//! [`HybridRecall::lookup_scored`]): the chunk's cosine similarity with the query for the embedding
+//! source, the document's fused reciprocal-rank score for hybrid recall (all of a document's passages
+//! share it). [`RecallSource`]s carry no scores; callers that report them use `lookup_scored`.
+//!
 //! Failures keep their type as [`RecallError`]s,
 //! except embedder failures, which answer [`MemoryLookup::Unavailable`] so that an optional embedding
 //! source degrades instead of failing the recall (an essential one still fails it).
@@ -33,11 +47,14 @@
 mod fusion;
 mod passages;
 
+use std::future::Future;
+use std::sync::Arc;
+
 use memory_core::recall::{RecallSource, SourceId};
 use memory_core::vectors::VectorStore;
 use memory_core::{
-    LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryReader, RecallError,
-    RevalidationLimits,
+    LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryPassage, MemoryReader,
+    RecallError, RevalidationLimits,
 };
 
 pub use fusion::{
@@ -51,7 +68,7 @@ use crate::engine::SemanticIndex;
 use crate::error::SemanticError;
 use crate::index::SearchHit;
 use crate::limits::QueryLimits;
-use passages::{Candidate, revalidate_candidates};
+use passages::{Candidate, ScoredCandidate, revalidate_candidates};
 
 /// What the recall sources answer when the embedder fails: words safe to log.
 pub const EMBEDDER_UNAVAILABLE: &str = "embedding model unavailable";
@@ -78,38 +95,128 @@ pub fn lookup_failure(error: SemanticError) -> Result<MemoryLookup, RecallError>
     })
 }
 
-fn found(passages: Vec<memory_core::MemoryPassage>) -> MemoryLookup {
-    if passages.is_empty() {
-        MemoryLookup::NoMatch
-    } else {
-        MemoryLookup::Found { passages }
+fn scored_failure(error: SemanticError) -> Result<ScoredLookup, RecallError> {
+    lookup_failure(error).map(ScoredLookup::from_unscored)
+}
+
+/// One revalidated passage and the score its ranking gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredPassage {
+    /// The passage, built from the current document.
+    pub passage: MemoryPassage,
+    /// Cosine similarity with the query (embedding source) or the document's fused reciprocal-rank
+    /// score (hybrid recall); higher is better.
+    pub score: f64,
+}
+
+/// A lookup's answer with each passage's score; [`ScoredLookup::into_lookup`] drops the scores.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScoredLookup {
+    /// Matching passages, best first.
+    Found(Vec<ScoredPassage>),
+    /// Nothing matched.
+    NoMatch,
+    /// The source could not answer (the embedder failed); words safe to log.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ScoredLookup {
+    fn from_passages(passages: Vec<(MemoryPassage, f64)>) -> Self {
+        if passages.is_empty() {
+            Self::NoMatch
+        } else {
+            Self::Found(
+                passages
+                    .into_iter()
+                    .map(|(passage, score)| ScoredPassage { passage, score })
+                    .collect(),
+            )
+        }
+    }
+
+    /// An answer without passages (the only kinds [`lookup_failure`] gives).
+    fn from_unscored(lookup: MemoryLookup) -> Self {
+        match lookup {
+            MemoryLookup::Unavailable { reason } => Self::Unavailable { reason },
+            // Not produced by these sources; an unscored answer carries nothing to score.
+            _ => Self::NoMatch,
+        }
+    }
+
+    /// The answer as a recall source gives it.
+    pub fn into_lookup(self) -> MemoryLookup {
+        match self {
+            Self::Found(passages) => MemoryLookup::Found {
+                passages: passages.into_iter().map(|scored| scored.passage).collect(),
+            },
+            Self::NoMatch => MemoryLookup::NoMatch,
+            Self::Unavailable { reason } => MemoryLookup::Unavailable { reason },
+        }
     }
 }
 
+/// Runs `work` on tokio's blocking pool and waits for it without blocking the calling task. `work`
+/// drives synchronous store or index calls (their futures complete without yielding); off the async
+/// workers they overlap with each other and cannot hold a deadline timer up. If the caller stops
+/// waiting (a deadline), `work` still runs to its end on its thread and its answer is dropped.
+///
+/// Must be called inside a tokio runtime (any flavour).
+pub async fn on_blocking_pool<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, RecallError> {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(work))
+        .await
+        .map_err(|error| RecallError::Source(MemoryError::storage("blocking recall task", error)))
+}
+
+/// Embeds `query` and searches `index` on the blocking pool.
+async fn embedding_candidates<E, S>(
+    index: &Arc<SemanticIndex<E, S>>,
+    query: &str,
+    limits: QueryLimits,
+) -> Result<Result<crate::engine::SemanticCandidates, SemanticError>, RecallError>
+where
+    E: Embedder,
+    S: VectorStore + 'static,
+{
+    let index = Arc::clone(index);
+    let query = query.to_owned();
+    on_blocking_pool(async move { index.search_candidates(&query, limits).await }).await
+}
+
 /// Searches `index` for `query` and revalidates the chunk candidates against `reader` as `access`:
-/// `Found` (in the index's rank order) or `NoMatch`. The whole lookup runs under `limits.timeout_ms`.
+/// `Found` (in the index's rank order, each passage scored by its chunk's cosine similarity) or
+/// `NoMatch`. The search and the grouped read run on the blocking pool; the whole lookup runs under
+/// `limits.timeout_ms`.
 pub async fn semantic_lookup<E, S, R>(
-    index: &SemanticIndex<E, S>,
-    reader: &R,
+    index: &Arc<SemanticIndex<E, S>>,
+    reader: &Arc<R>,
     access: &MemoryAccess,
     query: &str,
     limits: QueryLimits,
     revalidation: &RevalidationLimits,
-) -> Result<MemoryLookup, RecallError>
+) -> Result<ScoredLookup, RecallError>
 where
     E: Embedder,
-    S: VectorStore,
-    R: MemoryReader,
+    S: VectorStore + 'static,
+    R: MemoryReader + 'static,
 {
     let work = async {
-        let candidates = match index.search_candidates(query, limits).await {
+        let candidates = match embedding_candidates(index, query, limits).await? {
             Ok(candidates) => candidates,
-            Err(error) => return lookup_failure(error),
+            Err(error) => return scored_failure(error),
         };
-        let candidates: Vec<Candidate> = candidates
+        let candidates: Vec<ScoredCandidate> = candidates
             .hits
             .into_iter()
-            .map(|hit| Candidate::Chunk(hit.chunk))
+            .map(|hit| ScoredCandidate {
+                score: f64::from(hit.score),
+                candidate: Candidate::Chunk(hit.chunk),
+            })
             .collect();
         let (passages, excluded) =
             revalidate_candidates(reader, access, index.digest(), &candidates, revalidation)
@@ -121,15 +228,15 @@ where
             unauthorized = excluded.unauthorized,
             "semantic recall answered"
         );
-        Ok(found(passages))
+        Ok(ScoredLookup::from_passages(passages))
     };
     deadline(limits.timeout_ms, work).await
 }
 
-async fn deadline(
+async fn deadline<T>(
     timeout_ms: u64,
-    work: impl std::future::Future<Output = Result<MemoryLookup, RecallError>>,
-) -> Result<MemoryLookup, RecallError> {
+    work: impl Future<Output = Result<T, RecallError>>,
+) -> Result<T, RecallError> {
     tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), work)
         .await
         .map_err(|_| RecallError::Deadline { timeout_ms })?
@@ -165,33 +272,40 @@ fn documents_by_best_chunk(
 
 /// Hybrid recall of `query` for `access`: lexical hits from `store` and embedding candidates from
 /// `index`, fused by reciprocal rank fusion, revalidated with one grouped read of `store`. `Found` (in
-/// fused order) or `NoMatch`; the whole lookup runs under `limits.timeout_ms`.
+/// fused order, each passage scored by its document's fused score) or `NoMatch`. The lexical search
+/// and the query embedding + vector search run concurrently on the blocking pool; the whole lookup
+/// runs under `limits.timeout_ms`.
 pub async fn hybrid_lookup<E, S, R>(
-    index: &SemanticIndex<E, S>,
-    store: &R,
+    index: &Arc<SemanticIndex<E, S>>,
+    store: &Arc<R>,
     access: &MemoryAccess,
     query: &str,
     limits: QueryLimits,
     params: &HybridParams,
     revalidation: &RevalidationLimits,
-) -> Result<MemoryLookup, RecallError>
+) -> Result<ScoredLookup, RecallError>
 where
     E: Embedder,
-    S: VectorStore,
-    R: LexicalSearch + MemoryReader,
+    S: VectorStore + 'static,
+    R: LexicalSearch + MemoryReader + 'static,
 {
     if let Err(error) = params.validate() {
-        return lookup_failure(error);
+        return scored_failure(error);
     }
     let work = async {
-        let (lexical, embedding) = tokio::join!(
-            store.search(access, query, params.lexical_candidates),
-            index.search_candidates(query, limits)
-        );
-        let lexical = lexical?;
-        let embedding = match embedding {
+        let lexical = {
+            let store = Arc::clone(store);
+            let access = access.clone();
+            let query = query.to_owned();
+            let wanted = params.lexical_candidates;
+            on_blocking_pool(async move { store.search(&access, &query, wanted).await })
+        };
+        let (lexical, embedding) =
+            tokio::join!(lexical, embedding_candidates(index, query, limits));
+        let lexical = lexical??;
+        let embedding = match embedding? {
             Ok(candidates) => candidates,
-            Err(error) => return lookup_failure(error),
+            Err(error) => return scored_failure(error),
         };
         let mut lexical_keys: Vec<MemoryKey> = Vec::with_capacity(lexical.len());
         for hit in lexical {
@@ -204,10 +318,18 @@ where
         fused.truncate(params.max_documents);
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
+            let score = item.score;
             if item.lexical_rank.is_some() {
-                candidates.push(Candidate::Document(item.item));
+                candidates.push(ScoredCandidate {
+                    candidate: Candidate::Document(item.item),
+                    score,
+                });
             } else if let Some(document_chunks) = chunks.remove(&item.item) {
-                candidates.extend(document_chunks);
+                candidates.extend(
+                    document_chunks
+                        .into_iter()
+                        .map(|candidate| ScoredCandidate { candidate, score }),
+                );
             }
         }
         let (passages, excluded) =
@@ -220,7 +342,7 @@ where
             unauthorized = excluded.unauthorized,
             "hybrid recall answered"
         );
-        Ok(found(passages))
+        Ok(ScoredLookup::from_passages(passages))
     };
     deadline(limits.timeout_ms, work).await
 }
@@ -228,18 +350,19 @@ where
 /// Builds a [`RecallSource`] that runs [`semantic_lookup`].
 ///
 /// ```text
-/// SemanticRecall::new(&index, &store, access, "what does Ada eat", limits).into_source(id, false)
+/// SemanticRecall::new(index.clone(), store.clone(), access, "what does Ada eat", limits)
+///     .into_source(id, false)
 /// ```
-pub struct SemanticRecall<'a, E, S, R> {
-    index: &'a SemanticIndex<E, S>,
-    reader: &'a R,
+pub struct SemanticRecall<E, S, R> {
+    index: Arc<SemanticIndex<E, S>>,
+    reader: Arc<R>,
     access: MemoryAccess,
     query: String,
     limits: QueryLimits,
     revalidation: RevalidationLimits,
 }
 
-impl<E, S, R> std::fmt::Debug for SemanticRecall<'_, E, S, R> {
+impl<E, S, R> std::fmt::Debug for SemanticRecall<E, S, R> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("SemanticRecall")
@@ -248,12 +371,17 @@ impl<E, S, R> std::fmt::Debug for SemanticRecall<'_, E, S, R> {
     }
 }
 
-impl<'a, E: Embedder, S: VectorStore, R: MemoryReader> SemanticRecall<'a, E, S, R> {
+impl<E, S, R> SemanticRecall<E, S, R>
+where
+    E: Embedder,
+    S: VectorStore + 'static,
+    R: MemoryReader + 'static,
+{
     /// An embedding recall of `query` for `access` within `limits`, with the default revalidation
     /// budget.
     pub fn new(
-        index: &'a SemanticIndex<E, S>,
-        reader: &'a R,
+        index: Arc<SemanticIndex<E, S>>,
+        reader: Arc<R>,
         access: MemoryAccess,
         query: impl Into<String>,
         limits: QueryLimits,
@@ -275,11 +403,11 @@ impl<'a, E: Embedder, S: VectorStore, R: MemoryReader> SemanticRecall<'a, E, S, 
         self
     }
 
-    /// Runs the lookup now.
-    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+    /// Runs the lookup now, keeping each passage's cosine similarity.
+    pub async fn lookup_scored(&self) -> Result<ScoredLookup, RecallError> {
         semantic_lookup(
-            self.index,
-            self.reader,
+            &self.index,
+            &self.reader,
             &self.access,
             &self.query,
             self.limits,
@@ -288,8 +416,13 @@ impl<'a, E: Embedder, S: VectorStore, R: MemoryReader> SemanticRecall<'a, E, S, 
         .await
     }
 
+    /// Runs the lookup now.
+    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+        self.lookup_scored().await.map(ScoredLookup::into_lookup)
+    }
+
     /// The recall source declaration.
-    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'a> {
+    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'static> {
         RecallSource::new(id, essential, async move { self.lookup().await })
     }
 }
@@ -297,13 +430,13 @@ impl<'a, E: Embedder, S: VectorStore, R: MemoryReader> SemanticRecall<'a, E, S, 
 /// Builds a [`RecallSource`] that runs [`hybrid_lookup`].
 ///
 /// ```text
-/// HybridRecall::new(&index, &store, access, "queue retry policy", limits)
+/// HybridRecall::new(index.clone(), store.clone(), access, "queue retry policy", limits)
 ///     .params(tuned)
 ///     .into_source(id, false)
 /// ```
-pub struct HybridRecall<'a, E, S, R> {
-    index: &'a SemanticIndex<E, S>,
-    store: &'a R,
+pub struct HybridRecall<E, S, R> {
+    index: Arc<SemanticIndex<E, S>>,
+    store: Arc<R>,
     access: MemoryAccess,
     query: String,
     limits: QueryLimits,
@@ -311,7 +444,7 @@ pub struct HybridRecall<'a, E, S, R> {
     revalidation: RevalidationLimits,
 }
 
-impl<E, S, R> std::fmt::Debug for HybridRecall<'_, E, S, R> {
+impl<E, S, R> std::fmt::Debug for HybridRecall<E, S, R> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("HybridRecall")
@@ -321,17 +454,17 @@ impl<E, S, R> std::fmt::Debug for HybridRecall<'_, E, S, R> {
     }
 }
 
-impl<'a, E, S, R> HybridRecall<'a, E, S, R>
+impl<E, S, R> HybridRecall<E, S, R>
 where
     E: Embedder,
-    S: VectorStore,
-    R: LexicalSearch + MemoryReader,
+    S: VectorStore + 'static,
+    R: LexicalSearch + MemoryReader + 'static,
 {
     /// A hybrid recall of `query` for `access`; `limits` bound the embedding side, [`HybridParams`]
     /// start at their defaults and so does the revalidation budget.
     pub fn new(
-        index: &'a SemanticIndex<E, S>,
-        store: &'a R,
+        index: Arc<SemanticIndex<E, S>>,
+        store: Arc<R>,
         access: MemoryAccess,
         query: impl Into<String>,
         limits: QueryLimits,
@@ -361,11 +494,11 @@ where
         self
     }
 
-    /// Runs the lookup now.
-    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+    /// Runs the lookup now, keeping each passage's fused score.
+    pub async fn lookup_scored(&self) -> Result<ScoredLookup, RecallError> {
         hybrid_lookup(
-            self.index,
-            self.store,
+            &self.index,
+            &self.store,
             &self.access,
             &self.query,
             self.limits,
@@ -375,8 +508,13 @@ where
         .await
     }
 
+    /// Runs the lookup now.
+    pub async fn lookup(&self) -> Result<MemoryLookup, RecallError> {
+        self.lookup_scored().await.map(ScoredLookup::into_lookup)
+    }
+
     /// The recall source declaration.
-    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'a> {
+    pub fn into_source(self, id: SourceId, essential: bool) -> RecallSource<'static> {
         RecallSource::new(id, essential, async move { self.lookup().await })
     }
 }

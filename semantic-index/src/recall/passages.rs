@@ -11,9 +11,14 @@
 //!   passage's authority is the access's namespace;
 //! - an excerpt that is the whole text gets the document id as passage id, as a document candidate
 //!   would, so the same evidence found lexically and by embedding shares one citation at recall;
-//! - the aggregate compact JSON of the passages is bounded by `max_input_bytes`.
+//! - the aggregate compact JSON of the passages is bounded by `max_input_bytes`;
+//! - each passage keeps the score of the candidate it came from (the first, best-ranked one when
+//!   several candidates give the same passage);
+//! - the grouped read runs on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous
+//!   store (SQLite) cannot hold the recall's deadline timer up.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use memory_core::recall::{Authority, PassageId};
 use memory_core::{
@@ -32,6 +37,13 @@ pub(crate) enum Candidate {
     Document(MemoryKey),
     /// One embedded chunk.
     Chunk(ChunkMeta),
+}
+
+/// A candidate and the score its ranking gave it (cosine similarity, or a fused rank score).
+#[derive(Debug, Clone)]
+pub(crate) struct ScoredCandidate {
+    pub(crate) candidate: Candidate,
+    pub(crate) score: f64,
 }
 
 impl Candidate {
@@ -65,20 +77,21 @@ fn passage(
     MemoryPassage::of_current_document(document, passage_id, text, authority)
 }
 
-/// Revalidates `candidates` (in rank order) for `access` with one grouped read of `reader`; the
-/// passages keep the candidates' order, and a passage equal to an earlier one is left out.
-pub(crate) async fn revalidate_candidates<R: MemoryReader>(
-    reader: &R,
+/// Revalidates `candidates` (in rank order) for `access` with one grouped read of `reader`, run on the
+/// blocking pool; the passages keep the candidates' order and scores, and a passage equal to an
+/// earlier one is left out.
+pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
+    reader: &Arc<R>,
     access: &MemoryAccess,
     profile: ProfileDigest,
-    candidates: &[Candidate],
+    candidates: &[ScoredCandidate],
     limits: &RevalidationLimits,
-) -> Result<(Vec<MemoryPassage>, Exclusions), RecallError> {
+) -> Result<(Vec<(MemoryPassage, f64)>, Exclusions), RecallError> {
     let mut keys: Vec<MemoryKey> = Vec::new();
     let mut slot_of: HashMap<&MemoryKey, usize> = HashMap::new();
     let mut exclusions = Exclusions::default();
-    for candidate in candidates {
-        let key = candidate.key();
+    for scored in candidates {
+        let key = scored.candidate.key();
         if key.namespace == access.namespace && !slot_of.contains_key(key) {
             slot_of.insert(key, keys.len());
             keys.push(key.clone());
@@ -87,7 +100,9 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader>(
     let documents = if keys.is_empty() {
         Vec::new()
     } else {
-        reader.read_many(&keys).await?
+        let reader = Arc::clone(reader);
+        let keys = keys.clone();
+        super::on_blocking_pool(async move { reader.read_many(&keys).await }).await??
     };
     if documents.len() != keys.len() {
         return Err(MemoryError::Corrupt {
@@ -103,7 +118,7 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader>(
     let mut passages = Vec::new();
     let mut emitted: HashSet<(MemoryKey, PassageId)> = HashSet::new();
     let mut retained_bytes = 0u64;
-    for candidate in candidates {
+    for ScoredCandidate { candidate, score } in candidates {
         let Some(&slot) = slot_of.get(candidate.key()) else {
             exclusions.unauthorized += 1;
             continue;
@@ -165,7 +180,7 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader>(
                 actual: retained_bytes,
             });
         }
-        passages.push(made);
+        passages.push((made, *score));
     }
     Ok((passages, exclusions))
 }

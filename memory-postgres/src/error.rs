@@ -1,0 +1,224 @@
+//! The typed failures this crate puts inside [`MemoryError::Storage`] and [`ActivityError::Storage`], and
+//! how PostgreSQL errors are classified.
+//!
+//! | what PostgreSQL or the pool reported | class | surfaces as |
+//! | --- | --- | --- |
+//! | serialization failure (`40001`), deadlock (`40P01`) | [`FailureClass::Retry`] | retried; then `Busy` (kind `unavailable`) |
+//! | connection lost or refused, server shutting down (`08*`, `57P01`-`57P03`), too many connections (`53300`) | [`FailureClass::Unavailable`] | retried; then `Busy` (kind `unavailable`) |
+//! | connection lost after `COMMIT` was sent, in a call that is not idempotent | [`FailureClass::Plain`] | `Storage` with [`PostgresFailure::CommitOutcomeUnknown`] |
+//! | no pooled connection free within the pool's wait timeout | [`FailureClass::Unavailable`] | `Busy` at once (the wait was already spent) |
+//! | data or index corruption (`XX001`, `XX002`) | [`FailureClass::Corrupt`] | `Corrupt` (kind `corrupt`) |
+//! | anything else | [`FailureClass::Plain`] | `Storage` (kind `storage`), with a [`PostgresFailure`] as source |
+//!
+//! Retrying after a lost connection is safe even when the lost statement was `COMMIT`: a write that
+//! did commit is found by its receipt on the retry and answered as a replay, never applied twice.
+
+use memory_core::MemoryError;
+use memory_core::activity::ActivityError;
+use tokio_postgres::error::SqlState;
+
+/// What went wrong below the memory model. It is the `source` of a [`MemoryError::Storage`] or an
+/// [`ActivityError::Storage`]; callers that need the detail downcast to it (see [`postgres_failure`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostgresFailure {
+    /// The connection URL does not parse.
+    #[error("invalid PostgreSQL connection URL: {0}")]
+    InvalidUrl(#[source] tokio_postgres::Error),
+    /// The database holds a schema version newer than this build knows; it is not touched.
+    #[error("schema version {found} is newer than the supported version {supported}")]
+    SchemaTooNew {
+        /// The highest version recorded in `memory_schema_version`.
+        found: i64,
+        /// The newest version this build migrates to.
+        supported: i64,
+    },
+    /// The connection pool could not be built or failed outside PostgreSQL.
+    #[error("connection pool: {0}")]
+    Pool(String),
+    /// The connection was lost after `COMMIT` was sent, so whether the transaction committed is unknown.
+    /// Only calls that are not idempotent report this (a thread-log append, a fenced progress write):
+    /// inspect the store before repeating them. Memory writes never do: their retry is answered from
+    /// the receipt.
+    #[error("the connection was lost during COMMIT; whether it committed is unknown")]
+    CommitOutcomeUnknown(#[source] tokio_postgres::Error),
+    /// The store's background runtime is gone (the store is being dropped) or its task panicked.
+    #[error("the store's runtime stopped before the call finished")]
+    RuntimeStopped,
+    /// An error reported by PostgreSQL or the driver.
+    #[error(transparent)]
+    Postgres(#[from] tokio_postgres::Error),
+}
+
+/// The [`PostgresFailure`] inside a [`MemoryError::Storage`], if that is what the error carries.
+pub fn postgres_failure(error: &MemoryError) -> Option<&PostgresFailure> {
+    match error {
+        MemoryError::Storage { source, .. } => source.downcast_ref::<PostgresFailure>(),
+        _ => None,
+    }
+}
+
+/// How a failure is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// A conflict between concurrent transactions; the whole transaction may be retried at once.
+    Retry,
+    /// The server or connection is (temporarily) unavailable; retry on a fresh connection.
+    Unavailable,
+    /// PostgreSQL reports corrupt data.
+    Corrupt,
+    /// An ordinary failure; the transaction rolled back and left the database as it was.
+    Plain,
+}
+
+/// Classifies a driver error.
+pub fn classify(error: &tokio_postgres::Error) -> FailureClass {
+    if error.is_closed() {
+        return FailureClass::Unavailable;
+    }
+    let Some(code) = error.code() else {
+        // No SQLSTATE: an I/O or protocol error of the connection itself.
+        return FailureClass::Unavailable;
+    };
+    if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED {
+        FailureClass::Retry
+    } else if code.code().starts_with("08")
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+        || *code == SqlState::TOO_MANY_CONNECTIONS
+    {
+        FailureClass::Unavailable
+    } else if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED {
+        FailureClass::Corrupt
+    } else {
+        FailureClass::Plain
+    }
+}
+
+/// A failure of one attempt at a database call: the database's, or the model's (`E`), which is never
+/// retried.
+#[derive(Debug)]
+pub(crate) enum Fail<E> {
+    /// The driver or PostgreSQL failed.
+    Db(tokio_postgres::Error),
+    /// No connection could be had from the pool.
+    Pool(deadpool_postgres::PoolError),
+    /// The model refused or a row did not decode.
+    Model(E),
+    /// The connection was lost after `COMMIT` was sent by a call that must not be repeated blindly.
+    CommitUnknown(tokio_postgres::Error),
+}
+
+impl<E> From<tokio_postgres::Error> for Fail<E> {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Db(error)
+    }
+}
+
+impl<E> From<deadpool_postgres::PoolError> for Fail<E> {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        Self::Pool(error)
+    }
+}
+
+impl<E> Fail<E> {
+    pub(crate) fn class(&self) -> FailureClass {
+        match self {
+            Self::Db(error) => classify(error),
+            Self::Pool(deadpool_postgres::PoolError::Backend(error)) => classify(error),
+            Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => FailureClass::Unavailable,
+            Self::Pool(_) | Self::Model(_) | Self::CommitUnknown(_) => FailureClass::Plain,
+        }
+    }
+
+    /// Marks a lost connection after `COMMIT` as an unknown outcome.
+    pub(crate) fn commit_unknown(self) -> Self {
+        match self {
+            Self::Db(error) if classify(&error) == FailureClass::Unavailable => {
+                Self::CommitUnknown(error)
+            }
+            other => other,
+        }
+    }
+
+    /// The storage-level failure, for errors that are not the model's.
+    fn into_failure(self) -> Result<PostgresFailure, E> {
+        match self {
+            Self::Db(error) => Ok(PostgresFailure::Postgres(error)),
+            Self::Pool(deadpool_postgres::PoolError::Backend(error)) => {
+                Ok(PostgresFailure::Postgres(error))
+            }
+            Self::Pool(error) => Ok(PostgresFailure::Pool(error.to_string())),
+            Self::CommitUnknown(error) => Ok(PostgresFailure::CommitOutcomeUnknown(error)),
+            Self::Model(error) => Err(error),
+        }
+    }
+}
+
+impl Fail<MemoryError> {
+    /// The error a caller of a memory port sees.
+    pub(crate) fn into_memory(self, operation: &'static str) -> MemoryError {
+        let class = self.class();
+        match self.into_failure() {
+            Err(model) => model,
+            Ok(failure) => match class {
+                FailureClass::Retry | FailureClass::Unavailable => {
+                    tracing::warn!(operation, error = %failure, "PostgreSQL unavailable");
+                    MemoryError::Busy { operation }
+                }
+                FailureClass::Corrupt => MemoryError::Corrupt {
+                    what: format!("PostgreSQL reported corruption during {operation}"),
+                },
+                FailureClass::Plain => MemoryError::storage(operation, failure),
+            },
+        }
+    }
+}
+
+impl Fail<ActivityError> {
+    /// The error a caller of an activity port sees.
+    pub(crate) fn into_activity(self, operation: &'static str) -> ActivityError {
+        let class = self.class();
+        match self.into_failure() {
+            Err(model) => model,
+            Ok(failure) => match class {
+                FailureClass::Retry | FailureClass::Unavailable => {
+                    tracing::warn!(operation, error = %failure, "PostgreSQL unavailable");
+                    ActivityError::Busy { operation }
+                }
+                FailureClass::Corrupt => ActivityError::Corrupt {
+                    what: format!("PostgreSQL reported corruption during {operation}"),
+                },
+                FailureClass::Plain => ActivityError::Storage {
+                    operation,
+                    source: Box::new(failure),
+                },
+            },
+        }
+    }
+}
+
+/// A stored row that does not parse or contradicts itself.
+pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
+    MemoryError::Corrupt { what: what.into() }
+}
+
+/// The same, for the activity stores.
+pub(crate) fn activity_corrupt(what: impl Into<String>) -> ActivityError {
+    ActivityError::Corrupt { what: what.into() }
+}
+
+/// Converts a stored integer to an unsigned number, refusing negative values.
+pub(crate) fn to_u64(value: i64, what: &'static str) -> Result<u64, ActivityError> {
+    u64::try_from(value).map_err(|_| activity_corrupt(format!("negative {what}")))
+}
+
+/// Converts a sequence or epoch to PostgreSQL's `bigint`, refusing values it cannot hold.
+pub(crate) fn to_i64(value: u64, field: &'static str) -> Result<i64, ActivityError> {
+    i64::try_from(value).map_err(|_| ActivityError::TooLarge {
+        limit: field,
+        max: i64::MAX as u64,
+        actual: value,
+    })
+}

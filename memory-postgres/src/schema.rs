@@ -1,0 +1,247 @@
+//! Versioned schema migrations, applied on open.
+//!
+//! `memory_schema_version` holds one row per applied migration. Opening a store takes a transaction-level
+//! advisory lock (so concurrent openers on several hosts migrate once), creates the schema named in the
+//! options if needed, applies every migration newer than the recorded version in order, and records each,
+//! all in one transaction: a failed migration leaves the database as it was. A database whose recorded
+//! version is newer than [`SCHEMA_VERSION`] is refused with [`PostgresFailure::SchemaTooNew`] and left
+//! untouched, so an old build never misreads rows written by a newer one.
+//!
+//! To change the schema, append a migration; never edit one that has shipped.
+
+use deadpool_postgres::Object;
+use memory_core::MemoryError;
+
+use crate::db::SchemaName;
+use crate::error::{Fail, PostgresFailure};
+
+/// The newest schema version this build migrates to, reads and writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock key that serializes migrations in one database ("memory-m" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6d65_6d6f_7279_2d6d;
+
+/// Migration 1: every table of the memory store, the activity stores and the vector store.
+///
+/// - `memory_documents`: the current document of each key (withdrawn tombstones included); `search` is
+///   its full-text vector (NULL once withdrawn), GIN-indexed; `body` is the document's JSON.
+/// - `memory_document_scopes`: scopes of current, non-withdrawn documents, with their namespace, so search
+///   filters namespace and scope in the same statement that matches.
+/// - `memory_change_head`: one row holding the latest change sequence. Every write transaction locks it
+///   first, which makes writers take turns and sequence numbers follow commit order without gaps, so a
+///   follower reading `changes_since` never skips a change that commits later with a smaller number.
+/// - `memory_changes`, `memory_revisions`, `memory_receipts`: as in SQLite.
+/// - `memory_tsquery_or`: an aggregate OR-ing `tsquery` values, so a query's words are combined without
+///   ever being parsed as query syntax.
+/// - Text keys that are paged or listed in order are `COLLATE "C"`, so the order is bytewise, as in
+///   SQLite, whatever the database's locale.
+/// - `thread_records`, `thread_heads` (per-thread tail, row-locked by appends), `activity_progress`,
+///   `remembering_*`, `semantic_*`: the activity and vector tables.
+const MIGRATION_1: &str = r#"
+CREATE TABLE memory_documents (
+    entry BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    withdrawn BOOLEAN NOT NULL,
+    locator TEXT NOT NULL,
+    search TSVECTOR,
+    body TEXT NOT NULL,
+    UNIQUE (namespace, id),
+    CHECK ((search IS NULL) OR NOT withdrawn)
+);
+CREATE INDEX memory_documents_search ON memory_documents USING GIN (search);
+CREATE TABLE memory_document_scopes (
+    entry BIGINT NOT NULL REFERENCES memory_documents (entry),
+    scope TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    PRIMARY KEY (entry, scope)
+);
+CREATE INDEX memory_document_scopes_by_scope ON memory_document_scopes (namespace, scope, entry);
+CREATE TABLE memory_change_head (
+    singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+    head BIGINT NOT NULL CHECK (head >= 0)
+);
+INSERT INTO memory_change_head (singleton, head) VALUES (TRUE, 0);
+CREATE TABLE memory_changes (
+    sequence BIGINT PRIMARY KEY CHECK (sequence > 0),
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL
+);
+CREATE TABLE memory_revisions (
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    predecessor TEXT,
+    sequence BIGINT NOT NULL UNIQUE,
+    PRIMARY KEY (namespace, id, revision)
+);
+CREATE TABLE memory_receipts (
+    namespace TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (namespace, operation_id)
+);
+CREATE INDEX memory_receipts_by_revision ON memory_receipts (namespace, id, revision);
+CREATE AGGREGATE memory_tsquery_or (tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
+
+CREATE TABLE thread_records (
+    thread TEXT NOT NULL,
+    sequence BIGINT NOT NULL CHECK (sequence > 0),
+    record_json TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (thread, sequence)
+);
+CREATE TABLE thread_heads (
+    thread TEXT COLLATE "C" PRIMARY KEY,
+    tail BIGINT NOT NULL CHECK (tail > 0)
+);
+CREATE FUNCTION thread_records_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'thread records are append-only';
+END
+$$;
+CREATE TRIGGER thread_records_append_only
+    BEFORE UPDATE OR DELETE ON thread_records
+    FOR EACH ROW EXECUTE FUNCTION thread_records_append_only();
+
+CREATE TABLE activity_progress (
+    processor TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    thread TEXT COLLATE "C" NOT NULL,
+    cursor BIGINT NOT NULL DEFAULT 0 CHECK (cursor >= 0),
+    epoch BIGINT NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_expires_at BIGINT,
+    pending_sequence BIGINT,
+    pending_work_id TEXT,
+    pending_json TEXT,
+    last_advance_at BIGINT,
+    PRIMARY KEY (processor, version, thread)
+);
+
+CREATE TABLE remembering_intents (
+    row BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    intent_json TEXT NOT NULL,
+    counted BOOLEAN NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
+    epoch BIGINT NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_expires_at BIGINT,
+    proposal_json TEXT,
+    command_json TEXT,
+    command_attempt BIGINT,
+    outcome_json TEXT,
+    admitted_at BIGINT NOT NULL
+);
+CREATE INDEX remembering_intents_open ON remembering_intents (state, row);
+CREATE TABLE remembering_suppressions (
+    source TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    suppressed_at BIGINT NOT NULL,
+    PRIMARY KEY (source, revision)
+);
+CREATE TABLE remembering_references (
+    row BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source TEXT NOT NULL,
+    source_revision TEXT NOT NULL,
+    target_namespace TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    UNIQUE (target_namespace, operation_id)
+);
+CREATE INDEX remembering_references_source ON remembering_references (source, row);
+CREATE INDEX remembering_references_target
+    ON remembering_references (target_namespace, target_id, revision);
+CREATE TABLE remembering_outbox (
+    row BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    intent_json TEXT NOT NULL,
+    parked_at BIGINT NOT NULL
+);
+
+CREATE TABLE semantic_sources (
+    profile BYTEA NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    generation BIGINT NOT NULL,
+    revision TEXT,
+    withdrawn BOOLEAN NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+);
+CREATE TABLE semantic_chunks (
+    profile BYTEA NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    ordinal BIGINT NOT NULL,
+    start_byte BIGINT NOT NULL,
+    end_byte BIGINT NOT NULL,
+    excerpt_digest BYTEA NOT NULL,
+    vector BYTEA NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id, ordinal)
+);
+CREATE TABLE semantic_positions (
+    profile BYTEA PRIMARY KEY,
+    position BIGINT NOT NULL
+);
+"#;
+
+/// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
+const MIGRATIONS: &[&str] = &[MIGRATION_1];
+
+/// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
+pub(crate) async fn migrate(
+    client: &mut Object,
+    schema: Option<&SchemaName>,
+) -> Result<(), Fail<MemoryError>> {
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    if let Some(schema) = schema {
+        // The name was validated to need no quoting.
+        transaction
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", schema.as_str()))
+            .await?;
+    }
+    transaction
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS memory_schema_version (
+                version BIGINT PRIMARY KEY,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )",
+        )
+        .await?;
+    let found: i64 = transaction
+        .query_one(
+            "SELECT COALESCE(max(version), 0) FROM memory_schema_version",
+            &[],
+        )
+        .await?
+        .get(0);
+    if found > SCHEMA_VERSION {
+        return Err(Fail::Model(MemoryError::storage(
+            "open store",
+            PostgresFailure::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            },
+        )));
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        let version = index as i64 + 1;
+        transaction.batch_execute(migration).await?;
+        transaction
+            .execute(
+                "INSERT INTO memory_schema_version (version) VALUES ($1)",
+                &[&version],
+            )
+            .await?;
+        tracing::info!(version, "applied PostgreSQL schema migration");
+    }
+    transaction.commit().await?;
+    Ok(())
+}

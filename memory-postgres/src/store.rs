@@ -1,0 +1,900 @@
+//! The memory store on PostgreSQL: reads, the write transaction, the change feed and lexical search.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Object};
+use memory_core::{
+    Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, MemoryAccess,
+    MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite, MemoryWriter,
+    NamespaceAddress, OperationId, PreparedWrite, Revision, SystemClock, WriteOutcome, WritePlan,
+};
+
+use crate::db::{ConnectSettings, DEFAULT_RETRIES, Handle, SchemaName, with_retries};
+use crate::error::Fail;
+use crate::rows::{
+    DOCUMENT_COLUMNS, decode_document, decode_key, decode_receipt, decode_revision,
+    decode_sequence, encode, indexed_text, speakers,
+};
+use crate::{lexical, schema};
+
+/// Most writes in one [`PostgresStore::apply_batch`] call.
+pub const MAX_BATCH_WRITES: usize = 10_000;
+/// Most keys in one [`MemoryReader::read_many`] call.
+pub const MAX_READ_MANY_KEYS: usize = 10_000;
+/// Most changes returned by one [`ChangeFeed::changes_since`] call; larger limits are clamped.
+pub const MAX_CHANGES_PER_CALL: usize = 10_000;
+/// The channel on which every committed write transaction notifies its new change head. Channels are
+/// database-wide, so the payload names the store's schema too: `<schema>:<head in decimal>`. Followers
+/// may `LISTEN` to wake; the change sequence stays the source of truth.
+pub const CHANGE_CHANNEL: &str = "memory_changes";
+
+type Result<T, E = MemoryError> = std::result::Result<T, E>;
+type Attempt<T> = std::result::Result<T, Fail<MemoryError>>;
+
+/// One committed revision of a key and the revision it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionLink {
+    /// The revision.
+    pub revision: Revision,
+    /// The revision it replaced; `None` for the first.
+    pub predecessor: Option<Revision>,
+    /// The change sequence it was committed at.
+    pub sequence: ChangeSequence,
+}
+
+/// What [`PostgresStore::check_consistency`] counted in a consistent store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConsistencyReport {
+    /// Current rows (withdrawn tombstones included).
+    pub documents: u64,
+    /// Stored receipts, one per committed write.
+    pub receipts: u64,
+    /// Committed revisions.
+    pub revisions: u64,
+    /// Entries of the change sequence.
+    pub changes: u64,
+}
+
+/// Options for connecting a [`PostgresStore`].
+pub struct PostgresStoreBuilder {
+    url: String,
+    schema: Option<SchemaName>,
+    pool_size: usize,
+    retries: u32,
+    connect_timeout: Duration,
+    wait_timeout: Duration,
+    clock: Arc<dyn Clock>,
+    application_name: String,
+}
+
+impl std::fmt::Debug for PostgresStoreBuilder {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password: it is never printed.
+        formatter
+            .debug_struct("PostgresStoreBuilder")
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The schema (PostgreSQL namespace) holding the store's tables; created on connect when missing.
+    /// Without one, the connection's default `search_path` decides (normally `public`).
+    pub fn schema(mut self, schema: SchemaName) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Most pooled connections (default 8).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// How many times a call is retried after a serialization failure or a lost connection (default
+    /// [`DEFAULT_RETRIES`]).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// How long to wait for a new connection (default 5 s) and for a free pooled one (default 30 s).
+    pub fn timeouts(mut self, connect: Duration, wait_for_pool: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.wait_timeout = wait_for_pool;
+        self
+    }
+
+    /// The clock that stamps `modified_at` (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The `application_name` shown in `pg_stat_activity` (default `memory-postgres`).
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
+        self
+    }
+
+    /// Connects, and creates or migrates the schema (see [`crate::schema`]).
+    pub async fn connect(self) -> Result<PostgresStore> {
+        let schema = self.schema.clone();
+        let handle = Handle::new(&self.settings())?;
+        let db = handle.db.clone();
+        handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    schema::migrate(&mut client, schema.as_ref()).await
+                })
+                .map_err(|error| error.into_memory("open store"))
+            })
+            .await?;
+        Ok(PostgresStore { handle })
+    }
+
+    /// [`Self::connect`] for callers without an executor (or inside one that may block).
+    pub fn connect_blocking(self) -> Result<PostgresStore> {
+        let schema = self.schema.clone();
+        let handle = Handle::new(&self.settings())?;
+        let db = handle.db.clone();
+        handle.block(async move {
+            with_retries!(db, idempotent = true, |client, _commit_sent| {
+                schema::migrate(&mut client, schema.as_ref()).await
+            })
+            .map_err(|error| error.into_memory("open store"))
+        })?;
+        Ok(PostgresStore { handle })
+    }
+
+    fn settings(&self) -> ConnectSettings {
+        ConnectSettings {
+            url: self.url.clone(),
+            schema: self.schema.clone(),
+            pool_size: self.pool_size,
+            retries: self.retries,
+            connect_timeout: self.connect_timeout,
+            wait_timeout: self.wait_timeout,
+            clock: self.clock.clone(),
+            application_name: self.application_name.clone(),
+        }
+    }
+}
+
+/// A memory store in a PostgreSQL database, shared by any number of processes. See the crate
+/// documentation for transactions and concurrency. Cloning is cheap and shares the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pub(crate) handle: Handle,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PostgresStore")
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Options for connecting to the database at `url` (`postgres://user:password@host:port/database`
+    /// or a libpq key-value string).
+    pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            url: url.into(),
+            schema: None,
+            pool_size: 8,
+            retries: DEFAULT_RETRIES,
+            connect_timeout: Duration::from_secs(5),
+            wait_timeout: Duration::from_secs(30),
+            clock: Arc::new(SystemClock),
+            application_name: "memory-postgres".to_owned(),
+        }
+    }
+
+    /// Connects with default options; see [`PostgresStoreBuilder::connect`].
+    pub async fn connect(url: impl Into<String>) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// Applies one write in its own transaction.
+    pub async fn apply_write(&self, write: MemoryWrite) -> Result<WriteOutcome> {
+        // Size limits and field checks run before any connection or transaction is taken.
+        let prepared = PreparedWrite::prepare(write)?;
+        check_storable(&prepared)?;
+        let mut outcomes = self.run_writes(vec![prepared]).await?;
+        outcomes
+            .pop()
+            .unwrap_or_else(|| Err(MemoryError::storage("write", "a write produced no outcome")))
+    }
+
+    /// [`Self::apply_batch`] for synchronous callers (a bulk import without an executor of its own):
+    /// blocks the calling thread until the batch committed or failed. Must not be called from a task
+    /// of this store's own runtime (no caller outside this crate has one).
+    pub fn apply_batch_blocking(
+        &self,
+        writes: Vec<MemoryWrite>,
+    ) -> Result<Vec<Result<WriteOutcome, MemoryError>>> {
+        let store = self.clone();
+        self.handle
+            .block(async move { store.apply_batch(writes).await })
+    }
+
+    /// Applies up to [`MAX_BATCH_WRITES`] writes in one transaction, in order, with the same rules as
+    /// single writes: each is planned against the database as the earlier writes of the batch left it.
+    /// The answer holds one result per write; a refused write changes nothing and does not stop the
+    /// others. A failure of the transaction itself commits none of them.
+    pub async fn apply_batch(
+        &self,
+        writes: Vec<MemoryWrite>,
+    ) -> Result<Vec<Result<WriteOutcome, MemoryError>>> {
+        if writes.len() > MAX_BATCH_WRITES {
+            return Err(MemoryError::TooLarge {
+                limit: "writes per batch",
+                max: MAX_BATCH_WRITES as u64,
+                actual: writes.len() as u64,
+            });
+        }
+        let mut answers: Vec<Option<Result<WriteOutcome, MemoryError>>> =
+            Vec::with_capacity(writes.len());
+        let mut prepared = Vec::with_capacity(writes.len());
+        for write in writes {
+            match PreparedWrite::prepare(write).and_then(|write| {
+                check_storable(&write)?;
+                Ok(write)
+            }) {
+                Ok(write) => {
+                    prepared.push(write);
+                    answers.push(None);
+                }
+                Err(refusal) => answers.push(Some(Err(refusal))),
+            }
+        }
+        let mut outcomes = self.run_writes(prepared).await?.into_iter();
+        Ok(answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    outcomes.next().unwrap_or_else(|| {
+                        Err(MemoryError::storage("write", "a write produced no outcome"))
+                    })
+                })
+            })
+            .collect())
+    }
+
+    async fn run_writes(&self, prepared: Vec<PreparedWrite>) -> Result<BatchOutcome> {
+        if prepared.is_empty() {
+            return Ok(Vec::new());
+        }
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: a retry after a lost COMMIT finds the receipt and answers a replay.
+                with_retries!(db, idempotent = true, |client, commit_sent| {
+                    write_attempt(&mut client, db.clock.as_ref(), &prepared, &mut commit_sent).await
+                })
+                .map_err(|error| error.into_memory("write"))
+            })
+            .await
+    }
+
+    /// Runs a read-only call with retries on the store's runtime.
+    async fn read_call<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: AsyncReadFn<T>,
+    {
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    work.call(&mut client).await
+                })
+                .map_err(|error| error.into_memory(operation))
+            })
+            .await
+    }
+
+    /// Reads the current, non-withdrawn document of `key`.
+    pub async fn read_document(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>> {
+        let key = key.clone();
+        self.read_call("read", ReadOne(key)).await
+    }
+
+    /// The stored receipt of `operation_id` in `namespace`, exactly as it was returned when issued.
+    pub async fn receipt(
+        &self,
+        namespace: &NamespaceAddress,
+        operation_id: &OperationId,
+    ) -> Result<Option<MemoryReceipt>> {
+        let json = self.receipt_json(namespace, operation_id).await?;
+        json.map(|body| decode_receipt(&body, namespace, operation_id.as_str()))
+            .transpose()
+    }
+
+    /// The stored JSON text of a receipt, for checks that a receipt reads back byte for byte.
+    pub async fn receipt_json(
+        &self,
+        namespace: &NamespaceAddress,
+        operation_id: &OperationId,
+    ) -> Result<Option<String>> {
+        self.read_call(
+            "read receipt",
+            ReceiptJson(
+                namespace.as_str().to_owned(),
+                operation_id.as_str().to_owned(),
+            ),
+        )
+        .await
+    }
+
+    /// Every committed revision of `key` (withdrawal included), in commit order.
+    pub async fn history(&self, key: &MemoryKey) -> Result<Vec<RevisionLink>> {
+        self.read_call("read history", History(key.clone())).await
+    }
+
+    /// Checks that the database agrees with itself, in one snapshot: every row decodes, every current
+    /// document has the receipt that wrote it (and that receipt holds the very same document), every
+    /// receipt has its revision and every revision its change, the change head is the last change, and
+    /// the search vectors and scopes cover exactly the current, non-withdrawn documents. Any
+    /// disagreement is [`MemoryError::Corrupt`].
+    pub async fn check_consistency(&self) -> Result<ConsistencyReport> {
+        self.read_call("check consistency", Consistency).await
+    }
+
+    /// The thread log sharing this store's pool.
+    pub fn thread_log(&self) -> crate::thread_log::PostgresThreadLog {
+        crate::thread_log::PostgresThreadLog {
+            handle: self.handle.clone(),
+        }
+    }
+
+    /// The progress store sharing this store's pool.
+    pub fn progress(&self) -> crate::progress::PostgresProgressStore {
+        crate::progress::PostgresProgressStore {
+            handle: self.handle.clone(),
+        }
+    }
+
+    /// The remembering store sharing this store's pool.
+    pub fn remembering(&self) -> crate::remembering_store::PostgresRememberingStore {
+        crate::remembering_store::PostgresRememberingStore {
+            handle: self.handle.clone(),
+        }
+    }
+
+    /// The vector store sharing this store's pool.
+    pub fn vectors(&self) -> crate::vectors::PostgresVectorStore {
+        crate::vectors::PostgresVectorStore {
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+/// Refuses, before any transaction, what PostgreSQL text columns cannot hold.
+fn check_storable(write: &PreparedWrite) -> Result<()> {
+    if let MemoryWrite::Put { locator, .. } = write.write()
+        && locator.contains('\0')
+    {
+        return Err(MemoryError::invalid(
+            "locator",
+            "PostgreSQL text cannot hold U+0000",
+        ));
+    }
+    Ok(())
+}
+
+/// A read-only unit of work that runs on a pooled connection; a trait (not a closure) so the future it
+/// returns can borrow the connection and still be `Send`.
+trait AsyncReadFn<T>: Send + Sync + 'static {
+    fn call(&self, client: &mut Object) -> impl std::future::Future<Output = Attempt<T>> + Send;
+}
+
+struct ReadOne(MemoryKey);
+
+impl AsyncReadFn<Option<MemoryDocument>> for ReadOne {
+    async fn call(&self, client: &mut Object) -> Attempt<Option<MemoryDocument>> {
+        Ok(read_current(&*client, &self.0)
+            .await?
+            .filter(|document| document.withdrawn.is_none()))
+    }
+}
+
+struct ReadMany(Vec<MemoryKey>);
+
+impl AsyncReadFn<Vec<Option<MemoryDocument>>> for ReadMany {
+    async fn call(&self, client: &mut Object) -> Attempt<Vec<Option<MemoryDocument>>> {
+        // One snapshot for all keys.
+        let transaction = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let mut documents = Vec::with_capacity(self.0.len());
+        for key in &self.0 {
+            documents.push(
+                read_current(&transaction, key)
+                    .await?
+                    .filter(|document| document.withdrawn.is_none()),
+            );
+        }
+        transaction.commit().await?;
+        Ok(documents)
+    }
+}
+
+struct ReceiptJson(String, String);
+
+impl AsyncReadFn<Option<String>> for ReceiptJson {
+    async fn call(&self, client: &mut Object) -> Attempt<Option<String>> {
+        let statement = client
+            .prepare_cached(
+                "SELECT body FROM memory_receipts WHERE namespace = $1 AND operation_id = $2",
+            )
+            .await?;
+        Ok(client
+            .query_opt(&statement, &[&self.0, &self.1])
+            .await?
+            .map(|row| row.get(0)))
+    }
+}
+
+struct History(MemoryKey);
+
+impl AsyncReadFn<Vec<RevisionLink>> for History {
+    async fn call(&self, client: &mut Object) -> Attempt<Vec<RevisionLink>> {
+        let rows = client
+            .query(
+                "SELECT revision, predecessor, sequence FROM memory_revisions \
+                 WHERE namespace = $1 AND id = $2 ORDER BY sequence",
+                &[&self.0.namespace.as_str(), &self.0.id.as_str()],
+            )
+            .await?;
+        let mut links = Vec::with_capacity(rows.len());
+        for row in rows {
+            let revision: String = row.try_get(0)?;
+            let predecessor: Option<String> = row.try_get(1)?;
+            let sequence: i64 = row.try_get(2)?;
+            links.push(RevisionLink {
+                revision: decode_revision(&revision).map_err(Fail::Model)?,
+                predecessor: predecessor
+                    .as_deref()
+                    .map(decode_revision)
+                    .transpose()
+                    .map_err(Fail::Model)?,
+                sequence: decode_sequence(sequence).map_err(Fail::Model)?,
+            });
+        }
+        Ok(links)
+    }
+}
+
+struct Head;
+
+impl AsyncReadFn<ChangeSequence> for Head {
+    async fn call(&self, client: &mut Object) -> Attempt<ChangeSequence> {
+        let statement = client
+            .prepare_cached("SELECT head FROM memory_change_head")
+            .await?;
+        let head: i64 = client.query_one(&statement, &[]).await?.try_get(0)?;
+        decode_sequence(head).map_err(Fail::Model)
+    }
+}
+
+struct ChangesSince(i64, i64);
+
+impl AsyncReadFn<Vec<Change>> for ChangesSince {
+    async fn call(&self, client: &mut Object) -> Attempt<Vec<Change>> {
+        let statement = client
+            .prepare_cached(
+                "SELECT sequence, namespace, id FROM memory_changes \
+                 WHERE sequence > $1 ORDER BY sequence LIMIT $2",
+            )
+            .await?;
+        let rows = client.query(&statement, &[&self.0, &self.1]).await?;
+        let mut changes = Vec::with_capacity(rows.len());
+        for row in rows {
+            let sequence: i64 = row.try_get(0)?;
+            let namespace: String = row.try_get(1)?;
+            let id: String = row.try_get(2)?;
+            changes.push(Change {
+                sequence: decode_sequence(sequence).map_err(Fail::Model)?,
+                key: decode_key(&namespace, &id).map_err(Fail::Model)?,
+            });
+        }
+        Ok(changes)
+    }
+}
+
+struct Search {
+    words: Vec<String>,
+    namespace: String,
+    scope: String,
+    limit: i64,
+}
+
+impl AsyncReadFn<Vec<LexicalHit>> for Search {
+    async fn call(&self, client: &mut Object) -> Attempt<Vec<LexicalHit>> {
+        let statement = client.prepare_cached(lexical::SEARCH_SQL).await?;
+        let rows = client
+            .query(
+                &statement,
+                &[&self.words, &self.namespace, &self.scope, &self.limit],
+            )
+            .await?;
+        let mut hits = Vec::with_capacity(rows.len());
+        for row in rows {
+            let namespace: String = row.try_get(0)?;
+            let id: String = row.try_get(1)?;
+            let revision: String = row.try_get(2)?;
+            hits.push(LexicalHit {
+                key: decode_key(&namespace, &id).map_err(Fail::Model)?,
+                revision: decode_revision(&revision).map_err(Fail::Model)?,
+                locator: row.try_get(3)?,
+                score: row.try_get(4)?,
+            });
+        }
+        tracing::debug!(hits = hits.len(), "lexical search");
+        Ok(hits)
+    }
+}
+
+struct Consistency;
+
+impl AsyncReadFn<ConsistencyReport> for Consistency {
+    async fn call(&self, client: &mut Object) -> Attempt<ConsistencyReport> {
+        let transaction = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let report = crate::consistency::check(&transaction).await?;
+        transaction.commit().await?;
+        Ok(report)
+    }
+}
+
+/// Reads the current row of `key`, withdrawn tombstones included.
+pub(crate) async fn read_current<C: GenericClient + Sync>(
+    client: &C,
+    key: &MemoryKey,
+) -> Attempt<Option<MemoryDocument>> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE namespace = $1 AND id = $2"
+        ))
+        .await?;
+    let row = client
+        .query_opt(&statement, &[&key.namespace.as_str(), &key.id.as_str()])
+        .await?;
+    row.map(|row| decode_document(&row))
+        .transpose()
+        .map_err(Fail::Model)
+}
+
+/// Reads and validates the receipt stored for `(namespace, operation_id)`.
+async fn read_receipt<C: GenericClient + Sync>(
+    client: &C,
+    namespace: &NamespaceAddress,
+    operation_id: &str,
+) -> Attempt<Option<MemoryReceipt>> {
+    let statement = client
+        .prepare_cached(
+            "SELECT body FROM memory_receipts WHERE namespace = $1 AND operation_id = $2",
+        )
+        .await?;
+    let body: Option<String> = client
+        .query_opt(&statement, &[&namespace.as_str(), &operation_id])
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?;
+    body.map(|body| decode_receipt(&body, namespace, operation_id))
+        .transpose()
+        .map_err(Fail::Model)
+}
+
+/// What a batch transaction decided for each write, in input order.
+type BatchOutcome = Vec<Result<WriteOutcome, MemoryError>>;
+
+/// One attempt at a write transaction.
+///
+/// It runs at READ COMMITTED and first locks the change-head row: that lock is the store's write lock,
+/// held until commit, so writers from every process take turns, each statement after it sees every
+/// earlier commit, plans are computed against the latest state, and change sequences follow commit
+/// order. The conditional update on the expected revision and the receipt's primary key still guard
+/// each row in SQL, so a plan that no longer matched would fail rather than overwrite.
+async fn write_attempt(
+    client: &mut Object,
+    clock: &dyn Clock,
+    writes: &[PreparedWrite],
+    commit_sent: &mut bool,
+) -> Attempt<BatchOutcome> {
+    let transaction = client.transaction().await?;
+    let lock = transaction
+        .prepare_cached("SELECT head FROM memory_change_head FOR UPDATE")
+        .await?;
+    let head: i64 = transaction.query_one(&lock, &[]).await?.try_get(0)?;
+    // Taken under the write lock, so `modified_at` follows commit order on one clock.
+    let now = clock.now_millis();
+    let mut sequence = head;
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for write in writes {
+        outcomes.push(apply_one(&transaction, write, now, &mut sequence).await?);
+    }
+    if sequence == head {
+        // Refusals and replays wrote nothing.
+        transaction.rollback().await?;
+        return Ok(outcomes);
+    }
+    let advance = transaction
+        .prepare_cached(
+            "UPDATE memory_change_head SET head = $1 \
+             RETURNING pg_notify('memory_changes', current_schema() || ':' || head::text)",
+        )
+        .await?;
+    transaction.query_one(&advance, &[&sequence]).await?;
+    *commit_sent = true;
+    transaction.commit().await?;
+    tracing::debug!(
+        writes = writes.len(),
+        committed = sequence - head,
+        "write transaction committed"
+    );
+    Ok(outcomes)
+}
+
+/// Plans one write against the transaction's view and persists it. The inner result is the write's own
+/// answer (a refusal changes nothing); the outer one fails the whole transaction.
+async fn apply_one(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    write: &PreparedWrite,
+    now: i64,
+    sequence: &mut i64,
+) -> Attempt<Result<WriteOutcome, MemoryError>> {
+    let key = write.write().key();
+    let stored = match read_receipt(
+        transaction,
+        &key.namespace,
+        write.write().operation_id().as_str(),
+    )
+    .await
+    {
+        Ok(receipt) => match read_current(transaction, key).await {
+            Ok(current) => Ok((receipt, current)),
+            Err(error) => Err(error),
+        },
+        Err(error) => Err(error),
+    };
+    let planned = match stored {
+        // The database failing fails the transaction; a row that does not decode refuses this write.
+        Err(Fail::Model(refusal)) => Err(refusal),
+        Err(error) => return Err(error),
+        Ok((receipt, current)) => write.plan(receipt.as_ref(), current.as_ref(), now),
+    };
+    match planned {
+        Err(refusal) => Ok(Err(refusal)),
+        Ok(WritePlan::Replay(receipt)) => Ok(Ok(WriteOutcome {
+            receipt,
+            replayed: true,
+        })),
+        Ok(WritePlan::Commit { document, receipt }) => {
+            *sequence += 1;
+            persist(transaction, &document, &receipt, *sequence).await?;
+            Ok(Ok(WriteOutcome {
+                receipt,
+                replayed: false,
+            }))
+        }
+    }
+}
+
+async fn persist(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    document: &MemoryDocument,
+    receipt: &MemoryReceipt,
+    sequence: i64,
+) -> Attempt<()> {
+    let namespace = document.key.namespace.as_str();
+    let id = document.key.id.as_str();
+    let revision = document.revision.as_str();
+    let document_body = encode(document).map_err(Fail::Model)?;
+    let receipt_body = encode(receipt).map_err(Fail::Model)?;
+    let withdrawn = document.withdrawn.is_some();
+    let (text, speakers) = if withdrawn {
+        (None, None)
+    } else {
+        (
+            Some(indexed_text(&document.content.text)),
+            Some(speakers(document)),
+        )
+    };
+    let entry: i64 = match &document.predecessor {
+        // The conditional update on the expected revision: exactly one row, or the write is refused.
+        Some(predecessor) => {
+            let update = transaction
+                .prepare_cached(
+                    "UPDATE memory_documents SET revision = $3, withdrawn = $4, locator = $5, \
+                     body = $6, search = to_tsvector('english'::regconfig, $7::text) || to_tsvector('english'::regconfig, $8::text) \
+                     WHERE namespace = $1 AND id = $2 AND revision = $9 RETURNING entry",
+                )
+                .await?;
+            let rows = transaction
+                .query(
+                    &update,
+                    &[
+                        &namespace,
+                        &id,
+                        &revision,
+                        &withdrawn,
+                        &document.locator,
+                        &document_body,
+                        &text,
+                        &speakers,
+                        &predecessor.as_str(),
+                    ],
+                )
+                .await?;
+            let [row] = rows.as_slice() else {
+                return Err(Fail::Model(MemoryError::Conflict { current: None }));
+            };
+            let entry: i64 = row.try_get(0)?;
+            let clear = transaction
+                .prepare_cached("DELETE FROM memory_document_scopes WHERE entry = $1")
+                .await?;
+            transaction.execute(&clear, &[&entry]).await?;
+            entry
+        }
+        None => {
+            let insert = transaction
+                .prepare_cached(
+                    "INSERT INTO memory_documents \
+                     (namespace, id, revision, withdrawn, locator, body, search) \
+                     VALUES ($1, $2, $3, $4, $5, $6, \
+                             to_tsvector('english'::regconfig, $7::text) || to_tsvector('english'::regconfig, $8::text)) \
+                     RETURNING entry",
+                )
+                .await?;
+            transaction
+                .query_one(
+                    &insert,
+                    &[
+                        &namespace,
+                        &id,
+                        &revision,
+                        &withdrawn,
+                        &document.locator,
+                        &document_body,
+                        &text,
+                        &speakers,
+                    ],
+                )
+                .await?
+                .try_get(0)?
+        }
+    };
+    if !withdrawn && !document.scopes.is_empty() {
+        let scopes: Vec<&str> = document.scopes.iter().map(|scope| scope.as_str()).collect();
+        let insert = transaction
+            .prepare_cached(
+                "INSERT INTO memory_document_scopes (entry, scope, namespace) \
+                 SELECT $1, scope, $3 FROM unnest($2::text[]) AS scope",
+            )
+            .await?;
+        transaction
+            .execute(&insert, &[&entry, &scopes, &namespace])
+            .await?;
+    }
+    let change = transaction
+        .prepare_cached("INSERT INTO memory_changes (sequence, namespace, id) VALUES ($1, $2, $3)")
+        .await?;
+    transaction
+        .execute(&change, &[&sequence, &namespace, &id])
+        .await?;
+    let link = transaction
+        .prepare_cached(
+            "INSERT INTO memory_revisions (namespace, id, revision, predecessor, sequence) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?;
+    transaction
+        .execute(
+            &link,
+            &[
+                &namespace,
+                &id,
+                &revision,
+                &document
+                    .predecessor
+                    .as_ref()
+                    .map(|revision| revision.as_str()),
+                &sequence,
+            ],
+        )
+        .await?;
+    let store_receipt = transaction
+        .prepare_cached(
+            "INSERT INTO memory_receipts (namespace, operation_id, id, revision, body) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?;
+    transaction
+        .execute(
+            &store_receipt,
+            &[
+                &namespace,
+                &receipt.operation_id.as_str(),
+                &id,
+                &revision,
+                &receipt_body,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+impl MemoryReader for PostgresStore {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>> {
+        self.read_document(key).await
+    }
+
+    async fn read_many(&self, keys: &[MemoryKey]) -> Result<Vec<Option<MemoryDocument>>> {
+        if keys.len() > MAX_READ_MANY_KEYS {
+            return Err(MemoryError::TooLarge {
+                limit: "keys per read",
+                max: MAX_READ_MANY_KEYS as u64,
+                actual: keys.len() as u64,
+            });
+        }
+        self.read_call("read many", ReadMany(keys.to_vec())).await
+    }
+}
+
+impl MemoryWriter for PostgresStore {
+    async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome> {
+        self.apply_write(write).await
+    }
+}
+
+impl ChangeFeed for PostgresStore {
+    async fn head(&self) -> Result<ChangeSequence> {
+        self.read_call("read change head", Head).await
+    }
+
+    async fn changes_since(&self, after: ChangeSequence, limit: usize) -> Result<Vec<Change>> {
+        let limit = limit.min(MAX_CHANGES_PER_CALL) as i64;
+        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        self.read_call("read changes", ChangesSince(after, limit))
+            .await
+    }
+}
+
+impl LexicalSearch for PostgresStore {
+    async fn search(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<LexicalHit>> {
+        let words = lexical::query_words(query)?;
+        let limit = limit.min(lexical::MAX_SEARCH_HITS);
+        if words.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.read_call(
+            "lexical search",
+            Search {
+                words,
+                namespace: access.namespace.as_str().to_owned(),
+                scope: access.scope.as_str().to_owned(),
+                limit: limit as i64,
+            },
+        )
+        .await
+    }
+}

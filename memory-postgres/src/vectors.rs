@@ -1,0 +1,409 @@
+//! PostgreSQL persistence of semantic chunk vectors ([`memory_core::vectors::VectorStore`]).
+//!
+//! Rows are keyed by profile digest, so vectors of different profiles never mix. Vectors are
+//! little-endian f32 `bytea` values whose length is checked on load. One source's replacement is one
+//! transaction; a load reads sources and chunks in one repeatable-read snapshot, after counting them
+//! against the limits.
+
+use memory_core::vectors::{
+    ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
+    VectorLoadLimits, VectorStore,
+};
+use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
+
+use crate::db::{Handle, with_retries};
+use crate::error::{Fail, corrupt};
+
+type Attempt<T> = Result<T, Fail<MemoryError>>;
+
+/// Chunk vectors and indexer positions in PostgreSQL; get one from [`crate::PostgresStore::vectors`].
+#[derive(Clone)]
+pub struct PostgresVectorStore {
+    pub(crate) handle: Handle,
+}
+
+impl std::fmt::Debug for PostgresVectorStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PostgresVectorStore")
+            .finish_non_exhaustive()
+    }
+}
+
+fn model(error: MemoryError) -> Fail<MemoryError> {
+    Fail::Model(error)
+}
+
+fn check_count(what: &'static str, count: i64, max: usize) -> Attempt<()> {
+    let count = u64::try_from(count).map_err(|_| model(corrupt("negative row count")))?;
+    if count > max as u64 {
+        return Err(model(MemoryError::TooLarge {
+            limit: what,
+            max: max as u64,
+            actual: count,
+        }));
+    }
+    Ok(())
+}
+
+fn parse_key(namespace: &str, document_id: &str) -> Result<MemoryKey, MemoryError> {
+    Ok(MemoryKey {
+        namespace: NamespaceAddress::parse(namespace)
+            .map_err(|_| corrupt("invalid stored namespace address"))?,
+        id: DocumentId::new(document_id).map_err(|_| corrupt("invalid stored document id"))?,
+    })
+}
+
+fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
+}
+
+fn decode_vector(bytes: &[u8], dimensions: usize) -> Result<Vec<f32>, MemoryError> {
+    if bytes.len() != dimensions.saturating_mul(4) {
+        return Err(corrupt(format!(
+            "stored vector has {} bytes, expected {}",
+            bytes.len(),
+            dimensions.saturating_mul(4)
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]))
+        .collect())
+}
+
+async fn load(
+    client: &mut deadpool_postgres::Object,
+    profile: &[u8],
+    limits: VectorLoadLimits,
+) -> Attempt<Vec<StoredSource>> {
+    let transaction = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let source_count: i64 = transaction
+        .query_one(
+            "SELECT count(*) FROM semantic_sources WHERE profile = $1",
+            &[&profile],
+        )
+        .await?
+        .try_get(0)?;
+    check_count("stored sources", source_count, limits.max_sources)?;
+    let chunk_count: i64 = transaction
+        .query_one(
+            "SELECT count(*) FROM semantic_chunks WHERE profile = $1",
+            &[&profile],
+        )
+        .await?
+        .try_get(0)?;
+    check_count("stored chunks", chunk_count, limits.max_chunks)?;
+
+    let rows = transaction
+        .query(
+            "SELECT namespace, document_id, generation, revision, withdrawn \
+             FROM semantic_sources WHERE profile = $1 ORDER BY namespace, document_id",
+            &[&profile],
+        )
+        .await?;
+    let mut sources = Vec::with_capacity(rows.len());
+    let mut index_of = std::collections::HashMap::with_capacity(rows.len());
+    for row in rows {
+        let namespace: String = row.try_get(0)?;
+        let document_id: String = row.try_get(1)?;
+        let generation: i64 = row.try_get(2)?;
+        let revision: Option<String> = row.try_get(3)?;
+        let withdrawn: bool = row.try_get(4)?;
+        let key = parse_key(&namespace, &document_id).map_err(model)?;
+        let generation = SourceGeneration(
+            u64::try_from(generation).map_err(|_| model(corrupt("negative source generation")))?,
+        );
+        let state = match (withdrawn, revision) {
+            (true, _) => StoredSourceState::Withdrawn,
+            (false, Some(revision)) => StoredSourceState::Indexed {
+                revision: Revision::new(revision)
+                    .map_err(|_| model(corrupt("invalid stored revision")))?,
+                chunks: Vec::new(),
+            },
+            (false, None) => return Err(model(corrupt("indexed source without a revision"))),
+        };
+        index_of.insert((namespace, document_id), sources.len());
+        sources.push(StoredSource {
+            key,
+            generation,
+            state,
+        });
+    }
+    let rows = transaction
+        .query(
+            "SELECT namespace, document_id, ordinal, start_byte, end_byte, excerpt_digest, vector \
+             FROM semantic_chunks WHERE profile = $1 ORDER BY namespace, document_id, ordinal",
+            &[&profile],
+        )
+        .await?;
+    for row in rows {
+        let namespace: String = row.try_get(0)?;
+        let document_id: String = row.try_get(1)?;
+        let ordinal: i64 = row.try_get(2)?;
+        let start: i64 = row.try_get(3)?;
+        let end: i64 = row.try_get(4)?;
+        let digest: &[u8] = row.try_get(5)?;
+        let vector: &[u8] = row.try_get(6)?;
+        let slot = index_of
+            .get(&(namespace, document_id))
+            .copied()
+            .ok_or_else(|| model(corrupt("chunk without its source row")))?;
+        let chunk = StoredChunk {
+            ordinal: u32::try_from(ordinal).map_err(|_| model(corrupt("chunk ordinal")))?,
+            start: u64::try_from(start).map_err(|_| model(corrupt("chunk start")))?,
+            end: u64::try_from(end).map_err(|_| model(corrupt("chunk end")))?,
+            excerpt_digest: digest
+                .try_into()
+                .map_err(|_| model(corrupt("excerpt digest length")))?,
+            vector: decode_vector(vector, limits.dimensions).map_err(model)?,
+        };
+        if chunk.start > chunk.end {
+            return Err(model(corrupt("chunk range is reversed")));
+        }
+        match &mut sources[slot].state {
+            StoredSourceState::Indexed { chunks, .. } => chunks.push(chunk),
+            StoredSourceState::Withdrawn => {
+                return Err(model(corrupt("chunk stored for a withdrawn source")));
+            }
+        }
+    }
+    transaction.commit().await?;
+    Ok(sources)
+}
+
+/// The owned columns of one chunk row.
+struct ChunkRow {
+    ordinal: i64,
+    start: i64,
+    end: i64,
+    digest: Vec<u8>,
+    vector: Vec<u8>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn replace(
+    client: &mut deadpool_postgres::Object,
+    profile: &[u8],
+    namespace: &str,
+    document_id: &str,
+    generation: i64,
+    revision: Option<&str>,
+    chunks: &[ChunkRow],
+    commit_sent: &mut bool,
+) -> Attempt<ReplaceOutcome> {
+    let transaction = client.transaction().await?;
+    // The fence is part of the write: the upsert changes the source row only when the stored state
+    // admits the new one (it locks the row, so a concurrent replacement waits and is re-checked), and
+    // nothing else is written when it did not.
+    let admitted = transaction
+        .execute(
+            "INSERT INTO semantic_sources \
+             (profile, namespace, document_id, generation, revision, withdrawn) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
+             generation = excluded.generation, revision = excluded.revision, \
+             withdrawn = excluded.withdrawn \
+             WHERE NOT semantic_sources.withdrawn \
+             AND (excluded.generation > semantic_sources.generation \
+             OR (excluded.generation = semantic_sources.generation \
+             AND (excluded.withdrawn \
+                  OR excluded.revision IS NOT DISTINCT FROM semantic_sources.revision)))",
+            &[
+                &profile,
+                &namespace,
+                &document_id,
+                &generation,
+                &revision,
+                &revision.is_none(),
+            ],
+        )
+        .await?;
+    if admitted == 0 {
+        let row = transaction
+            .query_one(
+                "SELECT generation, withdrawn FROM semantic_sources \
+                 WHERE profile = $1 AND namespace = $2 AND document_id = $3",
+                &[&profile, &namespace, &document_id],
+            )
+            .await?;
+        let current: i64 = row.try_get(0)?;
+        let withdrawn: bool = row.try_get(1)?;
+        return Ok(ReplaceOutcome::Stale {
+            current: SourceGeneration(
+                u64::try_from(current).map_err(|_| model(corrupt("negative source generation")))?,
+            ),
+            withdrawn,
+        });
+    }
+    transaction
+        .execute(
+            "DELETE FROM semantic_chunks WHERE profile = $1 AND namespace = $2 AND document_id = $3",
+            &[&profile, &namespace, &document_id],
+        )
+        .await?;
+    if !chunks.is_empty() {
+        let insert = transaction
+            .prepare_cached(
+                "INSERT INTO semantic_chunks (profile, namespace, document_id, ordinal, \
+                 start_byte, end_byte, excerpt_digest, vector) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .await?;
+        for chunk in chunks {
+            transaction
+                .execute(
+                    &insert,
+                    &[
+                        &profile,
+                        &namespace,
+                        &document_id,
+                        &chunk.ordinal,
+                        &chunk.start,
+                        &chunk.end,
+                        &chunk.digest,
+                        &chunk.vector,
+                    ],
+                )
+                .await?;
+        }
+    }
+    *commit_sent = true;
+    transaction.commit().await?;
+    Ok(ReplaceOutcome::Replaced)
+}
+
+impl VectorStore for PostgresVectorStore {
+    async fn load_sources(
+        &self,
+        profile: &ProfileDigest,
+        limits: VectorLoadLimits,
+    ) -> Result<Vec<StoredSource>, MemoryError> {
+        let profile = profile.0.to_vec();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    load(&mut client, &profile, limits).await
+                })
+                .map_err(|error| error.into_memory("load vectors"))
+            })
+            .await
+    }
+
+    async fn replace_source(
+        &self,
+        profile: &ProfileDigest,
+        source: &StoredSource,
+    ) -> Result<ReplaceOutcome, MemoryError> {
+        let generation = i64::try_from(source.generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        let (revision, chunks) = match &source.state {
+            StoredSourceState::Indexed { revision, chunks } => {
+                let mut rows = Vec::with_capacity(chunks.len());
+                for chunk in chunks {
+                    rows.push(ChunkRow {
+                        ordinal: i64::from(chunk.ordinal),
+                        start: i64::try_from(chunk.start)
+                            .map_err(|_| MemoryError::invalid("chunk start", "exceeds 2^63 - 1"))?,
+                        end: i64::try_from(chunk.end)
+                            .map_err(|_| MemoryError::invalid("chunk end", "exceeds 2^63 - 1"))?,
+                        digest: chunk.excerpt_digest.to_vec(),
+                        vector: encode_vector(&chunk.vector),
+                    });
+                }
+                (Some(revision.as_str().to_owned()), rows)
+            }
+            StoredSourceState::Withdrawn => (None, Vec::new()),
+        };
+        let profile = profile.0.to_vec();
+        let namespace = source.key.namespace.as_str().to_owned();
+        let document_id = source.key.id.as_str().to_owned();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: a replacement that already landed is admitted again (same generation and
+                // revision) or, for a withdrawal, answered as already done.
+                with_retries!(db, idempotent = true, |client, commit_sent| {
+                    replace(
+                        &mut client,
+                        &profile,
+                        &namespace,
+                        &document_id,
+                        generation,
+                        revision.as_deref(),
+                        &chunks,
+                        &mut commit_sent,
+                    )
+                    .await
+                })
+                .map_err(|error| error.into_memory("replace vector source"))
+            })
+            .await
+    }
+
+    async fn indexed_position(
+        &self,
+        profile: &ProfileDigest,
+    ) -> Result<ChangeSequence, MemoryError> {
+        let profile = profile.0.to_vec();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    let position: Option<i64> = client
+                        .query_opt(
+                            "SELECT position FROM semantic_positions WHERE profile = $1",
+                            &[&profile],
+                        )
+                        .await?
+                        .map(|row| row.try_get(0))
+                        .transpose()?;
+                    match position {
+                        None => Ok(ChangeSequence(0)),
+                        Some(value) => u64::try_from(value)
+                            .map(ChangeSequence)
+                            .map_err(|_| model(corrupt("negative indexed position"))),
+                    }
+                })
+                .map_err(|error| error.into_memory("read indexed position"))
+            })
+            .await
+    }
+
+    async fn set_indexed_position(
+        &self,
+        profile: &ProfileDigest,
+        position: ChangeSequence,
+    ) -> Result<(), MemoryError> {
+        let value = i64::try_from(position.0)
+            .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
+        let profile = profile.0.to_vec();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: positions only move forward.
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    client
+                        .execute(
+                            "INSERT INTO semantic_positions (profile, position) VALUES ($1, $2) \
+                             ON CONFLICT (profile) DO UPDATE \
+                             SET position = GREATEST(semantic_positions.position, excluded.position)",
+                            &[&profile, &value],
+                        )
+                        .await?;
+                    Ok(())
+                })
+                .map_err(|error| error.into_memory("write indexed position"))
+            })
+            .await
+    }
+}

@@ -1,0 +1,541 @@
+//! Processor output keeps source-to-target references under its thread record's source id: forgetting,
+//! deleting or editing a record withdraws what the processor wrote from it (human corrections survive),
+//! a forget during an in-flight pass never becomes recallable, and keyed contributions (target key and
+//! action) replay their saved command unchanged and rebase only on a definite conflict.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use memory_core::activity::{
+    IntentOutcome, NewRecord, ProgressStore, RecordBody, RememberingStore, Sequence, SourceId,
+    ThreadId, ThreadLog, ThreadRecord, WorkerId,
+};
+use memory_core::{
+    DocumentId, EpochMillis, ManualClock, MemoryContent, MemoryKey, MemoryReader, MemoryWrite,
+    MemoryWriter, NamespaceAddress, OperationId,
+};
+use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
+use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::hooks::HookFuture;
+use remembering::sources::{SourceEvent, SourceEvents, SuppressingReader};
+use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
+use remembering::worker::{Application, IntentPassLimits, IntentWorker};
+use remembering::{
+    ActivityProcessor, ActivityProcessorParts, ApplicationError, Contribution, PassHooks,
+    PassLimits, PassPoint, RecordExtractor, RememberingError, StatementExtractor,
+};
+use support::{CallAt, Fault, FaultyWriter, processor, scopes, temp_db, thread};
+
+const LIMITS: PassLimits = PassLimits {
+    max_records: 100,
+    page_size: 10,
+    timeout_ms: 1_000,
+    lease_ms: 2_000,
+};
+
+/// Polls a future that never waits (the in-memory store's) to completion inside a synchronous hook.
+fn ready<T>(future: impl Future<Output = T>) -> T {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(value) => value,
+        std::task::Poll::Pending => panic!("the in-memory store never waits"),
+    }
+}
+
+/// Calls a closure at every pass point.
+struct OnPoint<F>(F);
+
+impl<F: Fn(PassPoint) + Send + Sync> PassHooks for OnPoint<F> {
+    fn at(&self, point: PassPoint) -> HookFuture<'_> {
+        (self.0)(point);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+fn statement_key(thread: &ThreadId, sequence: u64) -> MemoryKey {
+    let work = memory_core::activity::ProgressKey {
+        processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
+        version: memory_core::activity::ProcessorVersion(1),
+        thread: thread.clone(),
+    }
+    .work_id(Sequence(sequence));
+    MemoryKey {
+        namespace: StatementExtractor::namespace(thread).unwrap(),
+        id: DocumentId::new(format!("{}-0", work.as_str())).unwrap(),
+    }
+}
+
+type Cleaner = IntentWorker<
+    FaultyWriter,
+    ThreadRecordLoader,
+    StatementProposals,
+    KeepLatestMerger,
+    WithdrawOwnRevision,
+>;
+
+fn cleaner(path: &std::path::Path, writer: Arc<FaultyWriter>, clock: Arc<ManualClock>) -> Cleaner {
+    IntentWorker::new(
+        Arc::new(SqliteRememberingStore::open(path).unwrap()),
+        writer,
+        Application {
+            loader: ThreadRecordLoader::new(Arc::new(SqliteThreadLog::open(path).unwrap())),
+            extractor: StatementProposals::new(StatementExtractor::new(scopes())),
+            merger: KeepLatestMerger,
+            cleanup: WithdrawOwnRevision,
+        },
+        clock,
+        WorkerId::new("cleaner").unwrap(),
+        IntentPassLimits::default(),
+    )
+    .unwrap()
+}
+
+fn events(path: &std::path::Path, clock: Arc<ManualClock>) -> SourceEvents {
+    SourceEvents::new(Arc::new(SqliteRememberingStore::open(path).unwrap()), clock)
+}
+
+fn suppressing(
+    path: &std::path::Path,
+    writer: Arc<FaultyWriter>,
+) -> SuppressingReader<FaultyWriter> {
+    SuppressingReader::new(
+        writer,
+        Arc::new(SqliteRememberingStore::open(path).unwrap()),
+    )
+}
+
+fn human_put(key: &MemoryKey, expected: memory_core::Revision, text: &str) -> MemoryWrite {
+    MemoryWrite::Put {
+        key: key.clone(),
+        operation_id: OperationId::new(format!("human-{text}")).unwrap(),
+        expected_revision: Some(expected),
+        locator: "human".to_owned(),
+        content: MemoryContent::text(text),
+        scopes: scopes(),
+    }
+}
+
+#[tokio::test]
+async fn forgetting_processed_records_withdraws_their_documents_and_keeps_human_corrections() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    log.append(&t, NewRecord::user("ana", "I live in Lisbon", 1))
+        .unwrap();
+    log.append(&t, NewRecord::user("ana", "I like tea", 2))
+        .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS);
+    assert_eq!(worker.run_pass(&t).await.unwrap().receipts.len(), 2);
+    let (lisbon, tea) = (statement_key(&t, 1), statement_key(&t, 2));
+    let written = writer.read(&tea).await.unwrap().unwrap();
+    writer
+        .inner
+        .apply(human_put(&tea, written.revision, "Ana likes green tea"))
+        .await
+        .unwrap();
+
+    let events = events(&db.path, clock.clone());
+    events
+        .record(
+            &SourceId::thread_record(&t, Sequence(1)),
+            &SourceEvent::Forget,
+        )
+        .unwrap();
+    events
+        .record(
+            &SourceId::thread_record(&t, Sequence(2)),
+            &SourceEvent::Deleted,
+        )
+        .unwrap();
+    // Recall hides the forgotten contribution as soon as the forget is acknowledged.
+    let reader = suppressing(&db.path, writer.clone());
+    assert!(writer.read(&lisbon).await.unwrap().is_some());
+    assert_eq!(reader.read(&lisbon).await.unwrap(), None);
+    assert!(reader.read(&tea).await.unwrap().is_some());
+
+    let report = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap();
+    assert!(report.completed.contains(&IntentOutcome::Cleaned {
+        withdrawn: 1,
+        kept: 0
+    }));
+    assert!(report.completed.contains(&IntentOutcome::Cleaned {
+        withdrawn: 0,
+        kept: 1
+    }));
+    assert_eq!(writer.read(&lisbon).await.unwrap(), None);
+    let corrected = reader.read(&tea).await.unwrap().unwrap();
+    assert_eq!(corrected.content.text, "Ana likes green tea");
+}
+
+#[tokio::test]
+async fn a_forget_acknowledged_before_sending_means_the_command_is_never_sent() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    log.append(&t, NewRecord::user("ana", "my pin is 1234", 1))
+        .unwrap();
+    log.append(&t, NewRecord::user("ana", "forget me too", 2))
+        .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let events = events(&db.path, clock.clone());
+    // Record 2 is forgotten before any pass: it is never extracted.
+    events
+        .record(
+            &SourceId::thread_record(&t, Sequence(2)),
+            &SourceEvent::Revoked,
+        )
+        .unwrap();
+    let forget = SourceId::thread_record(&t, Sequence(1));
+    let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS).with_hooks(
+        Arc::new(CallAt::new(PassPoint::OutputSaved, 1, move || {
+            events.record(&forget, &SourceEvent::Forget).unwrap();
+        })),
+    );
+    let report = worker.run_pass(&t).await.unwrap();
+    assert_eq!((report.processed, report.suppressed), (2, 2));
+    assert!(writer.sent.lock().unwrap().is_empty(), "nothing was sent");
+    assert_eq!(writer.read(&statement_key(&t, 1)).await.unwrap(), None);
+    let view = SqliteProgressStore::open(&db.path)
+        .unwrap()
+        .inspect(&worker.key(&t))
+        .unwrap()
+        .unwrap();
+    assert_eq!((view.cursor, view.pending), (Sequence(2), None));
+}
+
+#[tokio::test]
+async fn a_forget_racing_the_write_is_never_recallable_and_its_cleanup_runs_again() {
+    let db = temp_db();
+    let t = thread("t");
+    SqliteThreadLog::open(&db.path)
+        .unwrap()
+        .append(&t, NewRecord::user("ana", "my pin is 1234", 1))
+        .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let key = statement_key(&t, 1);
+    let events = events(&db.path, clock.clone());
+    let forget = SourceId::thread_record(&t, Sequence(1));
+    let reader = Arc::new(suppressing(&db.path, writer.clone()));
+    // The cleanup the forget admits runs before the write lands, and finds nothing to withdraw.
+    let early_cleaner = cleaner(&db.path, writer.clone(), clock.clone());
+    let (hook_writer, hook_reader) = (writer.clone(), reader.clone());
+    let hook_key = key.clone();
+    let checked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let window = checked.clone();
+    let early = Arc::new(std::sync::Mutex::new(None));
+    let early_report = early.clone();
+    let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS).with_hooks(
+        Arc::new(OnPoint(move |point| match point {
+            PassPoint::BeforeApply => {
+                events.record(&forget, &SourceEvent::Forget).unwrap();
+                let report = ready(early_cleaner.run_pass()).unwrap();
+                *early_report.lock().unwrap() = Some(report);
+            }
+            PassPoint::AfterApply => {
+                assert!(ready(hook_writer.read(&hook_key)).unwrap().is_some());
+                assert_eq!(ready(hook_reader.read(&hook_key)).unwrap(), None);
+                window.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            _ => {}
+        })),
+    );
+    let report = worker.run_pass(&t).await.unwrap();
+    assert_eq!(report.receipts.len(), 1);
+    assert!(checked.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(
+        early.lock().unwrap().take().unwrap().completed,
+        vec![IntentOutcome::Cleaned {
+            withdrawn: 0,
+            kept: 1
+        }]
+    );
+    assert_eq!(reader.read(&key).await.unwrap(), None);
+    // The landed write admitted the record's cleanup again; it withdraws the contribution.
+    let report = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap();
+    assert_eq!(
+        report.completed,
+        vec![IntentOutcome::Cleaned {
+            withdrawn: 1,
+            kept: 0
+        }]
+    );
+    assert_eq!(writer.read(&key).await.unwrap(), None);
+}
+
+/// Puts what a user says about their home on `ana/home`; "forget my home" withdraws it.
+struct HomeExtractor {
+    namespace: NamespaceAddress,
+}
+
+impl HomeExtractor {
+    fn new() -> Self {
+        Self {
+            namespace: NamespaceAddress::encode("people", 1, &serde_json::json!({"team": "x"}))
+                .unwrap(),
+        }
+    }
+
+    fn key() -> MemoryKey {
+        MemoryKey {
+            namespace: Self::new().namespace,
+            id: DocumentId::new("ana/home").unwrap(),
+        }
+    }
+}
+
+impl RecordExtractor for HomeExtractor {
+    fn extract(
+        &self,
+        record: &ThreadRecord,
+        now: EpochMillis,
+    ) -> Result<Vec<Contribution>, ApplicationError> {
+        let RecordBody::UserInput { text } = &record.record.body else {
+            return Ok(Vec::new());
+        };
+        let target = DocumentId::new("ana/home")?;
+        if text == "forget my home" {
+            return Ok(vec![Contribution::withdraw(
+                self.namespace.clone(),
+                target,
+                "asked to forget",
+            )]);
+        }
+        let mut content = MemoryContent::text(text);
+        content.extracted_at = now;
+        content.recorded_at = now;
+        content.attributions = vec![memory_core::MemoryAttribution {
+            origin_id: format!("thread-record:{}", record.digest.as_str()),
+            speaker: record.record.speaker.clone(),
+            observers: Vec::new(),
+            locator: record.locator(),
+            activity_at: record.record.occurred_at,
+            interpretation: "stated".to_owned(),
+        }];
+        Ok(vec![Contribution::put_at(
+            self.namespace.clone(),
+            target,
+            content,
+            scopes(),
+        )])
+    }
+}
+
+fn home_processor(
+    path: &std::path::Path,
+    writer: Arc<FaultyWriter>,
+    clock: Arc<ManualClock>,
+    owner: &str,
+) -> ActivityProcessor<FaultyWriter, HomeExtractor> {
+    ActivityProcessor::new(ActivityProcessorParts {
+        log: Arc::new(SqliteThreadLog::open(path).unwrap()),
+        progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
+        references: Arc::new(SqliteRememberingStore::open(path).unwrap()),
+        writer,
+        extractor: HomeExtractor::new(),
+        clock,
+        processor: memory_core::activity::ProcessorId::new("homes").unwrap(),
+        version: memory_core::activity::ProcessorVersion(1),
+        owner: WorkerId::new(owner).unwrap(),
+        limits: LIMITS,
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn keyed_puts_and_withdrawals_replay_the_saved_command_after_a_lost_acknowledgement() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    for (index, text) in ["I live in Lisbon", "I moved to Porto"]
+        .into_iter()
+        .enumerate()
+    {
+        log.append(&t, NewRecord::user("ana", text, index as i64))
+            .unwrap();
+    }
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let worker = home_processor(&db.path, writer.clone(), clock.clone(), "a");
+    worker.run_pass(&t).await.unwrap();
+    let u = t;
+    log.append(&u, NewRecord::user("ana", "I moved to Faro", 5))
+        .unwrap();
+    writer.inject(Fault::LoseAcknowledgement);
+    let error = worker.run_pass(&u).await.unwrap_err();
+    assert!(matches!(error, RememberingError::Memory(_)), "{error:?}");
+    // Meanwhile the document moved on (the lost write landed): a command rebuilt from a fresh read
+    // would carry another expected revision under the same operation id.
+    clock.advance(5_000);
+    let report = worker.run_pass(&u).await.unwrap();
+    assert_eq!((report.reused_saved_output, report.rebases), (1, 0));
+    let sent = writer.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(
+        sent[2], sent[3],
+        "the retry sent the saved command unchanged"
+    );
+    let current = writer.read(&HomeExtractor::key()).await.unwrap().unwrap();
+    assert_eq!(current.content.text, "I moved to Faro");
+    assert_eq!(writer.inner.history().len(), 3, "each record landed once");
+
+    log.append(&u, NewRecord::user("ana", "forget my home", 9))
+        .unwrap();
+    let report = worker.run_pass(&u).await.unwrap();
+    assert_eq!(report.receipts.len(), 1);
+    assert_eq!(writer.read(&HomeExtractor::key()).await.unwrap(), None);
+    assert!(matches!(
+        writer.sent.lock().unwrap().last(),
+        Some(MemoryWrite::Withdraw { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_conflict_with_a_human_correction_rebases_the_saved_contribution_and_keeps_it() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    log.append(&t, NewRecord::user("ana", "I live in Lisbon", 1))
+        .unwrap();
+    log.append(
+        &t,
+        NewRecord::user("ana", "I live in Lisbon, near the river", 2),
+    )
+    .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let human_writer = writer.clone();
+    let extractions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = extractions.clone();
+    let worker = home_processor(&db.path, writer.clone(), clock.clone(), "a").with_hooks(Arc::new(
+        OnPoint(move |point| match point {
+            PassPoint::Extracted => {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            // Record 2's command is saved against revision 1; a human corrects the document first.
+            PassPoint::OutputSaved if counted.load(std::sync::atomic::Ordering::SeqCst) == 2 => {
+                let current = ready(human_writer.read(&HomeExtractor::key()))
+                    .unwrap()
+                    .unwrap();
+                ready(human_writer.inner.apply(human_put(
+                    &HomeExtractor::key(),
+                    current.revision,
+                    "Ana lives in Lisbon (Alfama)",
+                )))
+                .unwrap();
+            }
+            _ => {}
+        }),
+    ));
+    let report = worker.run_pass(&t).await.unwrap();
+    assert_eq!(report.rebases, 1);
+    assert_eq!(
+        extractions.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "no second extraction"
+    );
+    let current = writer.read(&HomeExtractor::key()).await.unwrap().unwrap();
+    assert_eq!(current.content.text, "Ana lives in Lisbon (Alfama)");
+    assert!(
+        current
+            .content
+            .attributions
+            .iter()
+            .any(|attribution| attribution.locator.starts_with("thread-record/2/")),
+        "the rebased write added record 2's attribution"
+    );
+    let sent = writer.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3);
+    assert_ne!(
+        sent[1].operation_id(),
+        sent[2].operation_id(),
+        "a rebase takes a new operation id"
+    );
+    // The rebased command kept a reference: forgetting record 2 hides and cleans up its revision.
+    let store = SqliteRememberingStore::open(&db.path).unwrap();
+    let references = store
+        .references(&SourceId::thread_record(&t, Sequence(2)), 0, 10)
+        .unwrap();
+    assert!(
+        references
+            .iter()
+            .any(|(_, reference)| reference.revision == current.revision)
+    );
+}
+
+#[tokio::test]
+async fn thread_record_intents_load_records_and_other_sources_stay_queued() {
+    use memory_core::activity::{Intent, IntentState, SourceRevision};
+
+    let db = temp_db();
+    let t = thread("t");
+    let record = SqliteThreadLog::open(&db.path)
+        .unwrap()
+        .append(&t, NewRecord::user("ana", "I like tea", 1))
+        .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    let store = SqliteRememberingStore::open(&db.path).unwrap();
+    let target = MemoryKey {
+        namespace: StatementExtractor::namespace(&t).unwrap(),
+        id: DocumentId::new("tea").unwrap(),
+    };
+    let remember = |source: SourceId, revision: SourceRevision| Intent::Remember {
+        source,
+        revision,
+        target: target.clone(),
+        scopes: scopes(),
+    };
+    let from_record = remember(
+        SourceId::thread_record(&t, Sequence(1)),
+        SourceRevision::of_record(&record.digest),
+    );
+    store.admit(&from_record, 10, 1_000).unwrap();
+    let report = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap();
+    assert!(matches!(
+        report.completed[..],
+        [IntentOutcome::Written { .. }]
+    ));
+    let written = writer.read(&target).await.unwrap().unwrap();
+    assert_eq!(written.content.text, "I like tea");
+
+    let foreign = remember(
+        SourceId::new("note/1").unwrap(),
+        SourceRevision::new("r1").unwrap(),
+    );
+    let queued = store.admit(&foreign, 10, 1_000).unwrap();
+    let error = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RememberingError::Application {
+                operation: "load_source",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let view = store.inspect_intent(&queued.id).unwrap().unwrap();
+    assert_eq!(view.state, IntentState::Queued, "never dropped silently");
+}
