@@ -1,9 +1,18 @@
 //! The command line: `memory [--db PATH] <put|withdraw|get|recall|sync> [JSON | -]`, `memory import`,
 //! `memory serve`.
+//!
+//! The database is a SQLite file (the default) or, given a `postgres://` or `postgresql://` URL, a
+//! PostgreSQL database that several `memory serve` processes and workers on other hosts share; the rules
+//! are the same as `remembering-worker`'s `--db` and `--schema`. The URL may carry a password, so it is
+//! never printed: not in `--help` (the environment value of `MEMORY_DB` is hidden), not in `Debug`, not
+//! in refusals.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use memory_postgres::SchemaName;
+
+use crate::refusal::Refusal;
 
 const OVERVIEW: &str = "\
 Every operation takes one JSON argument, inline or on standard input (`-`). Without an argument, standard \
@@ -14,10 +23,17 @@ Exit status: 0 success; 2 refusal, with {\"error\": {\"kind\", \"message\"}} on 
 one of conflict, operation-conflict, withdrawn, too-large, invalid-input, budget, deadline, not-found, \
 unavailable, storage, corrupt); 1 unexpected failure, explained on standard error.
 
+Database: --db (or $MEMORY_DB) takes a SQLite file path (the default backend, created when missing) or a \
+PostgreSQL URL (postgres:// or postgresql://), shared by any number of `memory` processes on any number \
+of hosts; each server keeps its embedding index in memory and follows the database's changes. --schema \
+names the PostgreSQL schema holding the tables (created on first use; default: the connection's \
+search_path); it is refused with a SQLite path. An unreachable server is refused as unavailable.
+
 Examples:
   memory --db notes.sqlite get '{\"namespace\":{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"u1\"}},\"id\":\"tea\"}'
   memory sync '{}'
-  MEMORY_DB=notes.sqlite memory serve";
+  MEMORY_DB=notes.sqlite memory serve
+  memory --db postgres://memory:secret@db.internal:5432/memory --schema team_a serve";
 
 const PUT_HELP: &str = "\
 Creates a document (expected_revision null) or replaces its current revision. Retrying the same command \
@@ -62,8 +78,8 @@ Example:
 
 const SYNC_HELP: &str = "\
 Returns once every write committed before the call is searchable in every recall mode: embeds the \
-writes made since the last indexing (vectors are kept in the same database file, so nothing is embedded \
-twice). Refused (unavailable) when there is something to index and the embedding model is missing.
+writes made since the last indexing (vectors are kept in the same database, so a later command \
+embeds only what is new). Refused (unavailable) when there is something to index and the embedding model is missing.
 
 Answer: {\"indexed\"}, the change-sequence position reached
 
@@ -99,18 +115,88 @@ Example (an MCP host's server entry):
     after_help = OVERVIEW
 )]
 pub struct Cli {
-    /// The SQLite database file (created when missing).
+    /// The database: a SQLite file path (created when missing), or a PostgreSQL URL
+    /// (`postgres://user:password@host:port/database`).
     #[arg(
         long,
         global = true,
         env = "MEMORY_DB",
+        hide_env_values = true,
         default_value = "memory.sqlite",
-        value_name = "PATH"
+        value_name = "PATH | URL"
     )]
     pub db: PathBuf,
+    /// PostgreSQL only: the schema holding the tables, created on first use (default: the
+    /// connection's search_path). Refused with a SQLite path.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub schema: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The database `--db` and `--schema` select; see [`Database::select`].
+    pub fn database(&self) -> Result<Database, Refusal> {
+        Database::select(&self.db, self.schema.as_deref())
+    }
+}
+
+/// Which backend holds the memory.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Database {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres {
+        /// The connection URL; it may hold a password and is never printed.
+        url: String,
+        /// The schema holding the tables, when given.
+        schema: Option<SchemaName>,
+    },
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => formatter.debug_tuple("Sqlite").field(path).finish(),
+            Self::Postgres { schema, .. } => formatter
+                .debug_struct("Postgres")
+                .field("schema", schema)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl Database {
+    /// A `postgres://` or `postgresql://` URL (scheme in any case) selects PostgreSQL; anything else
+    /// is a SQLite path. A schema without a URL is refused (`invalid-input`) rather than ignored, so a
+    /// mistyped URL does not silently fall back to a local file.
+    pub fn select(db: &std::path::Path, schema: Option<&str>) -> Result<Self, Refusal> {
+        // A path that is not UTF-8 cannot be a URL; it stays a (SQLite) path.
+        let url = db.to_str().filter(|text| {
+            ["postgres://", "postgresql://"].iter().any(|scheme| {
+                text.get(..scheme.len())
+                    .is_some_and(|prefix| prefix.eq_ignore_ascii_case(scheme))
+            })
+        });
+        match (url, schema) {
+            (Some(url), schema) => {
+                let schema = schema
+                    .map(SchemaName::new)
+                    .transpose()
+                    .map_err(|error| Refusal::invalid_input(format!("--schema: {error}")))?;
+                Ok(Self::Postgres {
+                    url: url.to_owned(),
+                    schema,
+                })
+            }
+            (None, Some(_)) => Err(Refusal::invalid_input(
+                "--schema needs a PostgreSQL --db URL (postgres://...)",
+            )),
+            (None, None) => Ok(Self::Sqlite(db.to_owned())),
+        }
+    }
 }
 
 /// The subcommands.
@@ -165,5 +251,50 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_postgres_url_selects_postgresql_and_anything_else_a_sqlite_file() {
+        for url in [
+            "postgres://u:p@127.0.0.1:5432/db",
+            "postgresql://u@host/db",
+            "POSTGRES://u@host/db",
+        ] {
+            let selected = Database::select(url.as_ref(), None).expect("a URL");
+            assert_eq!(
+                selected,
+                Database::Postgres {
+                    url: url.to_owned(),
+                    schema: None
+                }
+            );
+            assert!(!format!("{selected:?}").contains("u@"), "{selected:?}");
+        }
+        assert!(matches!(
+            Database::select("postgres://u@host/db".as_ref(), Some("team_a")),
+            Ok(Database::Postgres { schema: Some(schema), .. }) if schema.as_str() == "team_a"
+        ));
+        assert_eq!(
+            Database::select("./postgres/memory.sqlite".as_ref(), None),
+            Ok(Database::Sqlite("./postgres/memory.sqlite".into()))
+        );
+    }
+
+    #[test]
+    fn a_schema_needs_a_url_and_a_valid_name() {
+        for (db, schema) in [
+            ("memory.sqlite", "team_a"),
+            ("postgres://u@host/db", "no; drop"),
+        ] {
+            let refusal = Database::select(db.as_ref(), Some(schema)).expect_err("refused");
+            assert_eq!(refusal.kind(), memory_core::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn help_never_shows_the_database_url() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("postgres://"), "the help explains URLs");
+        assert!(!help.contains("[env: MEMORY_DB="), "{help}");
     }
 }

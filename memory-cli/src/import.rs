@@ -42,6 +42,17 @@ impl BatchWriter for memory_sqlite::SqliteStore {
     }
 }
 
+/// One batch is one PostgreSQL transaction too. The import runs on the command's own thread, outside
+/// any executor, which is what the blocking call needs.
+impl BatchWriter for memory_postgres::PostgresStore {
+    fn apply_batch(
+        &self,
+        writes: Vec<MemoryWrite>,
+    ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
+        self.apply_batch_blocking(writes)
+    }
+}
+
 /// The final summary of an import.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportSummary {

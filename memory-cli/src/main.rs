@@ -1,21 +1,23 @@
 //! `memory`: the command line and MCP server of the agent memory library. See `memory --help`.
 
 use std::io::{BufReader, IsTerminal, Write};
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use memory_cli::cli::{Cli, Command, ImportArgs, OperationArgs};
-use memory_cli::import::{ImportFailure, ImportObserver, LineRefusal, import};
+use memory_cli::cli::{Cli, Command, Database, ImportArgs, OperationArgs};
+use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
-use memory_cli::semantic::{Freshness, SemanticBackend};
-use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
+use memory_cli::semantic::SemanticBackend;
+use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
+use memory_core::MemoryError;
+use memory_postgres::{PostgresFailure, PostgresStore, postgres_failure};
 use memory_sqlite::SqliteStore;
+use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
 
 const EXIT_UNEXPECTED: u8 = 1;
@@ -58,21 +60,57 @@ fn init_tracing() {
         .try_init();
 }
 
+/// The `application_name` this command's PostgreSQL connections show in `pg_stat_activity`.
+const APPLICATION_NAME: &str = "memory";
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let database = match cli.database() {
+        Ok(database) => database,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),
         Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
         Command::Get(arguments) => (Operation::Get, arguments),
         Command::Recall(arguments) => (Operation::Recall, arguments),
         Command::Sync(arguments) => (Operation::Sync, arguments),
-        Command::Import(arguments) => return run_import(&cli.db, &arguments),
-        Command::Serve => return run_serve(&cli.db),
+        Command::Import(arguments) => return run_import(&database, &arguments),
+        Command::Serve => return run_serve(&database),
     };
-    run_operation(&cli.db, operation.0, operation.1)
+    run_operation(&database, operation.0, operation.1)
+}
+
+/// Connects to PostgreSQL (migrating the schema on first use). A server that cannot be reached or
+/// refuses the connection, or a pool that cannot be built, is `unavailable`: the caller may retry once
+/// the server is back. A URL that does not parse is `invalid-input`; anything else (a schema newer than
+/// this build) keeps its own kind. Messages never hold the URL.
+fn open_postgres(
+    url: &str,
+    schema: Option<&memory_postgres::SchemaName>,
+) -> Result<PostgresStore, Refusal> {
+    let mut builder = PostgresStore::builder(url).application_name(APPLICATION_NAME);
+    if let Some(schema) = schema {
+        builder = builder.schema(schema.clone());
+    }
+    builder.connect_blocking().map_err(connect_refusal)
+}
+
+fn connect_refusal(error: MemoryError) -> Refusal {
+    match postgres_failure(&error) {
+        Some(failure @ PostgresFailure::InvalidUrl(_)) => {
+            Refusal::invalid_input(format!("--db: {failure}"))
+        }
+        Some(failure @ (PostgresFailure::Postgres(_) | PostgresFailure::Pool(_))) => {
+            Refusal::unavailable(format!(
+                "could not connect to the PostgreSQL database: {failure}"
+            ))
+        }
+        _ => Refusal::from(error),
+    }
 }
 
 fn run_operation(
-    db: &Path,
+    database: &Database,
     operation: Operation,
     arguments: OperationArgs,
 ) -> anyhow::Result<ExitCode> {
@@ -83,28 +121,62 @@ fn run_operation(
             return Err(error).context("could not read the JSON argument");
         }
     };
-    // Decoded before the store is opened: refused input touches no file.
+    // Decoded before the store is opened: refused input touches no file and no server.
     let request = match Request::decode(operation, RawArguments::Text(&text)) {
         Ok(request) => request,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    let store = match SqliteStore::open_store(db) {
-        Ok(store) => Arc::new(store),
-        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
-    };
     // Only recall and sync may need the semantic index; writes and reads never open its tables.
-    let recall = match operation {
-        Operation::Recall | Operation::Sync => {
-            match SemanticBackend::open(Arc::clone(&store), db, Freshness::CatchUp) {
-                Ok(semantic) => {
-                    RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic))
+    let semantic = matches!(operation, Operation::Recall | Operation::Sync);
+    match database {
+        Database::Sqlite(path) => {
+            let store = match SqliteStore::open_store(path) {
+                Ok(store) => Arc::new(store),
+                Err(error) => return Ok(print_refusal(&Refusal::from(error))),
+            };
+            let semantic = if semantic {
+                let opened = SqliteVectorStore::open(path)
+                    .map_err(Refusal::from)
+                    .and_then(|vectors| {
+                        SemanticBackend::catching_up(Arc::clone(&store), Arc::new(vectors))
+                    });
+                match opened {
+                    Ok(backend) => Some(backend),
+                    Err(refusal) => return Ok(print_refusal(&refusal)),
                 }
+            } else {
+                None
+            };
+            answer(store, semantic, request)
+        }
+        Database::Postgres { url, schema } => {
+            let store = match open_postgres(url, schema.as_ref()) {
+                Ok(store) => Arc::new(store),
                 Err(refusal) => return Ok(print_refusal(&refusal)),
-            }
+            };
+            let semantic = if semantic {
+                let vectors = Arc::new(store.vectors());
+                match SemanticBackend::catching_up(Arc::clone(&store), vectors) {
+                    Ok(backend) => Some(backend),
+                    Err(refusal) => return Ok(print_refusal(&refusal)),
+                }
+            } else {
+                None
+            };
+            answer(store, semantic, request)
         }
-        Operation::Put | Operation::Withdraw | Operation::Get => {
-            RecallService::lexical_only(Arc::clone(&store))
-        }
+    }
+}
+
+/// Runs one decoded request and prints its answer.
+fn answer<S: Store>(
+    store: Arc<S>,
+    semantic: Option<SemanticBackend<S>>,
+    request: Request,
+) -> anyhow::Result<ExitCode> {
+    let recall = match semantic {
+        Some(semantic) => RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic)),
+        None => RecallService::lexical_only(Arc::clone(&store)),
     };
     let service = MemoryService::new(Arc::clone(&store), recall);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -145,20 +217,30 @@ fn read_argument(inline: Option<String>) -> Result<Vec<u8>, ReadFailure> {
     }
 }
 
-fn run_import(db: &Path, arguments: &ImportArgs) -> anyhow::Result<ExitCode> {
+fn run_import(database: &Database, arguments: &ImportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&arguments.file)
         .with_context(|| format!("could not open {}", arguments.file.display()))?;
     let length = file.metadata().map(|metadata| metadata.len()).ok();
-    let store = match SqliteStore::open_store(db) {
-        Ok(store) => store,
-        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
-    };
+    let reader = BufReader::with_capacity(1 << 20, file);
+    match database {
+        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+            Ok(store) => import_into(reader, length, &store),
+            Err(error) => Ok(print_refusal(&Refusal::from(error))),
+        },
+        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
+            Ok(store) => import_into(reader, length, &store),
+            Err(refusal) => Ok(print_refusal(&refusal)),
+        },
+    }
+}
+
+fn import_into(
+    reader: impl std::io::BufRead,
+    length: Option<u64>,
+    store: &impl BatchWriter,
+) -> anyhow::Result<ExitCode> {
     let mut observer = ImportProgress::new(length);
-    let outcome = import(
-        BufReader::with_capacity(1 << 20, file),
-        &store,
-        &mut observer,
-    );
+    let outcome = import(reader, store, &mut observer);
     observer.finish();
     match outcome {
         Ok(summary) => {
@@ -222,24 +304,63 @@ impl ImportObserver for ImportProgress {
     }
 }
 
-fn run_serve(db: &Path) -> anyhow::Result<ExitCode> {
-    let store = match SqliteStore::open_store(db) {
-        Ok(store) => Arc::new(store),
-        Err(error) => return Ok(print_refusal(&Refusal::from(error))),
-    };
-    let semantic = match SemanticBackend::open(Arc::clone(&store), db, Freshness::Background) {
-        Ok(semantic) => Arc::new(semantic),
-        Err(refusal) => return Ok(print_refusal(&refusal)),
-    };
-    let service = Arc::new(MemoryService::new(
-        Arc::clone(&store),
-        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
-    ));
+fn run_serve(database: &Database) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
+    match database {
+        Database::Sqlite(path) => {
+            let store = match SqliteStore::open_store(path) {
+                Ok(store) => Arc::new(store),
+                Err(error) => return Ok(print_refusal(&Refusal::from(error))),
+            };
+            // Only processes on this machine write to the file: the indexer polls the store itself.
+            let semantic = SqliteVectorStore::open(path)
+                .map_err(Refusal::from)
+                .and_then(|vectors| {
+                    SemanticBackend::following(
+                        Arc::clone(&store),
+                        Arc::new(vectors),
+                        Arc::clone(&store),
+                    )
+                });
+            match semantic {
+                Ok(semantic) => serve(runtime, store, semantic),
+                Err(refusal) => Ok(print_refusal(&refusal)),
+            }
+        }
+        Database::Postgres { url, schema } => {
+            let store = match open_postgres(url, schema.as_ref()) {
+                Ok(store) => Arc::new(store),
+                Err(refusal) => return Ok(print_refusal(&refusal)),
+            };
+            // Other servers and hosts write to the database too: the indexer follows their commits
+            // through LISTEN/NOTIFY, with the change sequence as the source of truth.
+            let follower = match runtime.block_on(store.follow_changes()) {
+                Ok(follower) => Arc::new(follower),
+                Err(error) => return Ok(print_refusal(&connect_refusal(error))),
+            };
+            let vectors = Arc::new(store.vectors());
+            match SemanticBackend::following(Arc::clone(&store), vectors, follower) {
+                Ok(semantic) => serve(runtime, store, semantic),
+                Err(refusal) => Ok(print_refusal(&refusal)),
+            }
+        }
+    }
+}
+
+fn serve<S: Store>(
+    runtime: tokio::runtime::Runtime,
+    store: Arc<S>,
+    semantic: SemanticBackend<S>,
+) -> anyhow::Result<ExitCode> {
+    let semantic = Arc::new(semantic);
+    let service = Arc::new(MemoryService::new(
+        Arc::clone(&store),
+        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
+    ));
     let served = runtime.block_on(async {
         // The indexer starts following the feed at once; the protocol does not wait for the model.
         semantic.start_loading();

@@ -25,12 +25,12 @@ memory_sync waits until earlier writes are searchable. Refusals come back as too
 {\"error\": {\"kind\", \"message\"}}.";
 
 /// The MCP server over one store.
-pub struct MemoryServer<S> {
+pub struct MemoryServer<S: Store> {
     service: Arc<MemoryService<S>>,
     tool_router: ToolRouter<Self>,
 }
 
-impl<S> Clone for MemoryServer<S> {
+impl<S: Store> Clone for MemoryServer<S> {
     fn clone(&self) -> Self {
         Self {
             service: Arc::clone(&self.service),
@@ -39,7 +39,7 @@ impl<S> Clone for MemoryServer<S> {
     }
 }
 
-impl<S> std::fmt::Debug for MemoryServer<S> {
+impl<S: Store> std::fmt::Debug for MemoryServer<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemoryServer")

@@ -117,12 +117,12 @@ impl RecallQuery {
 }
 
 /// The recall modes and sync over one store.
-pub struct RecallService<S> {
+pub struct RecallService<S: Store> {
     store: Arc<S>,
     semantic: Option<Arc<SemanticBackend<S>>>,
 }
 
-impl<S> std::fmt::Debug for RecallService<S> {
+impl<S: Store> std::fmt::Debug for RecallService<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("RecallService")
@@ -310,8 +310,8 @@ fn search_depth(limits: &RecallLimits) -> usize {
 }
 
 /// The semantic index's query limits for a recall.
-fn semantic_limits(
-    index: &MemorySemanticIndex,
+fn semantic_limits<V: memory_core::vectors::VectorStore>(
+    index: &MemorySemanticIndex<V>,
     depth: usize,
     timeout_ms: u64,
     kind: IndexKind,

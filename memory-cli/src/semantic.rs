@@ -7,22 +7,26 @@
 //!   index, or the server needs it: `put`, `get`, `withdraw` and lexical recall never touch it. A failed
 //!   load is a typed `unavailable` refusal (naming `scripts/fetch-assets.sh` when files are missing) and
 //!   is retried on the next need, so fetching the assets repairs a running server.
-//! - Vectors live in the store's own SQLite file ([`SqliteVectorStore`] on the same path), keyed by the
-//!   profile digest, together with the change-feed position they reflect: a later command or a restarted
-//!   server embeds only the changes made since.
-//! - [`Freshness::CatchUp`] (one-shot commands): before a semantic recall or a sync, this process indexes
-//!   every change committed up to the store's head, then answers. Failures are refusals, never a hang.
-//!   [`Freshness::Background`] (the MCP server): an [`Indexer`] follows the change feed; sync waits for
-//!   it to pass the head read at the start of the call.
+//! - Vectors live in the store's own database ([`Store::Vectors`]: a `SqliteVectorStore` on the same
+//!   file, or the PostgreSQL store's `vectors()`), keyed by the profile digest, together with the
+//!   change-feed position they reflect: a later command or a restarted server embeds only the changes
+//!   made since. With PostgreSQL several servers share those rows; each keeps its own in-memory index,
+//!   so a change indexed by two servers is embedded by both and stored as a replay the second time.
+//! - [`Freshness::CatchUp`] (one-shot commands, [`SemanticBackend::catching_up`]): before a semantic
+//!   recall or a sync, this process indexes every change committed up to the store's head with
+//!   semantic-index's `catch_up`, then answers. Failures are refusals, never a hang.
+//!   [`Freshness::Background`] (the MCP server, [`SemanticBackend::following`]): an [`Indexer`] follows
+//!   [`Store::Feed`] (the SQLite store itself, or a PostgreSQL `ChangeFollower` that wakes on
+//!   `NOTIFY`, so a write on another host is indexed without waiting for a poll); sync waits for it to
+//!   pass the store's head read at the start of the call.
 //! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
 //!   against the current document before it is used.
 
-use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use memory_core::ChangeSequence;
 use memory_core::vectors::{ProfileDigest, VectorStore};
-use memory_sqlite::vectors::SqliteVectorStore;
 use semantic_index::indexer::catch_up;
 use semantic_index::{
     EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, Indexer, IndexerOptions, ModelAssets,
@@ -33,8 +37,14 @@ use tokio::sync::{Mutex, OnceCell, RwLock};
 use crate::refusal::Refusal;
 use crate::service::Store;
 
-/// The semantic index the binary uses: the real model, vectors in the store's SQLite file.
-pub type MemorySemanticIndex = SemanticIndex<FastembedEmbedder, SqliteVectorStore>;
+/// The semantic index the binary uses: the real model, vectors in the store's own database.
+pub type MemorySemanticIndex<V> = SemanticIndex<FastembedEmbedder, V>;
+
+/// How long the background indexer sleeps after an empty round. Short, because an empty round of a
+/// [`Store::Feed`] that waits for changes (PostgreSQL's `ChangeFollower`) already waited up to its idle
+/// wait: the follower's wake-up, not this timer, decides how soon a change is indexed. For SQLite's
+/// feed, which answers empty at once, the default poll interval applies.
+pub const WAITING_FEED_POLL_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Changes read per catch-up batch; the position is persisted after each, so an interrupted catch-up
 /// resumes where it stopped.
@@ -52,29 +62,36 @@ pub enum Freshness {
     Background,
 }
 
+/// How the background indexer reads changes.
+struct Following<F> {
+    feed: Arc<F>,
+    options: IndexerOptions,
+}
+
 /// The semantic index over one store, loaded on first need.
-pub struct SemanticBackend<S> {
+pub struct SemanticBackend<S: Store> {
     store: Arc<S>,
-    vectors: Arc<SqliteVectorStore>,
+    vectors: Arc<S::Vectors>,
     assets: ModelAssets,
     profile: SemanticProfile,
     digest: ProfileDigest,
-    freshness: Freshness,
-    loaded: OnceCell<Loaded>,
+    /// `None` in catch-up mode.
+    following: Option<Following<S::Feed>>,
+    loaded: OnceCell<Loaded<S::Vectors>>,
 }
 
-impl<S> std::fmt::Debug for SemanticBackend<S> {
+impl<S: Store> std::fmt::Debug for SemanticBackend<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("SemanticBackend")
-            .field("freshness", &self.freshness)
+            .field("freshness", &self.freshness())
             .field("loaded", &self.loaded.initialized())
             .finish_non_exhaustive()
     }
 }
 
-struct Loaded {
-    index: Arc<MemorySemanticIndex>,
+struct Loaded<V> {
+    index: Arc<MemorySemanticIndex<V>>,
     follower: Follower,
 }
 
@@ -86,32 +103,68 @@ enum Follower {
 }
 
 impl<S: Store> SemanticBackend<S> {
-    /// The semantic index over `store`, its vectors kept in the SQLite file at `database` (the store's
-    /// own file), its model found by [`ModelAssets::from_env`]. Opens the vector tables (creating them
-    /// when missing) but loads no model.
-    pub fn open(store: Arc<S>, database: &Path, freshness: Freshness) -> Result<Self, Refusal> {
-        Self::open_with_assets(store, database, freshness, ModelAssets::from_env())
+    /// The semantic index over `store` for one-shot commands ([`Freshness::CatchUp`]), its vectors in
+    /// `vectors` (the store's own database), its model found by [`ModelAssets::from_env`]. Loads no
+    /// model.
+    pub fn catching_up(store: Arc<S>, vectors: Arc<S::Vectors>) -> Result<Self, Refusal> {
+        Self::with_assets(store, vectors, None, ModelAssets::from_env())
     }
 
-    /// [`Self::open`] with an explicit assets folder.
-    pub fn open_with_assets(
+    /// The semantic index over `store` for the server ([`Freshness::Background`]): once loaded, an
+    /// [`Indexer`] follows `feed`. When the feed's `changes_since` itself waits for new changes
+    /// ([`Store::FEED_WAITS`]), the indexer polls again after only [`WAITING_FEED_POLL_INTERVAL`].
+    pub fn following(
         store: Arc<S>,
-        database: &Path,
-        freshness: Freshness,
+        vectors: Arc<S::Vectors>,
+        feed: Arc<S::Feed>,
+    ) -> Result<Self, Refusal> {
+        let mut options = IndexerOptions::default();
+        if S::FEED_WAITS {
+            options.poll_interval = WAITING_FEED_POLL_INTERVAL;
+        }
+        Self::with_assets(
+            store,
+            vectors,
+            Some(Following { feed, options }),
+            ModelAssets::from_env(),
+        )
+    }
+
+    /// A one-shot backend with an explicit assets folder (tests).
+    pub fn catching_up_with_assets(
+        store: Arc<S>,
+        vectors: Arc<S::Vectors>,
+        assets: ModelAssets,
+    ) -> Result<Self, Refusal> {
+        Self::with_assets(store, vectors, None, assets)
+    }
+
+    fn with_assets(
+        store: Arc<S>,
+        vectors: Arc<S::Vectors>,
+        following: Option<Following<S::Feed>>,
         assets: ModelAssets,
     ) -> Result<Self, Refusal> {
         let profile = SemanticProfile::minilm_l6_v2();
         let digest = profile.digest().map_err(refusal_of)?;
-        let vectors = Arc::new(SqliteVectorStore::open(database)?);
         Ok(Self {
             store,
             vectors,
             assets,
             profile,
             digest,
-            freshness,
+            following,
             loaded: OnceCell::new(),
         })
+    }
+
+    /// How this backend keeps its index up to date.
+    pub fn freshness(&self) -> Freshness {
+        if self.following.is_some() {
+            Freshness::Background
+        } else {
+            Freshness::CatchUp
+        }
     }
 
     /// Loads the model and the index now, in the background, so the server's indexer starts following
@@ -132,7 +185,7 @@ impl<S: Store> SemanticBackend<S> {
     /// The index, up to date as [`Freshness`] promises for a query: in catch-up mode every change
     /// committed before the call is indexed first; in background mode the indexer's progress is taken
     /// as it is (call [`Self::sync`] to wait).
-    pub async fn index_for_query(&self) -> Result<Arc<MemorySemanticIndex>, Refusal> {
+    pub async fn index_for_query(&self) -> Result<Arc<MemorySemanticIndex<S::Vectors>>, Refusal> {
         let loaded = self.loaded().await?;
         if let Follower::CatchUp(position) = &loaded.follower {
             let head = self.store.head().await?;
@@ -185,11 +238,11 @@ impl<S: Store> SemanticBackend<S> {
         }
     }
 
-    async fn loaded(&self) -> Result<&Loaded, Refusal> {
+    async fn loaded(&self) -> Result<&Loaded<S::Vectors>, Refusal> {
         self.loaded.get_or_try_init(|| self.load()).await
     }
 
-    async fn load(&self) -> Result<Loaded, Refusal> {
+    async fn load(&self) -> Result<Loaded<S::Vectors>, Refusal> {
         let assets = self.assets.clone();
         let profile = self.profile.clone();
         // Reading and initializing the model takes a while; keep it off the async workers.
@@ -210,14 +263,14 @@ impl<S: Store> SemanticBackend<S> {
             .await
             .map_err(refusal_of)?,
         );
-        let follower = match self.freshness {
-            Freshness::CatchUp => Follower::CatchUp(Mutex::new(start)),
-            Freshness::Background => {
+        let follower = match &self.following {
+            None => Follower::CatchUp(Mutex::new(start)),
+            Some(Following { feed, options }) => {
                 let indexer = Indexer::spawn(
                     Arc::clone(&index),
-                    Arc::clone(&self.store),
-                    Arc::clone(&self.store),
-                    IndexerOptions::default(),
+                    Arc::clone(feed),
+                    Arc::clone(feed),
+                    *options,
                 )
                 .await
                 .map_err(refusal_of)?;
@@ -235,7 +288,7 @@ impl<S: Store> SemanticBackend<S> {
     /// done replay as unchanged next time).
     async fn catch_up(
         &self,
-        index: &MemorySemanticIndex,
+        index: &MemorySemanticIndex<S::Vectors>,
         position: &Mutex<ChangeSequence>,
         head: ChangeSequence,
     ) -> Result<(), Refusal> {
@@ -282,6 +335,7 @@ pub fn refusal_of(error: SemanticError) -> Refusal {
 mod tests {
     use memory_core::ErrorKind;
     use memory_sqlite::SqliteStore;
+    use memory_sqlite::vectors::SqliteVectorStore;
 
     use super::*;
 
@@ -290,13 +344,14 @@ mod tests {
         let directory = tempfile::tempdir().expect("temporary directory");
         let database = directory.path().join("memory.sqlite");
         let store = Arc::new(SqliteStore::open_store(&database).expect("store"));
-        let backend = SemanticBackend::open_with_assets(
+        let vectors = Arc::new(SqliteVectorStore::open(&database).expect("vectors"));
+        let backend = SemanticBackend::catching_up_with_assets(
             store,
-            &database,
-            Freshness::CatchUp,
+            vectors,
             ModelAssets::at(directory.path().join("no-assets")),
         )
         .expect("backend");
+        assert_eq!(backend.freshness(), Freshness::CatchUp);
         assert_eq!(
             backend.sync().await.expect("nothing to index"),
             ChangeSequence(0)

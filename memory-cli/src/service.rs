@@ -6,9 +6,14 @@
 
 use std::sync::Arc;
 
+use memory_core::vectors::VectorStore;
 use memory_core::{
     ChangeFeed, ErrorKind, LexicalSearch, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
 };
+use memory_postgres::PostgresStore;
+use memory_postgres::vectors::PostgresVectorStore;
+use memory_sqlite::SqliteStore;
+use memory_sqlite::vectors::SqliteVectorStore;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -22,10 +27,32 @@ use crate::wire::{
     WithdrawArguments, WriteResult, key_of,
 };
 
-/// Everything the operations need from a store.
-pub trait Store: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {}
+/// Everything the operations need from a store, and where its semantic index lives.
+pub trait Store: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {
+    /// Where the semantic index's chunk vectors and indexed position are kept.
+    type Vectors: VectorStore + 'static;
+    /// What the server's background indexer follows: a change feed that reads the documents too.
+    type Feed: ChangeFeed + MemoryReader + 'static;
+    /// Whether [`Self::Feed`]'s `changes_since` waits a while for a new change instead of answering
+    /// empty at once (so the indexer need not sleep between empty rounds).
+    const FEED_WAITS: bool;
+}
 
-impl<T> Store for T where T: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {}
+/// A SQLite file: the vectors live in the same file, and the server's indexer polls the store's own
+/// feed (only processes on this machine write to it).
+impl Store for SqliteStore {
+    type Vectors = SqliteVectorStore;
+    type Feed = SqliteStore;
+    const FEED_WAITS: bool = false;
+}
+
+/// A shared PostgreSQL database: the vectors live in the same database, and the server's indexer follows
+/// a [`memory_postgres::ChangeFollower`], which wakes on `NOTIFY` when any process on any host commits.
+impl Store for PostgresStore {
+    type Vectors = PostgresVectorStore;
+    type Feed = memory_postgres::ChangeFollower;
+    const FEED_WAITS: bool = true;
+}
 
 /// One of the five operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,12 +158,12 @@ impl Request {
 }
 
 /// The operations over one store.
-pub struct MemoryService<S> {
+pub struct MemoryService<S: Store> {
     store: Arc<S>,
     recall: RecallService<S>,
 }
 
-impl<S> std::fmt::Debug for MemoryService<S> {
+impl<S: Store> std::fmt::Debug for MemoryService<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemoryService")
