@@ -1,7 +1,7 @@
 //! Search latency against corpus size for the exact and HNSW indexes, and the vector files the
 //! comparison script reads.
 //!
-//! Sizes beyond the real corpus use vectors derived from the real-model vectors (see [`derive`]): mixtures
+//! Sizes beyond the real corpus use vectors derived from the real-model vectors (see [`derive()`]): mixtures
 //! of two real ones plus a little Gaussian noise, renormalized. Reports label such sizes.
 //! Each size is one index whose bounds are raised to hold it ([`IndexBounds::for_chunks`]; the SPEC's
 //! default cap is 43,690 chunks of 384 dimensions), filled in one bulk call so the HNSW graph is built

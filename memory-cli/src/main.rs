@@ -14,7 +14,7 @@ use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
 use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
-use memory_core::MemoryError;
+use memory_core::{ErrorKind, MemoryError};
 use memory_postgres::{PostgresFailure, PostgresStore, postgres_failure};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
@@ -105,6 +105,10 @@ fn connect_refusal(error: MemoryError) -> Refusal {
                 "could not connect to the PostgreSQL database: {failure}"
             ))
         }
+        // Connection attempts exhausted their retries: say what was being done, not just "busy".
+        _ if error.kind() == ErrorKind::Unavailable => Refusal::unavailable(format!(
+            "could not connect to the PostgreSQL database ({error}): is the server running and reachable?"
+        )),
         _ => Refusal::from(error),
     }
 }

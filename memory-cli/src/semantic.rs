@@ -18,7 +18,9 @@
 //!   [`Freshness::Background`] (the MCP server, [`SemanticBackend::following`]): an [`Indexer`] follows
 //!   [`Store::Feed`] (the SQLite store itself, or a PostgreSQL `ChangeFollower` that wakes on
 //!   `NOTIFY`, so a write on another host is indexed without waiting for a poll); sync waits for it to
-//!   pass the store's head read at the start of the call.
+//!   pass the store's head read at the start of the call. Changes another process indexed while this
+//!   one loaded the stored vectors are indexed again at load, so the indexer's starting position never
+//!   skips a change this process's index lacks.
 //! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
 //!   against the current document before it is used.
 
@@ -274,6 +276,19 @@ impl<S: Store> SemanticBackend<S> {
                 )
                 .await
                 .map_err(refusal_of)?;
+                // The indexer starts from the stored position as it reads it now, after the vectors
+                // were loaded. Another process sharing the store (a second server, a one-shot
+                // command) may have indexed and recorded changes in between: they are in the store
+                // but not in this process's index, and the indexer would never revisit them. Index
+                // that gap here; changes the load already brought in are replays.
+                let resumed = indexer.position();
+                if resumed > start {
+                    let gap = catch_up(&index, &**feed, &**feed, start, resumed, *options).await;
+                    if let Err(error) = gap {
+                        indexer.shutdown().await;
+                        return Err(refusal_of(error));
+                    }
+                }
                 Follower::Background(RwLock::new(Some(indexer)))
             }
         };

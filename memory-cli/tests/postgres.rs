@@ -248,6 +248,13 @@ fn a_schema_without_a_url_is_refused_and_an_unreachable_server_is_unavailable() 
         &[],
     );
     unreachable.assert_refused("unavailable");
+    assert!(
+        unreachable.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not connect to the PostgreSQL database"),
+        "{unreachable:#?}"
+    );
     for output in [&unreachable.stdout, &unreachable.stderr] {
         assert!(!output.contains("not-a-real-secret"), "{unreachable:#?}");
     }
