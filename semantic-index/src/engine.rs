@@ -1166,7 +1166,12 @@ fn build_in_background(
         guard.exact.snapshot()
     };
     let cancelled = || state.strong_count() == 0;
-    let built = HnswIndex::build_from_table(snapshot, bounds, params, &cancelled);
+    // A panic inside hnsw_rs must not leave the slot `Building` forever (its change log would grow
+    // with every refresh and `hnsw_ready` would never return): it ends as a failed build.
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        HnswIndex::build_from_table(snapshot, bounds, params, &cancelled)
+    }))
+    .unwrap_or(Err(SemanticError::Task { what: "hnsw build" }));
     let Some(state) = state.upgrade() else {
         return;
     };

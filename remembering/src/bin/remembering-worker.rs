@@ -55,12 +55,15 @@ Backends:
 
 Examples:
   remembering-worker --db memory.sqlite
-  remembering-worker --db postgres://memory:secret@db.internal:5432/memory --worker-id host-a
-  remembering-worker --db postgres://memory:secret@db.internal:5432/memory --schema team_a --once"
+  MEMORY_DB=postgres://memory:secret@db.internal:5432/memory remembering-worker --worker-id host-a
+  MEMORY_DB=postgres://memory:secret@db.internal:5432/memory remembering-worker --schema team_a --once
+
+A URL holding a password belongs in MEMORY_DB rather than on the command line, where other users of
+the host can read it (ps, /proc)."
 )]
 struct Args {
     /// The database: a SQLite file path, or a PostgreSQL URL (`postgres://user:password@host:port/db`).
-    #[arg(long)]
+    #[arg(long, env = "MEMORY_DB", hide_env_values = true)]
     db: String,
     /// PostgreSQL only: the schema holding the tables, created on first use (default: the
     /// connection's search_path, normally `public`).

@@ -54,7 +54,7 @@ use memory_core::recall::{RecallSource, SourceId};
 use memory_core::vectors::VectorStore;
 use memory_core::{
     LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryPassage, MemoryReader,
-    RecallError, RevalidationLimits,
+    NamespaceAddress, RecallError, RevalidationLimits,
 };
 
 pub use fusion::{
@@ -173,9 +173,11 @@ pub async fn on_blocking_pool<T: Send + 'static>(
         .map_err(|error| RecallError::Source(MemoryError::storage("blocking recall task", error)))
 }
 
-/// Embeds `query` and searches `index` on the blocking pool.
+/// Embeds `query` and searches `index` on the blocking pool, among `namespace`'s chunks only, so
+/// other tenants' chunks never take up the candidate limit.
 async fn embedding_candidates<E, S>(
     index: &Arc<SemanticIndex<E, S>>,
+    namespace: &NamespaceAddress,
     query: &str,
     limits: QueryLimits,
 ) -> Result<Result<crate::engine::SemanticCandidates, SemanticError>, RecallError>
@@ -184,8 +186,10 @@ where
     S: VectorStore + 'static,
 {
     let index = Arc::clone(index);
+    let namespace = namespace.clone();
     let query = query.to_owned();
-    on_blocking_pool(async move { index.search_candidates(&query, limits).await }).await
+    on_blocking_pool(async move { index.search_candidates_in(&query, &namespace, limits).await })
+        .await
 }
 
 /// Searches `index` for `query` and revalidates the chunk candidates against `reader` as `access`:
@@ -206,7 +210,8 @@ where
     R: MemoryReader + 'static,
 {
     let work = async {
-        let candidates = match embedding_candidates(index, query, limits).await? {
+        let candidates = match embedding_candidates(index, &access.namespace, query, limits).await?
+        {
             Ok(candidates) => candidates,
             Err(error) => return scored_failure(error),
         };
@@ -300,8 +305,10 @@ where
             let wanted = params.lexical_candidates;
             on_blocking_pool(async move { store.search(&access, &query, wanted).await })
         };
-        let (lexical, embedding) =
-            tokio::join!(lexical, embedding_candidates(index, query, limits));
+        let (lexical, embedding) = tokio::join!(
+            lexical,
+            embedding_candidates(index, &access.namespace, query, limits)
+        );
         let lexical = lexical??;
         let embedding = match embedding? {
             Ok(candidates) => candidates,
