@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::ProbeEmbedder;
+use memory_core::RevalidationLimits;
 use memory_core::vectors::SourceGeneration;
 use memory_core::{
     DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryReader, MemoryScope,
@@ -15,6 +16,7 @@ use memory_core::{
 };
 use memory_sqlite::vectors::SqliteVectorStore;
 use semantic_index::engine::{HnswStartup, HnswStatus};
+use semantic_index::recall::{ScoredLookup, semantic_lookup};
 use semantic_index::{
     DeterministicEmbedder, HnswParams, IndexKind, Preprocessing, QueryLimits, SemanticError,
     SemanticIndex, SemanticIndexConfig, SemanticProfile,
@@ -78,7 +80,7 @@ fn access(namespace: &str) -> MemoryAccess {
 struct Fixture {
     _directory: tempfile::TempDir,
     path: std::path::PathBuf,
-    documents: InMemoryStore,
+    documents: Arc<InMemoryStore>,
     embedder: Arc<Probe>,
     operations: std::sync::atomic::AtomicUsize,
 }
@@ -90,7 +92,7 @@ impl Fixture {
         Self {
             _directory: directory,
             path,
-            documents: InMemoryStore::default(),
+            documents: Arc::new(InMemoryStore::default()),
             embedder: ProbeEmbedder::new(DeterministicEmbedder::new(DIMENSIONS)),
             operations: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -148,7 +150,7 @@ impl Fixture {
             self.put(&key, &text(i)).await;
             index
                 .refresh(
-                    &self.documents,
+                    &*self.documents,
                     &key,
                     SourceGeneration(first_generation + i as u64),
                 )
@@ -195,7 +197,7 @@ async fn a_sparse_namespace_gets_its_full_candidate_count() {
     index.hnsw_ready().await.unwrap();
     for kind in [IndexKind::Exact, IndexKind::Hnsw] {
         let result = index
-            .query(&fixture.documents, &access(SPARSE), QUERY, limits(kind, 5))
+            .query(&*fixture.documents, &access(SPARSE), QUERY, limits(kind, 5))
             .await
             .unwrap();
         assert_eq!(result.answered_by, kind);
@@ -211,7 +213,12 @@ async fn a_sparse_namespace_gets_its_full_candidate_count() {
                 .all(|hit| hit.key.namespace.as_str() == SPARSE)
         );
         let crowded = index
-            .query(&fixture.documents, &access(CROWDED), QUERY, limits(kind, 5))
+            .query(
+                &*fixture.documents,
+                &access(CROWDED),
+                QUERY,
+                limits(kind, 5),
+            )
             .await
             .unwrap();
         assert_eq!(crowded.hits.len(), 5);
@@ -223,7 +230,7 @@ async fn a_sparse_namespace_gets_its_full_candidate_count() {
     crowded_and_sparse(&few, &index, 3).await;
     let result = index
         .query(
-            &few.documents,
+            &*few.documents,
             &access(SPARSE),
             QUERY,
             limits(IndexKind::Hnsw, 5),
@@ -234,7 +241,7 @@ async fn a_sparse_namespace_gets_its_full_candidate_count() {
     assert_eq!(result.scanned_chunks, 3);
     let exact = index
         .query(
-            &few.documents,
+            &*few.documents,
             &access(SPARSE),
             QUERY,
             limits(IndexKind::Exact, 5),
@@ -245,6 +252,40 @@ async fn a_sparse_namespace_gets_its_full_candidate_count() {
     assert_eq!(exact.scanned_chunks, 3);
 }
 
+/// The recall sources (what `memory recall` uses) search the caller's namespace only: with 60
+/// crowded chunks closer to the query than any sparse one, an unfiltered candidate list of 5 would hold
+/// none of the sparse namespace's documents.
+#[tokio::test]
+async fn recall_lookups_fill_their_candidates_from_the_callers_namespace() {
+    let fixture = Fixture::new();
+    let index = Arc::new(fixture.open(HnswStartup::Blocking).await);
+    crowded_and_sparse(&fixture, &index, 12).await;
+    index.hnsw_ready().await.unwrap();
+    let reader = Arc::clone(&fixture.documents);
+    for kind in [IndexKind::Exact, IndexKind::Hnsw] {
+        let lookup = semantic_lookup(
+            &index,
+            &reader,
+            &access(SPARSE),
+            QUERY,
+            limits(kind, 5),
+            &RevalidationLimits::default(),
+        )
+        .await
+        .unwrap();
+        let ScoredLookup::Found(passages) = lookup else {
+            panic!("{kind:?}: expected passages, got {lookup:?}");
+        };
+        assert_eq!(passages.len(), 5, "{kind:?}: {passages:?}");
+        assert!(
+            passages
+                .iter()
+                .all(|scored| scored.passage.content.text.contains("pears ripen")),
+            "{kind:?}: only the sparse namespace's documents: {passages:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn hnsw_queries_are_answered_exactly_until_the_graph_is_built() {
     let fixture = Fixture::new();
@@ -252,7 +293,7 @@ async fn hnsw_queries_are_answered_exactly_until_the_graph_is_built() {
     assert_eq!(index.hnsw_status(), HnswStatus::NotStarted);
     crowded_and_sparse(&fixture, &index, 12).await;
     let sparse = access(SPARSE);
-    let query = |kind| index.query(&fixture.documents, &sparse, QUERY, limits(kind, 5));
+    let query = |kind| index.query(&*fixture.documents, &sparse, QUERY, limits(kind, 5));
     let exact = query(IndexKind::Exact).await.unwrap();
     let early = query(IndexKind::Hnsw).await.unwrap();
     assert_eq!(early.answered_by, IndexKind::Exact);
@@ -347,7 +388,7 @@ async fn a_restart_serves_the_stored_vectors_without_the_model() {
         let moved = key(SPARSE, "s000");
         fixture.put(&moved, "rocket engines burn liquid fuel").await;
         writer
-            .refresh(&fixture.documents, &moved, SourceGeneration(5_000))
+            .refresh(&*fixture.documents, &moved, SourceGeneration(5_000))
             .await
             .unwrap();
     }
@@ -371,7 +412,7 @@ async fn a_restart_serves_the_stored_vectors_without_the_model() {
     assert_eq!(unmoved(&exact), unmoved(&before));
     let result = index
         .query(
-            &fixture.documents,
+            &*fixture.documents,
             &access(SPARSE),
             QUERY,
             limits(IndexKind::Hnsw, 20),
@@ -392,14 +433,14 @@ async fn a_stale_refresh_through_another_index_changes_nothing() {
         .put(&shared, "the first text of the shared note")
         .await;
     ahead
-        .refresh(&fixture.documents, &shared, SourceGeneration(5))
+        .refresh(&*fixture.documents, &shared, SourceGeneration(5))
         .await
         .unwrap();
     fixture
         .put(&shared, "a second text of the shared note")
         .await;
     let error = behind
-        .refresh(&fixture.documents, &shared, SourceGeneration(3))
+        .refresh(&*fixture.documents, &shared, SourceGeneration(3))
         .await
         .unwrap_err();
     assert!(
