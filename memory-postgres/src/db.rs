@@ -102,6 +102,9 @@ impl Handle {
         let mut config = tokio_postgres::Config::from_str(&settings.url)
             .map_err(|error| MemoryError::storage("connect", PostgresFailure::InvalidUrl(error)))?;
         config.connect_timeout(settings.connect_timeout);
+        // TCP's default (two hours idle before the first probe) would let a silently dropped
+        // connection look alive far longer than any lease or poll interval.
+        config.keepalives_idle(std::time::Duration::from_secs(60));
         config.application_name(&settings.application_name);
         if let Some(schema) = &settings.schema {
             // Validated above: the name needs no quoting.

@@ -255,6 +255,9 @@ async fn follow(
     }
 }
 
+/// How long a head poll may go unanswered before the connection is taken as lost.
+const POLL_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One connection's life. `Ok` once it had listened and then broke; `Err` when it never got that far.
 async fn listen_once(
     config: &tokio_postgres::Config,
@@ -317,7 +320,15 @@ async fn listen_once(
                     }
                 }
                 _ = ticker.tick() => {
-                    let value: i64 = client.query_one(&poll, &[]).await?.try_get(0)?;
+                    // A silent network drop would leave this query waiting as long as TCP lets it:
+                    // an unanswered poll counts as a lost connection, and the caller reconnects.
+                    let Ok(answer) =
+                        tokio::time::timeout(POLL_ANSWER_TIMEOUT, client.query_one(&poll, &[])).await
+                    else {
+                        tracing::debug!("change follower poll went unanswered; reconnecting");
+                        return Ok(());
+                    };
+                    let value: i64 = answer?.try_get(0)?;
                     advance(head, ChangeSequence(u64::try_from(value).unwrap_or(0)));
                 }
             }
