@@ -152,6 +152,46 @@ async fn explain<C: deadpool_postgres::GenericClient + Sync>(
     }
 }
 
+/// One fenced write inside `transaction`: `UPDATE activity_progress SET {set} WHERE <lease> AND
+/// {condition}`, the lease columns bound as `$1`..`$6` (processor, version, thread, epoch, owner, now)
+/// and `values` from `$7` on. Exactly one row must change; otherwise the refusal is what [`explain`]
+/// finds (stale lease first, then `otherwise`). `set` and `condition` are fixed strings of this module.
+#[allow(clippy::too_many_arguments)]
+async fn fenced_update(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    set: &str,
+    condition: &str,
+    key: &KeyParams,
+    lease: &Lease,
+    epoch: i64,
+    now: EpochMillis,
+    values: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
+) -> Attempt<()> {
+    let statement = transaction
+        .prepare_cached(&format!(
+            "UPDATE activity_progress SET {set} \
+             WHERE processor = $1 AND version = $2 AND thread = $3 \
+               AND epoch = $4 AND owner = $5 AND lease_expires_at > $6 AND {condition}"
+        ))
+        .await?;
+    let owner = lease.owner.as_str();
+    let mut parameters: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &key.processor,
+        &key.version,
+        &key.thread,
+        &epoch,
+        &owner,
+        &now,
+    ];
+    parameters.extend_from_slice(values);
+    let changed = transaction.execute(&statement, &parameters).await?;
+    if changed != 1 {
+        return Err(explain(transaction, key, lease, now, otherwise).await);
+    }
+    Ok(())
+}
+
 impl ProgressStore for PostgresProgressStore {
     fn claim(
         &self,
@@ -266,33 +306,16 @@ impl ProgressStore for PostgresProgressStore {
             idempotent = false,
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
-                let update = transaction
-                    .prepare_cached(
-                        "UPDATE activity_progress \
-                     SET pending_sequence = $7, pending_work_id = $8, pending_json = $9 \
-                     WHERE processor = $1 AND version = $2 AND thread = $3 \
-                       AND epoch = $4 AND owner = $5 AND lease_expires_at > $6 \
-                       AND pending_sequence IS NULL AND cursor + 1 = $7",
-                    )
-                    .await?;
-                let changed = transaction
-                    .execute(
-                        &update,
-                        &[
-                            &params.processor,
-                            &params.version,
-                            &params.thread,
-                            &epoch,
-                            &lease.owner.as_str(),
-                            &now,
-                            &sequence,
-                            &pending.work_id.as_str(),
-                            &output_json,
-                        ],
-                    )
-                    .await?;
-                if changed != 1 {
-                    return Err(explain(&transaction, &params, &lease, now, |row| {
+                fenced_update(
+                    &transaction,
+                    "pending_sequence = $7, pending_work_id = $8, pending_json = $9",
+                    "pending_sequence IS NULL AND cursor + 1 = $7",
+                    &params,
+                    &lease,
+                    epoch,
+                    now,
+                    &[&sequence, &pending.work_id.as_str(), &output_json],
+                    |row| {
                         if row.pending.is_some() {
                             ActivityError::ProgressMismatch {
                                 what: "pending output is already saved",
@@ -303,9 +326,9 @@ impl ProgressStore for PostgresProgressStore {
                                 found: pending.sequence,
                             }
                         }
-                    })
-                    .await);
-                }
+                    },
+                )
+                .await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(())
@@ -338,37 +361,20 @@ impl ProgressStore for PostgresProgressStore {
             idempotent = true,
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
-                let update = transaction
-                    .prepare_cached(
-                        "UPDATE activity_progress SET pending_json = $8 \
-                     WHERE processor = $1 AND version = $2 AND thread = $3 \
-                       AND epoch = $4 AND owner = $5 AND lease_expires_at > $6 \
-                       AND pending_sequence = $7",
-                    )
-                    .await?;
-                let changed = transaction
-                    .execute(
-                        &update,
-                        &[
-                            &params.processor,
-                            &params.version,
-                            &params.thread,
-                            &epoch,
-                            &lease.owner.as_str(),
-                            &now,
-                            &sequence,
-                            &output_json,
-                        ],
-                    )
-                    .await?;
-                if changed != 1 {
-                    return Err(explain(&transaction, &params, &lease, now, |_| {
-                        ActivityError::ProgressMismatch {
-                            what: "no pending output is saved for this record",
-                        }
-                    })
-                    .await);
-                }
+                fenced_update(
+                    &transaction,
+                    "pending_json = $8",
+                    "pending_sequence = $7",
+                    &params,
+                    &lease,
+                    epoch,
+                    now,
+                    &[&sequence, &output_json],
+                    |_| ActivityError::ProgressMismatch {
+                        what: "no pending output is saved for this record",
+                    },
+                )
+                .await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(())
@@ -390,40 +396,22 @@ impl ProgressStore for PostgresProgressStore {
             idempotent = false,
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
-                let update = transaction
-                    .prepare_cached(
-                        "UPDATE activity_progress \
-                     SET cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
-                         pending_json = NULL, last_advance_at = $6 \
-                     WHERE processor = $1 AND version = $2 AND thread = $3 \
-                       AND epoch = $4 AND owner = $5 AND lease_expires_at > $6 \
-                       AND cursor = $8",
-                    )
-                    .await?;
-                let changed = transaction
-                    .execute(
-                        &update,
-                        &[
-                            &params.processor,
-                            &params.version,
-                            &params.thread,
-                            &epoch,
-                            &lease.owner.as_str(),
-                            &now,
-                            &to_value,
-                            &from_value,
-                        ],
-                    )
-                    .await?;
-                if changed != 1 {
-                    return Err(explain(&transaction, &params, &lease, now, |row| {
-                        ActivityError::Noncontiguous {
-                            expected: Sequence(row.cursor.0.saturating_add(1)),
-                            found: to,
-                        }
-                    })
-                    .await);
-                }
+                fenced_update(
+                    &transaction,
+                    "cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
+                     pending_json = NULL, last_advance_at = $6",
+                    "cursor = $8",
+                    &params,
+                    &lease,
+                    epoch,
+                    now,
+                    &[&to_value, &from_value],
+                    |row| ActivityError::Noncontiguous {
+                        expected: Sequence(row.cursor.0.saturating_add(1)),
+                        found: to,
+                    },
+                )
+                .await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(())
