@@ -10,11 +10,13 @@
 //! - [`faults`], [`lag`], [`sweep`]: slow and failing sources, commit-to-recallable lag, latency against
 //!   corpus size and the comparison script's vector files.
 //! - [`report`], [`run`], [`progress`]: the report files, the main job, progress bars.
+//! - [`locomo`]: the LoCoMo benchmark through the product, and the tuning of its recall defaults.
 
 pub mod corpus;
 pub mod extract;
 pub mod faults;
 pub mod lag;
+pub mod locomo;
 pub mod metrics;
 pub mod modes;
 pub mod pipeline;

@@ -2,8 +2,9 @@
 //!
 //! Without a subcommand it runs the whole pipeline on the embedded default (a SQLite file in the output
 //! folder, the local all-MiniLM-L6-v2 model from `assets/`) and writes `report.md`, `report.json` and the
-//! SVG plots to `--out` (default `eval-report/`). `dump-vectors`, `bench-hnsw` and `bench-embed` serve
-//! `scripts/compare.sh`.
+//! SVG plots to `--out` (default `eval-report/`). `locomo` measures recall on LoCoMo through the product
+//! and `locomo-tune` chooses the product's recall defaults on it (see [`eval::locomo`]). `dump-vectors`,
+//! `bench-hnsw` and `bench-embed` serve `scripts/compare.sh`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -65,6 +66,24 @@ enum Command {
         /// Search widths, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "10,20,40,80,160,320")]
         ef: Vec<usize>,
+    },
+    /// LoCoMo through the product: every turn a document, every question of categories 1-4 recalled in
+    /// every mode; writes locomo.md, locomo.json and SVGs to OUT/locomo.
+    Locomo {
+        /// A LoCoMo zip archive, a folder of conversation files or one JSON file.
+        #[arg(long)]
+        data: PathBuf,
+    },
+    /// Chooses the lexical rules, the embedded text and the hybrid fusion on LoCoMo's conversations
+    /// 1-5, reports every setting with conversations 6-10 beside it (OUT/locomo-tune), and writes the
+    /// choice to --tuned.
+    LocomoTune {
+        /// A LoCoMo zip archive, a folder of conversation files or one JSON file.
+        #[arg(long)]
+        data: PathBuf,
+        /// Where the choice is written (the committed file the product's defaults are checked against).
+        #[arg(long, default_value = "eval/locomo-tuned.json")]
+        tuned: PathBuf,
     },
     /// Times our embedder (fastembed) on a text file, one text per line; prints JSON.
     BenchEmbed {
@@ -148,6 +167,8 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&result)?);
             Ok(())
         }
+        Some(Command::Locomo { data }) => runtime.block_on(locomo(&data, &cli.out)),
+        Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
         Some(Command::BenchEmbed { texts, batch }) => {
             let texts: Vec<String> = std::fs::read_to_string(&texts)?
                 .lines()
@@ -171,6 +192,84 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `memory-eval locomo`.
+async fn locomo(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+    use eval::locomo::{data as locomo_data, report as locomo_report, run as locomo_run};
+    let conversations = locomo_data::load(data)?;
+    let out = out.join("locomo");
+    std::fs::create_dir_all(&out)?;
+    let progress = Progress::for_terminal();
+    let (store, service) = locomo_run::open_service(&out.join("locomo.sqlite"), true)?;
+    let started = Instant::now();
+    let summary = locomo_run::ingest(&store, &conversations, &progress)?;
+    let import_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    locomo_run::sync(&service, &progress).await?;
+    let sync_seconds = started.elapsed().as_secs_f64();
+    let answers =
+        locomo_run::recall_all(&service, &conversations, &locomo_run::MODES, &progress).await?;
+    let report = locomo_report::LocomoReport {
+        data: data.display().to_string(),
+        conversations: conversations.len(),
+        turns: (summary.written + summary.replayed) as usize,
+        questions: answers.values().next().map_or(0, Vec::len),
+        import_seconds,
+        sync_seconds,
+        modes: answers
+            .iter()
+            .map(|(mode, answers)| locomo_report::mode_report(mode, answers))
+            .collect(),
+    };
+    let mut report = report;
+    report
+        .modes
+        .sort_by_key(|mode| locomo_run::MODES.iter().position(|name| *name == mode.mode));
+    locomo_report::write(&report, &out)?;
+    println!("{}", locomo_report::markdown(&report));
+    eprintln!("memory-eval: LoCoMo report written to {}", out.display());
+    Ok(())
+}
+
+/// `memory-eval locomo-tune`.
+fn locomo_tune(
+    data: &std::path::Path,
+    out: &std::path::Path,
+    tuned: &std::path::Path,
+) -> anyhow::Result<()> {
+    use eval::locomo::{data as locomo_data, run as locomo_run, tune};
+    let conversations = locomo_data::load(data)?;
+    let progress = Progress::for_terminal();
+    let store_dir = out.join("locomo");
+    let tune_dir = out.join("locomo-tune");
+    std::fs::create_dir_all(&store_dir)?;
+    std::fs::create_dir_all(&tune_dir)?;
+    // The lexical side is the product's own search over the same store `locomo` builds.
+    let (store, _service) = locomo_run::open_service(&store_dir.join("locomo.sqlite"), false)?;
+    locomo_run::ingest(&store, &conversations, &progress)?;
+    let embedder = load_model()?;
+    let report = tune::tune(
+        &store,
+        &conversations,
+        &embedder,
+        Some(&tune_dir),
+        memory_cli::recall_service::MIN_SEMANTIC_SCORE,
+        &progress,
+    )?;
+    std::fs::write(tune_dir.join("tune.md"), tune::markdown(&report))?;
+    std::fs::write(
+        tune_dir.join("tune.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )?;
+    std::fs::write(tuned, serde_json::to_string_pretty(&report.tuned)? + "\n")?;
+    println!("{}", tune::markdown(&report));
+    eprintln!(
+        "memory-eval: tuning report in {}, choice written to {}",
+        tune_dir.display(),
+        tuned.display()
+    );
+    Ok(())
 }
 
 /// Warnings only, to stderr; `RUST_LOG` overrides. Logs carry kinds and counts, never texts.

@@ -5,9 +5,11 @@
 //! - `lexical`: the store's FTS5 BM25 search, through memory-core's lexical source.
 //! - `exact`, `hnsw`: the semantic index (query embedding, search, its own revalidation), then the
 //!   hits as excerpt candidates through memory-core's revalidation.
-//! - `hybrid`: lexical and HNSW rankings fused by weighted reciprocal rank (RRF), then revalidated.
+//! - `hybrid`: the product's hybrid source ([`semantic_index::HybridRecall`] with its default
+//!   [`semantic_index::HybridParams`], HNSW side), exactly what `memory recall` runs: the harness has no
+//!   fusion of its own, so the figure it reports is the product's.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use memory_core::recall::{
     MemoryLookup, PassageId, RecallError, RecallLimits, RecallSource, RecalledMemory, SourceId,
@@ -74,56 +76,19 @@ pub const MAX_QUERY_BYTES: usize = 4_096;
 /// The id the mode's source is declared with.
 pub const SOURCE_ID: &str = "memory";
 
-/// Weighted reciprocal-rank fusion: `score(d) = w / (k + rank_lexical) + (1 - w) / (k + rank_semantic)`,
-/// ranks starting at 1, absent rankings adding nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct HybridWeights {
-    /// Weight of the lexical ranking, in [0, 1].
-    pub lexical_weight: f64,
-    /// The rank offset `k`.
-    pub k: f64,
-}
-
-impl Default for HybridWeights {
-    /// The textbook `k = 60`, equal weights; the harness tunes both on the corpus.
-    fn default() -> Self {
-        Self {
-            lexical_weight: 0.5,
-            k: 60.0,
-        }
-    }
-}
-
-/// Fuses two rankings of document ids with the library's reciprocal-rank fusion
-/// ([`semantic_index::reciprocal_rank_fusion`]), lexical weight `w` and embedding weight `1 - w`; the
-/// harness only chooses the weights, it does not fuse on its own.
-pub fn fuse(lexical: &[String], semantic: &[String], weights: HybridWeights) -> Vec<String> {
-    let params = semantic_index::HybridParams {
-        k: weights.k,
-        lexical_weight: weights.lexical_weight,
-        embedding_weight: 1.0 - weights.lexical_weight,
-        ..semantic_index::HybridParams::default()
-    };
-    semantic_index::reciprocal_rank_fusion(&params, lexical, semantic)
-        .into_iter()
-        .map(|fused| fused.item)
-        .collect()
-}
-
 /// Runs recalls in every mode over one store and index.
 pub struct Recaller<'a, E> {
-    store: &'a SqliteStore,
-    index: &'a SemanticIndex<E, SqliteVectorStore>,
+    store: &'a Arc<SqliteStore>,
+    index: &'a Arc<SemanticIndex<E, SqliteVectorStore>>,
     access: MemoryAccess,
     limits: RecallLimits,
-    weights: HybridWeights,
 }
 
 impl<E> std::fmt::Debug for Recaller<'_, E> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("Recaller")
-            .field("weights", &self.weights)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -140,10 +105,9 @@ fn semantic_error(error: SemanticError) -> RecallError {
 impl<'a, E: Embedder> Recaller<'a, E> {
     /// A recaller with the quality runs' limits.
     pub fn new(
-        store: &'a SqliteStore,
-        index: &'a SemanticIndex<E, SqliteVectorStore>,
+        store: &'a Arc<SqliteStore>,
+        index: &'a Arc<SemanticIndex<E, SqliteVectorStore>>,
         access: MemoryAccess,
-        weights: HybridWeights,
     ) -> Result<Self, RecallError> {
         let limits = RecallLimits::builder()
             .max_sources(MAX_ITEMS)
@@ -157,7 +121,6 @@ impl<'a, E: Embedder> Recaller<'a, E> {
             index,
             access,
             limits,
-            weights,
         })
     }
 
@@ -166,11 +129,6 @@ impl<'a, E: Embedder> Recaller<'a, E> {
     pub fn with_limits(mut self, limits: RecallLimits) -> Self {
         self.limits = limits;
         self
-    }
-
-    /// The hybrid weights.
-    pub fn weights(&self) -> HybridWeights {
-        self.weights
     }
 
     /// The limits recalls run under.
@@ -194,7 +152,6 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         let index = self.index;
         let access = self.access.clone();
         let revalidation = RevalidationLimits::from(&self.limits);
-        let weights = self.weights;
         let text = query.text.as_str();
         let key = MemoryKey {
             namespace: access.namespace.clone(),
@@ -211,14 +168,10 @@ impl<'a, E: Embedder> Recaller<'a, E> {
                     semantic_candidates(store, index, &access, text, IndexKind::Hnsw).await?
                 }
                 Mode::Hybrid => {
-                    let (lexical, semantic) = tokio::join!(
-                        lexical_candidates(store, &access, text),
-                        semantic_candidates(store, index, &access, text, IndexKind::Hnsw)
-                    );
-                    hybrid_candidates(lexical?, semantic?, weights)
+                    return hybrid_lookup(store, index, access, text, &revalidation).await;
                 }
             };
-            let passages = revalidate(&candidates, &access, store, &revalidation).await?;
+            let passages = revalidate(&candidates, &access, &**store, &revalidation).await?;
             Ok::<_, RecallError>(if passages.is_empty() {
                 MemoryLookup::NoMatch
             } else {
@@ -237,6 +190,44 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         let source = self.source(mode, query, false)?;
         recall(vec![source], &self.limits, &ApproximateTokenCounter).await
     }
+}
+
+/// The product's hybrid recall with its defaults: the same source, parameters, semantic score floor and
+/// revalidation that `memory recall --mode hybrid` runs (memory-cli asks each side for at least the
+/// search depth).
+async fn hybrid_lookup<E: Embedder>(
+    store: &Arc<SqliteStore>,
+    index: &Arc<SemanticIndex<E, SqliteVectorStore>>,
+    access: MemoryAccess,
+    text: &str,
+    revalidation: &RevalidationLimits,
+) -> Result<MemoryLookup, RecallError> {
+    let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
+    let limits = QueryLimits::new(
+        MAX_QUERY_BYTES,
+        SEARCH_DEPTH,
+        bounds.max_chunks,
+        memory_cli::recall_service::MIN_SEMANTIC_SCORE,
+        RECALL_TIMEOUT_MS,
+        IndexKind::Hnsw,
+    );
+    let defaults = semantic_index::HybridParams::default();
+    let params = semantic_index::HybridParams {
+        lexical_candidates: SEARCH_DEPTH.max(defaults.lexical_candidates),
+        max_documents: SEARCH_DEPTH,
+        ..defaults
+    };
+    semantic_index::recall::hybrid_lookup(
+        index,
+        store,
+        &access,
+        text,
+        limits,
+        &params,
+        revalidation,
+    )
+    .await
+    .map(semantic_index::recall::ScoredLookup::into_lookup)
 }
 
 async fn lexical_candidates(
@@ -283,35 +274,6 @@ async fn semantic_candidates<E: Embedder>(
                 hit.excerpt,
             ))
         })
-        .collect()
-}
-
-fn hybrid_candidates(
-    lexical: Vec<RecallCandidate>,
-    semantic: Vec<RecallCandidate>,
-    weights: HybridWeights,
-) -> Vec<RecallCandidate> {
-    let ids = |candidates: &[RecallCandidate]| -> Vec<String> {
-        let mut seen = std::collections::HashSet::new();
-        candidates
-            .iter()
-            .map(|candidate| candidate.key.id.as_str().to_owned())
-            .filter(|id| seen.insert(id.clone()))
-            .collect()
-    };
-    let fused = fuse(&ids(&lexical), &ids(&semantic), weights);
-    let mut by_id: HashMap<String, RecallCandidate> = HashMap::new();
-    // A document's whole text is the passage: the two rankings' hits of one document become one candidate.
-    for candidate in lexical.into_iter().chain(semantic) {
-        by_id
-            .entry(candidate.key.id.as_str().to_owned())
-            .or_insert_with(|| {
-                RecallCandidate::document(candidate.key.clone(), candidate.revision.clone())
-            });
-    }
-    fused
-        .into_iter()
-        .filter_map(|id| by_id.remove(&id))
         .collect()
 }
 

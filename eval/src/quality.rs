@@ -1,7 +1,5 @@
-//! Quality and warm latency of every mode over the corpus's queries, and the tuning of the hybrid
-//! weights.
+//! Quality and warm latency of every mode over the corpus's queries.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use semantic_index::Embedder;
@@ -9,7 +7,7 @@ use serde::Serialize;
 
 use crate::corpus::{EvalQuery, document_id};
 use crate::metrics::{AnswerKey, LatencyFigures, QualityFigures, RankedAnswer, percentiles, score};
-use crate::modes::{HybridWeights, Mode, Recaller, fuse, ranked};
+use crate::modes::{Mode, Recaller, ranked};
 use crate::progress::Progress;
 
 /// Queries per mode run before timing, so caches, the model session and SQLite pages are warm.
@@ -84,78 +82,4 @@ pub async fn run_mode<E: Embedder>(
         errors,
     };
     (figures, answers)
-}
-
-/// The hybrid tuning: which weights were tried and which won.
-#[derive(Debug, Clone, Serialize)]
-pub struct HybridTuning {
-    /// The chosen weights.
-    pub chosen: HybridWeights,
-    /// MRR of every tried setting on the tuning half: `(lexical weight, k, MRR)`.
-    pub tried: Vec<(f64, f64, f64)>,
-    /// Queries the weights were tuned on (every other query; the report scores all of them).
-    pub tuning_queries: usize,
-}
-
-/// Tunes the RRF weights on the even-numbered queries, fusing the lexical and HNSW rankings already
-/// recalled (fusion is rank-only, so this needs no further searches).
-pub fn tune_hybrid(
-    queries: &[EvalQuery],
-    lexical: &[RankedAnswer],
-    semantic: &[RankedAnswer],
-) -> HybridTuning {
-    let ids = |answer: &RankedAnswer| -> Vec<String> {
-        answer.ranked.iter().map(|(id, _)| id.clone()).collect()
-    };
-    let mut tried = Vec::new();
-    let mut best = (HybridWeights::default(), f64::MIN);
-    let tuning: Vec<usize> = (0..queries.len()).step_by(2).collect();
-    let keys: Vec<AnswerKey> = tuning
-        .iter()
-        .map(|&index| answer_key(&queries[index]))
-        .collect();
-    for k in [5.0, 20.0, 60.0] {
-        for step in 0..=10 {
-            let weights = HybridWeights {
-                lexical_weight: f64::from(step) / 10.0,
-                k,
-            };
-            let answers: Vec<RankedAnswer> = tuning
-                .iter()
-                .map(|&index| {
-                    let texts: BTreeMap<&str, &str> = lexical[index]
-                        .ranked
-                        .iter()
-                        .chain(&semantic[index].ranked)
-                        .map(|(id, text)| (id.as_str(), text.as_str()))
-                        .collect();
-                    let fused = fuse(&ids(&lexical[index]), &ids(&semantic[index]), weights);
-                    RankedAnswer {
-                        ranked: fused
-                            .into_iter()
-                            .take(10)
-                            .map(|id| {
-                                let text = texts
-                                    .get(id.as_str())
-                                    .copied()
-                                    .unwrap_or_default()
-                                    .to_owned();
-                                (id, text)
-                            })
-                            .collect(),
-                    }
-                })
-                .collect();
-            let mrr = score(&keys, &answers).mrr;
-            tried.push((weights.lexical_weight, k, mrr));
-            if mrr > best.1 + 1e-12 {
-                best = (weights, mrr);
-            }
-        }
-    }
-    HybridTuning {
-        chosen: best.0,
-        tried,
-        tuning_queries: tuning.len(),
-    }
 }

@@ -9,7 +9,7 @@ use crate::faults::FaultCase;
 use crate::lag::LagFigures;
 use crate::metrics::{LatencyFigures, QualityFigures};
 use crate::pipeline::{IndexingFigures, IngestFigures};
-use crate::quality::{HybridTuning, ModeFigures};
+use crate::quality::ModeFigures;
 use crate::sweep::SizePoint;
 
 /// What the run was asked to do.
@@ -100,8 +100,8 @@ pub struct Report {
     pub indexing: IndexingFigures,
     /// Quality and warm latency per mode.
     pub modes: Vec<ModeFigures>,
-    /// How the hybrid weights were chosen.
-    pub hybrid: HybridTuning,
+    /// The product's hybrid fusion parameters the hybrid mode ran with.
+    pub hybrid: HybridDefaults,
     /// Exact-mode quality per embedding preprocessing (what text is embedded for a chunk).
     pub preprocessing: Vec<PreprocessingFigures>,
     /// Injected slow and failing sources.
@@ -125,6 +125,28 @@ pub fn peak_memory_kib() -> Option<u64> {
         .lines()
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The product's hybrid parameters, as the report records them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HybridDefaults {
+    /// The rank damping `k`.
+    pub k: f64,
+    /// Weight of the lexical ranking.
+    pub lexical_weight: f64,
+    /// Weight of the embedding ranking.
+    pub embedding_weight: f64,
+}
+
+impl HybridDefaults {
+    /// The parameters' fusion fields.
+    pub fn of(params: &semantic_index::HybridParams) -> Self {
+        Self {
+            k: params.k,
+            lexical_weight: params.lexical_weight,
+            embedding_weight: params.embedding_weight,
+        }
+    }
 }
 
 /// Writes `report.json`, `report.md`, `latency_vs_size.svg` and `recall_by_mode.svg` into `out`.
@@ -217,10 +239,10 @@ pub fn markdown(report: &Report) -> String {
     let h = &report.hybrid;
     let _ = writeln!(
         md,
-        "\nHybrid = weighted reciprocal-rank fusion of lexical and HNSW rankings, \
-         `w / (k + rank_lexical) + (1 - w) / (k + rank_hnsw)`, tuned by MRR on {} of the queries \
-         (every other one): lexical weight w = {:.1}, k = {:.0}.\n",
-        h.tuning_queries, h.chosen.lexical_weight, h.chosen.k
+        "\nHybrid = the product's hybrid recall with its defaults (weighted reciprocal-rank fusion of \
+         lexical and HNSW rankings, `w_lex / (k + rank_lexical) + w_emb / (k + rank_hnsw)`: k = {}, \
+         lexical weight {}, embedding weight {}; tuned on LoCoMo by `memory-eval locomo-tune`).\n",
+        h.k, h.lexical_weight, h.embedding_weight
     );
     let _ = writeln!(md, "![recall per mode](recall_by_mode.svg)\n");
     let _ = writeln!(

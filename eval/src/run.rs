@@ -11,7 +11,7 @@ use semantic_index::{Embedder, Preprocessing, SemanticIndex, SemanticIndexConfig
 
 use crate::corpus::{Corpus, CorpusShape, TurnEffect, generate};
 use crate::metrics::percentiles;
-use crate::modes::{HybridWeights, Mode, Recaller};
+use crate::modes::{Mode, Recaller};
 use crate::pipeline::{Stores, access, index, ingest, profile_for, rate};
 use crate::progress::Progress;
 use crate::report::{
@@ -155,33 +155,11 @@ pub async fn run<E: Embedder>(
     );
 
     let mut modes = Vec::new();
-    let recaller = Recaller::new(
-        &stores.memory,
-        &semantic.index,
-        access.clone(),
-        HybridWeights::default(),
-    )?;
-    let mut lexical_answers = Vec::new();
-    let mut hnsw_answers = Vec::new();
-    for mode in [Mode::Direct, Mode::Lexical, Mode::Exact, Mode::Hnsw] {
-        let (figures, answers) =
-            quality::run_mode(&recaller, mode, &corpus.queries, progress).await;
-        match mode {
-            Mode::Lexical => lexical_answers = answers,
-            Mode::Hnsw => hnsw_answers = answers,
-            _ => {}
-        }
+    let recaller = Recaller::new(&stores.memory, &semantic.index, access.clone())?;
+    for mode in Mode::ALL {
+        let (figures, _) = quality::run_mode(&recaller, mode, &corpus.queries, progress).await;
         modes.push(figures);
     }
-    let tuning = quality::tune_hybrid(&corpus.queries, &lexical_answers, &hnsw_answers);
-    let hybrid = Recaller::new(
-        &stores.memory,
-        &semantic.index,
-        access.clone(),
-        tuning.chosen,
-    )?;
-    let (figures, _) = quality::run_mode(&hybrid, Mode::Hybrid, &corpus.queries, progress).await;
-    modes.push(figures);
     let preprocessing = compare_preprocessing(
         &stores,
         embedder.clone(),
@@ -219,7 +197,6 @@ pub async fn run<E: Embedder>(
     );
 
     drop(recaller);
-    drop(hybrid);
     semantic.indexer.shutdown().await;
     drop(semantic.index);
     drop(stores);
@@ -244,7 +221,7 @@ pub async fn run<E: Embedder>(
         embedding,
         indexing,
         modes,
-        hybrid: tuning,
+        hybrid: crate::report::HybridDefaults::of(&semantic_index::HybridParams::default()),
         preprocessing,
         faults: fault_cases,
         lag: lag_figures,
@@ -268,12 +245,7 @@ async fn compare_preprocessing<E: Embedder>(
     let mut profile = profile_for(embedder.dimensions());
     profile.preprocessing = Preprocessing::TextOnly;
     let (text_only, _) = index(stores, embedder, profile).await?;
-    let recaller = Recaller::new(
-        &stores.memory,
-        &text_only.index,
-        access.clone(),
-        HybridWeights::default(),
-    )?;
+    let recaller = Recaller::new(&stores.memory, &text_only.index, access.clone())?;
     let (figures, _) = quality::run_mode(&recaller, Mode::Exact, &corpus.queries, progress).await;
     drop(recaller);
     text_only.indexer.shutdown().await;
@@ -303,21 +275,23 @@ async fn cold_start<E: Embedder>(
     load: &impl Fn() -> anyhow::Result<E>,
 ) -> anyhow::Result<ColdStartFigures> {
     let started = Instant::now();
-    let store = SqliteStore::open_store(path)?;
+    let store = Arc::new(SqliteStore::open_store(path)?);
     let vectors = Arc::new(SqliteVectorStore::open(path)?);
     let open_store_ms = started.elapsed().as_secs_f64() * 1_000.0;
     let started = Instant::now();
     let embedder = Arc::new(load()?);
     let load_model_ms = started.elapsed().as_secs_f64() * 1_000.0;
     let started = Instant::now();
-    let index = SemanticIndex::open(
-        SemanticIndexConfig::new(profile_for(dimensions)),
-        embedder,
-        vectors,
-    )
-    .await?;
+    let index = Arc::new(
+        SemanticIndex::open(
+            SemanticIndexConfig::new(profile_for(dimensions)),
+            embedder,
+            vectors,
+        )
+        .await?,
+    );
     let load_vectors_ms = started.elapsed().as_secs_f64() * 1_000.0;
-    let recaller = Recaller::new(&store, &index, access.clone(), HybridWeights::default())?;
+    let recaller = Recaller::new(&store, &index, access.clone())?;
     let query = corpus
         .queries
         .first()

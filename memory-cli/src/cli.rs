@@ -98,13 +98,50 @@ Example:
 
 const SERVE_HELP: &str = "\
 Serves the Model Context Protocol on standard input and output with the tools memory_put, \
-memory_withdraw, memory_get, memory_recall and memory_sync (same arguments and answers as the commands). \
+memory_withdraw, memory_get, memory_recall, memory_sync, memory_thread_append and memory_thread_forget \
+(same arguments and answers as the commands). \
 A refusal is a tool result with isError true and the error JSON as structured content. A background \
 indexer embeds every write shortly after it commits; memory_sync waits for it. Stops cleanly at the end \
 of input.
 
 Example (an MCP host's server entry):
   {\"command\": \"memory\", \"args\": [\"--db\", \"/home/me/notes.sqlite\", \"serve\"]}";
+
+const THREAD_HELP: &str = "\
+Conversation activity for the remembering worker: append records to a thread log, and forget a record \
+(everything remembered from it stops being recalled at once; the worker's next pass withdraws it).";
+
+const THREAD_APPEND_HELP: &str = "\
+Appends one record to a thread (the log assigns its sequence); the remembering worker \
+(remembering-worker --db DB) turns user statements into memory documents. record is {occurred_at?, \
+speaker, observers?, body, opaque_cursor?}; body.kind is user_input {text}, assistant_message {text}, \
+tool_call {call_id, name, arguments}, tool_result {call_id, output, is_error} or run_completed {outcome}.
+
+Answer: {\"thread\", \"sequence\", \"digest\"} once the record is committed
+
+Example:
+  memory thread append '{\"thread\":\"chat-42\",\"record\":{\"occurred_at\":1767225600000,\"speaker\":\"ana\",\"body\":{\"kind\":\"user_input\",\"text\":\"I moved to Lisbon.\"}}}'";
+
+const THREAD_FORGET_HELP: &str = "\
+Forgets one record: its suppression and the cleanup of what was remembered from it are committed \
+together before the answer, and from then on no recall (any mode) and no get shows what the record \
+contributed; the worker's next pass withdraws those documents (later human corrections are kept). event \
+is forget (the default), delete or revoke. reason is required and not stored. A sequence the thread does \
+not have is refused (not-found); forgetting again answers the same cleanup.
+
+Answer: {\"thread\", \"sequence\", \"event\", \"cleanup\"} (cleanup: the admitted cleanup intent's id)
+
+Example:
+  memory thread forget '{\"thread\":\"chat-42\",\"sequence\":1,\"reason\":\"the user asked to forget it\"}'";
+
+const STATUS_HELP: &str = "\
+Prints the state of the store and its semantic index as one JSON object, loading no model: head (the \
+latest change), indexed (the change the stored vectors reflect; behind = head - indexed), chunks \
+(live, capacity from --max-chunks), unindexed documents by reason (documents the index cannot hold are \
+never reported as searchable) and the persisted HNSW graph's state.
+
+Example:
+  memory --db notes.sqlite status";
 
 /// The `memory` command.
 #[derive(Debug, Parser)]
@@ -130,6 +167,10 @@ pub struct Cli {
     /// connection's search_path). Refused with a SQLite path.
     #[arg(long, global = true, value_name = "NAME")]
     pub schema: Option<String>,
+    /// Most chunks the semantic index holds (default 1,000,000; memory is taken as chunks arrive). A
+    /// sync that would pass it is refused (too-large, naming max_chunks); `memory status` shows use.
+    #[arg(long, global = true, env = "MEMORY_MAX_CHUNKS", value_name = "N")]
+    pub max_chunks: Option<usize>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -223,6 +264,26 @@ pub enum Command {
     /// Serve the operations as MCP tools on standard input and output.
     #[command(after_help = SERVE_HELP)]
     Serve,
+    /// Show the store's and the semantic index's state: positions, chunks and capacity, unindexed
+    /// documents, the HNSW graph.
+    #[command(after_help = STATUS_HELP)]
+    Status,
+    /// Append conversation activity to a thread, or forget a record (memory_thread_append,
+    /// memory_thread_forget).
+    #[command(subcommand, after_help = THREAD_HELP)]
+    Thread(ThreadCommand),
+}
+
+/// The `thread` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ThreadCommand {
+    /// Append one record to a thread log (memory_thread_append).
+    #[command(after_help = THREAD_APPEND_HELP)]
+    Append(OperationArgs),
+    /// Forget one record: effective for recall at once, cleaned up by the worker
+    /// (memory_thread_forget).
+    #[command(after_help = THREAD_FORGET_HELP)]
+    Forget(OperationArgs),
 }
 
 /// The argument of the five operations.

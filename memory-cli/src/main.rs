@@ -7,18 +7,23 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use memory_cli::cli::{Cli, Command, Database, ImportArgs, OperationArgs};
+use memory_cli::cli::{Cli, Command, Database, ImportArgs, OperationArgs, ThreadCommand};
+use memory_cli::feed::{CommitSignal, WakingFeed};
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
 use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
+use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_core::{ErrorKind, MemoryError};
 use memory_postgres::{PostgresFailure, PostgresStore, postgres_failure};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
+
+/// How often `memory serve` saves its HNSW graph when it changed.
+const GRAPH_SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 const EXIT_UNEXPECTED: u8 = 1;
 const EXIT_REFUSED: u8 = 2;
@@ -68,6 +73,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Ok(database) => database,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
+    let max_chunks = cli.max_chunks;
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),
         Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
@@ -75,9 +81,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(arguments) => (Operation::Recall, arguments),
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
-        Command::Serve => return run_serve(&database),
+        Command::Serve => return run_serve(&database, max_chunks),
+        Command::Status => return run_status(&database, max_chunks),
+        Command::Thread(command) => return run_thread(&database, command),
     };
-    run_operation(&database, operation.0, operation.1)
+    run_operation(&database, operation.0, operation.1, max_chunks)
 }
 
 /// Connects to PostgreSQL (migrating the schema on first use). A server that cannot be reached or
@@ -117,6 +125,7 @@ fn run_operation(
     database: &Database,
     operation: Operation,
     arguments: OperationArgs,
+    max_chunks: Option<usize>,
 ) -> anyhow::Result<ExitCode> {
     let text = match read_argument(arguments.json) {
         Ok(text) => text,
@@ -143,6 +152,7 @@ fn run_operation(
                     .map_err(Refusal::from)
                     .and_then(|vectors| {
                         SemanticBackend::catching_up(Arc::clone(&store), Arc::new(vectors))
+                            .and_then(|backend| backend.with_max_chunks(max_chunks))
                     });
                 match opened {
                     Ok(backend) => Some(backend),
@@ -160,7 +170,9 @@ fn run_operation(
             };
             let semantic = if semantic {
                 let vectors = Arc::new(store.vectors());
-                match SemanticBackend::catching_up(Arc::clone(&store), vectors) {
+                match SemanticBackend::catching_up(Arc::clone(&store), vectors)
+                    .and_then(|backend| backend.with_max_chunks(max_chunks))
+                {
                     Ok(backend) => Some(backend),
                     Err(refusal) => return Ok(print_refusal(&refusal)),
                 }
@@ -169,6 +181,54 @@ fn run_operation(
             };
             answer(store, semantic, request)
         }
+    }
+}
+
+/// `memory thread append|forget`: like the operations, the argument is decoded before the database is
+/// opened, so refused input writes nothing.
+fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<ExitCode> {
+    let (operation, arguments) = match command {
+        ThreadCommand::Append(arguments) => (ThreadOperation::Append, arguments),
+        ThreadCommand::Forget(arguments) => (ThreadOperation::Forget, arguments),
+    };
+    let text = match read_argument(arguments.json) {
+        Ok(text) => text,
+        Err(ReadFailure::Refused(refusal)) => return Ok(print_refusal(&refusal)),
+        Err(ReadFailure::Io(error)) => {
+            return Err(error).context("could not read the JSON argument");
+        }
+    };
+    let request = match ThreadRequest::decode(operation, RawArguments::Text(&text)) {
+        Ok(request) => request,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    match database {
+        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+            Ok(store) => thread_answer(&store, request),
+            Err(error) => Ok(print_refusal(&Refusal::from(error))),
+        },
+        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
+            Ok(store) => thread_answer(&store, request),
+            Err(refusal) => Ok(print_refusal(&refusal)),
+        },
+    }
+}
+
+/// Runs one decoded thread request against `store`'s database and prints its answer.
+fn thread_answer<S: Store>(store: &S, request: ThreadRequest) -> anyhow::Result<ExitCode> {
+    let service = match ThreadService::open(store) {
+        Ok(service) => service,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .context("could not start the async runtime")?;
+    match runtime.block_on(service.run(request)) {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
 
@@ -308,7 +368,49 @@ impl ImportObserver for ImportProgress {
     }
 }
 
-fn run_serve(database: &Database) -> anyhow::Result<ExitCode> {
+fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = match database {
+        Database::Sqlite(path) => {
+            match (SqliteStore::open_store(path), SqliteVectorStore::open(path)) {
+                (Ok(store), Ok(vectors)) => runtime.block_on(memory_cli::status::status(
+                    Arc::new(store),
+                    Arc::new(vectors),
+                    max_chunks,
+                )),
+                (Err(error), _) | (_, Err(error)) => Err(Refusal::from(error)),
+            }
+        }
+        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
+            Ok(store) => {
+                let store = Arc::new(store);
+                let vectors = Arc::new(store.vectors());
+                runtime.block_on(memory_cli::status::status(store, vectors, max_chunks))
+            }
+            Err(refusal) => Err(refusal),
+        },
+    };
+    runtime.shutdown_background();
+    match answer.and_then(|status| {
+        serde_json::to_value(status).map_err(|error| {
+            Refusal::new(
+                ErrorKind::Corrupt,
+                format!("status cannot be encoded: {error}"),
+            )
+        })
+    }) {
+        Ok(value) => {
+            print_json(&value)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
+}
+
+fn run_serve(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -320,18 +422,18 @@ fn run_serve(database: &Database) -> anyhow::Result<ExitCode> {
                 Ok(store) => Arc::new(store),
                 Err(error) => return Ok(print_refusal(&Refusal::from(error))),
             };
-            // Only processes on this machine write to the file: the indexer polls the store itself.
+            // Only processes on this machine write to the file: the indexer follows the store
+            // itself, woken by this server's commits.
+            let commits = CommitSignal::new();
+            let feed = Arc::new(WakingFeed::new(Arc::clone(&store), commits.clone()));
             let semantic = SqliteVectorStore::open(path)
                 .map_err(Refusal::from)
                 .and_then(|vectors| {
-                    SemanticBackend::following(
-                        Arc::clone(&store),
-                        Arc::new(vectors),
-                        Arc::clone(&store),
-                    )
+                    SemanticBackend::following(Arc::clone(&store), Arc::new(vectors), feed)
+                        .and_then(|backend| backend.with_max_chunks(max_chunks))
                 });
             match semantic {
-                Ok(semantic) => serve(runtime, store, semantic),
+                Ok(semantic) => serve(runtime, store, semantic, Some(commits)),
                 Err(refusal) => Ok(print_refusal(&refusal)),
             }
         }
@@ -347,8 +449,10 @@ fn run_serve(database: &Database) -> anyhow::Result<ExitCode> {
                 Err(error) => return Ok(print_refusal(&connect_refusal(error))),
             };
             let vectors = Arc::new(store.vectors());
-            match SemanticBackend::following(Arc::clone(&store), vectors, follower) {
-                Ok(semantic) => serve(runtime, store, semantic),
+            match SemanticBackend::following(Arc::clone(&store), vectors, follower)
+                .and_then(|backend| backend.with_max_chunks(max_chunks))
+            {
+                Ok(semantic) => serve(runtime, store, semantic, None),
                 Err(refusal) => Ok(print_refusal(&refusal)),
             }
         }
@@ -359,16 +463,36 @@ fn serve<S: Store>(
     runtime: tokio::runtime::Runtime,
     store: Arc<S>,
     semantic: SemanticBackend<S>,
+    commits: Option<CommitSignal>,
 ) -> anyhow::Result<ExitCode> {
     let semantic = Arc::new(semantic);
-    let service = Arc::new(MemoryService::new(
+    let mut service = MemoryService::new(
         Arc::clone(&store),
         RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
-    ));
+    );
+    if let Some(commits) = commits {
+        service = service.with_commit_signal(commits);
+    }
+    let service = Arc::new(service);
     let served = runtime.block_on(async {
-        // The indexer starts following the feed at once; the protocol does not wait for the model.
-        semantic.start_loading();
+        // The model and the stored vectors are loaded before the first request is read, so the first
+        // recall does not pay for them (a failed load leaves the lexical mode and writes working).
+        semantic.load_now().await;
+        // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so
+        // a restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
+        let saver = {
+            let semantic = Arc::clone(&semantic);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(GRAPH_SAVE_INTERVAL);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    semantic.save_graph().await;
+                }
+            })
+        };
         let served = memory_cli::mcp::serve_stdio(service).await;
+        saver.abort();
         semantic.shutdown().await;
         served
     });

@@ -1,4 +1,5 @@
-//! The MCP server: the five operations as tools over stdio (official SDK, `rmcp`).
+//! The MCP server: the five operations and the two thread operations ([`crate::thread`]) as tools
+//! over stdio (official SDK, `rmcp`).
 //!
 //! Tools take their arguments as a raw JSON object and decode them here, so a malformed call gets the same
 //! typed refusal as on the command line (a tool result with `isError: true` and the error JSON as
@@ -16,17 +17,21 @@ use serde_json::Value;
 
 use crate::input::MAX_INPUT_BYTES;
 use crate::service::{MemoryService, Operation, RawArguments, Store};
+use crate::thread::{ThreadAppendArguments, ThreadForgetArguments, ThreadOperation, ThreadTools};
 use crate::wire::{GetArguments, PutArguments, RecallArguments, SyncArguments, WithdrawArguments};
 
 const INSTRUCTIONS: &str = "Agent memory. memory_put stores or replaces a document (idempotent per \
 operation_id; pass the current revision to replace), memory_withdraw removes one for good, memory_get \
 reads one, memory_recall returns the memory relevant to a query under hard limits as cited text, and \
-memory_sync waits until earlier writes are searchable. Refusals come back as tool errors carrying \
+memory_sync waits until earlier writes are searchable. memory_thread_append records conversation \
+activity for the remembering worker, and memory_thread_forget forgets one record: from its answer on, \
+nothing remembered from it is recalled or read. Refusals come back as tool errors carrying \
 {\"error\": {\"kind\", \"message\"}}.";
 
 /// The MCP server over one store.
 pub struct MemoryServer<S: Store> {
     service: Arc<MemoryService<S>>,
+    threads: Arc<ThreadTools<S>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -34,6 +39,7 @@ impl<S: Store> Clone for MemoryServer<S> {
     fn clone(&self) -> Self {
         Self {
             service: Arc::clone(&self.service),
+            threads: Arc::clone(&self.threads),
             tool_router: self.tool_router.clone(),
         }
     }
@@ -62,6 +68,7 @@ impl<S: Store> MemoryServer<S> {
     /// A server answering with `service`.
     pub fn new(service: Arc<MemoryService<S>>) -> Self {
         Self {
+            threads: Arc::new(ThreadTools::new(Arc::clone(service.store()))),
             service,
             tool_router: Self::tool_router(),
         }
@@ -70,6 +77,21 @@ impl<S: Store> MemoryServer<S> {
     async fn respond(&self, operation: Operation, arguments: JsonObject) -> CallToolResult {
         match self
             .service
+            .execute(operation, RawArguments::Json(Value::Object(arguments)))
+            .await
+        {
+            Ok(result) => CallToolResult::structured(result),
+            Err(refusal) => CallToolResult::structured_error(refusal.to_json()),
+        }
+    }
+
+    async fn respond_thread(
+        &self,
+        operation: ThreadOperation,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        match self
+            .threads
             .execute(operation, RawArguments::Json(Value::Object(arguments)))
             .await
         {
@@ -126,6 +148,28 @@ impl<S: Store> MemoryServer<S> {
     )]
     async fn memory_sync(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Sync, arguments).await
+    }
+
+    /// Appends one record to a thread log.
+    #[tool(
+        name = "memory_thread_append",
+        description = "Append one conversation record to a thread log; the remembering worker turns user statements into memory. Answers thread, sequence and digest once committed.",
+        input_schema = input_schema::<ThreadAppendArguments>()
+    )]
+    async fn memory_thread_append(&self, arguments: JsonObject) -> CallToolResult {
+        self.respond_thread(ThreadOperation::Append, arguments)
+            .await
+    }
+
+    /// Forgets one thread record.
+    #[tool(
+        name = "memory_thread_forget",
+        description = "Forget one thread record (event forget, delete or revoke): once this answers, nothing remembered from it is recalled or read, and the worker's next pass withdraws it. Answers thread, sequence, event and the cleanup intent id; an unknown sequence is not-found.",
+        input_schema = input_schema::<ThreadForgetArguments>()
+    )]
+    async fn memory_thread_forget(&self, arguments: JsonObject) -> CallToolResult {
+        self.respond_thread(ThreadOperation::Forget, arguments)
+            .await
     }
 }
 

@@ -40,22 +40,25 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use memory_core::activity::RememberingStore;
+use memory_core::activity::suppression::hide_suppressed;
 use memory_core::recall::{
     MemoryLookup, RecallError, RecallLimits, RecallSource, RecalledMemory, SourceId, SourceOutcome,
     SourceStatus, recall,
 };
 use memory_core::{
-    ApproximateTokenCounter, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument, MemoryError,
-    MemoryKey, MemoryReader, MemoryScope, RecallCandidate, RevalidationLimits, revalidate,
+    ApproximateTokenCounter, ErrorKind, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
+    MemoryError, MemoryKey, MemoryReader, MemoryScope, RecallCandidate, RevalidationLimits,
+    revalidate,
 };
 use semantic_index::recall::{HybridParams, ScoredLookup, ScoredPassage, on_blocking_pool};
-use semantic_index::{HybridRecall, IndexBounds, IndexKind, QueryLimits, SemanticRecall};
+use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::refusal::Refusal;
 use crate::semantic::{MemorySemanticIndex, SemanticBackend};
 use crate::service::Store;
 use crate::wire::{
-    RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
+    AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
 };
 
@@ -95,8 +98,14 @@ impl RecallQuery {
                 arguments.query.len() as u64,
             ));
         }
+        // `max_sources` counts distinct cited documents (SPEC §2.3); by default every passage may come
+        // from another document.
+        let max_sources = arguments
+            .limits
+            .max_sources
+            .unwrap_or(arguments.limits.max_items);
         let limits = RecallLimits::builder()
-            .max_sources(1)
+            .max_sources(max_sources)
             .max_items(arguments.limits.max_items)
             .max_bytes(arguments.limits.max_bytes)
             .max_tokens(arguments.limits.max_tokens)
@@ -120,6 +129,8 @@ impl RecallQuery {
 pub struct RecallService<S: Store> {
     store: Arc<S>,
     semantic: Option<Arc<SemanticBackend<S>>>,
+    /// Where forgotten sources are recorded; every recall read hides their contributions.
+    suppression: Suppression,
 }
 
 impl<S: Store> std::fmt::Debug for RecallService<S> {
@@ -188,6 +199,7 @@ impl<S: Store> RecallService<S> {
         Self {
             store,
             semantic: None,
+            suppression: Suppression::default(),
         }
     }
 
@@ -196,6 +208,7 @@ impl<S: Store> RecallService<S> {
         Self {
             store,
             semantic: Some(semantic),
+            suppression: Suppression::default(),
         }
     }
 
@@ -206,6 +219,9 @@ impl<S: Store> RecallService<S> {
 
     /// `memory_recall`.
     pub async fn recall(&self, query: RecallQuery) -> Result<RecallResult, Refusal> {
+        // `timeout_ms` bounds everything the caller waits for: loading the model and a one-shot
+        // command's catch-up indexing count against it, not just the search.
+        let deadline = tokio::time::Instant::now() + query.limits.timeout();
         let index = match query.mode {
             RecallMode::Lexical => None,
             RecallMode::Exact | RecallMode::Hnsw | RecallMode::Hybrid => {
@@ -215,7 +231,7 @@ impl<S: Store> RecallService<S> {
                         query.mode.as_str()
                     )));
                 };
-                Some(semantic.index_for_query().await?)
+                Some(semantic.index_for_query(deadline).await?)
             }
         };
         let RecallQuery {
@@ -224,8 +240,12 @@ impl<S: Store> RecallService<S> {
             mode,
             limits,
         } = query;
+        let limits = remaining_limits(&limits, deadline)?;
+        // The index that ranked the embedding candidates, as the search itself reports it (an
+        // `hnsw` search is answered exactly while the graph is not ready).
+        let answered_by: Mutex<Option<IndexKind>> = Mutex::new(None);
         let depth = search_depth(&limits);
-        let store = Arc::new(RecallStore(Arc::clone(&self.store)));
+        let store = Arc::new(self.recall_store().await?);
         let revalidation = RevalidationLimits::from(&limits);
         let scores: Mutex<Scores> = Mutex::new(Scores::default());
         let unavailable: Mutex<Option<String>> = Mutex::new(None);
@@ -238,24 +258,32 @@ impl<S: Store> RecallService<S> {
                         IndexKind::Hnsw
                     };
                     let query_limits = semantic_limits(&index, depth, limits.timeout_ms(), kind);
-                    SemanticRecall::new(index, store, access, text, query_limits)
+                    let answered = SemanticRecall::new(index, store, access, text, query_limits)
                         .revalidation_limits(revalidation)
-                        .lookup_scored()
-                        .await?
+                        .lookup_answered()
+                        .await?;
+                    record(&answered_by, answered.answered_by);
+                    answered.lookup
                 }
                 (RecallMode::Hybrid, Some(index)) => {
                     let query_limits =
                         semantic_limits(&index, depth, limits.timeout_ms(), IndexKind::Hnsw);
+                    // The tuned candidate depths (semantic-index's defaults), or more when the
+                    // recall may cite more; the embedding side takes the larger of its default and
+                    // `query_limits`.
+                    let defaults = HybridParams::default();
                     let params = HybridParams {
-                        lexical_candidates: depth,
+                        lexical_candidates: depth.max(defaults.lexical_candidates),
                         max_documents: depth,
-                        ..HybridParams::default()
+                        ..defaults
                     };
-                    HybridRecall::new(index, store, access, text, query_limits)
+                    let answered = HybridRecall::new(index, store, access, text, query_limits)
                         .params(params)
                         .revalidation_limits(revalidation)
-                        .lookup_scored()
-                        .await?
+                        .lookup_answered()
+                        .await?;
+                    record(&answered_by, answered.answered_by);
+                    answered.lookup
                 }
                 _ => lexical_lookup(store, access, text, depth, revalidation).await?,
             };
@@ -285,20 +313,65 @@ impl<S: Store> RecallService<S> {
             }
         };
         let scores = scores.into_inner().unwrap_or_default();
-        Ok(to_wire(recalled, |document, passage| {
-            scores.of(document, passage)
-        }))
+        let mut result = to_wire(recalled, |document, passage| scores.of(document, passage));
+        result.answered_by = answered_by
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .map(|kind| match kind {
+                IndexKind::Exact => AnsweredBy::Exact,
+                IndexKind::Hnsw => AnsweredBy::Hnsw,
+            });
+        Ok(result)
     }
 
     /// `memory_sync`: waits until every write committed before the call is searchable in every
     /// configured mode, and answers the change-sequence position reached.
     pub async fn sync(&self) -> Result<SyncResult, Refusal> {
-        let head = match &self.semantic {
-            Some(semantic) => semantic.sync().await?,
-            None => self.store.head().await?,
+        let (head, unindexed) = match &self.semantic {
+            Some(semantic) => {
+                let synced = semantic.sync().await?;
+                (synced.head, synced.unindexed)
+            }
+            None => (self.store.head().await?, 0),
         };
-        Ok(SyncResult { indexed: head.0 })
+        Ok(SyncResult {
+            indexed: head.0,
+            unindexed,
+        })
     }
+}
+
+fn record(slot: &Mutex<Option<IndexKind>>, kind: Option<IndexKind>) {
+    *slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = kind;
+}
+
+/// `limits` with the time left before `deadline` as their timeout; a recall with no time left is
+/// refused as `deadline` before it searches.
+fn remaining_limits(
+    limits: &RecallLimits,
+    deadline: tokio::time::Instant,
+) -> Result<RecallLimits, Refusal> {
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    if left_ms == 0 {
+        return Err(Refusal::new(
+            ErrorKind::Deadline,
+            format!(
+                "recall did not finish within timeout_ms ({} ms)",
+                limits.timeout_ms()
+            ),
+        ));
+    }
+    Ok(RecallLimits::builder()
+        .max_sources(limits.max_sources())
+        .max_items(limits.max_items())
+        .max_bytes(limits.max_bytes())
+        .max_tokens(limits.max_tokens())
+        .max_input_bytes(limits.max_input_bytes())
+        .timeout_ms(left_ms)
+        .build()?)
 }
 
 /// Search hits asked of each index: twice the items, within bounds.
@@ -310,13 +383,13 @@ fn search_depth(limits: &RecallLimits) -> usize {
 }
 
 /// The semantic index's query limits for a recall.
-fn semantic_limits<V: memory_core::vectors::VectorStore>(
+fn semantic_limits<V: memory_core::vectors::VectorStore + 'static>(
     index: &MemorySemanticIndex<V>,
     depth: usize,
     timeout_ms: u64,
     kind: IndexKind,
 ) -> QueryLimits {
-    let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
+    let bounds = index.bounds();
     QueryLimits::new(
         MAX_QUERY_BYTES,
         depth,
@@ -369,14 +442,24 @@ async fn lexical_lookup<S: Store>(
     .await?
 }
 
-/// The store as one recall sees it. Every call passes through [`injected_stall`], which does nothing
-/// unless the `fault-injection` feature is compiled in.
-struct RecallStore<S>(Arc<S>);
+/// The store as one recall sees it: every read hides the contributions of forgotten (suppressed)
+/// sources, so a forget is effective for every mode the moment it is acknowledged, before the worker's
+/// cleanup withdraws them. The check is one batched [`RememberingStore::suppressed_contributions`] call
+/// per grouped read, made where the read is (the blocking pool, in every mode). Search hits need no
+/// check of their own: every mode revalidates its hits through these reads. Every call passes through
+/// [`injected_stall`], which does nothing unless the `fault-injection` feature is compiled in.
+struct RecallStore<S> {
+    store: Arc<S>,
+    suppression: Arc<dyn RememberingStore>,
+}
 
 impl<S: Store> MemoryReader for RecallStore<S> {
     async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
         injected_stall();
-        self.0.read(key).await
+        let document = self.store.read(key).await?;
+        Ok(hide_suppressed(&*self.suppression, vec![document])?
+            .pop()
+            .flatten())
     }
 
     async fn read_many(
@@ -384,7 +467,8 @@ impl<S: Store> MemoryReader for RecallStore<S> {
         keys: &[MemoryKey],
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
         injected_stall();
-        self.0.read_many(keys).await
+        let documents = self.store.read_many(keys).await?;
+        hide_suppressed(&*self.suppression, documents)
     }
 }
 
@@ -396,7 +480,54 @@ impl<S: Store> LexicalSearch for RecallStore<S> {
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
         injected_stall();
-        self.0.search(access, query, limit).await
+        self.store.search(access, query, limit).await
+    }
+}
+
+/// The database's remembering store, opened on the first read that needs it (for SQLite one more
+/// connection; for PostgreSQL a handle on the same pool) and kept for the service's lifetime.
+#[derive(Default)]
+struct Suppression(std::sync::OnceLock<Arc<dyn RememberingStore>>);
+
+impl Suppression {
+    async fn get<S: Store>(&self, store: &Arc<S>) -> Result<Arc<dyn RememberingStore>, Refusal> {
+        if let Some(opened) = self.0.get() {
+            return Ok(Arc::clone(opened));
+        }
+        let store = Arc::clone(store);
+        let opened = tokio::task::spawn_blocking(move || store.open_remembering())
+            .await
+            .map_err(|_| Refusal::new(ErrorKind::Storage, "opening the remembering store failed"))?
+            .map_err(crate::thread::refusal_of)?;
+        // Two first reads may both open; one handle wins and the other is dropped.
+        Ok(Arc::clone(self.0.get_or_init(|| opened)))
+    }
+}
+
+impl<S: Store> RecallService<S> {
+    /// The store as a recall reads it (see [`RecallStore`]).
+    async fn recall_store(&self) -> Result<RecallStore<S>, Refusal> {
+        Ok(RecallStore {
+            store: Arc::clone(&self.store),
+            suppression: self.suppression.get(&self.store).await?,
+        })
+    }
+
+    /// `document` unless a suppressed source contributed its current revision, so `memory_get` agrees
+    /// with recall from the moment a forget is acknowledged. The check runs on the blocking pool.
+    pub async fn visible(
+        &self,
+        document: Option<MemoryDocument>,
+    ) -> Result<Option<MemoryDocument>, Refusal> {
+        if document.is_none() {
+            return Ok(None);
+        }
+        let suppression = self.suppression.get(&self.store).await?;
+        let visible =
+            tokio::task::spawn_blocking(move || hide_suppressed(&*suppression, vec![document]))
+                .await
+                .map_err(|_| Refusal::new(ErrorKind::Storage, "the suppression check failed"))??;
+        Ok(visible.into_iter().next().flatten())
     }
 }
 
@@ -444,6 +575,7 @@ fn to_wire(recalled: RecalledMemory, score_of: impl Fn(&str, &str) -> f64) -> Re
         text: recalled.text,
         passages,
         outcomes: recalled.outcomes.into_iter().map(outcome_to_wire).collect(),
+        answered_by: None,
     }
 }
 

@@ -29,12 +29,22 @@ use std::time::Duration;
 
 use memory_core::ChangeSequence;
 use memory_core::vectors::{ProfileDigest, VectorStore};
-use semantic_index::indexer::catch_up;
+use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
-    EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, Indexer, IndexerOptions, ModelAssets,
-    SemanticError, SemanticIndex, SemanticIndexConfig, SemanticProfile,
+    EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswStartup, IndexBounds, Indexer,
+    IndexerOptions, ModelAssets, SemanticError, SemanticIndex, SemanticIndexConfig,
+    SemanticProfile, UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
+
+/// What a sync reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// The store's head, through which every change is indexed or recorded unindexed.
+    pub head: ChangeSequence,
+    /// Documents recorded as not searchable (too large, too many chunks, invalid), all reasons.
+    pub unindexed: u64,
+}
 
 use crate::refusal::Refusal;
 use crate::service::Store;
@@ -77,6 +87,8 @@ pub struct SemanticBackend<S: Store> {
     assets: ModelAssets,
     profile: SemanticProfile,
     digest: ProfileDigest,
+    /// Capacity and the other bounds of the index (`--max-chunks`).
+    bounds: IndexBounds,
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
@@ -149,15 +161,33 @@ impl<S: Store> SemanticBackend<S> {
     ) -> Result<Self, Refusal> {
         let profile = SemanticProfile::minilm_l6_v2();
         let digest = profile.digest().map_err(refusal_of)?;
+        let bounds = IndexBounds::for_dimensions(profile.dimensions);
         Ok(Self {
             store,
             vectors,
             assets,
             profile,
             digest,
+            bounds,
             following,
             loaded: OnceCell::new(),
         })
+    }
+
+    /// Sets the index's capacity to `max_chunks` chunks (`--max-chunks`; `None` keeps the default,
+    /// [`semantic_index::DEFAULT_MAX_CHUNKS`]). Refused (`invalid-input` or `too-large`) when the index
+    /// cannot be bounded that way; nothing is allocated for it up front.
+    pub fn with_max_chunks(mut self, max_chunks: Option<usize>) -> Result<Self, Refusal> {
+        if let Some(max_chunks) = max_chunks {
+            self.bounds = IndexBounds::with_max_chunks(self.profile.dimensions, max_chunks)
+                .map_err(refusal_of)?;
+        }
+        Ok(self)
+    }
+
+    /// The index's bounds.
+    pub fn bounds(&self) -> IndexBounds {
+        self.bounds
     }
 
     /// How this backend keeps its index up to date.
@@ -166,6 +196,18 @@ impl<S: Store> SemanticBackend<S> {
             Freshness::Background
         } else {
             Freshness::CatchUp
+        }
+    }
+
+    /// Loads the model and the index now and waits for them, so the server's first recall pays for
+    /// neither. A failure is logged (by kind) and retried on the next need: the lexical mode and every
+    /// write work without the model.
+    pub async fn load_now(&self) {
+        if let Err(refusal) = self.loaded().await {
+            tracing::warn!(
+                kind = refusal.kind().as_str(),
+                "semantic index not loaded; semantic recall modes are unavailable"
+            );
         }
     }
 
@@ -187,27 +229,76 @@ impl<S: Store> SemanticBackend<S> {
     /// The index, up to date as [`Freshness`] promises for a query: in catch-up mode every change
     /// committed before the call is indexed first; in background mode the indexer's progress is taken
     /// as it is (call [`Self::sync`] to wait).
-    pub async fn index_for_query(&self) -> Result<Arc<MemorySemanticIndex<S::Vectors>>, Refusal> {
-        let loaded = self.loaded().await?;
+    ///
+    /// Both the model's load and the catch-up count against `deadline` (the recall's `timeout_ms`): a
+    /// recall that cannot get the index up to date in time is refused as `unavailable`, saying how many
+    /// changes the index is behind and that `memory sync` catches up. Batches indexed before the
+    /// deadline stay indexed (the position is persisted after each), so a later call resumes there.
+    pub async fn index_for_query(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<Arc<MemorySemanticIndex<S::Vectors>>, Refusal> {
+        let loaded = match tokio::time::timeout_at(deadline, self.loaded()).await {
+            Ok(loaded) => loaded?,
+            Err(_) => {
+                return Err(Refusal::unavailable(
+                    "the embedding model did not load within timeout_ms; retry with a longer \
+                     timeout, or keep a `memory serve` running (it loads the model at start)",
+                ));
+            }
+        };
         if let Follower::CatchUp(position) = &loaded.follower {
             let head = self.store.head().await?;
-            self.catch_up(&loaded.index, position, head).await?;
+            let caught = tokio::time::timeout_at(
+                deadline,
+                self.catch_up(&loaded.index, position, head, false),
+            )
+            .await;
+            match caught {
+                Ok(caught) => caught?,
+                Err(_) => return Err(self.behind(head).await),
+            }
         }
         Ok(Arc::clone(&loaded.index))
+    }
+
+    /// The refusal of a recall whose catch-up up to `head` ran out of time.
+    async fn behind(&self, head: ChangeSequence) -> Refusal {
+        let behind = match self.vectors.indexed_position(&self.digest).await {
+            Ok(indexed) => head.0.saturating_sub(indexed.0).to_string(),
+            Err(_) => "an unknown number of".to_owned(),
+        };
+        Refusal::unavailable(format!(
+            "the semantic index is {behind} changes behind the store and could not catch up \
+             within timeout_ms; run `memory sync` to catch up, then recall again"
+        ))
     }
 
     /// `memory_sync`: returns the store's head once every change up to it is indexed. Loads nothing when
     /// the stored vectors already reflect the head and the model is not loaded yet (a later load starts
     /// from them).
-    pub async fn sync(&self) -> Result<ChangeSequence, Refusal> {
+    pub async fn sync(&self) -> Result<Synced, Refusal> {
         let head = self.store.head().await?;
-        if self.loaded.get().is_none() && self.vectors.indexed_position(&self.digest).await? >= head
+        let stored = self.vectors.unindexed_counts(&self.digest).await?;
+        // Documents refused for room are retried by every sync (the capacity may have been raised, or
+        // documents withdrawn), so only a sync with none waiting may answer without loading.
+        let retry = stored
+            .iter()
+            .any(|(reason, count)| *reason == UnindexedReason::Capacity && *count > 0);
+        if !retry
+            && self.loaded.get().is_none()
+            && self.vectors.indexed_position(&self.digest).await? >= head
         {
-            return Ok(head);
+            return self.synced(head, &stored, None);
         }
         let loaded = self.loaded().await?;
         match &loaded.follower {
-            Follower::CatchUp(position) => self.catch_up(&loaded.index, position, head).await?,
+            Follower::CatchUp(position) => {
+                self.catch_up(&loaded.index, position, head, retry).await?;
+                // The next one-shot command loads this graph instead of answering exactly: a small
+                // catch-up over a loaded graph saves it as it is, only a missing one is built.
+                loaded.index.persist_graph().await.map_err(refusal_of)?;
+            }
             Follower::Background(indexer) => {
                 let indexer = indexer.read().await;
                 let Some(indexer) = indexer.as_ref() else {
@@ -216,7 +307,54 @@ impl<S: Store> SemanticBackend<S> {
                 indexer.wait_until_indexed(head).await.map_err(refusal_of)?;
             }
         }
-        Ok(head)
+        let unindexed = loaded.index.unindexed_counts().await.map_err(refusal_of)?;
+        self.synced(head, &unindexed, Some(loaded.index.stats().live_chunks))
+    }
+
+    /// The answer of a sync that reached `head`, or its refusal when documents wait for room in the
+    /// index: a sync never reports as searchable what the index could not take.
+    fn synced(
+        &self,
+        head: ChangeSequence,
+        unindexed: &[(UnindexedReason, u64)],
+        live_chunks: Option<usize>,
+    ) -> Result<Synced, Refusal> {
+        let waiting: u64 = unindexed
+            .iter()
+            .filter(|(reason, _)| *reason == UnindexedReason::Capacity)
+            .map(|(_, count)| count)
+            .sum();
+        if waiting > 0 {
+            let max = self.bounds.max_chunks as u64;
+            let held =
+                live_chunks.map_or_else(String::new, |live| format!(" holding {live} chunks"));
+            return Err(Refusal::new(
+                memory_core::ErrorKind::TooLarge,
+                format!(
+                    "max_chunks exceeds its limit: the semantic index{held} is at its capacity of \
+                     {max} chunks and {waiting} documents are not searchable; raise --max-chunks \
+                     (MEMORY_MAX_CHUNKS) or withdraw documents, then sync again"
+                ),
+            ));
+        }
+        Ok(Synced {
+            head,
+            unindexed: unindexed.iter().map(|(_, count)| count).sum(),
+        })
+    }
+
+    /// Saves the server's graph if it changed since it was loaded or last saved (never builds one), so
+    /// a restart loads it instead of rebuilding.
+    pub async fn save_graph(&self) {
+        let Some(loaded) = self.loaded.get() else {
+            return;
+        };
+        if let Err(error) = loaded.index.save_graph().await {
+            tracing::warn!(
+                kind = error.kind().as_str(),
+                "could not save the hnsw graph"
+            );
+        }
     }
 
     /// Stops the background indexer, letting its current batch finish. A sync still waiting for the
@@ -238,6 +376,8 @@ impl<S: Store> SemanticBackend<S> {
             }
             Err(_) => tracing::warn!("semantic indexer still busy at shutdown; abandoning it"),
         }
+        // What the indexer applied since the last save, so the next start loads the graph.
+        self.save_graph().await;
     }
 
     async fn loaded(&self) -> Result<&Loaded<S::Vectors>, Refusal> {
@@ -256,9 +396,18 @@ impl<S: Store> SemanticBackend<S> {
         // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
         // indexed twice are replays.
         let start = self.vectors.indexed_position(&self.digest).await?;
+        // One-shot commands never build a graph they would throw away: they load a fresh persisted
+        // one or answer exactly (`answered_by` says which). The server builds in the background.
+        let startup = if self.following.is_some() {
+            HnswStartup::Background
+        } else {
+            HnswStartup::LoadOnly
+        };
         let index = Arc::new(
             SemanticIndex::open(
-                SemanticIndexConfig::new(self.profile.clone()),
+                SemanticIndexConfig::new(self.profile.clone())
+                    .with_bounds(self.bounds)
+                    .with_hnsw_startup(startup),
                 Arc::new(embedder),
                 Arc::clone(&self.vectors),
             )
@@ -306,9 +455,10 @@ impl<S: Store> SemanticBackend<S> {
         index: &MemorySemanticIndex<S::Vectors>,
         position: &Mutex<ChangeSequence>,
         head: ChangeSequence,
+        retry_capacity: bool,
     ) -> Result<(), Refusal> {
         let mut position = position.lock().await;
-        if *position >= head {
+        if *position >= head && !retry_capacity {
             return Ok(());
         }
         let options = IndexerOptions {
@@ -316,7 +466,10 @@ impl<S: Store> SemanticBackend<S> {
             ..IndexerOptions::default()
         };
         let store = self.store.as_ref();
-        let caught = catch_up(index, store, store, *position, head, options)
+        // Sources the index cannot take are recorded unindexed (by reason) and the position moves on;
+        // a sync refuses afterwards while any wait for room (see [`Self::synced`]), a recall answers
+        // from what is indexed.
+        let caught = catch_up_report(index, store, store, *position, head, options)
             .await
             .map_err(refusal_of)?;
         *position = caught.position;
@@ -369,10 +522,13 @@ mod tests {
         assert_eq!(backend.freshness(), Freshness::CatchUp);
         assert_eq!(
             backend.sync().await.expect("nothing to index"),
-            ChangeSequence(0)
+            Synced {
+                head: ChangeSequence(0),
+                unindexed: 0
+            }
         );
         let refusal = backend
-            .index_for_query()
+            .index_for_query(tokio::time::Instant::now() + Duration::from_secs(60))
             .await
             .expect_err("a query needs the model");
         assert_eq!(refusal.kind(), ErrorKind::Unavailable);

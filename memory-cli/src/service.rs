@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use memory_core::activity::{ActivityError, RememberingStore, ThreadLog};
 use memory_core::vectors::VectorStore;
 use memory_core::{
     ChangeFeed, ErrorKind, LexicalSearch, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
@@ -13,12 +14,15 @@ use memory_core::{
 use memory_postgres::PostgresStore;
 use memory_postgres::vectors::PostgresVectorStore;
 use memory_sqlite::SqliteStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
+use memory_sqlite::thread_log::SqliteThreadLog;
 use memory_sqlite::vectors::SqliteVectorStore;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::feed::{CommitSignal, WakingFeed};
 use crate::input::{decode_bytes, decode_value};
 use crate::recall_service::{RecallQuery, RecallService};
 use crate::refusal::Refusal;
@@ -36,14 +40,30 @@ pub trait Store: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'sta
     /// Whether [`Self::Feed`]'s `changes_since` waits a while for a new change instead of answering
     /// empty at once (so the indexer need not sleep between empty rounds).
     const FEED_WAITS: bool;
+
+    /// Opens the thread log kept in the same database (a blocking call; for SQLite one more connection).
+    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError>;
+
+    /// Opens the remembering store kept in the same database: suppression, intents and source-to-target
+    /// references (a blocking call; for SQLite one more connection).
+    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError>;
 }
 
-/// A SQLite file: the vectors live in the same file, and the server's indexer polls the store's own
-/// feed (only processes on this machine write to it).
+/// A SQLite file: the vectors live in the same file, and the server's indexer follows the store's own
+/// feed, woken by the server's commits ([`WakingFeed`]; only processes on this machine write to it, and
+/// their writes are picked up by the feed's fallback read).
 impl Store for SqliteStore {
     type Vectors = SqliteVectorStore;
-    type Feed = SqliteStore;
-    const FEED_WAITS: bool = false;
+    type Feed = WakingFeed<SqliteStore>;
+    const FEED_WAITS: bool = true;
+
+    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError> {
+        Ok(Arc::new(SqliteThreadLog::open(self.path())?))
+    }
+
+    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
+        Ok(Arc::new(SqliteRememberingStore::open(self.path())?))
+    }
 }
 
 /// A shared PostgreSQL database: the vectors live in the same database, and the server's indexer follows
@@ -52,6 +72,16 @@ impl Store for PostgresStore {
     type Vectors = PostgresVectorStore;
     type Feed = memory_postgres::ChangeFollower;
     const FEED_WAITS: bool = true;
+
+    /// Shares the store's connection pool.
+    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError> {
+        Ok(Arc::new(self.thread_log()))
+    }
+
+    /// Shares the store's connection pool.
+    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
+        Ok(Arc::new(self.remembering()))
+    }
 }
 
 /// One of the five operations.
@@ -161,6 +191,8 @@ impl Request {
 pub struct MemoryService<S: Store> {
     store: Arc<S>,
     recall: RecallService<S>,
+    /// Signalled after each committed write and before each sync, so a [`WakingFeed`] indexer wakes.
+    commits: Option<CommitSignal>,
 }
 
 impl<S: Store> std::fmt::Debug for MemoryService<S> {
@@ -174,7 +206,24 @@ impl<S: Store> std::fmt::Debug for MemoryService<S> {
 impl<S: Store> MemoryService<S> {
     /// The operations over `store`, with the recall plumbing `recall`.
     pub fn new(store: Arc<S>, recall: RecallService<S>) -> Self {
-        Self { store, recall }
+        Self {
+            store,
+            recall,
+            commits: None,
+        }
+    }
+
+    /// Signals `commits` after every committed write and before every sync (the server's indexer
+    /// follows a [`WakingFeed`] woken by it).
+    pub fn with_commit_signal(mut self, commits: CommitSignal) -> Self {
+        self.commits = Some(commits);
+        self
+    }
+
+    fn signal_commit(&self) {
+        if let Some(commits) = &self.commits {
+            commits.committed();
+        }
     }
 
     /// The store.
@@ -199,7 +248,11 @@ impl<S: Store> MemoryService<S> {
                 Request::Write(write) => to_json(self.write(write).await?),
                 Request::Get(key) => to_json(self.get(&key).await?),
                 Request::Recall(query) => to_json(self.recall.recall(query).await?),
-                Request::Sync => to_json(self.recall.sync().await?),
+                Request::Sync => {
+                    // Wakes the indexer now, for writes other processes made since its last read.
+                    self.signal_commit();
+                    to_json(self.recall.sync().await?)
+                }
             };
             if let Err(refusal) = &answer {
                 tracing::debug!(kind = refusal.kind().as_str(), "refused");
@@ -211,21 +264,43 @@ impl<S: Store> MemoryService<S> {
     }
 
     /// `memory_put` and `memory_withdraw`.
+    ///
+    /// The store call runs on the blocking pool: SQLite answers synchronously (an `fsync` per commit,
+    /// and a pause between retries when another process holds the lock), which must not stall the
+    /// server's async workers.
     pub async fn write(&self, write: MemoryWrite) -> Result<WriteResult, Refusal> {
-        let outcome = self.store.apply(write).await?;
-        WriteResult::from_outcome(outcome)
+        let store = Arc::clone(&self.store);
+        let outcome = on_blocking_pool(async move { store.apply(write).await }).await?;
+        // A refused write may still follow a lost acknowledgement of a committed one: wake either way.
+        self.signal_commit();
+        WriteResult::from_outcome(outcome?)
     }
 
-    /// `memory_get`.
+    /// `memory_get`, on the blocking pool like [`Self::write`].
     pub async fn get(&self, key: &MemoryKey) -> Result<GetResult, Refusal> {
+        let store = Arc::clone(&self.store);
+        let key = key.clone();
+        let document = on_blocking_pool(async move { store.read(&key).await }).await??;
+        // A forgotten source's contribution reads as gone, exactly as recall hides it.
         let document = self
-            .store
-            .read(key)
+            .recall
+            .visible(document)
             .await?
             .map(WireDocument::from_document)
             .transpose()?;
         Ok(GetResult { document })
     }
+}
+
+/// Runs `work` on tokio's blocking pool (store calls that may block their thread), driving it there
+/// with the current runtime's handle.
+pub async fn on_blocking_pool<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Refusal> {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(work))
+        .await
+        .map_err(|_| Refusal::new(ErrorKind::Storage, "a blocking store task failed"))
 }
 
 fn to_json(result: impl Serialize) -> Result<Value, Refusal> {

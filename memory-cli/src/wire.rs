@@ -94,6 +94,10 @@ impl RecallMode {
 pub struct WireRecallLimits {
     /// Most passages in the result.
     pub max_items: u32,
+    /// Most distinct documents cited (memory-core's `max_sources`: passages of one document share its
+    /// source); defaults to `max_items`, so by default every passage may come from another document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sources: Option<u32>,
     /// Most UTF-8 bytes of rendered text.
     pub max_bytes: u64,
     /// Most tokens of rendered text.
@@ -214,6 +218,19 @@ pub struct RecallResult {
     pub passages: Vec<WirePassage>,
     /// One report per source consulted.
     pub outcomes: Vec<WireOutcome>,
+    /// The index that ranked the embedding candidates: `exact` or `hnsw` (an `hnsw` recall is
+    /// answered by `exact` while the graph is not ready, and says so here); `null` for `lexical`.
+    pub answered_by: Option<AnsweredBy>,
+}
+
+/// Which embedding index ranked a semantic recall's candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AnsweredBy {
+    /// The exact scan.
+    Exact,
+    /// The HNSW graph.
+    Hnsw,
 }
 
 /// What happened at one recall source.
@@ -240,8 +257,12 @@ pub struct WireOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncResult {
-    /// The change-sequence position through which every committed write is searchable in every mode.
+    /// The change-sequence position through which every committed write is searchable in every mode
+    /// (except the `unindexed` documents).
     pub indexed: u64,
+    /// Documents the semantic index could not hold (too large, too many chunks, invalid), never
+    /// reported as searchable by the embedding modes; `memory status` shows them by reason.
+    pub unindexed: u64,
 }
 
 /// The canonical address of a wire namespace, after every limit check.

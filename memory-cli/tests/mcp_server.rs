@@ -15,12 +15,14 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 5] = [
+const TOOLS: [&str; 7] = [
     "memory_put",
     "memory_withdraw",
     "memory_get",
     "memory_recall",
     "memory_sync",
+    "memory_thread_append",
+    "memory_thread_forget",
 ];
 
 async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {

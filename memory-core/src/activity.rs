@@ -3,12 +3,14 @@
 //! - [`thread`]: the append-only thread log: canonical records with [`Sequence`] numbers and digests.
 //! - [`progress`]: committed-activity progress: fenced processor leases, cursors and pending output.
 //! - [`intents`]: admitted remember and cleanup intents, suppression and source-to-target references.
+//! - [`suppression`]: source events (forget, edit, deletion, revocation) and read-time suppression.
 //!
 //! These ports are synchronous on purpose: every call is one short local transaction, and the callers
 //! (the remembering worker) run them between awaits of the memory writer. This module does no I/O.
 
 pub mod intents;
 pub mod progress;
+pub mod suppression;
 pub mod thread;
 
 use std::fmt;

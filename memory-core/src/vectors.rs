@@ -124,6 +124,82 @@ pub enum ReplaceOutcome {
     },
 }
 
+/// Why a source the index was asked to hold is not searchable (SPEC §7: a refused document is never
+/// reported as searchable; it is counted, by reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnindexedReason {
+    /// Its text passes the refresh's `max_source_bytes`.
+    TooLarge,
+    /// It chunks into more than the refresh's `max_chunks_per_source`.
+    TooManyChunks,
+    /// The index is full (`max_chunks`, `max_sources` or the source-identity bound); retried when
+    /// space frees.
+    Capacity,
+    /// The index refused it as invalid input (for example an embedding it could not use).
+    Invalid,
+}
+
+impl UnindexedReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [Self; 4] = [
+        Self::TooLarge,
+        Self::TooManyChunks,
+        Self::Capacity,
+        Self::Invalid,
+    ];
+
+    /// The stable snake_case name stored and reported (`too_large`, `too_many_chunks`, `capacity`,
+    /// `invalid`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::TooLarge => "too_large",
+            Self::TooManyChunks => "too_many_chunks",
+            Self::Capacity => "capacity",
+            Self::Invalid => "invalid",
+        }
+    }
+
+    /// The reason named by [`Self::as_str`]; `None` for any other text (a stored row a newer build
+    /// wrote, or a corrupt one).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == name)
+    }
+}
+
+impl fmt::Display for UnindexedReason {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// A source recorded as not searchable, with the generation that was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnindexedSource {
+    /// The source document's key.
+    pub key: MemoryKey,
+    /// The generation of the refused refresh (a retry refreshes at this generation).
+    pub generation: SourceGeneration,
+    /// Why it was refused.
+    pub reason: UnindexedReason,
+}
+
+/// A persisted approximate-search graph of one profile, tagged with what it was built over.
+///
+/// The bytes are opaque to the store (the semantic index's own format); the index checks them and
+/// `vector_set` against the vectors it loaded before using them, so a store only keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphSnapshot {
+    /// The change-feed position the graph's vector set reflects (informational; the vector-set digest
+    /// decides freshness).
+    pub position: ChangeSequence,
+    /// A digest of the chunk set the graph indexes (keys, revisions, ordinals, excerpts).
+    pub vector_set: [u8; 32],
+    /// How many chunks it indexes.
+    pub chunks: u64,
+    /// The encoded graph.
+    pub bytes: Vec<u8>,
+}
+
 /// Persistence of chunk vectors and indexer positions, per profile.
 pub trait VectorStore: Send + Sync {
     /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] when the stored counts
@@ -141,7 +217,8 @@ pub trait VectorStore: Send + Sync {
     /// everything (a repeated withdrawal answers `Stale` with `withdrawn`: already done); otherwise
     /// an older generation is fenced, and so is the same generation with another revision (a
     /// withdrawal at the same generation is not). A fenced call changes nothing and answers
-    /// [`ReplaceOutcome::Stale`].
+    /// [`ReplaceOutcome::Stale`]. An admitted call also clears, in the same transaction, any
+    /// [`UnindexedSource`] recorded for the key: the source is now indexed (or withdrawn).
     fn replace_source(
         &self,
         profile: &ProfileDigest,
@@ -161,4 +238,56 @@ pub trait VectorStore: Send + Sync {
         profile: &ProfileDigest,
         position: ChangeSequence,
     ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+
+    /// Records that `key` at `generation` could not be indexed, for `reason`, replacing an earlier
+    /// record of the key unless that one is of a newer generation. Stores never report such a source
+    /// as indexed; [`VectorStore::replace_source`] clears the record once the source is indexed or
+    /// withdrawn.
+    fn record_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+        reason: UnindexedReason,
+    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+
+    /// Deletes `key`'s unindexed record if it is of `generation` or older: the source was settled
+    /// without a vector write (a replay, or a withdrawal already stored).
+    fn clear_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+
+    /// Sources recorded as not searchable for `reason`, in key order after `after` (exclusive; `None`
+    /// from the start), at most `limit`: what a retry pages through.
+    fn unindexed_sources(
+        &self,
+        profile: &ProfileDigest,
+        reason: UnindexedReason,
+        after: Option<&MemoryKey>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<UnindexedSource>, MemoryError>> + Send;
+
+    /// How many sources are recorded as not searchable, per reason (reasons with none are left out).
+    fn unindexed_counts(
+        &self,
+        profile: &ProfileDigest,
+    ) -> impl Future<Output = Result<Vec<(UnindexedReason, u64)>, MemoryError>> + Send;
+
+    /// Stores `graph` as `profile`'s persisted graph, replacing the previous one.
+    fn save_graph(
+        &self,
+        profile: &ProfileDigest,
+        graph: &GraphSnapshot,
+    ) -> impl Future<Output = Result<(), MemoryError>> + Send;
+
+    /// The persisted graph of `profile`, if any and if it is at most `max_bytes` long (a longer one
+    /// is refused with [`MemoryError::TooLarge`] before it is read).
+    fn load_graph(
+        &self,
+        profile: &ProfileDigest,
+        max_bytes: usize,
+    ) -> impl Future<Output = Result<Option<GraphSnapshot>, MemoryError>> + Send;
 }

@@ -189,8 +189,35 @@ CREATE TABLE semantic_positions (
 );
 "#;
 
+/// Migration 2: what the semantic index cannot hold, and its persisted search graph.
+///
+/// - `semantic_unindexed`: sources a limit refused, with the reason and refused generation (an
+///   admitted vector replacement deletes the key's row in its transaction); keys are `COLLATE "C"`
+///   because retries page through them in order.
+/// - `semantic_graphs`: one persisted search graph per profile, opaque bytes tagged with the position
+///   and vector-set digest they were built over.
+const MIGRATION_2: &str = r#"
+CREATE TABLE semantic_unindexed (
+    profile BYTEA NOT NULL,
+    namespace TEXT COLLATE "C" NOT NULL,
+    document_id TEXT COLLATE "C" NOT NULL,
+    generation BIGINT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+);
+CREATE INDEX semantic_unindexed_by_reason
+    ON semantic_unindexed (profile, reason, namespace, document_id);
+CREATE TABLE semantic_graphs (
+    profile BYTEA PRIMARY KEY,
+    position BIGINT NOT NULL,
+    vector_set BYTEA NOT NULL,
+    chunks BIGINT NOT NULL,
+    graph BYTEA NOT NULL
+);
+"#;
+
 /// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
 pub(crate) async fn migrate(

@@ -3,11 +3,13 @@
 //! Rows are keyed by profile digest, so vectors of different profiles never mix. Vectors are
 //! little-endian f32 `bytea` values whose length is checked on load. One source's replacement is one
 //! transaction; a load reads sources and chunks in one repeatable-read snapshot, after counting them
-//! against the limits.
+//! against the limits. `semantic_unindexed` keeps the sources a limit refused (an admitted replacement
+//! deletes the key's row in its transaction) and `semantic_graphs` one persisted search graph per
+//! profile, opaque bytes tagged with the position and vector-set digest they were built over.
 
 use memory_core::vectors::{
-    ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
-    VectorLoadLimits, VectorStore,
+    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
+    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
 
@@ -276,9 +278,21 @@ async fn replace(
                 .await?;
         }
     }
+    // Indexed or withdrawn now: no longer unsearchable for any reason.
+    transaction
+        .execute(
+            "DELETE FROM semantic_unindexed \
+             WHERE profile = $1 AND namespace = $2 AND document_id = $3",
+            &[&profile, &namespace, &document_id],
+        )
+        .await?;
     *commit_sent = true;
     transaction.commit().await?;
     Ok(ReplaceOutcome::Replaced)
+}
+
+fn non_negative(value: i64, what: &'static str) -> Attempt<u64> {
+    u64::try_from(value).map_err(|_| model(corrupt(what)))
 }
 
 impl VectorStore for PostgresVectorStore {
@@ -403,6 +417,253 @@ impl VectorStore for PostgresVectorStore {
                     Ok(())
                 })
                 .map_err(|error| error.into_memory("write indexed position"))
+            })
+            .await
+    }
+
+    async fn record_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+        reason: UnindexedReason,
+    ) -> Result<(), MemoryError> {
+        let generation = i64::try_from(generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        let profile = profile.0.to_vec();
+        let namespace = key.namespace.as_str().to_owned();
+        let document_id = key.id.as_str().to_owned();
+        let reason = reason.as_str();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: the upsert keeps the newest generation's record.
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    client
+                        .execute(
+                            "INSERT INTO semantic_unindexed \
+                             (profile, namespace, document_id, generation, reason) \
+                             VALUES ($1, $2, $3, $4, $5) \
+                             ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
+                             generation = excluded.generation, reason = excluded.reason \
+                             WHERE excluded.generation >= semantic_unindexed.generation",
+                            &[&profile, &namespace, &document_id, &generation, &reason],
+                        )
+                        .await?;
+                    Ok(())
+                })
+                .map_err(|error| error.into_memory("record unindexed source"))
+            })
+            .await
+    }
+
+    async fn clear_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+    ) -> Result<(), MemoryError> {
+        let generation = i64::try_from(generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        let profile = profile.0.to_vec();
+        let namespace = key.namespace.as_str().to_owned();
+        let document_id = key.id.as_str().to_owned();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: deleting twice leaves the same rows.
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    client
+                        .execute(
+                            "DELETE FROM semantic_unindexed WHERE profile = $1 \
+                             AND namespace = $2 AND document_id = $3 AND generation <= $4",
+                            &[&profile, &namespace, &document_id, &generation],
+                        )
+                        .await?;
+                    Ok(())
+                })
+                .map_err(|error| error.into_memory("clear unindexed source"))
+            })
+            .await
+    }
+
+    async fn unindexed_sources(
+        &self,
+        profile: &ProfileDigest,
+        reason: UnindexedReason,
+        after: Option<&MemoryKey>,
+        limit: usize,
+    ) -> Result<Vec<UnindexedSource>, MemoryError> {
+        let profile = profile.0.to_vec();
+        let (namespace, document_id) = after.map_or((String::new(), String::new()), |key| {
+            (
+                key.namespace.as_str().to_owned(),
+                key.id.as_str().to_owned(),
+            )
+        });
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let name = reason.as_str();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    let rows = client
+                        .query(
+                            "SELECT namespace, document_id, generation FROM semantic_unindexed \
+                             WHERE profile = $1 AND reason = $2 \
+                             AND (namespace, document_id) > ($3, $4) \
+                             ORDER BY namespace, document_id LIMIT $5",
+                            &[&profile, &name, &namespace, &document_id, &limit],
+                        )
+                        .await?;
+                    let mut sources = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let namespace: String = row.try_get(0)?;
+                        let document_id: String = row.try_get(1)?;
+                        let generation: i64 = row.try_get(2)?;
+                        sources.push(UnindexedSource {
+                            key: parse_key(&namespace, &document_id).map_err(model)?,
+                            generation: SourceGeneration(non_negative(
+                                generation,
+                                "negative generation",
+                            )?),
+                            reason,
+                        });
+                    }
+                    Ok(sources)
+                })
+                .map_err(|error| error.into_memory("read unindexed sources"))
+            })
+            .await
+    }
+
+    async fn unindexed_counts(
+        &self,
+        profile: &ProfileDigest,
+    ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
+        let profile = profile.0.to_vec();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    let rows = client
+                        .query(
+                            "SELECT reason, count(*) FROM semantic_unindexed WHERE profile = $1 \
+                             GROUP BY reason",
+                            &[&profile],
+                        )
+                        .await?;
+                    let mut counts = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let reason: &str = row.try_get(0)?;
+                        let count: i64 = row.try_get(1)?;
+                        counts.push((
+                            UnindexedReason::parse(reason)
+                                .ok_or_else(|| model(corrupt("unknown unindexed reason")))?,
+                            non_negative(count, "negative row count")?,
+                        ));
+                    }
+                    counts.sort();
+                    Ok(counts)
+                })
+                .map_err(|error| error.into_memory("count unindexed sources"))
+            })
+            .await
+    }
+
+    async fn save_graph(
+        &self,
+        profile: &ProfileDigest,
+        graph: &GraphSnapshot,
+    ) -> Result<(), MemoryError> {
+        let position = i64::try_from(graph.position.0)
+            .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
+        let chunks = i64::try_from(graph.chunks)
+            .map_err(|_| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
+        let profile = profile.0.to_vec();
+        let vector_set = graph.vector_set.to_vec();
+        let bytes = graph.bytes.clone();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                // Idempotent: the same graph written twice is the same row.
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    client
+                        .execute(
+                            "INSERT INTO semantic_graphs \
+                             (profile, position, vector_set, chunks, graph) \
+                             VALUES ($1, $2, $3, $4, $5) \
+                             ON CONFLICT (profile) DO UPDATE SET position = excluded.position, \
+                             vector_set = excluded.vector_set, chunks = excluded.chunks, \
+                             graph = excluded.graph",
+                            &[&profile, &position, &vector_set, &chunks, &bytes],
+                        )
+                        .await?;
+                    Ok(())
+                })
+                .map_err(|error| error.into_memory("save graph"))
+            })
+            .await
+    }
+
+    async fn load_graph(
+        &self,
+        profile: &ProfileDigest,
+        max_bytes: usize,
+    ) -> Result<Option<GraphSnapshot>, MemoryError> {
+        let profile = profile.0.to_vec();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    // The length is read first, so an oversized value is refused before it is
+                    // transferred.
+                    let length: Option<i32> = client
+                        .query_opt(
+                            "SELECT octet_length(graph) FROM semantic_graphs WHERE profile = $1",
+                            &[&profile],
+                        )
+                        .await?
+                        .map(|row| row.try_get(0))
+                        .transpose()?;
+                    let Some(length) = length else {
+                        return Ok(None);
+                    };
+                    let length = non_negative(i64::from(length), "negative graph length")?;
+                    if length > max_bytes as u64 {
+                        return Err(model(MemoryError::TooLarge {
+                            limit: "stored graph bytes",
+                            max: max_bytes as u64,
+                            actual: length,
+                        }));
+                    }
+                    let Some(row) = client
+                        .query_opt(
+                            "SELECT position, vector_set, chunks, graph FROM semantic_graphs \
+                             WHERE profile = $1",
+                            &[&profile],
+                        )
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let position: i64 = row.try_get(0)?;
+                    let vector_set: &[u8] = row.try_get(1)?;
+                    let chunks: i64 = row.try_get(2)?;
+                    let bytes: Vec<u8> = row.try_get(3)?;
+                    Ok(Some(GraphSnapshot {
+                        position: ChangeSequence(non_negative(
+                            position,
+                            "negative graph position",
+                        )?),
+                        vector_set: vector_set
+                            .try_into()
+                            .map_err(|_| model(corrupt("graph vector-set digest length")))?,
+                        chunks: non_negative(chunks, "negative graph chunks")?,
+                        bytes,
+                    }))
+                })
+                .map_err(|error| error.into_memory("load graph"))
             })
             .await
     }

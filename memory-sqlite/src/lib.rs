@@ -24,7 +24,9 @@
 //! state it no longer knows. Reads keep working.
 //!
 //! # Concurrency
-//! One writing connection behind a mutex and one read-only connection behind another. rusqlite is
+//! One writing connection behind a mutex, and a small pool of read-only connections
+//! ([`SqliteStoreBuilder::read_connections`], opened as concurrent readers need them), so a read never
+//! waits for a write or for another read's statement. rusqlite is
 //! synchronous; the async trait methods run their statements inline on the calling task rather than
 //! through `spawn_blocking`, which keeps this crate free of any runtime. Reads are short indexed
 //! lookups; a write waits for one `fsync`. Callers that cannot afford that on an executor thread call
@@ -41,6 +43,7 @@ mod error;
 pub mod fault;
 pub mod lexical;
 mod options;
+mod read_pool;
 mod reader;
 mod rows;
 mod schema;
@@ -50,6 +53,7 @@ pub mod vectors;
 
 pub use error::{StoreFailure, storage_failure};
 pub use options::{SqliteStoreBuilder, Synchronous};
+pub use read_pool::{DEFAULT_READ_CONNECTIONS, MAX_READ_CONNECTIONS};
 pub use reader::{
     ConsistencyReport, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS, RevisionLink, SqliteReader,
 };

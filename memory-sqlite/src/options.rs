@@ -39,6 +39,7 @@ pub struct SqliteStoreBuilder {
     pub(crate) busy_retries: u32,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) synchronous: Synchronous,
+    pub(crate) read_connections: usize,
 }
 
 impl std::fmt::Debug for SqliteStoreBuilder {
@@ -48,6 +49,7 @@ impl std::fmt::Debug for SqliteStoreBuilder {
             .field("busy_timeout", &self.busy_timeout)
             .field("busy_retries", &self.busy_retries)
             .field("synchronous", &self.synchronous)
+            .field("read_connections", &self.read_connections)
             .finish_non_exhaustive()
     }
 }
@@ -59,6 +61,7 @@ impl Default for SqliteStoreBuilder {
             busy_retries: 4,
             clock: Arc::new(SystemClock),
             synchronous: Synchronous::Full,
+            read_connections: crate::read_pool::DEFAULT_READ_CONNECTIONS,
         }
     }
 }
@@ -87,6 +90,14 @@ impl SqliteStoreBuilder {
     /// The sync level of the writing connection (default [`Synchronous::Full`]).
     pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
         self.synchronous = synchronous;
+        self
+    }
+
+    /// How many read-only connections serve reads, the change feed and lexical search at once
+    /// (default [`crate::DEFAULT_READ_CONNECTIONS`], clamped to 1..=[`crate::MAX_READ_CONNECTIONS`]).
+    /// They are opened as concurrent readers need them, so a single reader opens one.
+    pub fn read_connections(mut self, connections: usize) -> Self {
+        self.read_connections = connections;
         self
     }
 

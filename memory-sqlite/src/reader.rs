@@ -6,17 +6,17 @@
 //! committed before it started.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
     MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId, Revision,
 };
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{FailureClass, classify, sqlite};
 use crate::options::SqliteStoreBuilder;
+use crate::read_pool::ReadPool;
 use crate::rows::{DocumentRow, decode_key, decode_receipt, decode_revision, decode_sequence};
 use crate::{lexical, schema};
 
@@ -49,9 +49,10 @@ pub struct ConsistencyReport {
     pub changes: u64,
 }
 
-/// A read-only view of a store file.
+/// A read-only view of a store file, served by a small pool of read-only connections (see
+/// [`SqliteStoreBuilder::read_connections`]), so concurrent readers never wait for one another.
 pub struct SqliteReader {
-    connection: Mutex<Connection>,
+    pool: ReadPool,
     busy_retries: u32,
 }
 
@@ -75,18 +76,14 @@ impl SqliteReader {
         path: &Path,
         options: &SqliteStoreBuilder,
     ) -> Result<Self, MemoryError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let connection = Connection::open_with_flags(path, flags).map_err(sqlite("open reader"))?;
-        connection
-            .busy_timeout(options.busy_timeout)
-            .map_err(sqlite("open reader"))?;
-        connection
-            .pragma_update(None, "query_only", true)
-            .map_err(sqlite("open reader"))?;
+        let connection = ReadPool::open_connection(path, options.busy_timeout)?;
         let reader = Self {
-            connection: Mutex::new(connection),
+            pool: ReadPool::new(
+                path,
+                options.busy_timeout,
+                options.read_connections,
+                connection,
+            ),
             busy_retries: options.busy_retries,
         };
         reader.with_connection("open reader", schema::check_existing)?;
@@ -100,7 +97,7 @@ impl SqliteReader {
         operation: &'static str,
         work: impl Fn(&Connection) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
-        let connection = self.lock();
+        let connection = self.pool.get()?;
         let mut attempt = 0;
         loop {
             match work(&connection) {
@@ -112,13 +109,6 @@ impl SqliteReader {
                 other => return other,
             }
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A read holds no transaction across calls, so a panic elsewhere cannot leave it half-done.
-        self.connection
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Reads the current, non-withdrawn document of `key`.
@@ -274,7 +264,19 @@ impl SqliteReader {
         query: &str,
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
-        let Some(expression) = lexical::match_expression(query)? else {
+        self.search_with_rules_blocking(access, query, limit, &lexical::LexicalRules::default())
+    }
+
+    /// Lexical search under explicit [`lexical::LexicalRules`] (the eval harness measures them; the
+    /// product uses the defaults through [`Self::search_blocking`]).
+    pub fn search_with_rules_blocking(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+        rules: &lexical::LexicalRules,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        let Some(expression) = lexical::match_expression_with(query, rules)? else {
             return Ok(Vec::new());
         };
         let limit = limit.min(lexical::MAX_SEARCH_HITS);
@@ -282,7 +284,7 @@ impl SqliteReader {
             return Ok(Vec::new());
         }
         self.with_connection("lexical search", |connection| {
-            lexical::search(connection, access, &expression, limit)
+            lexical::search(connection, access, &expression, limit, rules)
         })
     }
 

@@ -219,6 +219,21 @@ impl ChangeFeed for SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Lexical search under explicit [`crate::lexical::LexicalRules`]: what the eval harness tunes.
+    /// [`LexicalSearch::search`] is this with the default rules.
+    pub fn search_with_rules(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+        rules: &crate::lexical::LexicalRules,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        self.reader
+            .search_with_rules_blocking(access, query, limit, rules)
+    }
+}
+
 impl LexicalSearch for SqliteStore {
     async fn search(
         &self,

@@ -1,10 +1,10 @@
 //! The thread log in SQLite: append-only canonical records per thread (SPEC §3, §5).
 //!
 //! The thread log, activity progress and remembering stores each open their own connection to the same
-//! file and create only their own tables, so they depend on nothing inside the memory store. Every file
-//! uses WAL with `synchronous = NORMAL`: a committed transaction survives a process crash (the WAL is
-//! written before commit returns); only an operating-system crash or power loss may lose the latest
-//! commits, which the specification does not ask us to survive.
+//! file and create only their own tables, so they depend on nothing inside the memory store. Every
+//! connection uses WAL with `synchronous = FULL`, like the memory store: an acknowledged append,
+//! suppression or progress write is synced before it is acknowledged, so neither a process crash nor a
+//! power loss (on a disk that honours `fsync`) loses it.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -49,8 +49,10 @@ pub(crate) fn open_component(
     connection
         .pragma_update(None, "journal_mode", "WAL")
         .map_err(sql_error("open"))?;
+    // FULL like the memory store: an acknowledged append, forget (suppression plus its cleanup
+    // intent) or lease advance must survive a power loss too, not only a process crash.
     connection
-        .pragma_update(None, "synchronous", "NORMAL")
+        .pragma_update(None, "synchronous", "FULL")
         .map_err(sql_error("open"))?;
     let mut connection = connection;
     let transaction = connection

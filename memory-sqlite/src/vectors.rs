@@ -6,13 +6,18 @@
 //! one transaction whose first statement is the generation fence (an upsert that changes the source
 //! row only when the stored state admits the new one), so several processes may share the tables. A
 //! load reads both tables once each, in primary-key order, and merges them.
+//!
+//! Two more tables keep what the index cannot hold and what it built: `semantic_unindexed` (sources
+//! refused by a limit, with the reason; an admitted replacement deletes the key's row in its own
+//! transaction) and `semantic_graphs` (one persisted search graph per profile, an opaque BLOB with the
+//! position and vector-set digest it was built over).
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use memory_core::vectors::{
-    ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource, StoredSourceState,
-    VectorLoadLimits, VectorStore,
+    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
+    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -41,6 +46,23 @@ CREATE TABLE IF NOT EXISTS semantic_chunks (
 CREATE TABLE IF NOT EXISTS semantic_positions (
     profile BLOB NOT NULL PRIMARY KEY,
     position INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_unindexed (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS semantic_unindexed_by_reason
+    ON semantic_unindexed (profile, reason, namespace, document_id);
+CREATE TABLE IF NOT EXISTS semantic_graphs (
+    profile BLOB NOT NULL PRIMARY KEY,
+    position INTEGER NOT NULL,
+    vector_set BLOB NOT NULL,
+    chunks INTEGER NOT NULL,
+    graph BLOB NOT NULL
 ) WITHOUT ROWID;
 ";
 
@@ -276,6 +298,14 @@ impl SqliteVectorStore {
                     .map_err(storage("replace vector source"))?;
             }
         }
+        // Indexed or withdrawn now: no longer unsearchable for any reason.
+        transaction
+            .execute(
+                "DELETE FROM semantic_unindexed \
+                 WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
+                params![profile_bytes, namespace, document_id],
+            )
+            .map_err(storage("replace vector source"))?;
         transaction
             .commit()
             .map_err(storage("commit vector source"))?;
@@ -316,6 +346,211 @@ impl SqliteVectorStore {
             )
             .map_err(storage("write indexed position"))?;
         Ok(())
+    }
+}
+
+impl SqliteVectorStore {
+    fn record_unindexed_now(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+        reason: UnindexedReason,
+    ) -> Result<(), MemoryError> {
+        let generation = i64::try_from(generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        self.lock()
+            .execute(
+                "INSERT INTO semantic_unindexed (profile, namespace, document_id, generation, reason) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
+                 generation = excluded.generation, reason = excluded.reason \
+                 WHERE excluded.generation >= semantic_unindexed.generation",
+                params![
+                    &profile.0[..],
+                    key.namespace.as_str(),
+                    key.id.as_str(),
+                    generation,
+                    reason.as_str()
+                ],
+            )
+            .map_err(storage("record unindexed source"))?;
+        Ok(())
+    }
+
+    fn clear_unindexed_now(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+    ) -> Result<(), MemoryError> {
+        let generation = i64::try_from(generation.0)
+            .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
+        self.lock()
+            .execute(
+                "DELETE FROM semantic_unindexed WHERE profile = ?1 AND namespace = ?2 \
+                 AND document_id = ?3 AND generation <= ?4",
+                params![
+                    &profile.0[..],
+                    key.namespace.as_str(),
+                    key.id.as_str(),
+                    generation
+                ],
+            )
+            .map_err(storage("clear unindexed source"))?;
+        Ok(())
+    }
+
+    fn unindexed_sources_now(
+        &self,
+        profile: &ProfileDigest,
+        reason: UnindexedReason,
+        after: Option<&MemoryKey>,
+        limit: usize,
+    ) -> Result<Vec<UnindexedSource>, MemoryError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (namespace, document_id) =
+            after.map_or(("", ""), |key| (key.namespace.as_str(), key.id.as_str()));
+        let connection = self.lock();
+        let mut statement = connection
+            .prepare(
+                "SELECT namespace, document_id, generation FROM semantic_unindexed \
+                 WHERE profile = ?1 AND reason = ?2 AND (namespace, document_id) > (?3, ?4) \
+                 ORDER BY namespace, document_id LIMIT ?5",
+            )
+            .map_err(storage("read unindexed sources"))?;
+        let mut rows = statement
+            .query(params![
+                &profile.0[..],
+                reason.as_str(),
+                namespace,
+                document_id,
+                limit
+            ])
+            .map_err(storage("read unindexed sources"))?;
+        let mut sources = Vec::new();
+        while let Some(row) = rows.next().map_err(storage("read unindexed sources"))? {
+            let generation: i64 = row.get(2).map_err(storage("read unindexed sources"))?;
+            sources.push(UnindexedSource {
+                key: parse_key(text_column(row, 0)?, text_column(row, 1)?)?,
+                generation: SourceGeneration(
+                    u64::try_from(generation).map_err(|_| corrupt("negative generation"))?,
+                ),
+                reason,
+            });
+        }
+        Ok(sources)
+    }
+
+    fn unindexed_counts_now(
+        &self,
+        profile: &ProfileDigest,
+    ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
+        let connection = self.lock();
+        let mut statement = connection
+            .prepare(
+                "SELECT reason, count(*) FROM semantic_unindexed WHERE profile = ?1 \
+                 GROUP BY reason ORDER BY reason",
+            )
+            .map_err(storage("count unindexed sources"))?;
+        let mut rows = statement
+            .query([&profile.0[..]])
+            .map_err(storage("count unindexed sources"))?;
+        let mut counts = Vec::new();
+        while let Some(row) = rows.next().map_err(storage("count unindexed sources"))? {
+            let reason = UnindexedReason::parse(text_column(row, 0)?)
+                .ok_or_else(|| corrupt("unknown unindexed reason"))?;
+            let count: i64 = row.get(1).map_err(storage("count unindexed sources"))?;
+            counts.push((
+                reason,
+                u64::try_from(count).map_err(|_| corrupt("negative row count"))?,
+            ));
+        }
+        counts.sort();
+        Ok(counts)
+    }
+
+    fn save_graph_now(
+        &self,
+        profile: &ProfileDigest,
+        graph: &GraphSnapshot,
+    ) -> Result<(), MemoryError> {
+        let position = i64::try_from(graph.position.0)
+            .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
+        let chunks = i64::try_from(graph.chunks)
+            .map_err(|_| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
+        self.lock()
+            .execute(
+                "INSERT INTO semantic_graphs (profile, position, vector_set, chunks, graph) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (profile) DO UPDATE SET position = excluded.position, \
+                 vector_set = excluded.vector_set, chunks = excluded.chunks, graph = excluded.graph",
+                params![
+                    &profile.0[..],
+                    position,
+                    &graph.vector_set[..],
+                    chunks,
+                    &graph.bytes
+                ],
+            )
+            .map_err(storage("save graph"))?;
+        Ok(())
+    }
+
+    fn load_graph_now(
+        &self,
+        profile: &ProfileDigest,
+        max_bytes: usize,
+    ) -> Result<Option<GraphSnapshot>, MemoryError> {
+        let connection = self.lock();
+        // The length is read first, so an oversized blob is refused before it is materialized.
+        let length: Option<i64> = connection
+            .query_row(
+                "SELECT length(graph) FROM semantic_graphs WHERE profile = ?1",
+                [&profile.0[..]],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(storage("load graph"))?;
+        let Some(length) = length else {
+            return Ok(None);
+        };
+        let length = u64::try_from(length).map_err(|_| corrupt("negative graph length"))?;
+        if length > max_bytes as u64 {
+            return Err(MemoryError::TooLarge {
+                limit: "stored graph bytes",
+                max: max_bytes as u64,
+                actual: length,
+            });
+        }
+        connection
+            .query_row(
+                "SELECT position, vector_set, chunks, graph FROM semantic_graphs WHERE profile = ?1",
+                [&profile.0[..]],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, Vec<u8>>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, Vec<u8>>(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(storage("load graph"))?
+            .map(|(position, vector_set, chunks, bytes)| {
+                Ok(GraphSnapshot {
+                    position: ChangeSequence(
+                        u64::try_from(position).map_err(|_| corrupt("negative graph position"))?,
+                    ),
+                    vector_set: vector_set
+                        .try_into()
+                        .map_err(|_| corrupt("graph vector-set digest length"))?,
+                    chunks: u64::try_from(chunks).map_err(|_| corrupt("negative graph chunks"))?,
+                    bytes,
+                })
+            })
+            .transpose()
     }
 }
 
@@ -454,6 +689,58 @@ impl VectorStore for SqliteVectorStore {
         position: ChangeSequence,
     ) -> Result<(), MemoryError> {
         self.set_position_now(profile, position)
+    }
+
+    async fn record_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+        reason: UnindexedReason,
+    ) -> Result<(), MemoryError> {
+        self.record_unindexed_now(profile, key, generation, reason)
+    }
+
+    async fn clear_unindexed(
+        &self,
+        profile: &ProfileDigest,
+        key: &MemoryKey,
+        generation: SourceGeneration,
+    ) -> Result<(), MemoryError> {
+        self.clear_unindexed_now(profile, key, generation)
+    }
+
+    async fn unindexed_sources(
+        &self,
+        profile: &ProfileDigest,
+        reason: UnindexedReason,
+        after: Option<&MemoryKey>,
+        limit: usize,
+    ) -> Result<Vec<UnindexedSource>, MemoryError> {
+        self.unindexed_sources_now(profile, reason, after, limit)
+    }
+
+    async fn unindexed_counts(
+        &self,
+        profile: &ProfileDigest,
+    ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
+        self.unindexed_counts_now(profile)
+    }
+
+    async fn save_graph(
+        &self,
+        profile: &ProfileDigest,
+        graph: &GraphSnapshot,
+    ) -> Result<(), MemoryError> {
+        self.save_graph_now(profile, graph)
+    }
+
+    async fn load_graph(
+        &self,
+        profile: &ProfileDigest,
+        max_bytes: usize,
+    ) -> Result<Option<GraphSnapshot>, MemoryError> {
+        self.load_graph_now(profile, max_bytes)
     }
 }
 
@@ -660,5 +947,114 @@ mod tests {
             store.load_now(&profile, limits()),
             Err(MemoryError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn unindexed_records_page_count_and_clear_with_the_vectors() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
+        let profile = ProfileDigest([1; 32]);
+        for (id, generation, reason) in [
+            ("a", 1, UnindexedReason::Capacity),
+            ("b", 2, UnindexedReason::Capacity),
+            ("c", 3, UnindexedReason::TooLarge),
+        ] {
+            store
+                .record_unindexed_now(&profile, &key(id), SourceGeneration(generation), reason)
+                .unwrap();
+        }
+        // An older generation's record never replaces a newer one.
+        store
+            .record_unindexed_now(
+                &profile,
+                &key("c"),
+                SourceGeneration(1),
+                UnindexedReason::Invalid,
+            )
+            .unwrap();
+        assert_eq!(
+            store.unindexed_counts_now(&profile).unwrap(),
+            vec![
+                (UnindexedReason::TooLarge, 1),
+                (UnindexedReason::Capacity, 2)
+            ]
+        );
+        let first = store
+            .unindexed_sources_now(&profile, UnindexedReason::Capacity, None, 1)
+            .unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].key, key("a"));
+        let second = store
+            .unindexed_sources_now(&profile, UnindexedReason::Capacity, Some(&first[0].key), 5)
+            .unwrap();
+        assert_eq!(second.len(), 1);
+        assert_eq!(
+            (second[0].key.clone(), second[0].generation),
+            (key("b"), SourceGeneration(2))
+        );
+        // Indexing a source clears its record in the same transaction; a replay is cleared by
+        // generation.
+        store
+            .replace_now(&profile, &indexed("a", 4, &[[1.0, 0.0]]))
+            .unwrap();
+        store
+            .clear_unindexed_now(&profile, &key("b"), SourceGeneration(1))
+            .unwrap();
+        assert_eq!(
+            store.unindexed_counts_now(&profile).unwrap(),
+            vec![
+                (UnindexedReason::TooLarge, 1),
+                (UnindexedReason::Capacity, 1)
+            ]
+        );
+        store
+            .clear_unindexed_now(&profile, &key("b"), SourceGeneration(2))
+            .unwrap();
+        assert!(
+            store
+                .unindexed_counts_now(&ProfileDigest([2; 32]))
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store.unindexed_counts_now(&profile).unwrap(),
+            vec![(UnindexedReason::TooLarge, 1)]
+        );
+    }
+
+    #[test]
+    fn graphs_round_trip_per_profile_and_oversized_ones_are_refused_unread() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
+        let profile = ProfileDigest([1; 32]);
+        assert_eq!(store.load_graph_now(&profile, 1_000).unwrap(), None);
+        let graph = GraphSnapshot {
+            position: ChangeSequence(9),
+            vector_set: [7; 32],
+            chunks: 3,
+            bytes: vec![1, 2, 3, 4],
+        };
+        store.save_graph_now(&profile, &graph).unwrap();
+        assert_eq!(
+            store.load_graph_now(&profile, 4).unwrap(),
+            Some(graph.clone())
+        );
+        assert!(matches!(
+            store.load_graph_now(&profile, 3),
+            Err(MemoryError::TooLarge { .. })
+        ));
+        assert_eq!(
+            store
+                .load_graph_now(&ProfileDigest([2; 32]), 1_000)
+                .unwrap(),
+            None
+        );
+        let newer = GraphSnapshot {
+            position: ChangeSequence(10),
+            bytes: vec![5],
+            ..graph
+        };
+        store.save_graph_now(&profile, &newer).unwrap();
+        assert_eq!(store.load_graph_now(&profile, 4).unwrap(), Some(newer));
     }
 }

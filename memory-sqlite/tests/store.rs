@@ -1,17 +1,61 @@
-//! Opening, format checks, lexical search, the change feed, batches and corrupt rows.
+//! The memory-core store suites (change feed, lexical search, history, receipts, batches) against
+//! SQLite, the broken stores they catch, and what only SQLite has: opening, format checks, the file's
+//! own tables, corrupt rows and the files a refused write leaves unchanged.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
 use memory_core::canonical::{to_canonical_string, utf16_len};
+use memory_core::testing::store::{
+    CHANGE_FEED_RULES, LEXICAL_RULES, STORE_RULES, run_all, run_store_rules,
+};
 use memory_core::write::MAX_CANONICAL_UTF16_UNITS;
 use memory_core::{
-    ChangeFeed, ChangeSequence, ErrorKind, InMemoryStore, LexicalSearch, ManualClock,
-    MemoryContent, MemoryError, MemoryReader, MemoryWriter,
+    ErrorKind, InMemoryStore, ManualClock, MemoryContent, MemoryReader, MemoryWriter,
 };
 use memory_sqlite::{SqliteReader, SqliteStore, StoreFailure, storage_failure};
 use std::sync::Arc;
+
+#[tokio::test]
+async fn sqlite_store_passes_the_store_suites() {
+    let report = run_all(|| std::future::ready(suited(Break::Nothing))).await;
+    report.assert_all_passed();
+    let every_rule: Vec<&str> = STORE_RULES
+        .iter()
+        .chain(CHANGE_FEED_RULES)
+        .chain(LEXICAL_RULES)
+        .copied()
+        .collect();
+    assert_eq!(report.passed, every_rule, "every rule runs, in order");
+}
+
+/// Each broken store breaks one rule, and the suites must name it.
+#[tokio::test]
+async fn the_store_suites_catch_broken_stores() {
+    for (broken, rule) in [
+        (
+            Break::FeedIncludesPosition,
+            "change-pages-start-after-the-position-and-are-bounded",
+        ),
+        (
+            Break::SearchWorstFirst,
+            "search-stems-ranks-and-indexes-speakers",
+        ),
+        (
+            Break::HistoryWithoutPredecessors,
+            "reads-history-and-receipts-follow-every-write",
+        ),
+    ] {
+        let report = run_store_rules(|| std::future::ready(suited(broken)), &[rule]).await;
+        assert!(
+            report.failure(rule).is_some(),
+            "{broken:?} passed `{rule}`:\n{report}"
+        );
+    }
+    let unknown = run_store_rules(|| std::future::ready(suited(Break::Nothing)), &["none"]).await;
+    assert!(unknown.failure("unknown-rule").is_some());
+}
 
 fn raw(path: &std::path::Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).expect("raw connection")
@@ -95,282 +139,6 @@ fn open_store_creates_only_its_own_tables_and_uses_wal() {
     );
     // Reopening an existing store is fine.
     drop(open(&path));
-}
-
-#[tokio::test]
-async fn reads_see_puts_replacements_and_withdrawals() {
-    let store = open(&fresh_path());
-    let key = key("t1", "doc");
-    let first = store
-        .apply(put(&key, "op-1", None, MemoryContent::text("one"), &["s"]))
-        .await
-        .expect("create");
-    let second = store
-        .apply(put(
-            &key,
-            "op-2",
-            Some(&first.receipt.document.revision),
-            MemoryContent::text("two"),
-            &["s"],
-        ))
-        .await
-        .expect("replace");
-    assert_eq!(
-        store.read(&key).await.expect("read"),
-        Some(second.receipt.document.clone())
-    );
-    store
-        .apply(withdraw(&key, "op-3", &second.receipt.document.revision))
-        .await
-        .expect("withdraw");
-    assert_eq!(store.read(&key).await.expect("read"), None);
-    let history = store.reader().history(&key).expect("history");
-    let links: Vec<_> = history
-        .iter()
-        .map(|link| (link.revision.clone(), link.predecessor.clone()))
-        .collect();
-    assert_eq!(links.len(), 3);
-    assert_eq!(links[0].1, None);
-    assert_eq!(links[1].1.as_ref(), Some(&links[0].0));
-    assert_eq!(links[2].1.as_ref(), Some(&links[1].0));
-    let report = store.reader().check_consistency().expect("consistent");
-    assert_eq!(
-        (report.documents, report.receipts, report.revisions),
-        (1, 3, 3)
-    );
-}
-
-#[tokio::test]
-async fn the_change_feed_lists_every_commit_once_in_order() {
-    let store = open(&fresh_path());
-    assert_eq!(store.head().await.expect("head"), ChangeSequence(0));
-    let a = key("t1", "a");
-    let b = key("t1", "b");
-    let created = store
-        .apply(put(&a, "op-a", None, MemoryContent::text("a"), &["s"]))
-        .await
-        .expect("put a");
-    store
-        .apply(put(&b, "op-b", None, MemoryContent::text("b"), &["s"]))
-        .await
-        .expect("put b");
-    // A replay and a refusal are not changes.
-    store
-        .apply(put(&a, "op-a", None, MemoryContent::text("a"), &["s"]))
-        .await
-        .expect("replay");
-    store
-        .apply(put(&a, "op-c", None, MemoryContent::text("c"), &["s"]))
-        .await
-        .expect_err("conflict");
-    store
-        .apply(withdraw(&a, "op-w", &created.receipt.document.revision))
-        .await
-        .expect("withdraw");
-    let head = store.head().await.expect("head");
-    let changes = store
-        .changes_since(ChangeSequence(0), 100)
-        .await
-        .expect("changes");
-    let keys: Vec<_> = changes.iter().map(|change| change.key.clone()).collect();
-    assert_eq!(keys, vec![a.clone(), b.clone(), a.clone()]);
-    assert!(
-        changes
-            .windows(2)
-            .all(|pair| pair[0].sequence < pair[1].sequence)
-    );
-    assert_eq!(changes.last().map(|change| change.sequence), Some(head));
-    let tail = store
-        .changes_since(changes[0].sequence, 1)
-        .await
-        .expect("paged");
-    assert_eq!(tail.len(), 1);
-    assert_eq!(tail[0], changes[1]);
-}
-
-#[tokio::test]
-async fn lexical_search_stems_ranks_and_indexes_speakers() {
-    let store = open(&fresh_path());
-    let docs = [
-        (
-            "d1",
-            "Alice is running the quarterly budget review",
-            "alice",
-        ),
-        (
-            "d2",
-            "The budget was approved; budget talks are over",
-            "carol",
-        ),
-        ("d3", "Lunch is at noon on Fridays", "Bob"),
-    ];
-    for (id, text, speaker) in docs {
-        store
-            .apply(put(
-                &key("t1", id),
-                &format!("op-{id}"),
-                None,
-                said(text, speaker),
-                &["s"],
-            ))
-            .await
-            .expect("put");
-    }
-    let search = |query: &'static str| {
-        let store = &store;
-        async move {
-            store
-                .search(&access("t1", "s"), query, 10)
-                .await
-                .expect("search")
-                .into_iter()
-                .map(|hit| hit.key.id.to_string())
-                .collect::<Vec<_>>()
-        }
-    };
-    assert_eq!(search("runs").await, ["d1"], "porter stemming");
-    assert_eq!(search("bob").await, ["d3"], "speaker is indexed");
-    assert_eq!(
-        search("budget").await,
-        ["d2", "d1"],
-        "more occurrences rank higher"
-    );
-    assert!(search("").await.is_empty());
-    assert!(search("  \"*^():  ").await.is_empty());
-    let hits = store
-        .search(&access("t1", "s"), "budget", 10)
-        .await
-        .expect("search");
-    assert!(hits[0].score > hits[1].score, "higher score is better");
-    assert_eq!(hits[0].locator, "loc:d2");
-    assert_eq!(
-        Some(hits[0].revision.clone()),
-        store
-            .read(&key("t1", "d2"))
-            .await
-            .expect("read")
-            .map(|document| document.revision)
-    );
-}
-
-#[tokio::test]
-async fn lexical_search_follows_replacements_scopes_and_withdrawals() {
-    let store = open(&fresh_path());
-    let doc = key("t1", "doc");
-    let created = store
-        .apply(put(
-            &doc,
-            "op-1",
-            None,
-            MemoryContent::text("zebra crossing"),
-            &["a", "b"],
-        ))
-        .await
-        .expect("put");
-    assert_eq!(
-        store
-            .search(&access("t1", "b"), "zebra", 5)
-            .await
-            .expect("search")
-            .len(),
-        1
-    );
-    assert!(
-        store
-            .search(&access("t1", "c"), "zebra", 5)
-            .await
-            .expect("search")
-            .is_empty()
-    );
-    assert!(
-        store
-            .search(&access("t2", "a"), "zebra", 5)
-            .await
-            .expect("search")
-            .is_empty()
-    );
-    let replaced = store
-        .apply(put(
-            &doc,
-            "op-2",
-            Some(&created.receipt.document.revision),
-            MemoryContent::text("giraffe"),
-            &["a"],
-        ))
-        .await
-        .expect("replace");
-    assert!(
-        store
-            .search(&access("t1", "a"), "zebra", 5)
-            .await
-            .expect("search")
-            .is_empty()
-    );
-    assert!(
-        store
-            .search(&access("t1", "b"), "giraffe", 5)
-            .await
-            .expect("search")
-            .is_empty()
-    );
-    let hits = store
-        .search(&access("t1", "a"), "giraffe", 5)
-        .await
-        .expect("search");
-    assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].revision, replaced.receipt.document.revision);
-    store
-        .apply(withdraw(&doc, "op-3", &replaced.receipt.document.revision))
-        .await
-        .expect("withdraw");
-    assert!(
-        store
-            .search(&access("t1", "a"), "giraffe", 5)
-            .await
-            .expect("search")
-            .is_empty()
-    );
-    store.reader().check_consistency().expect("consistent");
-}
-
-#[tokio::test]
-async fn a_batch_applies_writes_in_order_in_one_transaction() {
-    let store = open(&fresh_path());
-    let a = key("t1", "a");
-    let first = put(&a, "op-1", None, MemoryContent::text("first"), &["s"]);
-    let outcomes = store
-        .apply_batch(vec![
-            first.clone(),
-            put(&a, "op-2", None, MemoryContent::text("second"), &["s"]),
-            first,
-            put(
-                &key("t1", "b"),
-                "op-3",
-                None,
-                MemoryContent::text("b"),
-                &["s"],
-            ),
-        ])
-        .expect("batch");
-    assert!(!outcomes[0].as_ref().expect("created").replayed);
-    assert_eq!(
-        outcomes[1]
-            .as_ref()
-            .map_err(MemoryError::kind)
-            .expect_err("conflict"),
-        ErrorKind::Conflict
-    );
-    assert!(outcomes[2].as_ref().expect("replayed").replayed);
-    assert!(outcomes[3].is_ok());
-    assert_eq!(store.head().await.expect("head"), ChangeSequence(2));
-    let too_many = vec![
-        put(&a, "x", None, MemoryContent::text("x"), &[]);
-        memory_sqlite::MAX_BATCH_WRITES + 1
-    ];
-    assert_eq!(
-        store.apply_batch(too_many).expect_err("too many").kind(),
-        ErrorKind::TooLarge
-    );
 }
 
 #[tokio::test]

@@ -126,7 +126,9 @@ async fn catch_up_embeds_several_documents_per_call_and_converges() {
         caught,
         CatchUp {
             position: head,
-            skipped: 0
+            skipped: 0,
+            unindexed: 0,
+            capacity_unindexed: 0,
         }
     );
     // Six one-chunk documents, at most four chunks per call: two calls, six texts.

@@ -382,7 +382,7 @@ async fn hybrid_returns_documents_only_one_side_finds_in_fused_order() {
     );
     assert_eq!(source_ids(&only_embedding), ["semantic"]);
 
-    // Equal weights: both score 1/61 at rank 1; the tie breaks by key.
+    // Equal weights: both score 1/(k + 1) at rank 1; the tie breaks by key.
     let equal = passages(fixture.hybrid(query).lookup().await.unwrap());
     assert_eq!(source_ids(&equal), ["lexical", "semantic"]);
     assert_eq!(equal[0].content.text, "zebra quartz umbrella");
@@ -560,7 +560,8 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
         partial[0].1 >= 0.3 && partial[0].1 < 1.0,
         "a partial match scores between min_score and 1: {partial:?}"
     );
-    // Each document is rank 1 of one list only: 1 / (60 + 1) each.
+    // Each document is rank 1 of one list only: 1 / (k + 1) each.
+    let k = semantic_index::recall::DEFAULT_RRF_K;
     let fused = scores(
         fixture
             .hybrid("where does the cat sleep")
@@ -570,9 +571,9 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
     );
     assert_eq!(fused.len(), 2, "{fused:?}");
     for (_, score) in &fused {
-        assert!((score - 1.0 / 61.0).abs() < 1e-12, "{fused:?}");
+        assert!((score - 1.0 / (k + 1.0)).abs() < 1e-12, "{fused:?}");
     }
-    // Found by both lists at rank 1: 2 / 61.
+    // Found by both lists at rank 1: 2 / (k + 1).
     fixture.store.script_lexical(&["semantic"]);
     let both = scores(
         fixture
@@ -582,7 +583,7 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
             .unwrap(),
     );
     assert_eq!(both[0].0, "semantic");
-    assert!((both[0].1 - 2.0 / 61.0).abs() < 1e-12, "{both:?}");
+    assert!((both[0].1 - 2.0 / (k + 1.0)).abs() < 1e-12, "{both:?}");
 }
 
 #[tokio::test]

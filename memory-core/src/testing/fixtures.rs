@@ -210,3 +210,9 @@ impl fmt::Display for Brief<'_> {
         }
     }
 }
+
+impl From<crate::activity::ActivityError> for Failure {
+    fn from(error: crate::activity::ActivityError) -> Self {
+        Self(format!("setup failed: {error}"))
+    }
+}

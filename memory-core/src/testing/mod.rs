@@ -31,6 +31,18 @@
 //! - [`strategies`] holds proptest strategies for identities and JSON values, shared with the namespace
 //!   tests.
 //!
+//! Beside the write rules, one suite per port, which every backend runs with one call each:
+//! - [`store::run_all`]: the change feed, lexical search, history, stored receipts and batches, through
+//!   a [`store::InspectableStore`] adapter; [`store::run_isolation_property`] adds random
+//!   tenant-isolation cases.
+//! - [`activity::run_all`]: the thread log, progress and remembering store suites, through an
+//!   [`activity::ActivityBackend`] that opens as many handles on one storage as a rule needs.
+//! - [`vectors::run_vector_suite`]: the vector store.
+//!
+//! [`InMemoryActivity`] and [`InMemoryVectorStore`] are reference implementations that pass them, and
+//! memory-core's own tests prove each suite fails on a store broken on purpose. [`builders`] holds the
+//! key and write builders the backends' own tests share.
+//!
 //! Case counts are small by default; `PROPTEST_CASES` sets them exactly and `MEMORY_TEST_SCALE=large`
 //! raises them. The random seed is fixed unless `PROPTEST_RNG_SEED` is set, so runs are reproducible.
 //!
@@ -42,12 +54,17 @@
 //! Multilingual Plane so that UTF-16 units, UTF-8 bytes and characters all differ. The boundary depends on
 //! the number of digits of the store's clock reading, which the suite learns from a first small put.
 
+pub mod activity;
+pub mod builders;
 mod contract;
 mod fixtures;
 mod model;
+mod reference;
 mod report;
+pub mod store;
 pub mod strategies;
 mod tamper;
+pub mod vectors;
 
 pub use contract::{
     CONTRACT_RULES, TAMPER_RULES, run_contract_rules, run_contract_suite,
@@ -57,6 +74,7 @@ pub use model::{
     ExpectedChoice, MODEL_DOCUMENTS, MODEL_NAMESPACES, MODEL_OPERATIONS, ModelStep,
     check_model_steps, model_steps, run_model_property,
 };
+pub use reference::{InMemoryActivity, InMemoryVectorStore};
 pub use report::{ContractFailure, ContractReport};
 pub use tamper::{ReceiptTamper, TamperableStore};
 

@@ -39,6 +39,13 @@ impl ContractReport {
         }
     }
 
+    /// Appends another run's results to this one.
+    pub(crate) fn absorb(&mut self, other: ContractReport) {
+        self.passed.extend(other.passed);
+        self.failed.extend(other.failed);
+        self.skipped.extend(other.skipped);
+    }
+
     /// Whether every rule that ran passed (and at least one ran).
     pub fn is_success(&self) -> bool {
         self.failed.is_empty() && !self.passed.is_empty()

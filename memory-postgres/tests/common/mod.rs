@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memory_core::{
-    Change, ChangeFeed, ChangeSequence, DocumentId, LexicalHit, LexicalSearch, ManualClock,
-    MemoryAccess, MemoryAttribution, MemoryContent, MemoryDocument, MemoryError, MemoryKey,
-    MemoryReader, MemoryScope, MemoryWrite, MemoryWriter, NamespaceAddress, OperationId, Revision,
-    WriteOutcome,
+    Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, ManualClock, MemoryAccess,
+    MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
+    NamespaceAddress, OperationId, WriteOutcome,
 };
 use memory_postgres::{PostgresStore, SchemaName};
 
@@ -137,6 +136,35 @@ pub async fn fresh_store(test: &str) -> Option<TestStore> {
     Some(store_at(url).await)
 }
 
+/// A fresh store on the server at `url`, connected from synchronous code (no runtime needed).
+pub fn store_blocking(url: &str) -> TestStore {
+    let schema = unique_schema();
+    let guard = SchemaGuard {
+        url: url.to_owned(),
+        schema: schema.clone(),
+    };
+    let store = PostgresStore::builder(url)
+        .schema(schema)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .pool_size(3)
+        .connect_blocking()
+        .unwrap();
+    TestStore { store, guard }
+}
+
+impl TestStore {
+    /// Another store on the same schema (its own pool, as another process would have), connected from
+    /// synchronous code.
+    pub fn another_blocking(&self) -> PostgresStore {
+        PostgresStore::builder(&self.guard.url)
+            .schema(self.guard.schema.clone())
+            .clock(Arc::new(ManualClock::new(NOW)))
+            .pool_size(2)
+            .connect_blocking()
+            .unwrap()
+    }
+}
+
 /// A fresh store on the server at `url`.
 pub async fn store_at(url: String) -> TestStore {
     let schema = unique_schema();
@@ -198,75 +226,53 @@ impl LexicalSearch for TestStore {
     }
 }
 
-pub fn namespace(tenant: &str) -> NamespaceAddress {
-    NamespaceAddress::encode(
-        "memory-postgres-tests",
-        1,
-        &serde_json::json!({ "tenant": tenant }),
-    )
-    .expect("valid namespace")
-}
+// Not every test binary (nor the bench that includes this file) uses every builder.
+#[allow(unused_imports)]
+pub use memory_core::testing::builders::{access, key, namespace, op, put, said, scope, withdraw};
 
-pub fn key(tenant: &str, id: &str) -> MemoryKey {
-    MemoryKey {
-        namespace: namespace(tenant),
-        id: DocumentId::new(id).expect("valid id"),
+impl memory_core::testing::store::InspectableStore for TestStore {
+    async fn history(
+        &self,
+        key: &MemoryKey,
+    ) -> Result<Vec<memory_core::testing::store::HistoryLink>, MemoryError> {
+        let links = self.store.history(key).await?;
+        Ok(links
+            .into_iter()
+            .map(|link| memory_core::testing::store::HistoryLink {
+                revision: link.revision,
+                predecessor: link.predecessor,
+            })
+            .collect())
     }
-}
 
-pub fn scope(name: &str) -> MemoryScope {
-    MemoryScope::new(name).expect("valid scope")
-}
-
-pub fn access(tenant: &str, scope_name: &str) -> MemoryAccess {
-    MemoryAccess {
-        namespace: namespace(tenant),
-        scope: scope(scope_name),
+    async fn receipt(
+        &self,
+        namespace: &NamespaceAddress,
+        operation: &OperationId,
+    ) -> Result<Option<memory_core::MemoryReceipt>, MemoryError> {
+        self.store.receipt(namespace, operation).await
     }
-}
 
-pub fn op(id: &str) -> OperationId {
-    OperationId::new(id).expect("valid operation id")
-}
-
-/// Content with one attribution by `speaker`.
-pub fn said(text: &str, speaker: &str) -> MemoryContent {
-    MemoryContent {
-        attributions: vec![MemoryAttribution {
-            origin_id: "thread-1".to_owned(),
-            speaker: speaker.to_owned(),
-            observers: Vec::new(),
-            locator: "record-1".to_owned(),
-            activity_at: None,
-            interpretation: "stated".to_owned(),
-        }],
-        ..MemoryContent::text(text)
+    async fn check_consistency(
+        &self,
+    ) -> Result<memory_core::testing::store::ConsistencyCounts, MemoryError> {
+        let report = self.store.check_consistency().await?;
+        Ok(memory_core::testing::store::ConsistencyCounts {
+            documents: report.documents,
+            receipts: report.receipts,
+            revisions: report.revisions,
+            changes: report.changes,
+        })
     }
-}
 
-/// A put with the given scopes.
-pub fn put(
-    key: &MemoryKey,
-    operation: &str,
-    expected: Option<&Revision>,
-    content: MemoryContent,
-    scopes: &[&str],
-) -> MemoryWrite {
-    MemoryWrite::Put {
-        key: key.clone(),
-        operation_id: op(operation),
-        expected_revision: expected.cloned(),
-        locator: format!("loc:{}", key.id),
-        content,
-        scopes: scopes.iter().map(|name| scope(name)).collect(),
+    async fn apply_batch(
+        &self,
+        writes: Vec<MemoryWrite>,
+    ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
+        self.store.apply_batch(writes).await
     }
-}
 
-pub fn withdraw(key: &MemoryKey, operation: &str, expected: &Revision) -> MemoryWrite {
-    MemoryWrite::Withdraw {
-        key: key.clone(),
-        operation_id: op(operation),
-        expected_revision: expected.clone(),
-        reason: "asked to forget".to_owned(),
+    fn max_batch_writes(&self) -> usize {
+        memory_postgres::MAX_BATCH_WRITES
     }
 }

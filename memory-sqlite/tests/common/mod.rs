@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memory_core::{
-    DocumentId, ManualClock, MemoryAccess, MemoryAttribution, MemoryContent, MemoryKey,
-    MemoryScope, MemoryWrite, NamespaceAddress, OperationId, Revision,
+    ManualClock, MemoryAccess, MemoryKey, MemoryWrite, NamespaceAddress, OperationId,
 };
 use memory_sqlite::{SqliteStore, Synchronous};
 
@@ -32,78 +31,9 @@ pub fn open(path: &Path) -> SqliteStore {
         .expect("store opens")
 }
 
-pub fn namespace(tenant: &str) -> NamespaceAddress {
-    NamespaceAddress::encode(
-        "memory-sqlite-tests",
-        1,
-        &serde_json::json!({ "tenant": tenant }),
-    )
-    .expect("valid namespace")
-}
-
-pub fn key(tenant: &str, id: &str) -> MemoryKey {
-    MemoryKey {
-        namespace: namespace(tenant),
-        id: DocumentId::new(id).expect("valid id"),
-    }
-}
-
-pub fn scope(name: &str) -> MemoryScope {
-    MemoryScope::new(name).expect("valid scope")
-}
-
-pub fn access(tenant: &str, scope_name: &str) -> MemoryAccess {
-    MemoryAccess {
-        namespace: namespace(tenant),
-        scope: scope(scope_name),
-    }
-}
-
-pub fn op(id: &str) -> OperationId {
-    OperationId::new(id).expect("valid operation id")
-}
-
-/// Content with one attribution by `speaker`.
-pub fn said(text: &str, speaker: &str) -> MemoryContent {
-    MemoryContent {
-        attributions: vec![MemoryAttribution {
-            origin_id: "thread-1".to_owned(),
-            speaker: speaker.to_owned(),
-            observers: Vec::new(),
-            locator: "record-1".to_owned(),
-            activity_at: None,
-            interpretation: "stated".to_owned(),
-        }],
-        ..MemoryContent::text(text)
-    }
-}
-
-/// A put with the given scopes.
-pub fn put(
-    key: &MemoryKey,
-    operation: &str,
-    expected: Option<&Revision>,
-    content: MemoryContent,
-    scopes: &[&str],
-) -> MemoryWrite {
-    MemoryWrite::Put {
-        key: key.clone(),
-        operation_id: op(operation),
-        expected_revision: expected.cloned(),
-        locator: format!("loc:{}", key.id),
-        content,
-        scopes: scopes.iter().map(|name| scope(name)).collect(),
-    }
-}
-
-pub fn withdraw(key: &MemoryKey, operation: &str, expected: &Revision) -> MemoryWrite {
-    MemoryWrite::Withdraw {
-        key: key.clone(),
-        operation_id: op(operation),
-        expected_revision: expected.clone(),
-        reason: "asked to forget".to_owned(),
-    }
-}
+// Not every test binary uses every builder.
+#[allow(unused_imports)]
+pub use memory_core::testing::builders::{access, key, namespace, op, put, said, scope, withdraw};
 
 /// Sizes of the database file and its WAL (0 when absent).
 pub fn file_sizes(path: &Path) -> (u64, u64) {
@@ -111,4 +41,146 @@ pub fn file_sizes(path: &Path) -> (u64, u64) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     (size(path), size(Path::new(&wal)))
+}
+
+/// What a [`Suited`] store breaks on purpose, to prove the store suites can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Break {
+    /// Nothing: the store as it is.
+    Nothing,
+    /// Change pages include the change at the given position.
+    FeedIncludesPosition,
+    /// Search answers worst hit first.
+    SearchWorstFirst,
+    /// History loses every predecessor.
+    HistoryWithoutPredecessors,
+    /// Search in scope `s2` answers what scope `s1` may see.
+    SearchLeaksScope,
+}
+
+/// A SQLite store seen through memory-core's [`InspectableStore`] (the suites' adapter), optionally
+/// broken in one place.
+pub struct Suited {
+    pub store: SqliteStore,
+    pub broken: Break,
+}
+
+/// A fresh store for the store suites.
+pub fn suited(broken: Break) -> Suited {
+    Suited {
+        store: open(&fresh_path()),
+        broken,
+    }
+}
+
+use memory_core::testing::store::{ConsistencyCounts, HistoryLink, InspectableStore};
+use memory_core::{
+    Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryDocument, MemoryError,
+    MemoryReader, MemoryReceipt, MemoryWriter, WriteOutcome,
+};
+
+impl MemoryReader for Suited {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        self.store.read(key).await
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        self.store.read_many(keys).await
+    }
+}
+
+impl MemoryWriter for Suited {
+    async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
+        self.store.apply(write).await
+    }
+}
+
+impl ChangeFeed for Suited {
+    async fn head(&self) -> Result<ChangeSequence, MemoryError> {
+        self.store.head().await
+    }
+
+    async fn changes_since(
+        &self,
+        after: ChangeSequence,
+        limit: usize,
+    ) -> Result<Vec<Change>, MemoryError> {
+        let after = match self.broken {
+            Break::FeedIncludesPosition => ChangeSequence(after.0.saturating_sub(1)),
+            _ => after,
+        };
+        self.store.changes_since(after, limit).await
+    }
+}
+
+impl LexicalSearch for Suited {
+    async fn search(
+        &self,
+        access: &MemoryAccess,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<LexicalHit>, MemoryError> {
+        let leaked;
+        let access = if self.broken == Break::SearchLeaksScope && access.scope.as_str() == "s2" {
+            leaked = MemoryAccess {
+                scope: scope("s1"),
+                ..access.clone()
+            };
+            &leaked
+        } else {
+            access
+        };
+        let mut hits = self.store.search(access, query, limit).await?;
+        if self.broken == Break::SearchWorstFirst {
+            hits.reverse();
+        }
+        Ok(hits)
+    }
+}
+
+impl InspectableStore for Suited {
+    async fn history(&self, key: &MemoryKey) -> Result<Vec<HistoryLink>, MemoryError> {
+        let links = self.store.reader().history(key)?;
+        Ok(links
+            .into_iter()
+            .map(|link| HistoryLink {
+                revision: link.revision,
+                predecessor: link
+                    .predecessor
+                    .filter(|_| self.broken != Break::HistoryWithoutPredecessors),
+            })
+            .collect())
+    }
+
+    async fn receipt(
+        &self,
+        namespace: &NamespaceAddress,
+        operation: &OperationId,
+    ) -> Result<Option<MemoryReceipt>, MemoryError> {
+        self.store.reader().receipt(namespace, operation)
+    }
+
+    async fn check_consistency(&self) -> Result<ConsistencyCounts, MemoryError> {
+        let report = self.store.reader().check_consistency()?;
+        Ok(ConsistencyCounts {
+            documents: report.documents,
+            receipts: report.receipts,
+            revisions: report.revisions,
+            changes: report.changes,
+        })
+    }
+
+    async fn apply_batch(
+        &self,
+        writes: Vec<MemoryWrite>,
+    ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
+        self.store.apply_batch(writes)
+    }
+
+    fn max_batch_writes(&self) -> usize {
+        memory_sqlite::MAX_BATCH_WRITES
+    }
 }

@@ -24,7 +24,7 @@ impl ExactIndex {
     pub fn new(dimensions: usize, bounds: IndexBounds) -> Result<Self, SemanticError> {
         bounds.validate(dimensions)?;
         Ok(Self {
-            table: ChunkTable::new(dimensions, bounds.max_chunks),
+            table: ChunkTable::new(dimensions, bounds.max_chunks, bounds.max_chunks),
         })
     }
 
@@ -36,6 +36,21 @@ impl ExactIndex {
     /// A copy of the rows, from which an HNSW graph can be built off the query path.
     pub(crate) fn snapshot(&self) -> ChunkTable {
         self.table.clone()
+    }
+
+    /// The rows themselves (a persisted graph's vector set is checked against them).
+    pub(crate) fn table(&self) -> &ChunkTable {
+        &self.table
+    }
+
+    /// Rows replaced or withdrawn but not compacted away yet.
+    pub fn tombstones(&self) -> usize {
+        self.table.tombstones()
+    }
+
+    /// Floats the vector buffer has allocated room for: it grows as chunks arrive, never up front.
+    pub fn reserved_floats(&self) -> usize {
+        self.table.reserved_floats()
     }
 }
 
@@ -175,7 +190,7 @@ mod tests {
     #[test]
     fn bounds_over_the_float_cap_are_refused_before_allocation() {
         let bounds = IndexBounds {
-            max_chunks: 43_691,
+            max_chunks: crate::index::DEFAULT_MAX_CHUNKS + 1,
             ..IndexBounds::for_dimensions(384)
         };
         assert!(matches!(

@@ -2,7 +2,10 @@
 //!
 //! hnsw_rs cannot delete points, so replaced chunks stay in the graph as tombstones that the search filter
 //! skips; once tombstones pass [`HnswParams::rebuild_tombstone_fraction`] of the rows (or new rows would
-//! not fit the table), the table is compacted and the graph rebuilt from the live rows. hnsw_rs exits the
+//! not fit the table), the table is compacted and the graph rebuilt from the live rows. A standalone
+//! index rebuilds inline; the one a [`crate::SemanticIndex`] holds defers rebuilds
+//! ([`HnswIndex::needs_rebuild`]): the engine builds a new graph from a snapshot on a background
+//! thread while this one keeps answering, so no query waits for a rebuild. hnsw_rs exits the
 //! process on some parameter values and asserts that distances are non-negative and never NaN, so
 //! parameters are validated before any graph is built and the distance is clamped.
 
@@ -112,9 +115,21 @@ impl HnswParams {
 
 /// An HNSW graph plus the rows it indexes.
 pub struct HnswIndex {
-    params: HnswParams,
-    table: ChunkTable,
-    graph: Hnsw<'static, f32, UnitCosineDistance>,
+    pub(super) params: HnswParams,
+    pub(super) table: ChunkTable,
+    pub(super) graph: Hnsw<'static, f32, UnitCosineDistance>,
+    /// Whether tombstones past the rebuild fraction are left for a background rebuild (the engine's
+    /// graph) instead of rebuilding inline.
+    deferred: bool,
+}
+
+/// Room for tombstones in the table of a graph whose rebuilds are deferred: while a background
+/// rebuild runs, replaced rows accumulate past the rebuild fraction; only past this share of the
+/// capacity does the graph fall back to rebuilding inline.
+const DEFERRED_ROW_HEADROOM: usize = 2;
+
+fn deferred_rows(max_chunks: usize) -> usize {
+    max_chunks.saturating_add(max_chunks / DEFERRED_ROW_HEADROOM)
 }
 
 impl std::fmt::Debug for HnswIndex {
@@ -140,8 +155,42 @@ impl HnswIndex {
         Ok(Self {
             graph: new_graph(&params, 0),
             params,
-            table: ChunkTable::new(dimensions, bounds.max_chunks),
+            table: ChunkTable::new(dimensions, bounds.max_chunks, bounds.max_chunks),
+            deferred: false,
         })
+    }
+
+    /// Leaves rebuilds to the owner ([`Self::needs_rebuild`]) instead of running them inline, and
+    /// gives the table headroom for the tombstones that accumulate meanwhile (up to half the
+    /// capacity again, `bounds.max_chunks * 3 / 2` rows, within which memory stays bounded).
+    pub(crate) fn defer_rebuilds(&mut self, bounds: IndexBounds) {
+        self.deferred = true;
+        self.table.set_max_rows(deferred_rows(bounds.max_chunks));
+    }
+
+    /// Whether tombstones passed [`HnswParams::rebuild_tombstone_fraction`] of the rows: a deferred
+    /// graph's owner should build a replacement.
+    pub fn needs_rebuild(&self) -> bool {
+        self.table.tombstones() as f64 / self.table.rows().max(1) as f64
+            > self.params.rebuild_tombstone_fraction
+    }
+
+    /// Rows replaced or withdrawn but still in the graph (filtered out of every search).
+    pub fn tombstones(&self) -> usize {
+        self.table.tombstones()
+    }
+
+    pub(super) fn from_parts(
+        params: HnswParams,
+        table: ChunkTable,
+        graph: Hnsw<'static, f32, UnitCosineDistance>,
+    ) -> Self {
+        Self {
+            params,
+            table,
+            graph,
+            deferred: false,
+        }
     }
 
     /// Builds an index over `table`'s live rows (compacted first, so row numbers are dense), checking
@@ -159,11 +208,7 @@ impl HnswIndex {
         let Some(graph) = build_graph(&table, &params, cancelled) else {
             return Ok(None);
         };
-        Ok(Some(Self {
-            params,
-            table,
-            graph,
-        }))
+        Ok(Some(Self::from_parts(params, table, graph)))
     }
 
     /// Rebuilds the graph from the table's live rows (after compaction, so row numbers are dense).
@@ -224,12 +269,7 @@ impl VectorIndex for HnswIndex {
     ) -> Result<(), SemanticError> {
         // Compaction is decided here (not by the table's own threshold) because it forces a rebuild.
         let replacement = self.table.replace_source(key, chunks, f64::INFINITY)?;
-        let tombstone_share = if self.table.rows() == 0 {
-            0.0
-        } else {
-            self.table.tombstones() as f64 / self.table.rows() as f64
-        };
-        if replacement.compacted || tombstone_share > self.params.rebuild_tombstone_fraction {
+        if replacement.compacted || (!self.deferred && self.needs_rebuild()) {
             self.rebuild();
         } else {
             for row in replacement.new_rows {
@@ -253,10 +293,7 @@ impl VectorIndex for HnswIndex {
     }
 
     fn remove_source(&mut self, key: &MemoryKey) {
-        if self.table.remove_source(key) > 0
-            && self.table.tombstones() as f64 / self.table.rows().max(1) as f64
-                > self.params.rebuild_tombstone_fraction
-        {
+        if self.table.remove_source(key) > 0 && !self.deferred && self.needs_rebuild() {
             self.rebuild();
         }
     }

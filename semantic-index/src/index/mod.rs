@@ -7,6 +7,7 @@
 
 mod exact;
 mod hnsw;
+pub(crate) mod persist;
 pub(crate) mod table;
 
 use std::cmp::Ordering;
@@ -20,13 +21,23 @@ pub use hnsw::{HnswIndex, HnswParams, UnitCosineDistance};
 
 use crate::error::SemanticError;
 
-/// The SPEC's cap on `max_chunks * dimensions` (64 MiB of f32), the default float bound of every index.
+/// The SPEC's cap on `max_chunks * dimensions` (64 MiB of f32). No longer the default: see
+/// [`IndexBounds`].
 pub const MAX_INDEX_FLOATS: usize = 16_777_216;
-/// The hard ceiling a deliberately raised float bound may reach: 2^29 floats, 2 GiB of f32 per index
-/// (1,398,101 chunks at 384 dimensions). See [`IndexBounds::with_max_floats`].
+/// The hard ceiling a float bound may reach: 2^29 floats, 2 GiB of f32 per copy of the vectors
+/// (1,398,101 chunks at 384 dimensions).
 pub const MAX_INDEX_FLOATS_CEILING: usize = 1 << 29;
-/// Default bound on the aggregate bytes of source identities (namespace address plus document id).
+/// Default capacity of an index, in chunks (issue 13: at least 1,000,000).
+pub const DEFAULT_MAX_CHUNKS: usize = 1_000_000;
+/// The SPEC's default bound on the aggregate bytes of source identities (namespace address plus
+/// document id); bounds of more than [`SPEC_DEFAULT_CHUNKS`] chunks raise it (see [`IndexBounds`]).
 pub const DEFAULT_MAX_SOURCE_IDENTITY_BYTES: usize = 16 * 1024 * 1024;
+/// Sources allowed per chunk of capacity: withdrawn sources stay recorded (withdrawal is terminal)
+/// and hold no chunk, so a full index must still admit them. Their memory is bounded by the
+/// identity bound.
+pub const SOURCES_PER_CHUNK: usize = 4;
+/// Chunk capacities up to this keep the SPEC's 16 MiB identity bound.
+pub const SPEC_DEFAULT_CHUNKS: usize = 262_144;
 /// Largest accepted bound on the aggregate bytes of source identities.
 pub const MAX_SOURCE_IDENTITY_BYTES: usize = 64 * 1024 * 1024;
 
@@ -42,72 +53,110 @@ pub enum IndexKind {
 
 /// Bounds of one index, checked before anything is allocated.
 ///
-/// The float bound defaults to the SPEC's 16,777,216 (43,690 chunks at 384 dimensions). Issue 5 asks for
-/// recall over 100,000 chunks and benchmarks at 1,000,000 vectors, which that cap cannot hold, so the
-/// bound can be raised on purpose with [`IndexBounds::with_max_floats`] up to the hard ceiling
-/// [`MAX_INDEX_FLOATS_CEILING`]; it is still checked before any allocation. A
-/// [`crate::SemanticIndex`] keeps one copy of the vectors in each of its two indexes, so its vector
-/// memory is up to twice `max_floats * 4` bytes, plus the HNSW graph.
+/// **Capacity decision (issue 13, overriding SPEC §4's `max_chunks * dimensions <= 16,777,216`).**
+/// That SPEC bound held 43,690 chunks at 384 dimensions, and a server past it silently stopped
+/// indexing. The default capacity is now [`DEFAULT_MAX_CHUNKS`] (1,000,000) chunks, configurable
+/// with [`IndexBounds::with_max_chunks`] (the product's `--max-chunks N`). Nothing is allocated up
+/// front: vector buffers grow as chunks arrive, and every bound is still checked before any growth
+/// (a refresh that would pass `max_chunks` is refused with `TooLarge { limit: "max_chunks" }` and
+/// changes nothing). `max_floats` (`max_chunks * dimensions`) stays bounded by the hard ceiling
+/// [`MAX_INDEX_FLOATS_CEILING`]. At full default capacity and 384 dimensions one copy of the vectors
+/// is 1.5 GiB; the exact index keeps one, and the HNSW graph (hnsw_rs, which stores the vectors it
+/// is given) keeps its own.
+///
+/// Sources default to [`SOURCES_PER_CHUNK`] per chunk of capacity. The aggregate source-identity bound keeps the SPEC's
+/// 16 MiB up to [`SPEC_DEFAULT_CHUNKS`] chunks and is raised to its 64 MiB maximum above that:
+/// a million one-chunk documents with typical identities (about 50 bytes each) need about 50 MiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexBounds {
     /// Most sources, withdrawal tombstones included.
     pub max_sources: usize,
-    /// Most chunk rows (live rows and not yet compacted tombstones).
+    /// Most live chunks (the capacity). Tombstones of replaced chunks do not count: they are
+    /// reclaimed by compaction.
     pub max_chunks: usize,
-    /// Most aggregate UTF-8 bytes of source identities (default 16 MiB, at most 64 MiB).
+    /// Most aggregate UTF-8 bytes of source identities (16 MiB by default, at most 64 MiB).
     pub max_source_identity_bytes: usize,
-    /// Most floats the vector buffer may hold, bounding `max_chunks * dimensions`: by default
-    /// [`MAX_INDEX_FLOATS`], at most [`MAX_INDEX_FLOATS_CEILING`].
+    /// Most floats of live vectors, bounding `max_chunks * dimensions`; at most
+    /// [`MAX_INDEX_FLOATS_CEILING`].
     pub max_floats: usize,
 }
 
 impl IndexBounds {
-    /// The largest bounds the SPEC allows for `dimensions`: as many chunks as fit 16,777,216 floats, as
-    /// many sources as chunks, and 16 MiB of source identities.
+    /// The default bounds for `dimensions`: [`DEFAULT_MAX_CHUNKS`] chunks (fewer only when
+    /// `dimensions` is so large that they would pass [`MAX_INDEX_FLOATS_CEILING`]).
     pub fn for_dimensions(dimensions: usize) -> Self {
-        let max_chunks = MAX_INDEX_FLOATS / dimensions.max(1);
+        let max_chunks = DEFAULT_MAX_CHUNKS.min(MAX_INDEX_FLOATS_CEILING / dimensions.max(1));
+        Self::unchecked(dimensions, max_chunks.max(1))
+    }
+
+    fn unchecked(dimensions: usize, max_chunks: usize) -> Self {
+        let max_source_identity_bytes = if max_chunks <= SPEC_DEFAULT_CHUNKS {
+            DEFAULT_MAX_SOURCE_IDENTITY_BYTES
+        } else {
+            MAX_SOURCE_IDENTITY_BYTES
+        };
         Self {
-            max_sources: max_chunks,
+            max_sources: max_chunks.saturating_mul(SOURCES_PER_CHUNK),
             max_chunks,
-            max_source_identity_bytes: DEFAULT_MAX_SOURCE_IDENTITY_BYTES,
-            max_floats: MAX_INDEX_FLOATS,
+            max_source_identity_bytes,
+            max_floats: max_chunks.saturating_mul(dimensions.max(1)),
         }
     }
 
-    /// Bounds raised (or lowered) to `max_floats` floats for `dimensions`: as many chunks as fit, as many
-    /// sources as chunks, 16 MiB of source identities. Refused when `max_floats` is zero, passes
-    /// [`MAX_INDEX_FLOATS_CEILING`], or holds no whole vector.
+    /// Bounds holding `max_chunks` chunks of `dimensions`: what
+    /// `--max-chunks N` asks for. Refused when `max_chunks` is zero or `max_chunks * dimensions`
+    /// passes [`MAX_INDEX_FLOATS_CEILING`] (`TooLarge { limit: "max_chunks" }`).
+    pub fn with_max_chunks(dimensions: usize, max_chunks: usize) -> Result<Self, SemanticError> {
+        if dimensions == 0 {
+            return Err(SemanticError::invalid("dimensions", "must be positive"));
+        }
+        if max_chunks == 0 {
+            return Err(SemanticError::invalid("max_chunks", "must be positive"));
+        }
+        let ceiling = MAX_INDEX_FLOATS_CEILING / dimensions;
+        if max_chunks > ceiling {
+            return Err(SemanticError::TooLarge {
+                limit: "max_chunks",
+                max: ceiling as u64,
+                actual: max_chunks as u64,
+            });
+        }
+        let bounds = Self::unchecked(dimensions, max_chunks);
+        bounds.validate(dimensions)?;
+        Ok(bounds)
+    }
+
+    /// Bounds for as many chunks as fit `max_floats` floats of `dimensions`. Refused when
+    /// `max_floats` is zero, passes [`MAX_INDEX_FLOATS_CEILING`], or holds no whole vector.
     pub fn with_max_floats(dimensions: usize, max_floats: usize) -> Result<Self, SemanticError> {
-        let bounds = Self {
+        let probe = Self {
             max_floats,
             ..Self::for_dimensions(dimensions)
         };
-        bounds.check_float_bound()?;
+        probe.check_float_bound()?;
         let max_chunks = max_floats / dimensions.max(1);
+        if max_chunks == 0 {
+            return Err(SemanticError::invalid(
+                "max_floats",
+                "holds no whole vector",
+            ));
+        }
         let bounds = Self {
-            max_sources: max_chunks,
-            max_chunks,
-            ..bounds
+            max_floats,
+            ..Self::unchecked(dimensions, max_chunks)
         };
         bounds.validate(dimensions)?;
         Ok(bounds)
     }
 
-    /// Bounds that hold at least `chunks` chunks of `dimensions`: the SPEC default when that suffices,
-    /// otherwise the float bound raised to `chunks * dimensions` (refused past the ceiling).
+    /// Bounds that hold at least `chunks` chunks of `dimensions`: the default when that suffices,
+    /// otherwise exactly `chunks` (refused past the ceiling).
     pub fn for_chunks(dimensions: usize, chunks: usize) -> Result<Self, SemanticError> {
         let default = Self::for_dimensions(dimensions);
         if chunks <= default.max_chunks {
             return Ok(default);
         }
-        let floats = chunks
-            .checked_mul(dimensions)
-            .ok_or(SemanticError::TooLarge {
-                limit: "max_floats",
-                max: MAX_INDEX_FLOATS_CEILING as u64,
-                actual: u64::MAX,
-            })?;
-        Self::with_max_floats(dimensions, floats)
+        Self::with_max_chunks(dimensions, chunks)
     }
 
     fn check_float_bound(&self) -> Result<(), SemanticError> {
@@ -438,13 +487,20 @@ mod tests {
     }
 
     #[test]
-    fn default_bound_is_the_spec_cap() {
+    fn default_capacity_holds_a_million_chunks_without_allocating() {
         let bounds = IndexBounds::for_dimensions(384);
-        assert_eq!(bounds.max_floats, 16_777_216);
-        assert_eq!(bounds.max_chunks, 43_690);
-        assert_eq!(IndexBounds::for_chunks(384, 43_690).unwrap(), bounds);
+        assert_eq!(bounds.max_chunks, DEFAULT_MAX_CHUNKS);
+        assert_eq!(bounds.max_floats, 384 * DEFAULT_MAX_CHUNKS);
+        assert_eq!(bounds.max_source_identity_bytes, MAX_SOURCE_IDENTITY_BYTES);
+        let index = ExactIndex::new(384, bounds).unwrap();
+        assert_eq!(
+            index.reserved_floats(),
+            0,
+            "memory is taken as chunks arrive"
+        );
+        assert_eq!(IndexBounds::for_chunks(384, 1_000).unwrap(), bounds);
         let over = IndexBounds {
-            max_chunks: 43_691,
+            max_chunks: DEFAULT_MAX_CHUNKS + 1,
             ..bounds
         };
         assert_eq!(
@@ -454,24 +510,26 @@ mod tests {
     }
 
     #[test]
-    fn raised_bound_admits_100k_and_1m_chunks() {
-        let bounds = IndexBounds::for_chunks(384, 100_000).unwrap();
-        assert_eq!(bounds.max_chunks, 100_000);
-        assert_eq!(bounds.max_floats, 38_400_000);
-        assert!(ExactIndex::new(384, bounds).is_ok());
-        assert!(HnswIndex::new(384, bounds, HnswParams::default()).is_ok());
+    fn capacity_is_configurable_in_chunks() {
+        let small = IndexBounds::with_max_chunks(384, 10).unwrap();
+        assert_eq!((small.max_chunks, small.max_sources), (10, 40));
+        assert_eq!(
+            small.max_source_identity_bytes,
+            DEFAULT_MAX_SOURCE_IDENTITY_BYTES
+        );
+        let large = IndexBounds::with_max_chunks(384, 1_200_000).unwrap();
+        assert_eq!(large.max_floats, 384 * 1_200_000);
+        assert!(HnswIndex::new(384, large, HnswParams::default()).is_ok());
+        assert_eq!(
+            refused_limit(IndexBounds::with_max_chunks(384, 2_000_000)),
+            "max_chunks"
+        );
+        assert!(matches!(
+            IndexBounds::with_max_chunks(384, 0),
+            Err(SemanticError::InvalidInput { .. })
+        ));
         let million = IndexBounds::for_chunks(384, 1_000_000).unwrap();
         assert!(ExactIndex::new(384, million).is_ok());
-        let raised = IndexBounds::with_max_floats(384, MAX_INDEX_FLOATS_CEILING).unwrap();
-        assert_eq!(raised.max_chunks, MAX_INDEX_FLOATS_CEILING / 384);
-        let beyond_raised = IndexBounds {
-            max_chunks: bounds.max_chunks + 1,
-            ..bounds
-        };
-        assert_eq!(
-            refused_limit(ExactIndex::new(384, beyond_raised)),
-            "max_chunks * dimensions"
-        );
     }
 
     #[test]
@@ -485,11 +543,11 @@ mod tests {
         );
         assert_eq!(
             refused_limit(IndexBounds::for_chunks(384, 2_000_000)),
-            "max_floats"
+            "max_chunks"
         );
         assert_eq!(
             refused_limit(IndexBounds::for_chunks(384, usize::MAX)),
-            "max_floats"
+            "max_chunks"
         );
         let hand_made = IndexBounds {
             max_floats: MAX_INDEX_FLOATS_CEILING + 1,

@@ -1,8 +1,11 @@
 //! Chunk rows shared by both indexes: metadata, one contiguous vector buffer, and tombstones.
 //!
-//! Rows are appended; replacing or removing a source tombstones its rows. The buffer never holds more than
-//! `max_rows` rows: before an append would pass it, the table compacts (dropping tombstones, renumbering
-//! rows), so memory stays within `max_rows * dimensions` floats, a bound checked before construction.
+//! Rows are appended; replacing or removing a source tombstones its rows. At most `max_live` rows are
+//! live (the index's capacity), and the buffer never holds more than `max_rows >= max_live` rows:
+//! before an append would pass it, the table compacts (dropping tombstones, renumbering rows), so
+//! memory stays within `max_rows * dimensions` floats, a bound checked before construction. The
+//! exact index uses `max_rows == max_live`; an HNSW table whose rebuilds are deferred to a background
+//! build gets headroom for the tombstones that accumulate meanwhile.
 
 use std::collections::HashMap;
 
@@ -14,6 +17,7 @@ use crate::error::SemanticError;
 #[derive(Debug, Clone)]
 pub(crate) struct ChunkTable {
     dimensions: usize,
+    max_live: usize,
     max_rows: usize,
     vectors: Vec<f32>,
     metas: Vec<ChunkMeta>,
@@ -35,11 +39,13 @@ pub(crate) struct Replacement {
 }
 
 impl ChunkTable {
-    /// An empty table; the caller has validated `max_rows * dimensions` against the SPEC cap.
-    pub(crate) fn new(dimensions: usize, max_rows: usize) -> Self {
+    /// An empty table holding at most `max_live` live rows in a buffer of at most `max_rows` rows
+    /// (raised to `max_live` if smaller); the caller has validated `max_rows * dimensions`.
+    pub(crate) fn new(dimensions: usize, max_live: usize, max_rows: usize) -> Self {
         Self {
             dimensions,
-            max_rows,
+            max_live,
+            max_rows: max_rows.max(max_live),
             vectors: Vec::new(),
             metas: Vec::new(),
             live: Vec::new(),
@@ -105,6 +111,55 @@ impl ChunkTable {
         &self.vectors
     }
 
+    /// Raises (or lowers, never below `max_live`) the most rows the buffer may hold.
+    pub(crate) fn set_max_rows(&mut self, max_rows: usize) {
+        self.max_rows = max_rows.max(self.max_live);
+    }
+
+    /// Floats the vector buffer has allocated room for.
+    pub(crate) fn reserved_floats(&self) -> usize {
+        self.vectors.capacity()
+    }
+
+    /// The live rows in canonical order: by source key, then ordinal. A persisted graph numbers its
+    /// points in this order, which depends only on the chunk set, not on the order chunks arrived.
+    pub(crate) fn canonical_order(&self) -> Vec<usize> {
+        let mut rows: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
+        rows.sort_by(|left, right| {
+            let (left, right) = (&self.metas[*left], &self.metas[*right]);
+            left.source
+                .key
+                .cmp(&right.source.key)
+                .then_with(|| left.ordinal.cmp(&right.ordinal))
+        });
+        rows
+    }
+
+    /// A compacted copy holding `order`'s rows (live rows of this table), in that order.
+    pub(crate) fn reordered(&self, order: &[usize], max_rows: usize) -> Self {
+        let mut table = Self::new(self.dimensions, self.max_live, max_rows);
+        table.reserve_rows(order.len());
+        for &row in order {
+            let meta = self.metas[row].clone();
+            let key = meta.source.key.clone();
+            table.vectors.extend_from_slice(self.vector(row));
+            table.metas.push(meta);
+            table.live.push(true);
+            let new_row = table.metas.len() - 1;
+            table.by_source.entry(key).or_default().push(new_row);
+        }
+        table.live_count = order.len();
+        let namespaces: Vec<(NamespaceAddress, usize)> = table
+            .by_source
+            .iter()
+            .map(|(key, rows)| (key.namespace.clone(), rows.len()))
+            .collect();
+        for (namespace, count) in namespaces {
+            table.count_namespace(&namespace, count, 0);
+        }
+        table
+    }
+
     /// Checks new chunks without changing anything.
     fn check(
         &self,
@@ -137,10 +192,10 @@ impl ChunkTable {
         }
         let old = self.by_source.get(key).map_or(0, Vec::len);
         let live_after = self.live_count - old + chunks.len();
-        if live_after > self.max_rows {
+        if live_after > self.max_live {
             return Err(SemanticError::TooLarge {
                 limit: "max_chunks",
-                max: self.max_rows as u64,
+                max: self.max_live as u64,
                 actual: live_after as u64,
             });
         }
@@ -256,7 +311,7 @@ mod tests {
 
     #[test]
     fn replacement_checks_before_changing_and_compacts_within_bounds() {
-        let mut table = ChunkTable::new(2, 3);
+        let mut table = ChunkTable::new(2, 3, 3);
         table
             .replace_source(
                 &key("a"),

@@ -40,6 +40,10 @@
 //! source, the document's fused reciprocal-rank score for hybrid recall (all of a document's passages
 //! share it). [`RecallSource`]s carry no scores; callers that report them use `lookup_scored`.
 //!
+//! Which index ranked the embedding candidates (`Exact` for an HNSW lookup while no graph is ready)
+//! is kept too: [`AnsweredLookup`], from [`SemanticRecall::lookup_answered`] and
+//! [`HybridRecall::lookup_answered`].
+//!
 //! Failures keep their type as [`RecallError`]s,
 //! except embedder failures, which answer [`MemoryLookup::Unavailable`] so that an optional embedding
 //! source degrades instead of failing the recall (an essential one still fails it).
@@ -58,15 +62,16 @@ use memory_core::{
 };
 
 pub use fusion::{
-    DEFAULT_LEXICAL_CANDIDATES, DEFAULT_MAX_DOCUMENTS, DEFAULT_RANKING_WEIGHT, DEFAULT_RRF_K,
-    Fused, HybridParams, MAX_HYBRID_DOCUMENTS, MAX_RRF_PARAMETER, reciprocal_rank_fusion,
+    DEFAULT_EMBEDDING_CANDIDATES, DEFAULT_LEXICAL_CANDIDATES, DEFAULT_MAX_DOCUMENTS,
+    DEFAULT_RANKING_WEIGHT, DEFAULT_RRF_K, Fused, HybridParams, MAX_HYBRID_DOCUMENTS,
+    MAX_RRF_PARAMETER, reciprocal_rank_fusion,
 };
 pub use passages::chunk_passage_id;
 
 use crate::embed::Embedder;
 use crate::engine::SemanticIndex;
 use crate::error::SemanticError;
-use crate::index::SearchHit;
+use crate::index::{IndexKind, SearchHit};
 use crate::limits::QueryLimits;
 use passages::{Candidate, ScoredCandidate, revalidate_candidates};
 
@@ -158,6 +163,26 @@ impl ScoredLookup {
     }
 }
 
+/// A lookup's answer and the index that ranked its embedding candidates: `Exact` for an HNSW
+/// lookup answered while no graph was ready, `None` when no index answered (the embedder failed).
+/// What a recall result's top-level `answered_by` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnsweredLookup {
+    /// The answer.
+    pub lookup: ScoredLookup,
+    /// The index that ranked the embedding candidates.
+    pub answered_by: Option<IndexKind>,
+}
+
+impl AnsweredLookup {
+    fn unranked(lookup: ScoredLookup) -> Self {
+        Self {
+            lookup,
+            answered_by: None,
+        }
+    }
+}
+
 /// Runs `work` on tokio's blocking pool and waits for it without blocking the calling task. `work`
 /// drives synchronous store or index calls (their futures complete without yielding); off the async
 /// workers they overlap with each other and cannot hold a deadline timer up. If the caller stops
@@ -209,12 +234,32 @@ where
     S: VectorStore + 'static,
     R: MemoryReader + 'static,
 {
+    semantic_lookup_answered(index, reader, access, query, limits, revalidation)
+        .await
+        .map(|answered| answered.lookup)
+}
+
+/// [`semantic_lookup`], saying which index ranked the candidates.
+pub async fn semantic_lookup_answered<E, S, R>(
+    index: &Arc<SemanticIndex<E, S>>,
+    reader: &Arc<R>,
+    access: &MemoryAccess,
+    query: &str,
+    limits: QueryLimits,
+    revalidation: &RevalidationLimits,
+) -> Result<AnsweredLookup, RecallError>
+where
+    E: Embedder,
+    S: VectorStore + 'static,
+    R: MemoryReader + 'static,
+{
     let work = async {
         let candidates = match embedding_candidates(index, &access.namespace, query, limits).await?
         {
             Ok(candidates) => candidates,
-            Err(error) => return scored_failure(error),
+            Err(error) => return scored_failure(error).map(AnsweredLookup::unranked),
         };
+        let answered_by = candidates.answered_by;
         let candidates: Vec<ScoredCandidate> = candidates
             .hits
             .into_iter()
@@ -233,7 +278,10 @@ where
             unauthorized = excluded.unauthorized,
             "semantic recall answered"
         );
-        Ok(ScoredLookup::from_passages(passages))
+        Ok(AnsweredLookup {
+            lookup: ScoredLookup::from_passages(passages),
+            answered_by: Some(answered_by),
+        })
     };
     deadline(limits.timeout_ms, work).await
 }
@@ -294,8 +342,28 @@ where
     S: VectorStore + 'static,
     R: LexicalSearch + MemoryReader + 'static,
 {
+    hybrid_lookup_answered(index, store, access, query, limits, params, revalidation)
+        .await
+        .map(|answered| answered.lookup)
+}
+
+/// [`hybrid_lookup`], saying which index ranked the embedding candidates.
+pub async fn hybrid_lookup_answered<E, S, R>(
+    index: &Arc<SemanticIndex<E, S>>,
+    store: &Arc<R>,
+    access: &MemoryAccess,
+    query: &str,
+    limits: QueryLimits,
+    params: &HybridParams,
+    revalidation: &RevalidationLimits,
+) -> Result<AnsweredLookup, RecallError>
+where
+    E: Embedder,
+    S: VectorStore + 'static,
+    R: LexicalSearch + MemoryReader + 'static,
+{
     if let Err(error) = params.validate() {
-        return scored_failure(error);
+        return scored_failure(error).map(AnsweredLookup::unranked);
     }
     let work = async {
         let lexical = {
@@ -305,15 +373,20 @@ where
             let wanted = params.lexical_candidates;
             on_blocking_pool(async move { store.search(&access, &query, wanted).await })
         };
+        let embedding_limits = QueryLimits {
+            max_candidates: limits.max_candidates.max(params.embedding_candidates),
+            ..limits
+        };
         let (lexical, embedding) = tokio::join!(
             lexical,
-            embedding_candidates(index, &access.namespace, query, limits)
+            embedding_candidates(index, &access.namespace, query, embedding_limits)
         );
         let lexical = lexical??;
         let embedding = match embedding? {
             Ok(candidates) => candidates,
-            Err(error) => return scored_failure(error),
+            Err(error) => return scored_failure(error).map(AnsweredLookup::unranked),
         };
+        let answered_by = embedding.answered_by;
         let mut lexical_keys: Vec<MemoryKey> = Vec::with_capacity(lexical.len());
         for hit in lexical {
             if hit.key.namespace == access.namespace && !lexical_keys.contains(&hit.key) {
@@ -349,7 +422,10 @@ where
             unauthorized = excluded.unauthorized,
             "hybrid recall answered"
         );
-        Ok(ScoredLookup::from_passages(passages))
+        Ok(AnsweredLookup {
+            lookup: ScoredLookup::from_passages(passages),
+            answered_by: Some(answered_by),
+        })
     };
     deadline(limits.timeout_ms, work).await
 }
@@ -412,7 +488,12 @@ where
 
     /// Runs the lookup now, keeping each passage's cosine similarity.
     pub async fn lookup_scored(&self) -> Result<ScoredLookup, RecallError> {
-        semantic_lookup(
+        self.lookup_answered().await.map(|answered| answered.lookup)
+    }
+
+    /// Runs the lookup now, keeping each passage's cosine similarity and which index answered.
+    pub async fn lookup_answered(&self) -> Result<AnsweredLookup, RecallError> {
+        semantic_lookup_answered(
             &self.index,
             &self.reader,
             &self.access,
@@ -503,7 +584,13 @@ where
 
     /// Runs the lookup now, keeping each passage's fused score.
     pub async fn lookup_scored(&self) -> Result<ScoredLookup, RecallError> {
-        hybrid_lookup(
+        self.lookup_answered().await.map(|answered| answered.lookup)
+    }
+
+    /// Runs the lookup now, keeping each passage's fused score and which index ranked the
+    /// embedding candidates.
+    pub async fn lookup_answered(&self) -> Result<AnsweredLookup, RecallError> {
+        hybrid_lookup_answered(
             &self.index,
             &self.store,
             &self.access,

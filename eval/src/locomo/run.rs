@@ -1,0 +1,271 @@
+//! LoCoMo through the product: every turn a document written by `memory import`'s code, one sync, then
+//! every scored question recalled in every mode through [`MemoryService`], the code `memory recall`
+//! and `memory serve` run, with the binaries' defaults.
+//!
+//! - Each conversation is its own namespace (`locomo`, version 1, identity `{"conversation": id}`), so
+//!   a question is answered from its own conversation only, as LoCoMo's retrieval task asks.
+//! - A turn's document: id = its `dia_id`, text = what was said, one attribution with the speaker, the
+//!   other speaker as observer and the session's date as `activity_at`. Image captions are left out:
+//!   the text is what the speaker wrote.
+//! - A recall asks for 10 items (hit@10 needs ten) within byte and token limits far above ten turns,
+//!   and a deadline far above any healthy recall, so limits never decide quality. Each mode is warmed
+//!   up first; latency is the whole `execute` call (decoding, the implicit catch-up check, search,
+//!   revalidation, composition), as a client in the same process sees it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use memory_cli::import::{ImportObserver, ImportSummary, LineRefusal, import};
+use memory_cli::recall_service::RecallService;
+use memory_cli::semantic::SemanticBackend;
+use memory_cli::service::{MemoryService, Operation, RawArguments};
+use memory_sqlite::SqliteStore;
+use memory_sqlite::vectors::SqliteVectorStore;
+use serde_json::{Value, json};
+
+use super::data::Conversation;
+use crate::progress::Progress;
+
+/// The namespace definition's name of every LoCoMo conversation.
+pub const NAMESPACE_NAME: &str = "locomo";
+/// The scope every turn is written with and recalled through.
+pub const SCOPE: &str = "locomo";
+/// Passages one recall may cite.
+pub const MAX_ITEMS: u32 = 10;
+/// Rendered bytes one recall may use: far above ten turns.
+pub const MAX_BYTES: u64 = 256 * 1024;
+/// Rendered tokens one recall may use: far above ten turns.
+pub const MAX_TOKENS: u64 = 64 * 1024;
+/// Deadline of one recall: far above any healthy recall, so it never decides quality.
+pub const TIMEOUT_MS: u64 = 10_000;
+/// Recalls per mode before timing starts.
+pub const WARMUP_QUERIES: usize = 20;
+
+/// The recall modes, in report order.
+pub const MODES: [&str; 4] = ["lexical", "exact", "hnsw", "hybrid"];
+
+/// The namespace of a conversation, as the wire takes it.
+pub fn namespace(conversation: &Conversation) -> Value {
+    json!({"name": NAMESPACE_NAME, "version": 1, "identity": {"conversation": conversation.id}})
+}
+
+/// One `memory_put` argument object per turn, as JSON Lines (what `memory import` reads).
+pub fn put_lines(conversations: &[Conversation]) -> anyhow::Result<Vec<u8>> {
+    let mut lines = Vec::new();
+    for conversation in conversations {
+        let namespace = namespace(conversation);
+        let speakers: Vec<&str> = {
+            let mut speakers: Vec<&str> = Vec::new();
+            for (_, turn) in conversation.turns() {
+                if !speakers.contains(&turn.speaker.as_str()) {
+                    speakers.push(&turn.speaker);
+                }
+            }
+            speakers
+        };
+        for (session, turn) in conversation.turns() {
+            let observers: Vec<&str> = speakers
+                .iter()
+                .copied()
+                .filter(|speaker| *speaker != turn.speaker)
+                .collect();
+            let locator = format!("locomo:{}/{}", conversation.id, turn.dia_id);
+            let put = json!({
+                "namespace": namespace,
+                "id": turn.dia_id,
+                "operation_id": format!("locomo-put-{}", turn.dia_id),
+                "expected_revision": null,
+                "locator": locator,
+                "scopes": [SCOPE],
+                "content": {
+                    "text": turn.text,
+                    "attributions": [{
+                        "origin_id": format!("{}/{}", conversation.id, turn.dia_id),
+                        "speaker": turn.speaker,
+                        "observers": observers,
+                        "locator": locator,
+                        "activity_at": session.activity_at,
+                        "interpretation": "verbatim dialogue turn",
+                    }],
+                    "metadata": {"session": session.number, "session_date": session.date_time},
+                    "recorded_at": session.activity_at.unwrap_or(0),
+                    "extracted_at": session.activity_at.unwrap_or(0),
+                },
+            });
+            serde_json::to_writer(&mut lines, &put)?;
+            lines.push(b'\n');
+        }
+    }
+    Ok(lines)
+}
+
+/// The product's service over a SQLite file: the store, its vectors in the same file, the real model
+/// loaded on first need, catch-up freshness (what every one-shot `memory` command uses). Without
+/// `semantic`, only the lexical mode answers (as `memory` without a model would).
+pub fn open_service(
+    database: &Path,
+    semantic: bool,
+) -> anyhow::Result<(Arc<SqliteStore>, MemoryService<SqliteStore>)> {
+    let store = Arc::new(
+        SqliteStore::open_store(database)
+            .with_context(|| format!("opening {}", database.display()))?,
+    );
+    let recall = if semantic {
+        let vectors =
+            Arc::new(SqliteVectorStore::open(database).context("opening the vector store")?);
+        let backend = SemanticBackend::catching_up(Arc::clone(&store), vectors)
+            .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+        RecallService::with_semantic(Arc::clone(&store), Arc::new(backend))
+    } else {
+        RecallService::lexical_only(Arc::clone(&store))
+    };
+    Ok((Arc::clone(&store), MemoryService::new(store, recall)))
+}
+
+struct ImportBar(indicatif::ProgressBar, u64);
+
+impl ImportObserver for ImportBar {
+    fn advanced(&mut self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+    fn refused(&mut self, _refusal: LineRefusal) {
+        self.1 += 1;
+    }
+}
+
+/// Writes every turn with `memory import`'s code (batched transactions). Re-running over the same file
+/// replays: the operation ids and commands are the same, so nothing is written twice.
+pub fn ingest(
+    store: &SqliteStore,
+    conversations: &[Conversation],
+    progress: &Progress,
+) -> anyhow::Result<ImportSummary> {
+    let lines = put_lines(conversations)?;
+    let mut bar = ImportBar(progress.bar("import", lines.len() as u64), 0);
+    let summary = import(lines.as_slice(), store, &mut bar).context("importing the turns")?;
+    bar.0.finish_and_clear();
+    if summary.refused > 0 {
+        anyhow::bail!("{} turns were refused by the store", summary.refused);
+    }
+    Ok(summary)
+}
+
+/// `memory_sync`: embeds every turn not yet indexed (the real model), returns the position reached.
+pub async fn sync(
+    service: &MemoryService<SqliteStore>,
+    progress: &Progress,
+) -> anyhow::Result<u64> {
+    let spinner = progress.spinner("indexing (real model)");
+    let answer = service
+        .execute(Operation::Sync, RawArguments::Json(json!({})))
+        .await
+        .map_err(|refusal| anyhow::anyhow!("sync refused: {}", refusal.message()))?;
+    spinner.finish_and_clear();
+    Ok(answer["indexed"].as_u64().unwrap_or_default())
+}
+
+/// One question's answer in one mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Index of the conversation in file order.
+    pub conversation: usize,
+    /// The question's category.
+    pub category: u8,
+    /// Its evidence turn ids.
+    pub evidence: Vec<String>,
+    /// Recalled turn ids in citation order, each once.
+    pub ranked: Vec<String>,
+    /// The whole call, milliseconds.
+    pub latency_ms: f64,
+    /// Whether the recall was refused (counted as an empty answer).
+    pub refused: bool,
+}
+
+/// The recall arguments of `question` in `mode`.
+pub fn recall_arguments(conversation: &Conversation, question: &str, mode: &str) -> Value {
+    json!({
+        "namespace": namespace(conversation),
+        "scope": SCOPE,
+        "query": question,
+        "mode": mode,
+        "limits": {
+            "max_items": MAX_ITEMS,
+            "max_bytes": MAX_BYTES,
+            "max_tokens": MAX_TOKENS,
+            "timeout_ms": TIMEOUT_MS,
+        },
+    })
+}
+
+/// The distinct source ids of a recall answer, in citation order.
+pub fn ranked_sources(answer: &Value) -> Vec<String> {
+    let mut ranked: Vec<String> = Vec::new();
+    for passage in answer["passages"].as_array().into_iter().flatten() {
+        if let Some(id) = passage["source"]["id"].as_str()
+            && !ranked.iter().any(|seen| seen == id)
+        {
+            ranked.push(id.to_owned());
+        }
+    }
+    ranked
+}
+
+/// Recalls every scored question of `conversations` in each of `modes`; answers per mode, in question
+/// order.
+pub async fn recall_all<'m>(
+    service: &MemoryService<SqliteStore>,
+    conversations: &[Conversation],
+    modes: &[&'m str],
+    progress: &Progress,
+) -> anyhow::Result<BTreeMap<&'m str, Vec<Answer>>> {
+    let questions: Vec<(usize, &Conversation, &super::data::Question)> = conversations
+        .iter()
+        .enumerate()
+        .flat_map(|(index, conversation)| {
+            conversation
+                .scored_questions()
+                .map(move |question| (index, conversation, question))
+        })
+        .collect();
+    let mut answers = BTreeMap::new();
+    for &mode in modes {
+        for (_, conversation, question) in questions.iter().take(WARMUP_QUERIES) {
+            let arguments = recall_arguments(conversation, &question.text, mode);
+            let _ = service
+                .execute(Operation::Recall, RawArguments::Json(arguments))
+                .await;
+        }
+        let bar = progress.bar(mode, questions.len() as u64);
+        let mut mode_answers = Vec::with_capacity(questions.len());
+        for (index, conversation, question) in &questions {
+            let arguments = recall_arguments(conversation, &question.text, mode);
+            let started = Instant::now();
+            let result = service
+                .execute(Operation::Recall, RawArguments::Json(arguments))
+                .await;
+            let latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
+            let (ranked, refused) = match result {
+                Ok(answer) => (ranked_sources(&answer), false),
+                Err(refusal) => {
+                    tracing::warn!(mode, kind = refusal.kind().as_str(), "recall refused");
+                    (Vec::new(), true)
+                }
+            };
+            mode_answers.push(Answer {
+                conversation: *index,
+                category: question.category,
+                evidence: question.evidence.clone(),
+                ranked,
+                latency_ms,
+                refused,
+            });
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        answers.insert(mode, mode_answers);
+    }
+    Ok(answers)
+}

@@ -1,0 +1,182 @@
+//! LoCoMo: the loader and the metrics on a hand-made slice in LoCoMo's layout, recall through the
+//! product's service, the tuning's determinism, and the product's defaults against the committed
+//! tuning choice. The real archive is read when `../shared/data/locomo10.zip` is present.
+
+use std::path::{Path, PathBuf};
+
+use eval::locomo::data::{Conversation, load};
+use eval::locomo::metrics::{figures, question_scores};
+use eval::locomo::run::{MODES, ingest, open_service, recall_all};
+use eval::locomo::tune::{Tuned, tune};
+use eval::progress::Progress;
+use memory_sqlite::lexical::LexicalRules;
+use semantic_index::{DeterministicEmbedder, HybridParams, Preprocessing, SemanticProfile};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/locomo-mini.json")
+}
+
+fn conversations() -> Vec<Conversation> {
+    load(&fixture()).expect("the fixture loads")
+}
+
+#[test]
+fn the_loader_reads_sessions_dates_and_normalized_evidence() {
+    let conversations = conversations();
+    assert_eq!(conversations.len(), 2);
+    let first = &conversations[0];
+    assert_eq!(first.id, "mini-1");
+    assert_eq!(
+        first.sessions.len(),
+        2,
+        "a date without turns is no session"
+    );
+    assert_eq!(first.turns().count(), 9);
+    // 2024-03-03T09:05:00Z.
+    assert_eq!(first.sessions[0].activity_at, Some(1_709_456_700_000));
+    let scored: Vec<_> = first.scored_questions().collect();
+    assert_eq!(
+        scored.len(),
+        4,
+        "category 5 and a question without evidence are not scored"
+    );
+    assert_eq!(scored[2].evidence, ["D1:1", "D2:2"]);
+    let second = &conversations[1];
+    let pastry = second.scored_questions().nth(1).expect("a second question");
+    assert_eq!(pastry.evidence, ["D1:2", "D1:3"], "`D:1:3` is normalized");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lexical_recall_through_the_service_finds_known_evidence() {
+    let conversations = conversations();
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let (store, service) =
+        open_service(&directory.path().join("locomo.sqlite"), false).expect("service");
+    let summary = ingest(&store, &conversations, &Progress::hidden()).expect("ingest");
+    assert_eq!(summary.written, 12);
+    let replay = ingest(&store, &conversations, &Progress::hidden()).expect("replay");
+    assert_eq!(
+        (replay.written, replay.replayed),
+        (0, 12),
+        "a rerun writes nothing"
+    );
+    let answers = recall_all(&service, &conversations, &["lexical"], &Progress::hidden())
+        .await
+        .expect("recall");
+    let lexical = &answers["lexical"];
+    assert_eq!(lexical.len(), 6);
+    assert!(lexical.iter().all(|answer| !answer.refused));
+    // "What did Ada name her puppy?": stop words out, "name" and "puppy" do not occur in D1:3, "Ada"
+    // is its speaker; the evidence turn is found among the top ten of Ada's turns.
+    let puppy = &lexical[0];
+    assert!(
+        puppy.ranked.contains(&"D1:3".to_owned()),
+        "{:?}",
+        puppy.ranked
+    );
+    // "Where did Cyril move for his new job?" is answered from its own conversation only: "D1:1" of
+    // mini-2 first (mini-1 has its own "D1:1", about a puppy).
+    let work = &lexical[4];
+    assert_eq!(work.conversation, 1);
+    assert_eq!(work.ranked.first().map(String::as_str), Some("D1:1"));
+    // "When did Brook run the half marathon?": evidence D1:4 and D2:1 both say "half marathon".
+    let marathon = &lexical[1];
+    let scores = question_scores(&marathon.evidence, &marathon.ranked);
+    assert_eq!(scores[2], 1.0);
+    assert_eq!(
+        scores[4], 1.0,
+        "both evidence turns in the top ten: share 2/2"
+    );
+    let all = figures(
+        lexical
+            .iter()
+            .map(|answer| (answer.evidence.as_slice(), answer.ranked.as_slice())),
+    );
+    assert_eq!(all.questions, 6);
+    assert!(all.hit_at_10 > 0.5, "{all:?}");
+}
+
+#[test]
+fn the_tuning_is_deterministic() {
+    let conversations = conversations();
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let (store, _service) =
+        open_service(&directory.path().join("locomo.sqlite"), false).expect("service");
+    ingest(&store, &conversations, &Progress::hidden()).expect("ingest");
+    let embedder = DeterministicEmbedder::new(64);
+    let run = || {
+        let report = tune(
+            &store,
+            &conversations,
+            &embedder,
+            None,
+            0.0,
+            &Progress::hidden(),
+        )
+        .expect("tuning");
+        serde_json::to_string(&report).expect("json")
+    };
+    let first = run();
+    assert_eq!(first, run());
+    assert!(first.contains("\"lever\":\"fusion\""), "{first}");
+}
+
+#[test]
+fn the_product_defaults_are_the_tuned_values() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("locomo-tuned.json");
+    let tuned: Tuned =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the committed choice"))
+            .expect("a tuning choice");
+    let rules = LexicalRules::default();
+    assert_eq!(
+        (rules.stop_words, rules.text_weight, rules.speaker_weight),
+        (
+            tuned.lexical_stop_words,
+            tuned.lexical_text_weight,
+            tuned.lexical_speaker_weight
+        )
+    );
+    assert_eq!(tuned.lexical_rm3, None, "the product has no RM3 feedback");
+    let hybrid = HybridParams::default();
+    assert_eq!(
+        (hybrid.k, hybrid.lexical_weight, hybrid.embedding_weight),
+        (
+            tuned.rrf_k,
+            tuned.rrf_lexical_weight,
+            tuned.rrf_embedding_weight
+        )
+    );
+    assert_eq!(hybrid.lexical_candidates, tuned.lexical_candidates);
+    assert_eq!(hybrid.embedding_candidates, tuned.embedding_candidates);
+    let preprocessing = SemanticProfile::minilm_l6_v2().preprocessing;
+    let expected = match tuned.embedded_text {
+        eval::locomo::levers::EmbeddedText::Text => Some(Preprocessing::TextOnly),
+        eval::locomo::levers::EmbeddedText::SpeakerThenText => Some(Preprocessing::SpeakerThenText),
+        _ => None,
+    };
+    assert_eq!(Some(preprocessing), expected);
+}
+
+#[test]
+fn the_real_archive_loads_when_present() {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10.zip");
+    if !archive.exists() {
+        eprintln!("skipped: {} is not present", archive.display());
+        return;
+    }
+    let conversations = load(&archive).expect("the archive loads");
+    assert_eq!(conversations.len(), 10);
+    assert_eq!(conversations[0].id, "26", "file order is sorted names");
+    let turns: usize = conversations.iter().map(|c| c.turns().count()).sum();
+    let questions: usize = conversations
+        .iter()
+        .map(|c| c.scored_questions().count())
+        .sum();
+    assert_eq!((turns, questions), (5_882, 1_536));
+    let first = conversations[0]
+        .scored_questions()
+        .next()
+        .expect("a question");
+    assert_eq!(first.evidence, ["D1:3"]);
+    let _ = MODES;
+}

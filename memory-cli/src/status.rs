@@ -1,0 +1,150 @@
+//! `memory status`: what the store and its semantic index hold, read without loading the model.
+//!
+//! The index is opened from the stored vectors exactly as a one-shot recall opens it (a fresh persisted
+//! graph is loaded, none is built), with an embedder that has the profile's dimensions and refuses to
+//! embed: nothing here needs the model, so `status` works (and tells what is wrong) where the model
+//! files are missing. It reports the change-feed head, the position the stored vectors reflect, live
+//! chunks against the capacity (`--max-chunks`), tombstones, the documents recorded as unindexed by
+//! reason (never reported as searchable), and the HNSW graph: whether a fresh one was loaded from the
+//! store (`loaded_from_store`), or the embedding modes answer exactly until a sync or a server builds
+//! one.
+
+use std::sync::Arc;
+
+use semantic_index::{
+    EmbedError, Embedder, HnswStartup, IndexBounds, IndexStats, SemanticIndex, SemanticIndexConfig,
+    SemanticProfile,
+};
+use serde::Serialize;
+
+use crate::refusal::Refusal;
+use crate::semantic::refusal_of;
+use crate::service::{Store, on_blocking_pool};
+
+/// The answer of `memory status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusResult {
+    /// The latest committed change.
+    pub head: u64,
+    /// The change through which every committed change is embedded or recorded unindexed.
+    pub indexed: u64,
+    /// `head - indexed`: changes not yet embedded (a server's indexer or `memory sync` catches up).
+    pub behind: u64,
+    /// Chunks of the semantic index.
+    pub chunks: ChunkStatus,
+    /// Documents the index could not hold, by reason (`too_large`, `too_many_chunks`, `capacity`,
+    /// `invalid`), and their total.
+    pub unindexed: UnindexedStatus,
+    /// The HNSW graph as a one-shot command finds it.
+    pub hnsw: GraphStatus,
+}
+
+/// Chunk counts against the capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChunkStatus {
+    /// Searchable chunks.
+    pub live: usize,
+    /// Most live chunks (`--max-chunks`).
+    pub capacity: usize,
+    /// Replaced or withdrawn chunk rows not reclaimed yet.
+    pub tombstones: usize,
+    /// Sources known, withdrawn ones included.
+    pub sources: usize,
+}
+
+/// Unindexed documents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnindexedStatus {
+    /// All reasons together.
+    pub total: u64,
+    /// Per reason; reasons with none are left out.
+    pub by_reason: std::collections::BTreeMap<String, u64>,
+}
+
+/// The graph's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GraphStatus {
+    /// `ready` when a fresh persisted graph answers `hnsw` recalls, `not_started` when they are
+    /// answered exactly (no graph stored, or a stale one).
+    pub state: String,
+    /// `loaded_from_store` when the persisted graph was fresh; `null` otherwise.
+    pub origin: Option<String>,
+    /// Graphs built while opening (a one-shot open never builds: 0).
+    pub builds: u64,
+    /// Persisted graphs refused as corrupt while opening.
+    pub rejected: u64,
+}
+
+/// An embedder with the profile's dimensions that refuses every text: opening the index needs the
+/// dimensions, never a vector.
+struct NoModel(usize);
+
+impl Embedder for NoModel {
+    fn dimensions(&self) -> usize {
+        self.0
+    }
+
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Model {
+            detail: "`memory status` loads no model".to_owned(),
+        })
+    }
+}
+
+/// Reads the status of `store` and its vectors with the index bounded to `max_chunks` (`None`: the
+/// default capacity).
+pub async fn status<S: Store>(
+    store: Arc<S>,
+    vectors: Arc<S::Vectors>,
+    max_chunks: Option<usize>,
+) -> Result<StatusResult, Refusal> {
+    let profile = SemanticProfile::minilm_l6_v2();
+    let bounds = match max_chunks {
+        Some(max_chunks) => {
+            IndexBounds::with_max_chunks(profile.dimensions, max_chunks).map_err(refusal_of)?
+        }
+        None => IndexBounds::for_dimensions(profile.dimensions),
+    };
+    let head = on_blocking_pool(async move { store.head().await }).await??;
+    let embedder = Arc::new(NoModel(profile.dimensions));
+    let config = SemanticIndexConfig::new(profile)
+        .with_bounds(bounds)
+        .with_hnsw_startup(HnswStartup::LoadOnly);
+    let index = SemanticIndex::open(config, embedder, vectors)
+        .await
+        .map_err(refusal_of)?;
+    let status = index.status().await.map_err(refusal_of)?;
+    let IndexStats {
+        sources,
+        live_chunks,
+        tombstones,
+        max_chunks,
+        hnsw,
+        hnsw_origin,
+        graph_loads_rejected,
+        graph_builds,
+        ..
+    } = status.stats;
+    let by_reason: std::collections::BTreeMap<String, u64> = status.unindexed.into_iter().collect();
+    Ok(StatusResult {
+        head: head.0,
+        indexed: status.indexed_position,
+        behind: head.0.saturating_sub(status.indexed_position),
+        chunks: ChunkStatus {
+            live: live_chunks,
+            capacity: max_chunks,
+            tombstones,
+            sources,
+        },
+        unindexed: UnindexedStatus {
+            total: by_reason.values().sum(),
+            by_reason,
+        },
+        hnsw: GraphStatus {
+            state: hnsw.as_str().to_owned(),
+            origin: hnsw_origin.map(|origin| origin.as_str().to_owned()),
+            builds: graph_builds,
+            rejected: graph_loads_rejected,
+        },
+    })
+}

@@ -1,0 +1,641 @@
+//! Conversation activity through the interfaces: `memory thread append` and `memory thread forget`, and
+//! the MCP tools `memory_thread_append` and `memory_thread_forget` (same arguments, same answers).
+//!
+//! - **append** `{"thread": ID, "record": NewRecord}` appends one record to the thread log (the serde form
+//!   of [`memory_core::activity::NewRecord`]; `observers` defaults to `[]`, `occurred_at` and
+//!   `opaque_cursor` to `null`) and answers `{"thread", "sequence", "digest"}` once it is committed. The
+//!   remembering worker finds it there: its committed-activity passes turn user statements into memory.
+//! - **forget** `{"thread", "sequence", "reason", "event"?}` suppresses everything the record contributed
+//!   and admits its cleanup in one transaction ([`SourceEvents::record`] with
+//!   [`SourceId::thread_record`]), and only then answers `{"thread", "sequence", "event", "cleanup"}`
+//!   (`cleanup` is the admitted cleanup intent's id). From that answer on no recall in any mode and no
+//!   `memory_get` shows a contribution of the record (see [`crate::recall_service`]); the worker's next
+//!   intent pass withdraws those documents, keeping later human corrections.
+//!
+//! Decisions:
+//! - `event` is `forget` (the default), `delete` or `revoke`: the source-event model's three events
+//!   that end a record's contributions. They suppress the same way today; the name says why, for the
+//!   caller's own audit. Edit is not offered: thread records are append-only (a digest names the only
+//!   content a record ever has), so a correction is a new record and a forget of the old one.
+//! - A forget of a sequence the thread does not have (yet) is refused as `not-found` and records
+//!   nothing: suppressing a record that may be appended later would silently drop it. Sequence 0 is
+//!   `invalid-input` (sequences start at 1).
+//! - Forgetting a record again is not an error: it answers the same cleanup id and re-admits the
+//!   cleanup if it already ran (a write may have landed since).
+//! - `reason` (1 to 4,096 bytes) is required so a host states why, but it is not stored: suppression
+//!   records no reason, and the cleanup's withdrawals carry the worker's own. It is never logged.
+//! - Input is decoded and validated (thread id, record limits, sequence, reason) before any store is
+//!   opened, so refused input writes nothing. Store calls run on tokio's blocking pool: they are
+//!   synchronous transactions.
+
+use std::sync::{Arc, OnceLock};
+
+use memory_core::activity::suppression::{SourceEvent, SourceEvents};
+use memory_core::activity::{
+    ActivityError, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadId, ThreadLog,
+};
+use memory_core::document::EpochMillis;
+use memory_core::{Clock, ErrorKind, SystemClock};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::input::{decode_bytes, decode_value};
+use crate::refusal::Refusal;
+use crate::service::{RawArguments, Store};
+
+/// Most UTF-8 bytes of a forget's reason (the same as a withdrawal's).
+pub const MAX_REASON_BYTES: usize = memory_core::write::MAX_LOCATOR_BYTES;
+
+/// One of the thread operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadOperation {
+    /// `memory_thread_append`.
+    Append,
+    /// `memory_thread_forget`.
+    Forget,
+}
+
+impl ThreadOperation {
+    /// The MCP tool name.
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Self::Append => "memory_thread_append",
+            Self::Forget => "memory_thread_forget",
+        }
+    }
+}
+
+/// What a record says: the serde form of [`RecordBody`], tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireRecordBody {
+    /// Something a user typed: the only kind the default extractor turns into memory.
+    UserInput {
+        /// The user's words.
+        text: String,
+    },
+    /// Something the assistant said.
+    AssistantMessage {
+        /// The assistant's words.
+        text: String,
+    },
+    /// The assistant called a tool.
+    ToolCall {
+        /// The call's id within the run.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments as given.
+        arguments: Value,
+    },
+    /// A tool answered.
+    ToolResult {
+        /// The call this answers.
+        call_id: String,
+        /// What the tool returned.
+        output: Value,
+        /// Whether the tool reported failure.
+        is_error: bool,
+    },
+    /// A run of the agent finished.
+    RunCompleted {
+        /// How it ended (for example `completed`, `cancelled`).
+        outcome: String,
+    },
+}
+
+impl From<WireRecordBody> for RecordBody {
+    fn from(body: WireRecordBody) -> Self {
+        match body {
+            WireRecordBody::UserInput { text } => Self::UserInput { text },
+            WireRecordBody::AssistantMessage { text } => Self::AssistantMessage { text },
+            WireRecordBody::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => Self::ToolCall {
+                call_id,
+                name,
+                arguments,
+            },
+            WireRecordBody::ToolResult {
+                call_id,
+                output,
+                is_error,
+            } => Self::ToolResult {
+                call_id,
+                output,
+                is_error,
+            },
+            WireRecordBody::RunCompleted { outcome } => Self::RunCompleted { outcome },
+        }
+    }
+}
+
+/// A record to append: the serde form of [`NewRecord`], with unknown fields refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireRecord {
+    /// When it happened, epoch milliseconds; `null` (or absent) when unknown.
+    #[serde(default)]
+    pub occurred_at: Option<EpochMillis>,
+    /// Who produced it (the user's display name, `assistant`, a tool name); at most 256 bytes.
+    pub speaker: String,
+    /// Who else saw it (at most 64 names of at most 256 bytes); absent means none.
+    #[serde(default)]
+    pub observers: Vec<String>,
+    /// What it says.
+    pub body: WireRecordBody,
+    /// An opaque provider cursor (for example a response id), kept but outside the digest; at most
+    /// 4,096 bytes.
+    #[serde(default)]
+    pub opaque_cursor: Option<String>,
+}
+
+impl From<WireRecord> for NewRecord {
+    fn from(record: WireRecord) -> Self {
+        Self {
+            occurred_at: record.occurred_at,
+            speaker: record.speaker,
+            observers: record.observers,
+            body: record.body.into(),
+            opaque_cursor: record.opaque_cursor,
+        }
+    }
+}
+
+/// Arguments of `memory_thread_append`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadAppendArguments {
+    /// The thread: 1 to 512 bytes, no control characters.
+    pub thread: String,
+    /// The record; the log assigns its sequence.
+    pub record: WireRecord,
+}
+
+/// The answer of `memory_thread_append`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadAppendResult {
+    /// The thread.
+    pub thread: String,
+    /// The record's position in the thread (1, 2, 3, ...).
+    pub sequence: u64,
+    /// SHA-256 of the record's canonical content (opaque cursor excluded), lower-case hex.
+    pub digest: String,
+}
+
+/// Why a record's contributions must go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgetEvent {
+    /// The user asked to forget it (the default).
+    #[default]
+    Forget,
+    /// The record was deleted.
+    Delete,
+    /// Access to the record was revoked.
+    Revoke,
+}
+
+impl ForgetEvent {
+    fn source_event(self) -> SourceEvent {
+        match self {
+            Self::Forget => SourceEvent::Forget,
+            Self::Delete => SourceEvent::Deleted,
+            Self::Revoke => SourceEvent::Revoked,
+        }
+    }
+}
+
+/// Arguments of `memory_thread_forget`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadForgetArguments {
+    /// The thread.
+    pub thread: String,
+    /// The record's sequence, as `memory_thread_append` answered it.
+    pub sequence: u64,
+    /// Why (1 to 4,096 bytes); required, not stored, never logged.
+    pub reason: String,
+    /// `forget` (the default), `delete` or `revoke`.
+    #[serde(default)]
+    pub event: ForgetEvent,
+}
+
+/// The answer of `memory_thread_forget`, given once suppression and cleanup are durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadForgetResult {
+    /// The thread.
+    pub thread: String,
+    /// The record's sequence.
+    pub sequence: u64,
+    /// The event recorded.
+    pub event: ForgetEvent,
+    /// The id of the admitted cleanup intent, which the worker runs to withdraw the contributions.
+    pub cleanup: String,
+}
+
+/// A decoded and validated thread call.
+#[derive(Debug, Clone)]
+pub enum ThreadRequest {
+    /// `memory_thread_append`.
+    Append {
+        /// The thread.
+        thread: ThreadId,
+        /// The record, within its limits.
+        record: NewRecord,
+    },
+    /// `memory_thread_forget`.
+    Forget {
+        /// The thread.
+        thread: ThreadId,
+        /// The record's sequence (at least 1).
+        sequence: Sequence,
+        /// The event.
+        event: ForgetEvent,
+    },
+}
+
+impl ThreadRequest {
+    /// Decodes and validates `arguments` as the arguments of `operation`.
+    pub fn decode(
+        operation: ThreadOperation,
+        arguments: RawArguments<'_>,
+    ) -> Result<Self, Refusal> {
+        match operation {
+            ThreadOperation::Append => {
+                let arguments: ThreadAppendArguments = decode(arguments)?;
+                let thread = ThreadId::new(arguments.thread).map_err(refusal_of)?;
+                let record = NewRecord::from(arguments.record);
+                record.validate().map_err(refusal_of)?;
+                Ok(Self::Append { thread, record })
+            }
+            ThreadOperation::Forget => {
+                let arguments: ThreadForgetArguments = decode(arguments)?;
+                let thread = ThreadId::new(arguments.thread).map_err(refusal_of)?;
+                if arguments.sequence == 0 {
+                    return Err(Refusal::invalid_input(
+                        "sequence: must be at least 1 (records are numbered from 1)",
+                    ));
+                }
+                if arguments.reason.trim().is_empty() {
+                    return Err(Refusal::invalid_input("reason: must not be empty"));
+                }
+                if arguments.reason.len() > MAX_REASON_BYTES {
+                    return Err(Refusal::too_large(
+                        "reason bytes",
+                        MAX_REASON_BYTES as u64,
+                        arguments.reason.len() as u64,
+                    ));
+                }
+                Ok(Self::Forget {
+                    thread,
+                    sequence: Sequence(arguments.sequence),
+                    event: arguments.event,
+                })
+            }
+        }
+    }
+
+    /// Which operation it is.
+    pub fn operation(&self) -> ThreadOperation {
+        match self {
+            Self::Append { .. } => ThreadOperation::Append,
+            Self::Forget { .. } => ThreadOperation::Forget,
+        }
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(arguments: RawArguments<'_>) -> Result<T, Refusal> {
+    match arguments {
+        RawArguments::Text(bytes) => decode_bytes(bytes),
+        RawArguments::Json(value) => decode_value(value),
+    }
+}
+
+/// The refusal of an activity store error: limits and input faults keep their kind, a busy store or a
+/// full queue is `unavailable` (retry later), inconsistent stored data `corrupt`, anything else
+/// `storage`.
+pub fn refusal_of(error: ActivityError) -> Refusal {
+    let kind = match &error {
+        ActivityError::TooLarge { .. } => ErrorKind::TooLarge,
+        ActivityError::InvalidInput { .. } => ErrorKind::InvalidInput,
+        ActivityError::Busy { .. }
+        | ActivityError::AtCapacity { .. }
+        | ActivityError::LeaseHeld { .. }
+        | ActivityError::StaleLease { .. } => ErrorKind::Unavailable,
+        ActivityError::Noncontiguous { .. }
+        | ActivityError::ProgressMismatch { .. }
+        | ActivityError::Corrupt { .. } => ErrorKind::Corrupt,
+        _ => ErrorKind::Storage,
+    };
+    // `Display` of a storage error names the operation, never its source or any user data.
+    Refusal::new(kind, error.to_string())
+}
+
+/// The thread operations over one database's thread log and remembering store.
+#[derive(Clone)]
+pub struct ThreadService {
+    log: Arc<dyn ThreadLog>,
+    remembering: Arc<dyn RememberingStore>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ThreadService {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ThreadService")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ThreadService {
+    /// The operations over `log` and `remembering`, stamping suppression with `clock`.
+    pub fn new(
+        log: Arc<dyn ThreadLog>,
+        remembering: Arc<dyn RememberingStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            log,
+            remembering,
+            clock,
+        }
+    }
+
+    /// Opens the thread log and remembering store of `store`'s database (a blocking call).
+    pub fn open<S: Store>(store: &S) -> Result<Self, Refusal> {
+        Ok(Self::new(
+            store.open_thread_log().map_err(refusal_of)?,
+            store.open_remembering().map_err(refusal_of)?,
+            Arc::new(SystemClock),
+        ))
+    }
+
+    /// Runs a decoded request and answers its wire result as JSON.
+    pub async fn run(&self, request: ThreadRequest) -> Result<Value, Refusal> {
+        let span = tracing::debug_span!("operation", name = request.operation().tool_name());
+        async move {
+            let answer = match request {
+                ThreadRequest::Append { thread, record } => {
+                    to_json(&self.append(thread, record).await?)
+                }
+                ThreadRequest::Forget {
+                    thread,
+                    sequence,
+                    event,
+                } => to_json(&self.forget(thread, sequence, event).await?),
+            };
+            if let Err(refusal) = &answer {
+                tracing::debug!(kind = refusal.kind().as_str(), "refused");
+            }
+            answer
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// `memory_thread_append`.
+    pub async fn append(
+        &self,
+        thread: ThreadId,
+        record: NewRecord,
+    ) -> Result<ThreadAppendResult, Refusal> {
+        let log = Arc::clone(&self.log);
+        let stored = blocking(move || log.append(&thread, record)).await?;
+        Ok(ThreadAppendResult {
+            thread: stored.thread.as_str().to_owned(),
+            sequence: stored.sequence.0,
+            digest: stored.digest.as_str().to_owned(),
+        })
+    }
+
+    /// `memory_thread_forget`: answers only once the suppression and its cleanup intent are committed.
+    pub async fn forget(
+        &self,
+        thread: ThreadId,
+        sequence: Sequence,
+        event: ForgetEvent,
+    ) -> Result<ThreadForgetResult, Refusal> {
+        let log = Arc::clone(&self.log);
+        let events = SourceEvents::new(Arc::clone(&self.remembering), Arc::clone(&self.clock));
+        let (thread, acknowledged) = blocking(move || {
+            // Records are append-only, so one that exists now exists at the suppression too.
+            let before = Sequence(sequence.0.saturating_sub(1));
+            let exists = log
+                .read_page(&thread, before, 1)?
+                .iter()
+                .any(|record| record.sequence == sequence);
+            if !exists {
+                return Ok(Err(Refusal::new(
+                    ErrorKind::NotFound,
+                    format!("the thread has no record at sequence {sequence}"),
+                )));
+            }
+            let source = SourceId::thread_record(&thread, sequence);
+            let acknowledged = events.record(&source, &event.source_event())?;
+            Ok(Ok((thread, acknowledged)))
+        })
+        .await??;
+        Ok(ThreadForgetResult {
+            thread: thread.as_str().to_owned(),
+            sequence: sequence.0,
+            event,
+            cleanup: acknowledged.cleanup.as_str().to_owned(),
+        })
+    }
+}
+
+/// Runs a synchronous store call on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ActivityError> + Send + 'static,
+) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| Refusal::new(ErrorKind::Storage, "a thread store call did not finish"))?
+        .map_err(refusal_of)
+}
+
+fn to_json(result: &impl Serialize) -> Result<Value, Refusal> {
+    serde_json::to_value(result).map_err(|error| {
+        Refusal::new(
+            ErrorKind::Corrupt,
+            format!("result cannot be encoded as JSON: {error}"),
+        )
+    })
+}
+
+/// The thread operations of a server: the stores are opened on the first call that needs them, so a
+/// server that is never asked about threads opens nothing more, and a refused call opens nothing.
+pub struct ThreadTools<S> {
+    store: Arc<S>,
+    service: OnceLock<ThreadService>,
+}
+
+impl<S> std::fmt::Debug for ThreadTools<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ThreadTools")
+            .field("opened", &self.service.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> ThreadTools<S> {
+    /// Thread operations over `store`'s database.
+    pub fn new(store: Arc<S>) -> Self {
+        Self {
+            store,
+            service: OnceLock::new(),
+        }
+    }
+
+    /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.
+    pub async fn execute(
+        &self,
+        operation: ThreadOperation,
+        arguments: RawArguments<'_>,
+    ) -> Result<Value, Refusal> {
+        let request = ThreadRequest::decode(operation, arguments)?;
+        self.service().await?.run(request).await
+    }
+
+    async fn service(&self) -> Result<ThreadService, Refusal> {
+        if let Some(service) = self.service.get() {
+            return Ok(service.clone());
+        }
+        let store = Arc::clone(&self.store);
+        let opened = tokio::task::spawn_blocking(move || ThreadService::open(&*store))
+            .await
+            .map_err(|_| Refusal::new(ErrorKind::Storage, "opening the thread stores failed"))??;
+        // Two first calls may both open; one wins and the other's handles are dropped.
+        Ok(self.service.get_or_init(|| opened).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_record_reads_every_serde_form_of_a_new_record() {
+        let records = [
+            NewRecord::user("ana", "I live in Lisbon", 5),
+            NewRecord::assistant("noted", 6),
+            NewRecord {
+                occurred_at: None,
+                speaker: "search".to_owned(),
+                observers: vec!["ana".to_owned()],
+                body: RecordBody::ToolCall {
+                    call_id: "c1".to_owned(),
+                    name: "search".to_owned(),
+                    arguments: serde_json::json!({"q": ["tea", 1, null]}),
+                },
+                opaque_cursor: Some("resp_1".to_owned()),
+            },
+            NewRecord {
+                occurred_at: Some(7),
+                speaker: "search".to_owned(),
+                observers: Vec::new(),
+                body: RecordBody::ToolResult {
+                    call_id: "c1".to_owned(),
+                    output: serde_json::json!("ok"),
+                    is_error: false,
+                },
+                opaque_cursor: None,
+            },
+            NewRecord {
+                occurred_at: Some(8),
+                speaker: "assistant".to_owned(),
+                observers: Vec::new(),
+                body: RecordBody::RunCompleted {
+                    outcome: "completed".to_owned(),
+                },
+                opaque_cursor: None,
+            },
+        ];
+        for record in records {
+            let json = serde_json::to_value(&record).expect("serializes");
+            let wire: WireRecord = decode_value(json).expect("the serde form decodes");
+            assert_eq!(NewRecord::from(wire), record);
+        }
+    }
+
+    #[test]
+    fn bad_thread_arguments_are_refused_with_their_kinds() {
+        let user =
+            serde_json::json!({"speaker": "ana", "body": {"kind": "user_input", "text": "hi"}});
+        let cases = [
+            (
+                ThreadOperation::Append,
+                serde_json::json!({"thread": "t", "record": user, "extra": 1}),
+                ErrorKind::InvalidInput,
+            ),
+            (
+                ThreadOperation::Append,
+                serde_json::json!({"thread": "t", "record": {"speaker": "ana", "typo": 1,
+                    "body": {"kind": "user_input", "text": "hi"}}}),
+                ErrorKind::InvalidInput,
+            ),
+            (
+                ThreadOperation::Append,
+                serde_json::json!({"thread": "", "record": user}),
+                ErrorKind::InvalidInput,
+            ),
+            (
+                ThreadOperation::Append,
+                serde_json::json!({"thread": "t".repeat(513), "record": user}),
+                ErrorKind::TooLarge,
+            ),
+            (
+                ThreadOperation::Append,
+                serde_json::json!({"thread": "t", "record": {"speaker": "a".repeat(257),
+                    "body": {"kind": "user_input", "text": "hi"}}}),
+                ErrorKind::TooLarge,
+            ),
+            (
+                ThreadOperation::Forget,
+                serde_json::json!({"thread": "t", "sequence": 0, "reason": "asked"}),
+                ErrorKind::InvalidInput,
+            ),
+            (
+                ThreadOperation::Forget,
+                serde_json::json!({"thread": "t", "sequence": 1, "reason": " "}),
+                ErrorKind::InvalidInput,
+            ),
+            (
+                ThreadOperation::Forget,
+                serde_json::json!({"thread": "t", "sequence": 1, "reason": "r".repeat(4_097)}),
+                ErrorKind::TooLarge,
+            ),
+            (
+                ThreadOperation::Forget,
+                serde_json::json!({"thread": "t", "sequence": 1, "reason": "asked", "event": "edit"}),
+                ErrorKind::InvalidInput,
+            ),
+        ];
+        for (operation, arguments, kind) in cases {
+            let refusal = ThreadRequest::decode(operation, RawArguments::Json(arguments.clone()))
+                .expect_err("refused");
+            assert_eq!(refusal.kind(), kind, "{arguments}: {refusal}");
+        }
+        let request = ThreadRequest::decode(
+            ThreadOperation::Forget,
+            RawArguments::Json(
+                serde_json::json!({"thread": "t", "sequence": 3, "reason": "asked"}),
+            ),
+        )
+        .expect("valid");
+        assert!(matches!(
+            request,
+            ThreadRequest::Forget {
+                sequence: Sequence(3),
+                event: ForgetEvent::Forget,
+                ..
+            }
+        ));
+    }
+}

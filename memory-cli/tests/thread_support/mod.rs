@@ -1,0 +1,255 @@
+//! Helpers of the thread tests: the records and recalls they use, and the remembering worker's passes
+//! run in-process over either backend's stores.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use memory_core::activity::{
+    IntentId, IntentOutcome, IntentState, ProcessorId, ProcessorVersion, ProgressStore,
+    RememberingStore, ThreadId, ThreadLog, WorkerId,
+};
+use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use memory_sqlite::progress::SqliteProgressStore;
+use memory_sqlite::remembering_store::SqliteRememberingStore;
+use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
+use remembering::worker::{Application, IntentPassLimits, IntentWorker};
+use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, StatementExtractor};
+use serde_json::{Value, json};
+
+use super::common::Outcome;
+
+pub const MODES: [&str; 4] = ["lexical", "exact", "hnsw", "hybrid"];
+pub const THREAD: &str = "chat-42";
+pub const FORGOTTEN: &str = "I adopted a grey cat named Miso last winter.";
+pub const FORGOTTEN_QUERY: &str = "grey cat named Miso";
+pub const KEPT: &str = "I play the violin every Sunday morning.";
+pub const KEPT_QUERY: &str = "violin every Sunday";
+/// The scope the worker grants statements (its default).
+pub const SCOPE: &str = "agent";
+
+pub fn user_record(text: &str, at: i64) -> Value {
+    json!({"occurred_at": at, "speaker": "ana", "observers": ["assistant"],
+           "body": {"kind": "user_input", "text": text}})
+}
+
+pub fn append(thread: &str, record: Value) -> Value {
+    json!({"thread": thread, "record": record})
+}
+
+pub fn forget(thread: &str, sequence: u64) -> Value {
+    json!({"thread": thread, "sequence": sequence, "reason": "the user asked to forget it"})
+}
+
+/// The namespace the worker's statement extractor writes a thread's statements to.
+pub fn statements_namespace(thread: &str) -> Value {
+    json!({"name": remembering::extract::STATEMENTS_NAMESPACE, "version": 1,
+           "identity": {"thread": thread}})
+}
+
+pub fn recall(query: &str, mode: &str) -> Value {
+    json!({
+        "namespace": statements_namespace(THREAD), "scope": SCOPE, "query": query, "mode": mode,
+        // Generous: a one-shot recall loads the model inside its deadline.
+        "limits": {"max_items": 5, "max_bytes": 8000, "max_tokens": 2000, "timeout_ms": 600000}
+    })
+}
+
+pub fn get(id: &str) -> Value {
+    json!({"namespace": statements_namespace(THREAD), "id": id})
+}
+
+/// (document id, content) of each recalled passage.
+pub fn passages(answer: &Value) -> Vec<(String, String)> {
+    answer["passages"]
+        .as_array()
+        .expect("passages")
+        .iter()
+        .map(|passage| {
+            (
+                passage["source"]["id"].as_str().unwrap().to_owned(),
+                passage["content"]["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that `answer` recalls document `id` (and so the text it holds), or that it does not.
+/// Whether `answer` recalls document `id` (or the text it holds).
+pub fn recalls(answer: &Value, id: &str, text: &str) -> bool {
+    passages(answer)
+        .iter()
+        .any(|(document, content)| document == id || content.contains(text))
+}
+
+/// Asserts every mode's answer recalls document `id` (or not, as `expected` says), naming each mode
+/// that disagrees, so one failure shows which modes went wrong.
+pub fn assert_modes(answers: &[(&str, Value)], id: &str, text: &str, expected: bool, stage: &str) {
+    let wrong: Vec<&str> = answers
+        .iter()
+        .filter(|(_, answer)| recalls(answer, id, text) != expected)
+        .map(|(mode, _)| *mode)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{stage}: modes {wrong:?} {} the document: {answers:#?}",
+        if expected {
+            "do not recall"
+        } else {
+            "still recall"
+        }
+    );
+}
+
+pub fn assert_append_answer(answer: &Value, thread: &str, sequence: u64) {
+    assert_eq!(answer["thread"], thread, "{answer}");
+    assert_eq!(answer["sequence"], sequence, "{answer}");
+    let digest = answer["digest"].as_str().expect("a digest");
+    assert!(
+        digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{answer}"
+    );
+    assert_eq!(answer.as_object().unwrap().len(), 3, "{answer}");
+}
+
+pub fn assert_forget_answer(answer: &Value, thread: &str, sequence: u64) -> IntentId {
+    assert_eq!(answer["thread"], thread, "{answer}");
+    assert_eq!(answer["sequence"], sequence, "{answer}");
+    assert_eq!(answer["event"], "forget", "{answer}");
+    IntentId::new(answer["cleanup"].as_str().expect("a cleanup intent id")).unwrap()
+}
+
+/// The remembering worker's stores, as `remembering-worker` opens them.
+pub struct WorkerStores<W> {
+    pub memory: Arc<W>,
+    pub log: Arc<dyn ThreadLog>,
+    pub progress: Arc<dyn ProgressStore>,
+    pub remembering: Arc<dyn RememberingStore>,
+}
+
+pub fn sqlite_worker(path: &Path) -> WorkerStores<memory_sqlite::SqliteStore> {
+    WorkerStores {
+        memory: Arc::new(memory_sqlite::open_store(path).unwrap()),
+        log: Arc::new(SqliteThreadLog::open(path).unwrap()),
+        progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
+        remembering: Arc::new(SqliteRememberingStore::open(path).unwrap()),
+    }
+}
+
+impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
+    fn owner() -> WorkerId {
+        WorkerId::new("thread-test-worker").unwrap()
+    }
+
+    fn scopes() -> Vec<MemoryScope> {
+        vec![MemoryScope::new(SCOPE).unwrap()]
+    }
+
+    /// One committed-activity pass of the default `statements@1` processor over `thread`; answers how
+    /// many records it advanced past.
+    pub async fn activity_pass(&self, thread: &str) -> usize {
+        let processor = ActivityProcessor::new(ActivityProcessorParts {
+            log: Arc::clone(&self.log),
+            progress: Arc::clone(&self.progress),
+            references: Arc::clone(&self.remembering),
+            writer: Arc::clone(&self.memory),
+            extractor: StatementExtractor::new(Self::scopes()),
+            clock: Arc::new(SystemClock),
+            processor: ProcessorId::new("statements").unwrap(),
+            version: ProcessorVersion(1),
+            owner: Self::owner(),
+            limits: PassLimits {
+                max_records: 100,
+                page_size: 10,
+                timeout_ms: 300_000,
+                lease_ms: 600_000,
+            },
+        })
+        .unwrap();
+        processor
+            .run_pass(&ThreadId::new(thread).unwrap())
+            .await
+            .unwrap()
+            .processed
+    }
+
+    /// One intent pass (a forget's cleanup runs here), as the worker binary runs it.
+    pub async fn intent_pass(&self) {
+        IntentWorker::new(
+            Arc::clone(&self.remembering),
+            Arc::clone(&self.memory),
+            Application {
+                loader: ThreadRecordLoader::new(Arc::clone(&self.log)),
+                extractor: StatementProposals::new(StatementExtractor::new(Self::scopes())),
+                merger: KeepLatestMerger,
+                cleanup: WithdrawOwnRevision,
+            },
+            Arc::new(SystemClock),
+            Self::owner(),
+            IntentPassLimits {
+                max_intents: 100,
+                lease_ms: 600_000,
+            },
+        )
+        .unwrap()
+        .run_pass()
+        .await
+        .unwrap();
+    }
+
+    /// Asserts the cleanup intent finished, having withdrawn one document.
+    pub fn assert_cleaned(&self, cleanup: &IntentId) {
+        let view = self.remembering.inspect_intent(cleanup).unwrap().unwrap();
+        assert_eq!(view.state, IntentState::Done, "{view:?}");
+        assert_eq!(
+            view.outcome,
+            Some(IntentOutcome::Cleaned {
+                withdrawn: 1,
+                kept: 0
+            }),
+            "{view:?}"
+        );
+    }
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Recalls `query` in every mode through `call`, asserting whether document `id` is among the answers.
+pub fn check_modes(
+    call: &mut dyn FnMut(&Value) -> Value,
+    query: &str,
+    id: &str,
+    text: &str,
+    expected: bool,
+    stage: &str,
+) {
+    let answers: Vec<(&str, Value)> = MODES
+        .iter()
+        .map(|mode| (*mode, call(&recall(query, mode))))
+        .collect();
+    assert_modes(&answers, id, text, expected, stage);
+}
+
+pub fn succeeded(outcome: Outcome) -> Value {
+    outcome.assert_success();
+    outcome.json
+}
+
+/// The id of the one document recalled for `query` (lexically), which must hold `text`.
+pub fn recalled_id(call: &mut dyn FnMut(&Value) -> Value, query: &str, text: &str) -> String {
+    let answer = call(&recall(query, "lexical"));
+    let passages = passages(&answer);
+    let (id, _) = passages
+        .iter()
+        .find(|(_, content)| content.contains(text))
+        .unwrap_or_else(|| panic!("the worker's document is recalled: {passages:#?}"));
+    id.clone()
+}

@@ -1,0 +1,14 @@
+//! The memory-core vector store suite against SQLite files, one fresh file per rule.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use memory_core::testing::vectors::run_vector_suite;
+use memory_sqlite::vectors::SqliteVectorStore;
+
+#[tokio::test]
+async fn sqlite_vector_store_passes_the_vector_suite() {
+    run_vector_suite(|| async { SqliteVectorStore::open(common::fresh_path()).unwrap() })
+        .await
+        .assert_all_passed();
+}

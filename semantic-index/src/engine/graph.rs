@@ -1,0 +1,523 @@
+//! The HNSW graph's lifecycle: loading a persisted graph at open, building and rebuilding off the
+//! query path, and persisting it beside the vectors.
+//!
+//! A build snapshots the exact index under the write lock (the slot then logs every later change),
+//! builds on its own thread without any lock, then takes the write lock again only to replay the
+//! log and swap the graph in. Queries meanwhile read the previous graph (a rebuild) or the exact
+//! index (a first build).
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+
+use memory_core::vectors::{GraphSnapshot, ProfileDigest, VectorStore};
+use tokio::sync::watch;
+
+use super::state::{Build, IndexState};
+use super::{BuildHook, GraphCounters, HnswStatus, SemanticIndex};
+use crate::embed::Embedder;
+use crate::error::SemanticError;
+use crate::index::persist::{self, vector_set_digest};
+use crate::index::table::ChunkTable;
+use crate::index::{ExactIndex, HnswIndex, HnswParams, IndexBounds, VectorIndex};
+
+/// What [`SemanticIndex::save_graph`] or [`SemanticIndex::persist_graph`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersistOutcome {
+    /// The graph was encoded and stored; it indexes this many chunks.
+    Saved {
+        /// Chunks the stored graph indexes.
+        chunks: u64,
+    },
+    /// The stored graph already is the answering one; nothing was written.
+    Unchanged,
+    /// No graph answers (none was built yet, or the index is empty); nothing was written.
+    NoGraph,
+}
+
+/// The most bytes a stored graph of `bounds` and `params` may take: a point's row, its list counts
+/// and at most `2 * max_connections` neighbours at layer 0 and `max_connections` above, of 8 bytes.
+fn max_graph_bytes(bounds: IndexBounds, params: HnswParams) -> usize {
+    let per_point = 40usize.saturating_add(params.max_connections.saturating_mul(24));
+    bounds
+        .max_chunks
+        .saturating_mul(per_point)
+        .saturating_add(1024)
+}
+
+/// Loads `store`'s persisted graph if it was built over exactly the chunk set `exact` holds; `None`
+/// when there is none, it is stale, or it fails its checks (logged and counted as rejected). A
+/// failing store read is an error: the caller should not silently rebuild over a broken store.
+pub(super) async fn load_persisted<S: VectorStore>(
+    store: &S,
+    digest: ProfileDigest,
+    exact: &ExactIndex,
+    bounds: IndexBounds,
+    params: HnswParams,
+    counters: &GraphCounters,
+) -> Result<Option<HnswIndex>, SemanticError> {
+    if exact.live_chunks() == 0 {
+        return Ok(None);
+    }
+    let snapshot = match store
+        .load_graph(&digest, max_graph_bytes(bounds, params))
+        .await
+    {
+        Ok(Some(snapshot)) => snapshot,
+        Ok(None) => return Ok(None),
+        Err(memory_core::MemoryError::TooLarge { .. }) => {
+            counters.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("persisted hnsw graph is larger than its bound; rebuilding");
+            return Ok(None);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let order = exact.table().canonical_order();
+    if snapshot.chunks != order.len() as u64
+        || snapshot.vector_set != vector_set_digest(exact.table(), &order)
+    {
+        tracing::debug!("persisted hnsw graph is stale; rebuilding");
+        return Ok(None);
+    }
+    let table = exact.table().reordered(&order, bounds.max_chunks);
+    let decoded = tokio::task::spawn_blocking(move || {
+        persist::decode(&snapshot.bytes, table, params, bounds)
+    })
+    .await
+    .unwrap_or(Err(SemanticError::Task {
+        what: "graph reload",
+    }));
+    match decoded {
+        Ok(graph) => {
+            counters.loads.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(chunks = order.len(), "persisted hnsw graph loaded");
+            Ok(Some(graph))
+        }
+        Err(error) => {
+            counters.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%error, "persisted hnsw graph rejected; rebuilding");
+            Ok(None)
+        }
+    }
+}
+
+/// Builds a graph over `snapshot` in the calling thread.
+pub(super) fn build_now(
+    snapshot: ChunkTable,
+    bounds: IndexBounds,
+    params: HnswParams,
+) -> Result<HnswIndex, SemanticError> {
+    HnswIndex::build_from_table(snapshot, bounds, params, &|| false)?
+        .ok_or(SemanticError::Task { what: "hnsw build" })
+}
+
+/// Everything a background build needs besides the state.
+struct BuildJob<S> {
+    state: Weak<RwLock<IndexState>>,
+    status: Arc<watch::Sender<HnswStatus>>,
+    counters: Arc<GraphCounters>,
+    store: Arc<S>,
+    digest: ProfileDigest,
+    bounds: IndexBounds,
+    params: HnswParams,
+    hook: Option<BuildHook>,
+    save_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
+    /// Whether the HNSW graph answers queries yet.
+    pub fn hnsw_status(&self) -> HnswStatus {
+        self.read_state().graph.status()
+    }
+
+    /// Starts building the HNSW graph on a background thread from a snapshot of the exact index,
+    /// unless a graph answers (and needs no rebuild) or a build is running. Refreshes and withdrawals
+    /// made during the build are replayed onto the graph before it answers; the graph is saved to
+    /// the store once installed. The build stops early when the index is dropped.
+    pub fn start_hnsw_build(&self) {
+        {
+            let mut state = self.write_state();
+            if !state.graph.wants_build() {
+                return;
+            }
+            state.graph.build = Build::Starting;
+            self.hnsw_status.send_replace(state.graph.status());
+        }
+        let job = BuildJob {
+            state: Arc::downgrade(&self.state),
+            status: Arc::clone(&self.hnsw_status),
+            counters: Arc::clone(&self.counters),
+            store: Arc::clone(&self.store),
+            digest: self.digest,
+            bounds: self.bounds,
+            params: self.hnsw_params,
+            save_lock: Arc::clone(&self.save_lock),
+            hook: self
+                .build_hook
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        };
+        // The snapshot (a copy of every vector) is taken on the build thread, so the caller does not
+        // wait for it.
+        let spawned = std::thread::Builder::new()
+            .name("semantic-hnsw-build".to_owned())
+            .spawn(move || build_in_background(job));
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "could not start the hnsw build thread");
+            let mut state = self.write_state();
+            state.graph.build_failed();
+            self.hnsw_status.send_replace(state.graph.status());
+        }
+    }
+
+    /// A rebuild asked for by a change (tombstones past the fraction).
+    pub(super) fn start_rebuild(&self) {
+        self.start_hnsw_build();
+    }
+
+    /// Waits until a HNSW graph answers queries, starting its build if none answers or runs. Fails
+    /// with [`SemanticError::Task`] when the build fails.
+    pub async fn hnsw_ready(&self) -> Result<(), SemanticError> {
+        let mut receiver = self.hnsw_status.subscribe();
+        if self.hnsw_status() != HnswStatus::Ready {
+            self.start_hnsw_build();
+        }
+        let status = *receiver
+            .wait_for(|status| *status != HnswStatus::Building)
+            .await
+            .map_err(|_| SemanticError::Task { what: "hnsw build" })?;
+        match status {
+            HnswStatus::Ready => Ok(()),
+            _ => Err(SemanticError::Task { what: "hnsw build" }),
+        }
+    }
+
+    /// Saves the answering graph to the store if it changed since it was loaded or last saved;
+    /// never builds or waits for a build. For the server: periodically and at shutdown.
+    pub async fn save_graph(&self) -> Result<PersistOutcome, SemanticError> {
+        persist_current(&self.state, &*self.store, self.digest, &self.save_lock).await
+    }
+
+    /// Makes sure a graph over the current chunks is persisted: saves the answering graph if it
+    /// changed, and when none answers, builds one first (waiting for it). What a one-shot `memory
+    /// sync` calls after catching up, so the next one-shot recall loads a fresh graph. Cheap after a
+    /// small catch-up over a loaded graph: the increments were applied to it in place.
+    pub async fn persist_graph(&self) -> Result<PersistOutcome, SemanticError> {
+        if self.stats().live_chunks == 0 {
+            return Ok(PersistOutcome::NoGraph);
+        }
+        self.hnsw_ready().await?;
+        self.save_graph().await
+    }
+
+    /// Holds every later background build at `hook` (called after the snapshot, before building).
+    #[cfg(test)]
+    pub(crate) fn set_build_hook(&self, hook: BuildHook) {
+        *self
+            .build_hook
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
+    }
+}
+
+/// Encodes the answering graph under a read lock and stores it, unless it is unchanged.
+async fn persist_current<S: VectorStore>(
+    state: &RwLock<IndexState>,
+    store: &S,
+    digest: ProfileDigest,
+    save_lock: &tokio::sync::Mutex<()>,
+) -> Result<PersistOutcome, SemanticError> {
+    // One save at a time: a background build's save and a caller's never interleave, so once a
+    // caller's save returns, no older graph can land after it.
+    let _saving = save_lock.lock().await;
+    let (encoded, version) = {
+        let guard = state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(current) = guard.graph.current() else {
+            return Ok(PersistOutcome::NoGraph);
+        };
+        if !guard.graph.is_dirty() {
+            return Ok(PersistOutcome::Unchanged);
+        }
+        if current.live_chunks() == 0 {
+            return Ok(PersistOutcome::NoGraph);
+        }
+        (persist::encode(current)?, guard.graph.version())
+    };
+    let position = store.indexed_position(&digest).await?;
+    let chunks = encoded.chunks;
+    store
+        .save_graph(
+            &digest,
+            &GraphSnapshot {
+                position,
+                vector_set: encoded.vector_set,
+                chunks,
+                bytes: encoded.bytes,
+            },
+        )
+        .await?;
+    state
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .graph
+        .mark_saved(version);
+    tracing::debug!(chunks, "hnsw graph persisted");
+    Ok(PersistOutcome::Saved { chunks })
+}
+
+/// The body of a background build: snapshots the exact index, builds from the snapshot, installs
+/// the graph unless the index was dropped meanwhile, then saves it.
+fn build_in_background<S: VectorStore>(job: BuildJob<S>) {
+    let started = std::time::Instant::now();
+    let snapshot = {
+        let Some(state) = job.state.upgrade() else {
+            return;
+        };
+        let mut guard = state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !matches!(guard.graph.build, Build::Starting) {
+            return;
+        }
+        // Snapshot and slot change under one write lock: every later change reaches the log.
+        guard.graph.build = Build::Running {
+            changes: Vec::new(),
+        };
+        guard.exact.snapshot()
+    };
+    if let Some(hook) = &job.hook {
+        hook();
+    }
+    let cancelled = || job.state.strong_count() == 0;
+    // A panic inside hnsw_rs must not leave the build running forever (its change log would grow
+    // with every refresh and `hnsw_ready` would never return): it ends as a failed build.
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        HnswIndex::build_from_table(snapshot, job.bounds, job.params, &cancelled)
+    }))
+    .unwrap_or(Err(SemanticError::Task { what: "hnsw build" }));
+    let Some(state) = job.state.upgrade() else {
+        return;
+    };
+    {
+        let mut guard = state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let installed = match built {
+            Ok(Some(index)) => guard.graph.install_built(index, job.bounds),
+            Ok(None) => {
+                guard.graph.build_abandoned();
+                job.status.send_replace(guard.graph.status());
+                return;
+            }
+            Err(error) => Err(error),
+        };
+        match installed {
+            Ok(()) => {
+                job.counters.builds.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    millis = started.elapsed().as_millis() as u64,
+                    "hnsw graph ready"
+                );
+            }
+            Err(error) => {
+                tracing::warn!(%error, "hnsw build failed; the exact index answers hnsw queries");
+                guard.graph.build_failed();
+            }
+        }
+        job.status.send_replace(guard.graph.status());
+    }
+    // Saved so a restart loads it instead of building again; a failure only costs that.
+    if let Err(error) = block_on(persist_current(
+        &state,
+        &*job.store,
+        job.digest,
+        &job.save_lock,
+    )) {
+        tracing::warn!(%error, "could not persist the hnsw graph");
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drives `future` to completion on this (non-async) thread. The vector store's futures either
+/// complete without waiting (SQLite) or wait on another runtime's task (PostgreSQL), so parking the
+/// thread until woken is enough.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    loop {
+        match future.as_mut().poll(&mut context) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use memory_core::vectors::SourceGeneration;
+    use memory_core::{
+        DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryScope,
+        MemoryWrite, MemoryWriter, NamespaceAddress, OperationId,
+    };
+    use memory_sqlite::vectors::SqliteVectorStore;
+
+    use super::*;
+    use crate::DeterministicEmbedder;
+    use crate::engine::{HnswStartup, SemanticIndexConfig};
+    use crate::index::IndexKind;
+    use crate::limits::QueryLimits;
+    use crate::profile::{ChunkingConfig, Preprocessing, SemanticProfile};
+
+    const NAMESPACE: &str = r#"[1,"graph-tests",1,{"user":"u"}]"#;
+
+    fn key(id: &str) -> MemoryKey {
+        MemoryKey {
+            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
+            id: DocumentId::new(id).unwrap(),
+        }
+    }
+
+    async fn put(documents: &InMemoryStore, id: &str, text: &str, operation: usize) {
+        documents
+            .apply(MemoryWrite::Put {
+                key: key(id),
+                operation_id: OperationId::new(format!("op-{operation}")).unwrap(),
+                expected_revision: None,
+                locator: format!("test:{id}"),
+                content: MemoryContent::text(text),
+                scopes: vec![MemoryScope::new("recall").unwrap()],
+            })
+            .await
+            .unwrap();
+    }
+
+    fn profile() -> SemanticProfile {
+        SemanticProfile {
+            provider: "test".to_owned(),
+            model: "deterministic".to_owned(),
+            model_revision: "1".to_owned(),
+            dimensions: 16,
+            max_sequence_length: 128,
+            chunking: ChunkingConfig {
+                max_chunk_bytes: 64,
+            },
+            preprocessing: Preprocessing::TextOnly,
+        }
+    }
+
+    #[tokio::test]
+    async fn queries_and_refreshes_do_not_wait_for_a_background_rebuild() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());
+        let config = SemanticIndexConfig {
+            hnsw: HnswParams {
+                max_connections: 4,
+                ef_construction: 16,
+                // Wider than the namespace's chunks, so a search reads every row the graph holds
+                // (the test checks what the graph holds, not the walk's recall).
+                ef_search: 64,
+                max_layers: 4,
+                rebuild_tombstone_fraction: 0.2,
+            },
+            ..SemanticIndexConfig::new(profile()).with_hnsw_startup(HnswStartup::OnDemand)
+        };
+        let index = SemanticIndex::open(config, Arc::new(DeterministicEmbedder::new(16)), store)
+            .await
+            .unwrap();
+        let documents = InMemoryStore::default();
+        let mut sources = Vec::new();
+        for i in 0..40usize {
+            put(
+                &documents,
+                &format!("d{i:02}"),
+                &format!("note number {i}"),
+                i,
+            )
+            .await;
+            sources.push((key(&format!("d{i:02}")), SourceGeneration(1)));
+        }
+        index.refresh_many(&documents, &sources, 64).await.unwrap();
+        index.hnsw_ready().await.unwrap();
+        assert_eq!(index.stats().graph_builds, 1);
+
+        let (started, on_started) = mpsc::channel::<()>();
+        let (release, on_release) = mpsc::channel::<()>();
+        let on_release = Arc::new(std::sync::Mutex::new(on_release));
+        index.set_build_hook(Arc::new(move || {
+            let _ = started.send(());
+            let _ = on_release.lock().unwrap().recv();
+        }));
+        // A quarter of the chunks withdrawn: past the rebuild fraction, so a rebuild starts.
+        for i in 0..10usize {
+            index
+                .withdraw(&key(&format!("d{i:02}")), SourceGeneration(2))
+                .await
+                .unwrap();
+        }
+        on_started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a background rebuild started");
+        let stats = index.stats();
+        assert!(stats.hnsw_rebuilding, "{stats:?}");
+        assert_eq!(
+            stats.hnsw,
+            HnswStatus::Ready,
+            "the old graph keeps answering"
+        );
+
+        // While the build is held: a query is answered by the old graph, a refresh applies.
+        let access = MemoryAccess {
+            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
+            scope: MemoryScope::new("recall").unwrap(),
+        };
+        let limits = QueryLimits::new(1_024, 5, 10_000, -1.0, 10_000, IndexKind::Hnsw);
+        let answer = index
+            .query(&documents, &access, "note number 3", limits)
+            .await
+            .unwrap();
+        assert_eq!(answer.answered_by, IndexKind::Hnsw);
+        assert!(answer.hits.iter().all(|hit| hit.key.id.as_str() >= "d10"));
+        put(&documents, "late", "a late note", 100).await;
+        index
+            .refresh(&documents, &key("late"), SourceGeneration(3))
+            .await
+            .unwrap();
+
+        release.send(()).unwrap();
+        while index.stats().hnsw_rebuilding {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let stats = index.stats();
+        assert_eq!(stats.graph_builds, 2);
+        // Withdrawals after the snapshot (at most the one past the threshold) are replayed as
+        // tombstones; the ten before it are gone.
+        assert!(stats.hnsw_tombstones <= 1, "{stats:?}");
+        let late = index
+            .query(&documents, &access, "a late note", limits)
+            .await
+            .unwrap();
+        assert_eq!(late.answered_by, IndexKind::Hnsw);
+        assert_eq!(
+            late.hits[0].key.id.as_str(),
+            "late",
+            "a change made during the build was replayed onto the new graph"
+        );
+    }
+}

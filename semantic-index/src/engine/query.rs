@@ -1,0 +1,308 @@
+//! Queries: embed the text, search one index (HNSW only while its graph is ready; the exact index
+//! otherwise, and the answer says which), then revalidate every candidate against the current
+//! document (SPEC §4).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use memory_core::vectors::VectorStore;
+use memory_core::{MemoryAccess, MemoryDocument, MemoryKey, MemoryReader, NamespaceAddress};
+
+use super::{EmbeddingUsage, SemanticHit, SemanticIndex, SemanticQueryResult, excerpt_digest};
+use crate::embed::Embedder;
+use crate::error::SemanticError;
+use crate::index::{ChunkMeta, IndexKind, SearchHit, SearchRequest, SourceFilter, VectorIndex};
+use crate::limits::QueryLimits;
+
+impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
+    /// Answers `query` for `access` within `limits`; see the module docs.
+    pub async fn query<R: MemoryReader>(
+        &self,
+        reader: &R,
+        access: &MemoryAccess,
+        query: &str,
+        limits: QueryLimits,
+    ) -> Result<SemanticQueryResult, SemanticError> {
+        check_query_limits(query, &limits)?;
+        within_deadline(limits.timeout_ms, async {
+            let candidates = self
+                .candidates_within(query, Some(&access.namespace), &limits)
+                .await?;
+            let revalidated = revalidate(reader, access, candidates.hits, &limits).await?;
+            tracing::debug!(
+                scanned = candidates.scanned_chunks,
+                hits = revalidated.hits.len(),
+                stale = revalidated.excluded_stale,
+                unauthorized = revalidated.excluded_unauthorized,
+                "semantic query answered"
+            );
+            Ok(SemanticQueryResult {
+                hits: revalidated.hits,
+                scanned_chunks: candidates.scanned_chunks,
+                excluded_stale: revalidated.excluded_stale,
+                excluded_unauthorized: revalidated.excluded_unauthorized,
+                embedding: candidates.embedding,
+                answered_by: candidates.answered_by,
+            })
+        })
+        .await
+    }
+
+    /// Embeds `query` and searches, WITHOUT revalidation: the candidates may be stale, withdrawn or
+    /// belong to any namespace, so they must go through a revalidation (as [`SemanticIndex::query`]
+    /// and the recall sources of [`crate::recall`] do) before anything reaches a model. The same limits
+    /// apply as for a query, except the byte budgets of revalidation.
+    pub async fn search_candidates(
+        &self,
+        query: &str,
+        limits: QueryLimits,
+    ) -> Result<SemanticCandidates, SemanticError> {
+        check_query_limits(query, &limits)?;
+        within_deadline(
+            limits.timeout_ms,
+            self.candidates_within(query, None, &limits),
+        )
+        .await
+    }
+
+    /// As [`SemanticIndex::search_candidates`], among the chunks of `namespace` only: the filter
+    /// applies while searching, so `max_candidates` counts only that namespace's chunks. Candidates
+    /// still need revalidation (scopes, withdrawal, revision and excerpt are checked there).
+    pub async fn search_candidates_in(
+        &self,
+        query: &str,
+        namespace: &NamespaceAddress,
+        limits: QueryLimits,
+    ) -> Result<SemanticCandidates, SemanticError> {
+        check_query_limits(query, &limits)?;
+        within_deadline(
+            limits.timeout_ms,
+            self.candidates_within(query, Some(namespace), &limits),
+        )
+        .await
+    }
+
+    async fn candidates_within(
+        &self,
+        query: &str,
+        namespace: Option<&NamespaceAddress>,
+        limits: &QueryLimits,
+    ) -> Result<SemanticCandidates, SemanticError> {
+        let embedding = EmbeddingUsage {
+            texts: 1,
+            bytes: query.len(),
+        };
+        let vector = self
+            .embed(vec![query.to_owned()])
+            .await?
+            .pop()
+            .ok_or(SemanticError::Task { what: "embedding" })?;
+        let request = SearchRequest {
+            limit: limits.max_candidates,
+            min_score: limits.min_score,
+            max_scanned_chunks: limits.max_scanned_chunks,
+        };
+        let filter = namespace.map_or(SourceFilter::All, SourceFilter::Namespace);
+        let (outcome, answered_by) = {
+            let state = self.read_state();
+            match (limits.index, state.graph.current()) {
+                (IndexKind::Hnsw, Some(hnsw)) => {
+                    (hnsw.search_in(&vector, request, filter)?, IndexKind::Hnsw)
+                }
+                // No graph yet: the exact index answers, under the same scan budget.
+                (IndexKind::Hnsw, None) | (IndexKind::Exact, _) => (
+                    state.exact.search_in(&vector, request, filter)?,
+                    IndexKind::Exact,
+                ),
+            }
+        };
+        Ok(SemanticCandidates {
+            hits: outcome.hits,
+            scanned_chunks: outcome.scanned_chunks,
+            embedding,
+            answered_by,
+        })
+    }
+}
+
+/// Unrevalidated search candidates; see [`SemanticIndex::search_candidates`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemanticCandidates {
+    /// Chunk hits in rank order, at most `max_candidates`, each scoring at least `min_score`.
+    pub hits: Vec<SearchHit>,
+    /// Chunks the index scored.
+    pub scanned_chunks: usize,
+    /// Embedder work for the query text.
+    pub embedding: EmbeddingUsage,
+    /// The index that answered: `Exact` for an HNSW search while the graph is not ready.
+    pub answered_by: IndexKind,
+}
+
+/// One grouped read of `keys`, answered in their order; a reader that answers another number of
+/// documents is corrupt (positions would no longer match keys).
+pub(super) async fn read_documents<R: MemoryReader>(
+    reader: &R,
+    keys: &[MemoryKey],
+) -> Result<Vec<Option<MemoryDocument>>, SemanticError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let documents = reader.read_many(keys).await?;
+    if documents.len() != keys.len() {
+        return Err(SemanticError::Store(memory_core::MemoryError::Corrupt {
+            what: "read_many answered another number of documents".to_owned(),
+        }));
+    }
+    Ok(documents)
+}
+
+fn check_query_limits(query: &str, limits: &QueryLimits) -> Result<(), SemanticError> {
+    limits.validate()?;
+    if query.len() > limits.max_query_bytes {
+        return Err(SemanticError::TooLarge {
+            limit: "max_query_bytes",
+            max: limits.max_query_bytes as u64,
+            actual: query.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Runs `work` under the query deadline.
+pub(crate) async fn within_deadline<T>(
+    timeout_ms: u64,
+    work: impl std::future::Future<Output = Result<T, SemanticError>>,
+) -> Result<T, SemanticError> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), work)
+        .await
+        .map_err(|_| SemanticError::Deadline { timeout_ms })?
+}
+
+/// How a chunk candidate fares against its source's current document.
+pub(crate) enum ChunkCheck<'d> {
+    /// The document holds the chunk at the embedded revision.
+    Current {
+        /// The current document.
+        document: &'d MemoryDocument,
+        /// The chunk's exact text in it.
+        excerpt: &'d str,
+    },
+    /// Missing, withdrawn, at another revision, or no longer holding the excerpt.
+    Stale,
+    /// Another key or a document the access may not read.
+    Unauthorized,
+}
+
+/// Checks a chunk against the current document (`None`: missing or withdrawn): key, access, revision,
+/// byte range and exact excerpt.
+pub(crate) fn check_chunk<'d>(
+    document: Option<&'d MemoryDocument>,
+    chunk: &ChunkMeta,
+    access: &MemoryAccess,
+) -> ChunkCheck<'d> {
+    let Some(document) = document else {
+        return ChunkCheck::Stale;
+    };
+    if document.key != chunk.source.key || !document.is_visible_to(access) {
+        return ChunkCheck::Unauthorized;
+    }
+    if document.revision != chunk.source.revision {
+        return ChunkCheck::Stale;
+    }
+    match document.content.text.get(chunk.start..chunk.end) {
+        Some(excerpt) if excerpt_digest(excerpt) == chunk.excerpt_digest => {
+            ChunkCheck::Current { document, excerpt }
+        }
+        _ => ChunkCheck::Stale,
+    }
+}
+
+struct Revalidated {
+    hits: Vec<SemanticHit>,
+    excluded_stale: usize,
+    excluded_unauthorized: usize,
+}
+
+/// Rereads each candidate's source once, drops what is stale or unauthorized, keeps rank order and
+/// enforces the byte budgets.
+async fn revalidate<R: MemoryReader>(
+    reader: &R,
+    access: &MemoryAccess,
+    candidates: Vec<SearchHit>,
+    limits: &QueryLimits,
+) -> Result<Revalidated, SemanticError> {
+    let mut keys: Vec<MemoryKey> = Vec::new();
+    let mut slot_of: HashMap<MemoryKey, usize> = HashMap::new();
+    for candidate in &candidates {
+        let key = &candidate.chunk.source.key;
+        if !slot_of.contains_key(key) {
+            slot_of.insert(key.clone(), keys.len());
+            keys.push(key.clone());
+        }
+    }
+    let documents = read_documents(reader, &keys).await?;
+    let mut result = Revalidated {
+        hits: Vec::new(),
+        excluded_stale: 0,
+        excluded_unauthorized: 0,
+    };
+    let mut source_bytes = 0usize;
+    let mut charged = vec![false; keys.len()];
+    let mut output_bytes = 2usize;
+    for candidate in candidates {
+        let chunk = &candidate.chunk;
+        let slot = slot_of[&chunk.source.key];
+        let (document, excerpt) = match check_chunk(documents[slot].as_ref(), chunk, access) {
+            ChunkCheck::Current { document, excerpt } => (document, excerpt),
+            ChunkCheck::Stale => {
+                result.excluded_stale += 1;
+                continue;
+            }
+            ChunkCheck::Unauthorized => {
+                result.excluded_unauthorized += 1;
+                continue;
+            }
+        };
+        if !charged[slot] {
+            charged[slot] = true;
+            source_bytes = source_bytes.saturating_add(
+                serde_json::to_vec(document)
+                    .map(|json| json.len())
+                    .unwrap_or(usize::MAX),
+            );
+            if source_bytes > limits.max_source_bytes {
+                return Err(SemanticError::Budget {
+                    limit: "max_source_bytes",
+                    max: limits.max_source_bytes as u64,
+                    actual: source_bytes as u64,
+                });
+            }
+        }
+        let hit = SemanticHit {
+            key: document.key.clone(),
+            revision: document.revision.clone(),
+            generation: chunk.source.generation,
+            ordinal: chunk.ordinal,
+            start: chunk.start,
+            end: chunk.end,
+            score: candidate.score,
+            excerpt: excerpt.to_owned(),
+            locator: document.locator.clone(),
+            attributions: document.content.attributions.clone(),
+        };
+        output_bytes = output_bytes.saturating_add(
+            serde_json::to_vec(&hit)
+                .map(|json| json.len() + 1)
+                .unwrap_or(usize::MAX),
+        );
+        if output_bytes > limits.max_output_bytes {
+            return Err(SemanticError::Budget {
+                limit: "max_output_bytes",
+                max: limits.max_output_bytes as u64,
+                actual: output_bytes as u64,
+            });
+        }
+        result.hits.push(hit);
+    }
+    Ok(result)
+}
