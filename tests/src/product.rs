@@ -30,6 +30,21 @@ pub fn memory_binary() -> PathBuf {
     binary
 }
 
+/// The built `remembering-worker` binary, beside [`memory_binary`].
+pub fn worker_binary() -> PathBuf {
+    let memory = memory_binary();
+    let worker = memory.with_file_name(format!(
+        "remembering-worker{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    assert!(
+        worker.is_file(),
+        "{} is missing: build it with `cargo build -p remembering --bin remembering-worker`",
+        worker.display()
+    );
+    worker
+}
+
 /// A temporary directory holding one database file.
 #[derive(Debug)]
 pub struct Fixture {
@@ -97,6 +112,23 @@ impl Fixture {
     /// `memory --db DB <operation> JSON`.
     pub fn call(&self, operation: &str, argument: &Value) -> Outcome {
         self.run(&[operation, &argument.to_string()])
+    }
+
+    /// Runs one pass of `remembering-worker --once` over the database (intent passes, then activity
+    /// passes over every thread) and asserts it succeeded.
+    pub fn worker_pass(&self) {
+        let output = Command::new(worker_binary())
+            .env_remove("MEMORY_DB")
+            .arg("--db")
+            .arg(&self.db)
+            .arg("--once")
+            .output()
+            .expect("the worker runs");
+        assert!(
+            output.status.success(),
+            "worker pass failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// Writes `lines` (one `memory_put` argument each) as a JSON Lines file and imports it.

@@ -185,3 +185,87 @@ fn a_sync_past_max_chunks_is_refused_and_the_rest_is_counted_not_hidden() {
     let status = roomy.run(&["status"]);
     assert_eq!(status.success()["chunks"]["live"], 20);
 }
+
+/// The namespace the worker's statement extractor writes thread `thread`'s statements to.
+fn statements_namespace(thread: &str) -> Value {
+    json!({"name": "remembering.thread-statements", "version": 1, "identity": {"thread": thread}})
+}
+
+fn statements_recall(query: &str, mode: &str) -> Value {
+    json!({
+        "namespace": statements_namespace("chat-7"), "scope": "agent", "query": query, "mode": mode,
+        "limits": {"max_items": 5, "max_bytes": 8000, "max_tokens": 2000, "timeout_ms": 60000}
+    })
+}
+
+fn recalled_texts(outcome: &integration_tests::product::Outcome) -> String {
+    outcome.success()["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_forgotten_record_is_never_recalled_from_acknowledgement_on_in_any_mode() {
+    let fixture = Fixture::new();
+    let record = |text: &str, at: i64| {
+        json!({"thread": "chat-7", "record": {
+            "occurred_at": at, "speaker": "ana", "observers": ["assistant"],
+            "body": {"kind": "user_input", "text": text}
+        }})
+    };
+    let appended = fixture.run(&[
+        "thread",
+        "append",
+        &record(
+            "I adopted a grey cat named Miso last winter.",
+            1_767_225_600_000,
+        )
+        .to_string(),
+    ]);
+    let sequence = appended.success()["sequence"].as_u64().unwrap();
+    fixture
+        .run(&[
+            "thread",
+            "append",
+            &record("I play the violin every Sunday morning.", 1_767_225_660_000).to_string(),
+        ])
+        .success();
+    fixture.worker_pass();
+    fixture.call("sync", &json!({})).success();
+    for mode in MODES {
+        let text =
+            recalled_texts(&fixture.call("recall", &statements_recall("grey cat Miso", mode)));
+        assert!(
+            text.contains("Miso"),
+            "{mode}: the statement is recalled before the forget"
+        );
+    }
+    let forget = json!({"thread": "chat-7", "sequence": sequence, "reason": "the user asked"});
+    fixture
+        .run(&["thread", "forget", &forget.to_string()])
+        .success();
+    // Acknowledged, cleanup not run yet: suppressed at read time in every mode.
+    for mode in MODES {
+        let text =
+            recalled_texts(&fixture.call("recall", &statements_recall("grey cat Miso", mode)));
+        assert!(
+            !text.contains("Miso"),
+            "{mode}: recalled after the forget: {text}"
+        );
+        let kept =
+            recalled_texts(&fixture.call("recall", &statements_recall("violin Sunday", mode)));
+        assert!(kept.contains("violin"), "{mode}: the other record stays");
+    }
+    // The worker's cleanup withdraws it; it stays gone.
+    fixture.worker_pass();
+    fixture.call("sync", &json!({})).success();
+    for mode in MODES {
+        let text =
+            recalled_texts(&fixture.call("recall", &statements_recall("grey cat Miso", mode)));
+        assert!(
+            !text.contains("Miso"),
+            "{mode}: recalled after cleanup: {text}"
+        );
+    }
+}
