@@ -16,7 +16,13 @@
 //! - Every mode revalidates each candidate once, with one grouped read (memory-core's revalidation for
 //!   `lexical`, semantic-index's for the others, which follows the same rules), and composes through
 //!   memory-core's recall, so withdrawn, revoked and stale documents are never recalled and the limits
-//!   hold in every mode.
+//!   hold in every mode. Every read goes through `RecallStore`, which hides documents whose current
+//!   revision a forgotten (suppressed) thread record contributed: a forget is effective for every mode
+//!   the moment it is acknowledged, before the worker's cleanup withdraws the document.
+//! - Limits map one to one to memory-core's [`RecallLimits`]: `max_sources` (distinct cited documents)
+//!   defaults to `max_items`. Semantic results carry `answered_by`, the index that ranked the
+//!   embedding candidates as the search reported it (`exact` for an `hnsw` recall while no graph is
+//!   ready).
 //! - Without a semantic index ([`RecallService::lexical_only`]) or when the model cannot be loaded or
 //!   fails, the semantic modes are refused as `unavailable`; never a lexical answer in disguise.
 //! - `memory_sync` answers the change-feed head once the semantic index reflects it (see
@@ -27,8 +33,10 @@
 //! the limits rather than failing when more match than fit. Every store, lexical-index and vector call
 //! of a recall runs on tokio's blocking pool (memory-sqlite answers synchronously), so `timeout_ms`
 //! really bounds the search, revalidation and composition: when it passes the recall is refused as
-//! `deadline` at once. Loading the model and a one-shot command's catch-up indexing happen before it
-//! starts (they are the implicit sync of a semantic recall, not the recall). Token counts use
+//! `deadline` at once. The deadline starts when the recall does, so loading the model and a one-shot
+//! command's catch-up indexing count against it too: a recall that cannot get the index up to date in
+//! time is refused as `unavailable`, saying how many changes the index is behind and that `memory sync`
+//! catches up (the batches indexed meanwhile stay indexed). Token counts use
 //! memory-core's approximate counter in every mode: the counter should be the consuming agent's model's,
 //! which is not the embedding model, and one limit should mean the same thing whatever the mode.
 //!

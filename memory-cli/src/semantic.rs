@@ -3,8 +3,8 @@
 //!
 //! - The embedder is always the real model ([`FastembedEmbedder`] with the default profile, files found
 //!   by [`ModelAssets::from_env`]); a deterministic embedder is never used by the binary. It is loaded
-//!   lazily, at most once per process, and only when a semantic recall, a sync with something left to
-//!   index, or the server needs it: `put`, `get`, `withdraw` and lexical recall never touch it. A failed
+//!   lazily, at most once per process (the server loads it at start, before it reads a request), and
+//!   only when a semantic recall, a sync with something left to index, or the server needs it: `put`, `get`, `withdraw` and lexical recall never touch it. A failed
 //!   load is a typed `unavailable` refusal (naming `scripts/fetch-assets.sh` when files are missing) and
 //!   is retried on the next need, so fetching the assets repairs a running server.
 //! - Vectors live in the store's own database ([`Store::Vectors`]: a `SqliteVectorStore` on the same
@@ -14,7 +14,8 @@
 //!   so a change indexed by two servers is embedded by both and stored as a replay the second time.
 //! - [`Freshness::CatchUp`] (one-shot commands, [`SemanticBackend::catching_up`]): before a semantic
 //!   recall or a sync, this process indexes every change committed up to the store's head with
-//!   semantic-index's `catch_up`, then answers. Failures are refusals, never a hang.
+//!   semantic-index's `catch_up`, then answers. Failures are refusals, never a hang; a recall's
+//!   catch-up is bounded by its `timeout_ms`.
 //!   [`Freshness::Background`] (the MCP server, [`SemanticBackend::following`]): an [`Indexer`] follows
 //!   [`Store::Feed`] (the SQLite store itself, or a PostgreSQL `ChangeFollower` that wakes on
 //!   `NOTIFY`, so a write on another host is indexed without waiting for a poll); sync waits for it to
@@ -23,6 +24,17 @@
 //!   skips a change this process's index lacks.
 //! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
 //!   against the current document before it is used.
+//! - The HNSW graph is persisted beside the vectors. One-shot commands open with
+//!   `HnswStartup::LoadOnly`: a fresh stored graph is loaded (no build, no embedding), otherwise `hnsw`
+//!   recalls are answered exactly and say so; `memory sync` persists a graph over what it indexed (the
+//!   loaded one with the increments applied, or a new one when there was none), so the next one-shot
+//!   recall loads it. The server loads a fresh graph at start or builds one in the background, saves
+//!   it every minute when it changed and at shutdown.
+//! - Capacity: the index holds at most `--max-chunks` chunks (default 1,000,000, memory taken as chunks
+//!   arrive). A document the index cannot take is recorded unindexed with its reason and never reported
+//!   as searchable: `memory_sync` answers how many, and refuses (`too-large`, naming `max_chunks`) while
+//!   any wait for room; each sync retries those first, so raising `--max-chunks` or withdrawing
+//!   documents lets them in.
 
 use std::sync::Arc;
 use std::time::Duration;
