@@ -99,7 +99,7 @@ fn argument_is_read_from_standard_input_with_a_dash() {
     // Without an argument, an empty standard input stands for `{}`.
     let synced = run_with_stdin(Some(&fixture.db), &["sync"], None);
     synced.assert_success();
-    assert_eq!(synced.json, json!({"indexed": 1}));
+    assert_eq!(synced.json, json!({"indexed": 1, "unindexed": 0}));
 }
 
 #[test]

@@ -297,7 +297,7 @@ fn server_shuts_down_cleanly_at_end_of_input() {
         .expect("the call was answered");
     assert_eq!(
         sync_answer["result"]["structuredContent"],
-        json!({"indexed": 0})
+        json!({"indexed": 0, "unindexed": 0})
     );
     assert_eq!(sync_answer["result"]["isError"], false);
 }

@@ -75,7 +75,7 @@ fn every_semantic_mode_recalls_a_paraphrase_after_sync() {
     put_documents(&fixture);
     let synced = fixture.call("sync", &json!({}));
     synced.assert_success();
-    assert_eq!(synced.json, json!({"indexed": 4}));
+    assert_eq!(synced.json, json!({"indexed": 4, "unindexed": 0}));
 
     for mode in SEMANTIC_MODES {
         let outcome = fixture.call("recall", &recall("which city does Ada live in", mode));
@@ -136,7 +136,7 @@ fn stored_vectors_mean_only_new_changes_are_embedded() {
 
     // Nothing new: the stored position answers without embedding anything.
     let idle = call_logged(&fixture, "sync", &json!({}));
-    assert_eq!(idle.json, json!({"indexed": 4}));
+    assert_eq!(idle.json, json!({"indexed": 4, "unindexed": 0}));
     assert_eq!(refreshes_logged(&idle), 0, "{}", idle.stderr);
 
     fixture
@@ -177,7 +177,7 @@ fn a_withdrawn_document_is_never_recalled_in_any_mode() {
         );
     }
     let synced = fixture.call("sync", &json!({}));
-    assert_eq!(synced.json, json!({"indexed": 5}));
+    assert_eq!(synced.json, json!({"indexed": 5, "unindexed": 0}));
     for mode in ["lexical", "exact", "hnsw", "hybrid"] {
         for query in ["which city does Ada live in", "Ada moved to Lisbon"] {
             let outcome = fixture.call("recall", &recall(query, mode));
@@ -206,7 +206,10 @@ fn missing_assets_refuse_semantic_modes_and_keep_lexical_working() {
     };
 
     // Nothing to index yet: sync needs no model.
-    assert_eq!(run("sync", &json!({})).json, json!({"indexed": 0}));
+    assert_eq!(
+        run("sync", &json!({})).json,
+        json!({"indexed": 0, "unindexed": 0})
+    );
     run(
         "put",
         &put("ada", "op-1", None, "Ada moved to Lisbon last spring."),
@@ -240,7 +243,7 @@ fn missing_assets_refuse_semantic_modes_and_keep_lexical_working() {
 
     // With the model found again (the default lookup), the same file answers every mode.
     let synced = fixture.call("sync", &json!({}));
-    assert_eq!(synced.json, json!({"indexed": 1}));
+    assert_eq!(synced.json, json!({"indexed": 1, "unindexed": 0}));
     let outcome = fixture.call("recall", &recall("which city does Ada live in", "hybrid"));
     assert_eq!(recalled_ids(&outcome), vec!["ada".to_owned()]);
 }
