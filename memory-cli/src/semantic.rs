@@ -190,10 +190,7 @@ impl<S: Store> SemanticBackend<S> {
     /// [`semantic_index::DEFAULT_MAX_CHUNKS`]). Refused (`invalid-input` or `too-large`) when the index
     /// cannot be bounded that way; nothing is allocated for it up front.
     pub fn with_max_chunks(mut self, max_chunks: Option<usize>) -> Result<Self, Refusal> {
-        if let Some(max_chunks) = max_chunks {
-            self.bounds = IndexBounds::with_max_chunks(self.profile.dimensions, max_chunks)
-                .map_err(refusal_of)?;
-        }
+        self.bounds = index_bounds(&self.profile, max_chunks)?;
         Ok(self)
     }
 
@@ -486,6 +483,20 @@ impl<S: Store> SemanticBackend<S> {
             .map_err(refusal_of)?;
         *position = caught.position;
         Ok(())
+    }
+}
+
+/// The bounds of `profile`'s index holding at most `max_chunks` chunks (`--max-chunks`; `None`: the
+/// default capacity), as every command opens it.
+pub fn index_bounds(
+    profile: &SemanticProfile,
+    max_chunks: Option<usize>,
+) -> Result<IndexBounds, Refusal> {
+    match max_chunks {
+        Some(max_chunks) => {
+            IndexBounds::with_max_chunks(profile.dimensions, max_chunks).map_err(refusal_of)
+        }
+        None => Ok(IndexBounds::for_dimensions(profile.dimensions)),
     }
 }
 

@@ -12,13 +12,13 @@
 use std::sync::Arc;
 
 use semantic_index::{
-    EmbedError, Embedder, HnswStartup, IndexBounds, IndexStats, SemanticIndex, SemanticIndexConfig,
+    EmbedError, Embedder, HnswStartup, IndexStats, SemanticIndex, SemanticIndexConfig,
     SemanticProfile,
 };
 use serde::Serialize;
 
 use crate::refusal::Refusal;
-use crate::semantic::refusal_of;
+use crate::semantic::{index_bounds, refusal_of};
 use crate::service::{Store, on_blocking_pool};
 
 /// The answer of `memory status`.
@@ -99,12 +99,7 @@ pub async fn status<S: Store>(
     max_chunks: Option<usize>,
 ) -> Result<StatusResult, Refusal> {
     let profile = SemanticProfile::minilm_l6_v2();
-    let bounds = match max_chunks {
-        Some(max_chunks) => {
-            IndexBounds::with_max_chunks(profile.dimensions, max_chunks).map_err(refusal_of)?
-        }
-        None => IndexBounds::for_dimensions(profile.dimensions),
-    };
+    let bounds = index_bounds(&profile, max_chunks)?;
     let head = on_blocking_pool(async move { store.head().await }).await??;
     let embedder = Arc::new(NoModel(profile.dimensions));
     let config = SemanticIndexConfig::new(profile)
