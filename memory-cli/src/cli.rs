@@ -1,5 +1,5 @@
 //! The command line: `memory [--db PATH] <put|withdraw|get|recall|sync> [JSON | -]`, `memory import`,
-//! `memory serve`.
+//! `memory serve [--http ADDR]`, `memory list`, `memory doctor`.
 //!
 //! The database is a SQLite file (the default) or, given a `postgres://` or `postgresql://` URL, a
 //! PostgreSQL database that several `memory serve` processes and workers on other hosts share; the rules
@@ -66,9 +66,10 @@ Example:
 const RECALL_HELP: &str = "\
 Recalls the memory relevant to a query, visible through one scope, under hard limits. mode is lexical \
 (full-text), exact or hnsw (embedding search), or hybrid (both, fused; the default). The embedding modes \
-first index every earlier write (as sync does) with the local model, found in $MEMORY_ASSETS_DIR or the \
-assets/ folder that scripts/fetch-assets.sh fills; without it they are refused (unavailable) and lexical \
-still answers.
+first index every earlier write (as sync does) with the local model, found in $MEMORY_ASSETS_DIR, else \
+assets/ beside the binary, else the user's data directory (`memory doctor` says which, and the \
+scripts/fetch-assets.sh DIR command that fills one); without it they are refused (unavailable) and \
+lexical still answers.
 
 Answer: {\"text\", \"passages\", \"outcomes\"}; each passage has source {id, locator, revision}, passage_id, \
 content, citation (\"memory:N\") and score
@@ -81,7 +82,9 @@ Returns once every write committed before the call is searchable in every recall
 writes made since the last indexing (vectors are kept in the same database, so a later command \
 embeds only what is new). Refused (unavailable) when there is something to index and the embedding model is missing.
 
-Answer: {\"indexed\"}, the change-sequence position reached
+Answer: {\"indexed\", \"unindexed\"}: the change-sequence position reached, and how many documents the \
+semantic index could not hold (too large, too many chunks, invalid; never reported as searchable, \
+`memory status` shows them by reason)
 
 Example:
   memory sync '{}'";
@@ -97,15 +100,53 @@ Example:
   memory --db notes.sqlite import memories.jsonl";
 
 const SERVE_HELP: &str = "\
-Serves the Model Context Protocol on standard input and output with the tools memory_put, \
-memory_withdraw, memory_get, memory_recall, memory_sync, memory_thread_append and memory_thread_forget \
-(same arguments and answers as the commands). \
-A refusal is a tool result with isError true and the error JSON as structured content. A background \
-indexer embeds every write shortly after it commits; memory_sync waits for it. Stops cleanly at the end \
-of input.
+Serves the Model Context Protocol with the tools memory_put, memory_withdraw, memory_get, memory_recall, \
+memory_sync, memory_thread_append and memory_thread_forget (same arguments and answers as the commands), \
+each with MCP annotations (read-only, destructive, idempotent hints) and an output schema. A refusal is \
+a tool result with isError true and the error JSON as structured content. A background indexer embeds \
+every write shortly after it commits; memory_sync waits for it.
 
-Example (an MCP host's server entry):
-  {\"command\": \"memory\", \"args\": [\"--db\", \"/home/me/notes.sqlite\", \"serve\"]}";
+With --namespace JSON and --scope NAME (or MEMORY_NAMESPACE and MEMORY_SCOPE) four simple tools are \
+listed too, working in that namespace and scope: memory_remember {text, id?, speaker?, metadata?} \
+(stores text; the server fills the operation id, a digest of the call, so a retry replays; with an \
+existing id it replaces the current revision), memory_search {query, limit?} (hybrid recall, limit 5 by \
+default, at most 50, with 8,000 bytes, 2,000 tokens and 10 s), memory_forget {id, reason} (withdraws the \
+current revision) and memory_list {cursor?, limit?} (newest first, 20 by default, at most 100).
+
+Transports: standard input and output by default (stops cleanly at the end of input). --http ADDR serves \
+streamable HTTP at http://ADDR/mcp instead, with GET /healthz (200 once the store is open and the model \
+loaded, 503 before) and GET /metrics (Prometheus/OpenMetrics text: recall latency by mode and outcome, \
+writes by result, index lag, chunks, unindexed documents, HNSW state). Clients send `Authorization: \
+Bearer TOKEN` to /mcp and /metrics; the token comes from --token-file PATH or MEMORY_TOKEN, and is \
+required unless ADDR is a loopback address. While listening, the server writes a discovery file \
+(`<database>.serve.json` beside a SQLite file, mode 0600) naming its URL, pid and token, and removes it \
+on SIGINT or SIGTERM.
+
+Examples (an MCP host's server entry):
+  {\"command\": \"memory\", \"args\": [\"--db\", \"/home/me/notes.sqlite\", \"serve\"]}
+  memory --db notes.sqlite serve --http 127.0.0.1:8181 --namespace '{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"me\"}}' --scope assistant";
+
+const LIST_HELP: &str = "\
+Lists the current documents of the namespace --namespace (or MEMORY_NAMESPACE) names, newest first (a \
+replaced document moves to the front), never withdrawn or forgotten ones. The argument is memory_list's: \
+{\"cursor\"?, \"limit\"?}; limit is 1 to 100 (default 20); pass the answer's next_cursor to get the \
+next page (null on the last one).
+
+Answer: {\"documents\", \"next_cursor\"}
+
+Example:
+  memory --db notes.sqlite list --namespace '{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"u1\"}}' '{\"limit\":50}'";
+
+const DOCTOR_HELP: &str = "\
+Checks where the embedding model's files are looked for, in order: $MEMORY_ASSETS_DIR, then assets/ \
+beside the binary (<dir of memory>/assets), then the user's data directory \
+($XDG_DATA_HOME/memory/assets, default ~/.local/share/memory/assets). Prints one JSON object: the \
+folder used (the first complete one), each candidate with the files found and missing, and the \
+command that fills a folder (scripts/fetch-assets.sh DIR). Exit status 0 when a complete folder is \
+found, 2 otherwise. Loads no model and opens no database.
+
+Example:
+  memory doctor";
 
 const THREAD_HELP: &str = "\
 Conversation activity for the remembering worker: append records to a thread log, and forget a record \
@@ -215,12 +256,9 @@ impl Database {
     /// mistyped URL does not silently fall back to a local file.
     pub fn select(db: &std::path::Path, schema: Option<&str>) -> Result<Self, Refusal> {
         // A path that is not UTF-8 cannot be a URL; it stays a (SQLite) path.
-        let url = db.to_str().filter(|text| {
-            ["postgres://", "postgresql://"].iter().any(|scheme| {
-                text.get(..scheme.len())
-                    .is_some_and(|prefix| prefix.eq_ignore_ascii_case(scheme))
-            })
-        });
+        let url = db
+            .to_str()
+            .filter(|text| memory_postgres::is_postgres_url(text));
         match (url, schema) {
             (Some(url), schema) => {
                 let schema = schema
@@ -261,9 +299,16 @@ pub enum Command {
     /// Import memory_put arguments from a JSON Lines file.
     #[command(after_help = IMPORT_HELP)]
     Import(ImportArgs),
-    /// Serve the operations as MCP tools on standard input and output.
+    /// Serve the operations as MCP tools on standard input and output, or over streamable HTTP
+    /// (`--http ADDR`).
     #[command(after_help = SERVE_HELP)]
-    Serve,
+    Serve(ServeArgs),
+    /// List the documents of the default namespace, newest first, a page at a time (memory_list).
+    #[command(after_help = LIST_HELP)]
+    List(ListArgs),
+    /// Say which model assets are found, which are missing, and the command that fetches them.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor,
     /// Show the store's and the semantic index's state: positions, chunks and capacity, unindexed
     /// documents, the HNSW graph.
     #[command(after_help = STATUS_HELP)]
@@ -272,6 +317,51 @@ pub enum Command {
     /// memory_thread_forget).
     #[command(subcommand, after_help = THREAD_HELP)]
     Thread(ThreadCommand),
+    /// Agent-host hooks: recall before a prompt or at a session's start, record a finished turn
+    /// (Claude Code's UserPromptSubmit, SessionStart and Stop, or the generic JSON form). Never blocks
+    /// the turn: a failure prints nothing, exits 0 and says why on standard error.
+    #[command(after_help = crate::hook::args::HOOK_HELP)]
+    Hook(crate::hook::args::HookArgs),
+}
+
+/// The namespace and scope a command reads and writes by default: `--namespace JSON` (or
+/// `$MEMORY_NAMESPACE`) and `--scope NAME` (or `$MEMORY_SCOPE`). Each command says what it does
+/// without them; the JSON is decoded and checked by [`Self::namespace`], so a malformed one is refused
+/// before any store is opened.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NamespaceArgs {
+    /// The namespace, as the operations' JSON: `{"name", "version", "identity"}`.
+    #[arg(long, env = "MEMORY_NAMESPACE", value_name = "JSON")]
+    pub namespace: Option<String>,
+    /// The scope the reader holds (and writes are granted to).
+    #[arg(long, env = "MEMORY_SCOPE", value_name = "NAME")]
+    pub scope: Option<String>,
+}
+
+impl NamespaceArgs {
+    /// The namespace given, decoded and address-checked; `None` when none was given.
+    pub fn namespace(&self) -> Result<Option<memory_core::DynamicNamespace>, Refusal> {
+        let Some(text) = &self.namespace else {
+            return Ok(None);
+        };
+        let namespace: memory_core::DynamicNamespace = crate::input::decode_bytes(text.as_bytes())
+            .map_err(|refusal| {
+                Refusal::invalid_input(format!("--namespace: {}", refusal.message()))
+            })?;
+        crate::wire::address_of(&namespace)?;
+        Ok(Some(namespace))
+    }
+
+    /// The scope given, checked; `None` when none was given.
+    pub fn scope(&self) -> Result<Option<memory_core::MemoryScope>, Refusal> {
+        self.scope
+            .as_deref()
+            .map(|scope| {
+                memory_core::MemoryScope::new(scope)
+                    .map_err(|error| Refusal::invalid_input(format!("--scope: {error}")))
+            })
+            .transpose()
+    }
 }
 
 /// The `thread` subcommands.
@@ -291,6 +381,37 @@ pub enum ThreadCommand {
 pub struct OperationArgs {
     /// The operation's JSON argument; `-` reads it from standard input. Without it, standard input is
     /// read too, and stands for `{}` when it is a terminal or empty.
+    #[arg(value_name = "JSON | -")]
+    pub json: Option<String>,
+}
+
+/// The arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve MCP over streamable HTTP at ADDR (`IP:PORT`, e.g. `127.0.0.1:8181`; port 0 picks a free
+    /// one) on the path `/mcp`, with `/healthz` and `/metrics` beside it, instead of standard input and
+    /// output.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer token HTTP clients must send, read from PATH (surrounding whitespace trimmed; the
+    /// environment variable MEMORY_TOKEN holds it otherwise). Required unless ADDR is a loopback
+    /// address.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    pub token_file: Option<PathBuf>,
+    /// The namespace and scope of the simple tools (memory_remember, memory_search, memory_forget,
+    /// memory_list), listed only when both are set.
+    #[command(flatten)]
+    pub defaults: NamespaceArgs,
+}
+
+/// The arguments of `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The namespace listed (required; `--scope` is not used).
+    #[command(flatten)]
+    pub defaults: NamespaceArgs,
+    /// `{"cursor"?, "limit"?}` as memory_list takes it; `-` reads it from standard input. Without it,
+    /// the first page of the default size.
     #[arg(value_name = "JSON | -")]
     pub json: Option<String>,
 }

@@ -7,21 +7,35 @@
 //! - [`recall_service`]: which index backs each recall mode, and what sync waits for.
 //! - [`semantic`]: the semantic index (the real embedding model, loaded lazily) and how it follows the store.
 //! - [`thread`]: conversation activity: appending thread records and forgetting them.
+//! - [`hook`]: `memory hook`, the recall and activity hooks of agent hosts (Claude Code and a generic form).
 //! - [`import`]: bulk import of `memory_put` arguments from JSON Lines.
-//! - [`mcp`]: the MCP server (stdio).
+//! - [`mcp`]: the MCP server (stdio or streamable HTTP), with tool annotations and output schemas.
+//! - [`simple`]: the simple tools (`memory_remember`, `memory_search`, `memory_forget`, `memory_list`)
+//!   in the server's default namespace and scope; [`list`]: the listing they and `memory list` share.
+//! - [`http`]: `memory serve --http`: bearer token, `/healthz`, `/metrics` ([`metrics`]).
+//! - [`discovery`]: the file naming a running HTTP server's URL and token.
+//! - [`doctor`]: `memory doctor`, where the model assets are found.
 //! - [`cli`]: the command line's definition.
 //!
 //! The binary (`src/main.rs`) only parses the command line, opens the store and prints answers.
 
 pub mod cli;
+pub mod discovery;
+pub mod doctor;
 pub mod feed;
+pub mod hook;
+pub mod http;
 pub mod import;
 pub mod input;
+pub mod list;
 pub mod mcp;
+pub mod metrics;
 pub mod recall_service;
 pub mod refusal;
 pub mod semantic;
+pub mod serve;
 pub mod service;
+pub mod simple;
 pub mod status;
 pub mod thread;
 pub mod wire;

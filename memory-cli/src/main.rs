@@ -7,13 +7,17 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use memory_cli::cli::{Cli, Command, Database, ImportArgs, OperationArgs, ThreadCommand};
+use memory_cli::cli::{
+    Cli, Command, Database, ImportArgs, ListArgs, OperationArgs, ServeArgs, ThreadCommand,
+};
 use memory_cli::feed::{CommitSignal, WakingFeed};
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
+use memory_cli::list::ListArguments;
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
 use memory_cli::semantic::SemanticBackend;
+use memory_cli::serve::ServeOptions;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_core::{ErrorKind, MemoryError};
@@ -21,9 +25,6 @@ use memory_postgres::{PostgresFailure, PostgresStore, postgres_failure};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
-
-/// How often `memory serve` saves its HNSW graph when it changed.
-const GRAPH_SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 const EXIT_UNEXPECTED: u8 = 1;
 const EXIT_REFUSED: u8 = 2;
@@ -81,9 +82,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(arguments) => (Operation::Recall, arguments),
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
-        Command::Serve => return run_serve(&database, max_chunks),
+        Command::Serve(arguments) => return run_serve(&database, max_chunks, &arguments),
+        Command::List(arguments) => return run_list(&database, &arguments),
+        Command::Doctor => return run_doctor(),
         Command::Status => return run_status(&database, max_chunks),
         Command::Thread(command) => return run_thread(&database, command),
+        Command::Hook(arguments) => {
+            return Ok(memory_cli::hook::run(&database, max_chunks, arguments));
+        }
     };
     run_operation(&database, operation.0, operation.1, max_chunks)
 }
@@ -395,7 +401,7 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
     };
     runtime.shutdown_background();
     match answer.and_then(|status| {
-        serde_json::to_value(status).map_err(|error| {
+        serde_json::to_value(status.with_hooks(database)).map_err(|error| {
             Refusal::new(
                 ErrorKind::Corrupt,
                 format!("status cannot be encoded: {error}"),
@@ -410,7 +416,16 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
     }
 }
 
-fn run_serve(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<ExitCode> {
+fn run_serve(
+    database: &Database,
+    max_chunks: Option<usize>,
+    arguments: &ServeArgs,
+) -> anyhow::Result<ExitCode> {
+    // Flags are checked before the store is opened: a refused one touches no file and no server.
+    let options = match ServeOptions::new(database, arguments) {
+        Ok(options) => options,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -433,7 +448,7 @@ fn run_serve(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<E
                         .and_then(|backend| backend.with_max_chunks(max_chunks))
                 });
             match semantic {
-                Ok(semantic) => serve(runtime, store, semantic, Some(commits)),
+                Ok(semantic) => serve(runtime, store, semantic, Some(commits), options),
                 Err(refusal) => Ok(print_refusal(&refusal)),
             }
         }
@@ -452,7 +467,7 @@ fn run_serve(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<E
             match SemanticBackend::following(Arc::clone(&store), vectors, follower)
                 .and_then(|backend| backend.with_max_chunks(max_chunks))
             {
-                Ok(semantic) => serve(runtime, store, semantic, None),
+                Ok(semantic) => serve(runtime, store, semantic, None, options),
                 Err(refusal) => Ok(print_refusal(&refusal)),
             }
         }
@@ -464,42 +479,89 @@ fn serve<S: Store>(
     store: Arc<S>,
     semantic: SemanticBackend<S>,
     commits: Option<CommitSignal>,
+    options: ServeOptions,
 ) -> anyhow::Result<ExitCode> {
-    let semantic = Arc::new(semantic);
-    let mut service = MemoryService::new(
-        Arc::clone(&store),
-        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
-    );
-    if let Some(commits) = commits {
-        service = service.with_commit_signal(commits);
-    }
-    let service = Arc::new(service);
-    let served = runtime.block_on(async {
-        // The model and the stored vectors are loaded before the first request is read, so the first
-        // recall does not pay for them (a failed load leaves the lexical mode and writes working).
-        semantic.load_now().await;
-        // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so
-        // a restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
-        let saver = {
-            let semantic = Arc::clone(&semantic);
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(GRAPH_SAVE_INTERVAL);
-                every.tick().await;
-                loop {
-                    every.tick().await;
-                    semantic.save_graph().await;
-                }
-            })
-        };
-        let served = memory_cli::mcp::serve_stdio(service).await;
-        saver.abort();
-        semantic.shutdown().await;
-        served
-    });
-    served?;
+    let served = runtime.block_on(memory_cli::serve::serve(store, semantic, commits, options));
     // Standard input may still hold a blocked read on the runtime's blocking pool; do not wait for it.
     runtime.shutdown_background();
+    served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `memory list`: the namespace and the argument are checked before the store is opened.
+fn run_list(database: &Database, arguments: &ListArgs) -> anyhow::Result<ExitCode> {
+    let namespace = match arguments.defaults.namespace() {
+        Ok(Some(namespace)) => namespace,
+        Ok(None) => {
+            return Ok(print_refusal(&Refusal::invalid_input(
+                "memory list needs --namespace JSON (or MEMORY_NAMESPACE)",
+            )));
+        }
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let text = match read_argument(arguments.json.clone()) {
+        Ok(text) => text,
+        Err(ReadFailure::Refused(refusal)) => return Ok(print_refusal(&refusal)),
+        Err(ReadFailure::Io(error)) => {
+            return Err(error).context("could not read the JSON argument");
+        }
+    };
+    let list_arguments: ListArguments = match memory_cli::input::decode_bytes(&text) {
+        Ok(list_arguments) => list_arguments,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    match database {
+        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+            Ok(store) => list_answer(Arc::new(store), &namespace, list_arguments),
+            Err(error) => Ok(print_refusal(&Refusal::from(error))),
+        },
+        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
+            Ok(store) => list_answer(Arc::new(store), &namespace, list_arguments),
+            Err(refusal) => Ok(print_refusal(&refusal)),
+        },
+    }
+}
+
+fn list_answer<S: Store>(
+    store: Arc<S>,
+    namespace: &memory_core::DynamicNamespace,
+    arguments: ListArguments,
+) -> anyhow::Result<ExitCode> {
+    let service = MemoryService::new(
+        Arc::clone(&store),
+        RecallService::lexical_only(Arc::clone(&store)),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = runtime.block_on(memory_cli::list::list(&service, namespace, arguments));
+    match answer.and_then(|page| {
+        serde_json::to_value(page).map_err(|error| {
+            Refusal::new(
+                ErrorKind::Corrupt,
+                format!("list cannot be encoded: {error}"),
+            )
+        })
+    }) {
+        Ok(value) => {
+            print_json(&value)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
+}
+
+/// `memory doctor`: exit 0 when a complete assets folder is found, 2 otherwise.
+fn run_doctor() -> anyhow::Result<ExitCode> {
+    let report = memory_cli::doctor::doctor();
+    let complete = report.assets.complete;
+    print_json(&serde_json::to_value(report)?)?;
+    Ok(if complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_REFUSED)
+    })
 }
 
 fn print_json(value: &Value) -> anyhow::Result<()> {

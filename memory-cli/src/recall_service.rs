@@ -13,6 +13,12 @@
 //!   (see [`semantic_index::recall::HybridParams`]); a document found lexically becomes a whole-document
 //!   passage, one found only by embedding its chunks. Each passage is scored by its document's fused
 //!   score, as the source computed it.
+//! - Long documents: in `lexical` and `hybrid`, a lexical hit longer than one chunk of the profile
+//!   (1,024 bytes by default) is cited by its best-matching chunks
+//!   ([`semantic_index::recall::excerpt_passages`]), exact excerpts of the current text named by the
+//!   index's chunk passage ids, so it fits a `max_bytes` smaller than the document and the same chunk
+//!   found by embedding shares its citation. Without a semantic index the default profile's chunking
+//!   and digest name them.
 //! - Every mode revalidates each candidate once, with one grouped read (memory-core's revalidation for
 //!   `lexical`, semantic-index's for the others, which follows the same rules), and composes through
 //!   memory-core's recall, so withdrawn, revoked and stale documents are never recalled and the limits
@@ -59,7 +65,10 @@ use memory_core::{
     MemoryError, MemoryKey, MemoryReader, MemoryScope, RecallCandidate, RevalidationLimits,
     revalidate,
 };
-use semantic_index::recall::{HybridParams, ScoredLookup, ScoredPassage, on_blocking_pool};
+use semantic_index::recall::{
+    ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages, on_blocking_pool,
+};
+use semantic_index::{ChunkingConfig, ProfileDigest, SemanticProfile};
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::refusal::Refusal;
@@ -225,6 +234,25 @@ impl<S: Store> RecallService<S> {
         self.semantic.as_ref()
     }
 
+    /// The chunking and profile digest that cut lexical hits on long documents into excerpts: the
+    /// semantic index's, else the default profile's, so a lexical excerpt and the embedding index's
+    /// chunk of the same text always share a passage id.
+    fn excerpt_profile(&self) -> Result<(ChunkingConfig, ProfileDigest), Refusal> {
+        match &self.semantic {
+            Some(semantic) => {
+                let (profile, digest) = semantic.profile();
+                Ok((profile.chunking, digest))
+            }
+            None => {
+                let profile = SemanticProfile::minilm_l6_v2();
+                let digest = profile
+                    .digest()
+                    .map_err(|error| Refusal::unavailable(error.to_string()))?;
+                Ok((profile.chunking, digest))
+            }
+        }
+    }
+
     /// `memory_recall`.
     pub async fn recall(&self, query: RecallQuery) -> Result<RecallResult, Refusal> {
         // `timeout_ms` bounds everything the caller waits for: loading the model and a one-shot
@@ -257,6 +285,7 @@ impl<S: Store> RecallService<S> {
         let revalidation = RevalidationLimits::from(&limits);
         let scores: Mutex<Scores> = Mutex::new(Scores::default());
         let unavailable: Mutex<Option<String>> = Mutex::new(None);
+        let excerpts = self.excerpt_profile()?;
         let lookup = async {
             let scored = match (mode, index) {
                 (RecallMode::Exact | RecallMode::Hnsw, Some(index)) => {
@@ -293,7 +322,7 @@ impl<S: Store> RecallService<S> {
                     record(&answered_by, answered.answered_by);
                     answered.lookup
                 }
-                _ => lexical_lookup(store, access, text, depth, revalidation).await?,
+                _ => lexical_lookup(store, access, text, depth, revalidation, excerpts).await?,
             };
             let mut scores = scores
                 .lock()
@@ -410,13 +439,15 @@ fn semantic_limits<V: memory_core::vectors::VectorStore + 'static>(
 }
 
 /// The lexical mode: the store's full-text search and memory-core's revalidation, both on the
-/// blocking pool; each passage (a whole document) is scored by its BM25 relevance.
+/// blocking pool; each passage (a whole document, or the best-matching chunks of a document longer
+/// than one chunk: [`excerpt_passages`]) is scored by its document's BM25 relevance.
 async fn lexical_lookup<S: Store>(
     store: Arc<RecallStore<S>>,
     access: MemoryAccess,
     text: String,
     depth: usize,
     revalidation: RevalidationLimits,
+    (chunking, profile): (ChunkingConfig, ProfileDigest),
 ) -> Result<ScoredLookup, RecallError> {
     on_blocking_pool(async move {
         let hits = store.search(&access, &text, depth).await?;
@@ -429,7 +460,16 @@ async fn lexical_lookup<S: Store>(
                 .or_insert(hit.score);
             candidates.push(RecallCandidate::document(hit.key, Some(hit.revision)));
         }
-        let passages = revalidate(&candidates, &access, &*store, &revalidation).await?;
+        let rules = ExcerptRules {
+            query: &text,
+            chunking,
+            profile,
+        };
+        let passages: Vec<_> = revalidate(&candidates, &access, &*store, &revalidation)
+            .await?
+            .into_iter()
+            .flat_map(|passage| excerpt_passages(passage, &rules))
+            .collect();
         Ok(if passages.is_empty() {
             ScoredLookup::NoMatch
         } else {
@@ -536,6 +576,23 @@ impl<S: Store> RecallService<S> {
                 .await
                 .map_err(|_| Refusal::new(ErrorKind::Storage, "the suppression check failed"))??;
         Ok(visible.into_iter().next().flatten())
+    }
+
+    /// [`Self::visible`] for many documents in one check (a listing page), in their order.
+    pub async fn visible_all(
+        &self,
+        documents: Vec<MemoryDocument>,
+    ) -> Result<Vec<MemoryDocument>, Refusal> {
+        if documents.is_empty() {
+            return Ok(documents);
+        }
+        let suppression = self.suppression.get(&self.store).await?;
+        let documents = documents.into_iter().map(Some).collect();
+        let visible =
+            tokio::task::spawn_blocking(move || hide_suppressed(&*suppression, documents))
+                .await
+                .map_err(|_| Refusal::new(ErrorKind::Storage, "the suppression check failed"))??;
+        Ok(visible.into_iter().flatten().collect())
     }
 }
 

@@ -7,6 +7,9 @@
 //!   only when a semantic recall, a sync with something left to index, or the server needs it: `put`, `get`, `withdraw` and lexical recall never touch it. A failed
 //!   load is a typed `unavailable` refusal (naming `scripts/fetch-assets.sh` when files are missing) and
 //!   is retried on the next need, so fetching the assets repairs a running server.
+//!   The server's embedder is loaded isolated (`FastembedEmbedder::load_isolated`): recalls embed on
+//!   a session of their own and the indexer on a low-priority thread, so a warm recall never waits
+//!   for an indexing batch and keeps its latency while a writer and the indexer are busy.
 //! - Vectors live in the store's own database ([`Store::Vectors`]: a `SqliteVectorStore` on the same
 //!   file, or the PostgreSQL store's `vectors()`), keyed by the profile digest, together with the
 //!   change-feed position they reflect: a later command or a restarted server embeds only the changes
@@ -235,6 +238,18 @@ impl<S: Store> SemanticBackend<S> {
         });
     }
 
+    /// The profile every vector of this index is computed under (its chunking also cuts lexical hits
+    /// on long documents into excerpts).
+    pub fn profile(&self) -> (&SemanticProfile, ProfileDigest) {
+        (&self.profile, self.digest)
+    }
+
+    /// The index once the model and the stored vectors are loaded, `None` before (the HTTP server's
+    /// `/healthz` and `/metrics` read it without waiting).
+    pub fn loaded_index(&self) -> Option<Arc<MemorySemanticIndex<S::Vectors>>> {
+        self.loaded.get().map(|loaded| Arc::clone(&loaded.index))
+    }
+
     /// The index, up to date as [`Freshness`] promises for a query: in catch-up mode every change
     /// committed before the call is indexed first; in background mode the indexer's progress is taken
     /// as it is (call [`Self::sync`] to wait).
@@ -396,12 +411,21 @@ impl<S: Store> SemanticBackend<S> {
     async fn load(&self) -> Result<Loaded<S::Vectors>, Refusal> {
         let assets = self.assets.clone();
         let profile = self.profile.clone();
+        // The server indexes while it answers: its queries get a session of their own and its
+        // indexer embeds on a low-priority thread, so a recall never waits for an indexing batch.
+        // One-shot commands embed and then query, one after the other, on one session.
+        let isolated = self.following.is_some();
         // Reading and initializing the model takes a while; keep it off the async workers.
-        let embedder =
-            tokio::task::spawn_blocking(move || FastembedEmbedder::load(&assets, &profile))
-                .await
-                .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
-                .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
+        let embedder = tokio::task::spawn_blocking(move || {
+            if isolated {
+                FastembedEmbedder::load_isolated(&assets, &profile)
+            } else {
+                FastembedEmbedder::load(&assets, &profile)
+            }
+        })
+        .await
+        .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
+        .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
         // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
         // indexed twice are replays.
         let start = self.vectors.indexed_position(&self.digest).await?;

@@ -32,7 +32,9 @@ use crate::wire::{
 };
 
 /// Everything the operations need from a store, and where its semantic index lives.
-pub trait Store: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + 'static {
+pub trait Store:
+    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + memory_core::MemoryLister + 'static
+{
     /// Where the semantic index's chunk vectors and indexed position are kept.
     type Vectors: VectorStore + 'static;
     /// What the server's background indexer follows: a change feed that reads the documents too.
@@ -229,6 +231,11 @@ impl<S: Store> MemoryService<S> {
     /// The store.
     pub fn store(&self) -> &Arc<S> {
         &self.store
+    }
+
+    /// The recall plumbing (listing hides forgotten sources through it, as `memory_get` does).
+    pub fn recall(&self) -> &RecallService<S> {
+        &self.recall
     }
 
     /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.

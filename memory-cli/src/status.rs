@@ -7,7 +7,8 @@
 //! chunks against the capacity (`--max-chunks`), tombstones, the documents recorded as unindexed by
 //! reason (never reported as searchable), and the HNSW graph: whether a fresh one was loaded from the
 //! store (`loaded_from_store`), or the embedding modes answer exactly until a sync or a server builds
-//! one.
+//! one. It also shows the last errors of `memory hook` by kind (`hooks.errors`), from the hook state
+//! folder's log ([`StatusResult::with_hooks`]).
 
 use std::sync::Arc;
 
@@ -17,6 +18,8 @@ use semantic_index::{
 };
 use serde::Serialize;
 
+use crate::cli::Database;
+use crate::hook::state::{HookErrors, dir_for, read_errors};
 use crate::refusal::Refusal;
 use crate::semantic::{index_bounds, refusal_of};
 use crate::service::{Store, on_blocking_pool};
@@ -37,6 +40,27 @@ pub struct StatusResult {
     pub unindexed: UnindexedStatus,
     /// The HNSW graph as a one-shot command finds it.
     pub hnsw: GraphStatus,
+    /// The hooks' recent failures (`memory hook`), read from the hook state folder's error log (see
+    /// [`crate::hook::state`]): `{total, by_kind: {KIND: {count, last: {at, hook, kind, message}}},
+    /// unreadable}`.
+    pub hooks: HookStatus,
+}
+
+/// What `memory hook` recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HookStatus {
+    /// The last hook errors, by kind.
+    pub errors: HookErrors,
+}
+
+impl StatusResult {
+    /// The same status with the hook errors logged for `database`.
+    pub fn with_hooks(mut self, database: &Database) -> Self {
+        self.hooks = HookStatus {
+            errors: read_errors(&dir_for(database)),
+        };
+        self
+    }
 }
 
 /// Chunk counts against the capacity.
@@ -141,5 +165,6 @@ pub async fn status<S: Store>(
             builds: graph_builds,
             rejected: graph_loads_rejected,
         },
+        hooks: HookStatus::default(),
     })
 }

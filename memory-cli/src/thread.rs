@@ -177,7 +177,7 @@ pub struct ThreadAppendArguments {
 }
 
 /// The answer of `memory_thread_append`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadAppendResult {
     /// The thread.
     pub thread: String,
@@ -226,7 +226,7 @@ pub struct ThreadForgetArguments {
 }
 
 /// The answer of `memory_thread_forget`, given once suppression and cleanup are durable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadForgetResult {
     /// The thread.
     pub thread: String,
@@ -320,18 +320,7 @@ fn decode<T: serde::de::DeserializeOwned>(arguments: RawArguments<'_>) -> Result
 /// full queue is `unavailable` (retry later), inconsistent stored data `corrupt`, anything else
 /// `storage`.
 pub fn refusal_of(error: ActivityError) -> Refusal {
-    let kind = match &error {
-        ActivityError::TooLarge { .. } => ErrorKind::TooLarge,
-        ActivityError::InvalidInput { .. } => ErrorKind::InvalidInput,
-        ActivityError::Busy { .. }
-        | ActivityError::AtCapacity { .. }
-        | ActivityError::LeaseHeld { .. }
-        | ActivityError::StaleLease { .. } => ErrorKind::Unavailable,
-        ActivityError::Noncontiguous { .. }
-        | ActivityError::ProgressMismatch { .. }
-        | ActivityError::Corrupt { .. } => ErrorKind::Corrupt,
-        _ => ErrorKind::Storage,
-    };
+    let kind = error.kind();
     // `Display` of a storage error names the operation, never its source or any user data.
     Refusal::new(kind, error.to_string())
 }

@@ -4,12 +4,15 @@
 //! - [`progress`]: committed-activity progress: fenced processor leases, cursors and pending output.
 //! - [`intents`]: admitted remember and cleanup intents, suppression and source-to-target references.
 //! - [`suppression`]: source events (forget, edit, deletion, revocation) and read-time suppression.
+//! - [`rules`]: the stores' decisions as pure functions (claims, fences, admission, saved commands)
+//!   and the row codecs, so every backend keeps only its SQL, locks and transactions.
 //!
 //! These ports are synchronous on purpose: every call is one short local transaction, and the callers
 //! (the remembering worker) run them between awaits of the memory writer. This module does no I/O.
 
 pub mod intents;
 pub mod progress;
+pub mod rules;
 pub mod suppression;
 pub mod thread;
 
@@ -19,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::document::EpochMillis;
+use crate::error::ErrorKind;
 
 pub use intents::{
     Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
@@ -116,12 +120,28 @@ impl ActivityError {
         }
     }
 
-    /// Whether the same call may succeed later without any change (busy or storage failure).
+    /// Whether the same call may succeed later without any change (busy or storage failure). A lease
+    /// held by another worker is not: that work is someone else's until the lease expires.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Busy { .. } | Self::Storage { .. } | Self::LeaseHeld { .. }
-        )
+        matches!(self, Self::Busy { .. } | Self::Storage { .. })
+    }
+
+    /// The coarse kind a caller (or a wire protocol) acts on: limits and input faults keep their kind;
+    /// a busy store, a full queue and a lease that is someone else's (held or superseded) are
+    /// `unavailable`, retried later; progress that disagrees with itself is `corrupt`.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::TooLarge { .. } => ErrorKind::TooLarge,
+            Self::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Self::Busy { .. }
+            | Self::AtCapacity { .. }
+            | Self::LeaseHeld { .. }
+            | Self::StaleLease { .. } => ErrorKind::Unavailable,
+            Self::Noncontiguous { .. } | Self::ProgressMismatch { .. } | Self::Corrupt { .. } => {
+                ErrorKind::Corrupt
+            }
+            Self::Storage { .. } => ErrorKind::Storage,
+        }
     }
 }
 
@@ -282,6 +302,82 @@ mod tests {
             WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(4)),
         ];
         assert!(others.iter().all(|other| *other != base));
+    }
+
+    #[test]
+    fn activity_kinds_and_retries() {
+        let cases = [
+            (
+                ActivityError::StaleLease {
+                    epoch: FencingEpoch(1),
+                },
+                ErrorKind::Unavailable,
+                false,
+            ),
+            (
+                ActivityError::LeaseHeld { until: 5 },
+                ErrorKind::Unavailable,
+                false,
+            ),
+            (
+                ActivityError::AtCapacity { capacity: 1 },
+                ErrorKind::Unavailable,
+                false,
+            ),
+            (
+                ActivityError::Busy {
+                    operation: "append",
+                },
+                ErrorKind::Unavailable,
+                true,
+            ),
+            (
+                ActivityError::TooLarge {
+                    limit: "x",
+                    max: 1,
+                    actual: 2,
+                },
+                ErrorKind::TooLarge,
+                false,
+            ),
+            (
+                ActivityError::invalid("x", "y"),
+                ErrorKind::InvalidInput,
+                false,
+            ),
+            (
+                ActivityError::Noncontiguous {
+                    expected: Sequence(1),
+                    found: Sequence(3),
+                },
+                ErrorKind::Corrupt,
+                false,
+            ),
+            (
+                ActivityError::ProgressMismatch { what: "x" },
+                ErrorKind::Corrupt,
+                false,
+            ),
+            (
+                ActivityError::Corrupt {
+                    what: "x".to_owned(),
+                },
+                ErrorKind::Corrupt,
+                false,
+            ),
+            (
+                ActivityError::Storage {
+                    operation: "append",
+                    source: "disk".into(),
+                },
+                ErrorKind::Storage,
+                true,
+            ),
+        ];
+        for (error, kind, retryable) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+            assert_eq!(error.is_retryable(), retryable, "{error}");
+        }
     }
 
     #[test]

@@ -141,3 +141,34 @@ impl MemoryWriter for InMemoryStore {
         self.apply_now(write)
     }
 }
+
+/// The change position of a revision is its place in the history (1-based, as a change sequence).
+impl crate::listing::MemoryLister for InMemoryStore {
+    async fn list(
+        &self,
+        namespace: &NamespaceAddress,
+        after: Option<crate::listing::ListCursor>,
+        limit: usize,
+    ) -> Result<crate::listing::ListPage, MemoryError> {
+        crate::listing::check_list_limit(limit)?;
+        let before = after.map_or(u64::MAX, crate::listing::ListCursor::position);
+        let state = self.lock();
+        let mut rows = Vec::new();
+        for (index, revision) in state.history.iter().enumerate().rev() {
+            let position = index as u64 + 1;
+            if position >= before || revision.key.namespace != *namespace {
+                continue;
+            }
+            let Some(current) = state.current.get(&revision.key) else {
+                continue;
+            };
+            if current.revision == revision.revision && current.withdrawn.is_none() {
+                rows.push((position, current.clone()));
+                if rows.len() > limit {
+                    break;
+                }
+            }
+        }
+        Ok(crate::listing::page_of(rows, limit))
+    }
+}

@@ -5,6 +5,8 @@
 //! - [`ports`]: the reader and writer traits every store implements, and the injectable clock.
 //! - [`recall`](mod@recall), [`revalidate`](mod@revalidate), [`tokens`]: transient-context recall under hard limits, revalidation
 //!   against the authoritative store, and token counting (SPEC §2.3, §2.4).
+//! - [`listing`]: the listing read (a namespace's documents, newest first, in pages).
+//! - [`storage`]: what every store backend shares below the ports (limits, row codecs, reports).
 //! - [`in_memory`]: a store for tests and examples.
 //! - `testing` (feature `testing`): the contract suite every store must pass.
 //!
@@ -16,10 +18,12 @@ pub mod document;
 pub mod error;
 pub mod ids;
 pub mod in_memory;
+pub mod listing;
 pub mod namespace;
 pub mod ports;
 pub mod recall;
 pub mod revalidate;
+pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
@@ -33,6 +37,7 @@ pub use document::{
 pub use error::{AddressError, ErrorKind, MemoryError};
 pub use ids::{DocumentId, OperationId, Revision};
 pub use in_memory::InMemoryStore;
+pub use listing::{ListCursor, ListPage, MAX_LIST_LIMIT, MemoryLister};
 pub use namespace::{DynamicNamespace, Namespace, NamespaceAddress, NamespaceDefinition};
 pub use ports::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,

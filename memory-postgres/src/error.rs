@@ -122,6 +122,12 @@ impl<E> From<deadpool_postgres::PoolError> for Fail<E> {
     }
 }
 
+impl From<ActivityError> for Fail<ActivityError> {
+    fn from(error: ActivityError) -> Self {
+        Self::Model(error)
+    }
+}
+
 impl<E> Fail<E> {
     pub(crate) fn class(&self) -> FailureClass {
         match self {
@@ -204,21 +210,41 @@ pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
     MemoryError::Corrupt { what: what.into() }
 }
 
-/// The same, for the activity stores.
-pub(crate) fn activity_corrupt(what: impl Into<String>) -> ActivityError {
-    ActivityError::Corrupt { what: what.into() }
-}
+pub(crate) use memory_core::activity::rules::{
+    column_i64 as to_i64, corrupt as activity_corrupt, stored_u64 as to_u64,
+};
 
-/// Converts a stored integer to an unsigned number, refusing negative values.
-pub(crate) fn to_u64(value: i64, what: &'static str) -> Result<u64, ActivityError> {
-    u64::try_from(value).map_err(|_| activity_corrupt(format!("negative {what}")))
-}
+#[cfg(test)]
+mod tests {
+    use memory_core::ErrorKind;
 
-/// Converts a sequence or epoch to PostgreSQL's `bigint`, refusing values it cannot hold.
-pub(crate) fn to_i64(value: u64, field: &'static str) -> Result<i64, ActivityError> {
-    i64::try_from(value).map_err(|_| ActivityError::TooLarge {
-        limit: field,
-        max: i64::MAX as u64,
-        actual: value,
-    })
+    use super::*;
+
+    fn pool_timeout<E>() -> Fail<E> {
+        Fail::Pool(deadpool_postgres::PoolError::Timeout(
+            deadpool_postgres::TimeoutType::Wait,
+        ))
+    }
+
+    /// Each translation keeps the kind: an unavailable server is `unavailable` from the memory and
+    /// the activity ports alike, and the model's own refusals pass through unchanged.
+    #[test]
+    fn kinds_survive_both_translations() {
+        assert_eq!(
+            pool_timeout::<MemoryError>().into_memory("read").kind(),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            pool_timeout::<ActivityError>()
+                .into_activity("append")
+                .kind(),
+            ErrorKind::Unavailable
+        );
+        let closed = Fail::<ActivityError>::Pool(deadpool_postgres::PoolError::Closed);
+        assert_eq!(closed.into_activity("append").kind(), ErrorKind::Storage);
+        let model = Fail::Model(ActivityError::AtCapacity { capacity: 1 });
+        assert_eq!(model.into_activity("admit").kind(), ErrorKind::Unavailable);
+        let model = Fail::Model(MemoryError::NotFound);
+        assert_eq!(model.into_memory("read").kind(), ErrorKind::NotFound);
+    }
 }

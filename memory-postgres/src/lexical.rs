@@ -14,12 +14,7 @@
 
 use memory_core::MemoryError;
 
-/// Most UTF-8 bytes in a lexical query.
-pub const MAX_QUERY_BYTES: usize = 65_536;
-/// Most distinct words of a query that are searched for.
-pub const MAX_QUERY_TERMS: usize = 64;
-/// Most hits one search returns; larger limits are clamped.
-pub const MAX_SEARCH_HITS: usize = 1_000;
+pub use memory_core::storage::{MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_SEARCH_HITS};
 
 /// The distinct words of a user query, at most [`MAX_QUERY_TERMS`].
 pub fn query_words(query: &str) -> Result<Vec<String>, MemoryError> {

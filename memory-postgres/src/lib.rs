@@ -69,6 +69,7 @@ mod db;
 pub mod error;
 pub mod follower;
 pub mod lexical;
+mod listing;
 pub mod progress;
 pub mod remembering_store;
 mod rows;
@@ -86,3 +87,38 @@ pub use store::{
     CHANGE_CHANNEL, ConsistencyReport, MAX_BATCH_WRITES, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS,
     PostgresStore, PostgresStoreBuilder, RevisionLink,
 };
+
+/// The URL schemes that select PostgreSQL where a database is named by one string (`--db`).
+pub const URL_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+/// Whether `db` names a PostgreSQL database: it starts with one of [`URL_SCHEMES`], in any case.
+/// Anything else is a SQLite path. Every program that takes a `--db` asks this, so a URL means the
+/// same backend to each of them.
+pub fn is_postgres_url(db: &str) -> bool {
+    URL_SCHEMES.iter().any(|scheme| {
+        db.get(..scheme.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+    })
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::is_postgres_url;
+
+    #[test]
+    fn postgres_urls_are_told_from_paths_in_any_case() {
+        for url in ["postgres://u@h/db", "POSTGRESQL://h/db", "PostgreS://"] {
+            assert!(is_postgres_url(url), "{url}");
+        }
+        for path in [
+            "memory.db",
+            "postgres:/x",
+            "./postgres://x",
+            "",
+            "pg://h",
+            "é",
+        ] {
+            assert!(!is_postgres_url(path), "{path}");
+        }
+    }
+}

@@ -8,23 +8,21 @@
 //! A claim locks the row (`SELECT ... FOR UPDATE`, after creating it if missing), so two processes
 //! claiming at once get strictly increasing epochs and at most one unexpired lease.
 
-use std::time::Duration;
-
+use memory_core::activity::rules::progress::{
+    Advance, ClaimRequest, KeyColumns, PROGRESS_COLUMNS, PreparedPending, ProgressColumns,
+    StoredProgress, refusal, stale,
+};
+pub use memory_core::activity::rules::{MAX_INSPECT_ROWS, RELEASE_WAIT};
+use memory_core::activity::rules::{check_page, column_i64};
 use memory_core::activity::{
-    ActivityError, Claim, FencingEpoch, Lease, PendingOutput, ProcessorId, ProcessorVersion,
-    ProgressKey, ProgressStore, ProgressView, Sequence, ThreadId, WorkId, WorkerId,
-    canonical_progress_json,
+    ActivityError, Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView, Sequence,
+    WorkerId,
 };
 use memory_core::document::EpochMillis;
 use tokio_postgres::Row;
 
 use crate::db::{Handle, block_activity};
-use crate::error::{Fail, activity_corrupt, to_i64, to_u64};
-
-/// How long `release` waits for a row lock before leaving the lease to expire.
-pub const RELEASE_WAIT: Duration = Duration::from_millis(500);
-/// Most rows `inspect_all` returns.
-pub const MAX_INSPECT_ROWS: usize = 10_000;
+use crate::error::Fail;
 
 type Attempt<T> = Result<T, Fail<ActivityError>>;
 
@@ -42,82 +40,28 @@ impl std::fmt::Debug for PostgresProgressStore {
     }
 }
 
-struct ProgressRow {
-    cursor: Sequence,
-    epoch: FencingEpoch,
-    owner: Option<String>,
-    lease_expires_at: Option<i64>,
-    pending: Option<PendingOutput>,
-    last_advance_at: Option<i64>,
-}
-
-const ROW_COLUMNS: &str = "cursor, epoch, owner, lease_expires_at, pending_sequence, \
-                           pending_work_id, pending_json, last_advance_at";
-
-/// Decodes the [`ROW_COLUMNS`] starting at column `offset`.
-fn decode(row: &Row, offset: usize) -> Attempt<ProgressRow> {
-    let cursor: i64 = row.try_get(offset)?;
-    let epoch: i64 = row.try_get(offset + 1)?;
-    let owner: Option<String> = row.try_get(offset + 2)?;
-    let lease_expires_at: Option<i64> = row.try_get(offset + 3)?;
-    let pending_sequence: Option<i64> = row.try_get(offset + 4)?;
-    let pending_work_id: Option<String> = row.try_get(offset + 5)?;
-    let pending_json: Option<String> = row.try_get(offset + 6)?;
-    let last_advance_at: Option<i64> = row.try_get(offset + 7)?;
-    let pending = match (pending_sequence, pending_work_id, pending_json) {
-        (None, None, None) => None,
-        (Some(sequence), Some(work_id), Some(json)) => Some(PendingOutput {
-            sequence: Sequence(to_u64(sequence, "pending sequence").map_err(Fail::Model)?),
-            work_id: WorkId::new(work_id)
-                .map_err(|_| Fail::Model(activity_corrupt("stored pending work id is invalid")))?,
-            output: serde_json::from_str(&json).map_err(|error| {
-                Fail::Model(activity_corrupt(format!(
-                    "pending output does not parse: {error}"
-                )))
-            })?,
-        }),
-        _ => {
-            return Err(Fail::Model(activity_corrupt(
-                "pending output is partly stored",
-            )));
-        }
-    };
-    Ok(ProgressRow {
-        cursor: Sequence(to_u64(cursor, "cursor").map_err(Fail::Model)?),
-        epoch: FencingEpoch(to_u64(epoch, "epoch").map_err(Fail::Model)?),
-        owner,
-        lease_expires_at,
-        pending,
-        last_advance_at,
+/// Reads the [`PROGRESS_COLUMNS`] starting at column `offset`.
+fn columns(row: &Row, offset: usize) -> Result<ProgressColumns, tokio_postgres::Error> {
+    Ok(ProgressColumns {
+        cursor: row.try_get(offset)?,
+        epoch: row.try_get(offset + 1)?,
+        owner: row.try_get(offset + 2)?,
+        lease_expires_at: row.try_get(offset + 3)?,
+        pending_sequence: row.try_get(offset + 4)?,
+        pending_work_id: row.try_get(offset + 5)?,
+        pending_json: row.try_get(offset + 6)?,
+        last_advance_at: row.try_get(offset + 7)?,
     })
-}
-
-/// The owned key columns of a progress row.
-#[derive(Clone)]
-struct KeyParams {
-    processor: String,
-    version: i64,
-    thread: String,
-}
-
-impl KeyParams {
-    fn of(key: &ProgressKey) -> Result<Self, ActivityError> {
-        Ok(Self {
-            processor: key.processor.as_str().to_owned(),
-            version: to_i64(key.version.0, "processor version")?,
-            thread: key.thread.as_str().to_owned(),
-        })
-    }
 }
 
 async fn read_row<C: deadpool_postgres::GenericClient + Sync>(
     client: &C,
-    key: &KeyParams,
+    key: &KeyColumns,
     lock: bool,
-) -> Attempt<Option<ProgressRow>> {
+) -> Attempt<Option<StoredProgress>> {
     let statement = client
         .prepare_cached(&format!(
-            "SELECT {ROW_COLUMNS} FROM activity_progress \
+            "SELECT {PROGRESS_COLUMNS} FROM activity_progress \
              WHERE processor = $1 AND version = $2 AND thread = $3{}",
             if lock { " FOR UPDATE" } else { "" }
         ))
@@ -125,49 +69,25 @@ async fn read_row<C: deadpool_postgres::GenericClient + Sync>(
     let row = client
         .query_opt(&statement, &[&key.processor, &key.version, &key.thread])
         .await?;
-    row.map(|row| decode(&row, 0)).transpose()
-}
-
-/// Explains a fenced write that changed no row: stale lease first, then the caller's specific mismatch.
-async fn explain<C: deadpool_postgres::GenericClient + Sync>(
-    client: &C,
-    key: &KeyParams,
-    lease: &Lease,
-    now: EpochMillis,
-    otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
-) -> Fail<ActivityError> {
-    match read_row(client, key, false).await {
-        Err(error) => error,
-        Ok(None) => Fail::Model(ActivityError::StaleLease { epoch: lease.epoch }),
-        Ok(Some(row)) => {
-            let current = row.epoch == lease.epoch
-                && row.owner.as_deref() == Some(lease.owner.as_str())
-                && row.lease_expires_at.is_some_and(|expiry| expiry > now);
-            Fail::Model(if current {
-                otherwise(&row)
-            } else {
-                ActivityError::StaleLease { epoch: lease.epoch }
-            })
-        }
-    }
+    row.map(|row| columns(&row, 0)?.decode().map_err(Fail::Model))
+        .transpose()
 }
 
 /// One fenced write inside `transaction`: `UPDATE activity_progress SET {set} WHERE <lease> AND
 /// {condition}`, the lease columns bound as `$1`..`$6` (processor, version, thread, epoch, owner, now)
-/// and `values` from `$7` on. Exactly one row must change; otherwise the refusal is what [`explain`]
-/// finds (stale lease first, then `otherwise`). `set` and `condition` are fixed strings of this module.
-#[allow(clippy::too_many_arguments)]
+/// and `values` from `$7` on. Exactly one row must change; otherwise the refusal is what [`refusal`]
+/// finds in the row (stale lease first, then `otherwise`). `set` and `condition` are fixed strings of
+/// this module.
 async fn fenced_update(
     transaction: &deadpool_postgres::Transaction<'_>,
-    set: &str,
-    condition: &str,
-    key: &KeyParams,
+    (set, condition): (&str, &str),
     lease: &Lease,
-    epoch: i64,
     now: EpochMillis,
     values: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
+    otherwise: impl FnOnce(&StoredProgress) -> ActivityError,
 ) -> Attempt<()> {
+    let key = KeyColumns::of(&lease.key).map_err(Fail::Model)?;
+    let epoch = column_i64(lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
     let statement = transaction
         .prepare_cached(&format!(
             "UPDATE activity_progress SET {set} \
@@ -187,7 +107,8 @@ async fn fenced_update(
     parameters.extend_from_slice(values);
     let changed = transaction.execute(&statement, &parameters).await?;
     if changed != 1 {
-        return Err(explain(transaction, key, lease, now, otherwise).await);
+        let row = read_row(transaction, &key, false).await?;
+        return Err(Fail::Model(refusal(row.as_ref(), lease, now, otherwise)));
     }
     Ok(())
 }
@@ -200,12 +121,8 @@ impl ProgressStore for PostgresProgressStore {
         lease_ms: u64,
         now: EpochMillis,
     ) -> Result<Claim, ActivityError> {
-        if lease_ms == 0 {
-            return Err(ActivityError::invalid("lease_ms", "must be positive"));
-        }
-        let expires_at = now.saturating_add(to_i64(lease_ms, "lease_ms")?);
-        let params = KeyParams::of(key)?;
-        let (key, owner) = (key.clone(), owner.clone());
+        let request = ClaimRequest::new(key, owner, lease_ms, now)?;
+        let params = KeyColumns::of(key)?;
         // A retry after a lost COMMIT claims again: the first epoch is superseded before anyone used it.
         block_activity!(
             self.handle,
@@ -226,25 +143,9 @@ impl ProgressStore for PostgresProgressStore {
                     )
                     .await?;
                 let existing = read_row(&transaction, &params, true).await?;
-                if let Some(row) = &existing
-                    && let (Some(holder), Some(expiry)) = (&row.owner, row.lease_expires_at)
-                    && expiry > now
-                    && holder != owner.as_str()
-                {
-                    return Err(Fail::Model(ActivityError::LeaseHeld { until: expiry }));
-                }
-                let epoch = FencingEpoch(
-                    existing
-                        .as_ref()
-                        .map_or(0, |row| row.epoch.0)
-                        .checked_add(1)
-                        .ok_or(Fail::Model(ActivityError::TooLarge {
-                            limit: "fencing epoch",
-                            max: u64::MAX,
-                            actual: u64::MAX,
-                        }))?,
-                );
-                let epoch_value = to_i64(epoch.0, "fencing epoch").map_err(Fail::Model)?;
+                let claim = request.clone().plan(existing, now).map_err(Fail::Model)?;
+                let epoch =
+                    column_i64(claim.lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
                 let take = transaction
                 .prepare_cached(
                     "UPDATE activity_progress SET epoch = $4, owner = $5, lease_expires_at = $6 \
@@ -258,26 +159,15 @@ impl ProgressStore for PostgresProgressStore {
                             &params.processor,
                             &params.version,
                             &params.thread,
-                            &epoch_value,
-                            &owner.as_str(),
-                            &expires_at,
+                            &epoch,
+                            &claim.lease.owner.as_str(),
+                            &claim.lease.expires_at,
                         ],
                     )
                     .await?;
                 commit_sent = true;
                 transaction.commit().await?;
-                let (cursor, pending) =
-                    existing.map_or((Sequence::ZERO, None), |row| (row.cursor, row.pending));
-                Ok(Claim {
-                    lease: Lease {
-                        key: key.clone(),
-                        owner: owner.clone(),
-                        epoch,
-                        expires_at,
-                    },
-                    cursor,
-                    pending,
-                })
+                Ok(claim)
             }
         )
     }
@@ -288,18 +178,9 @@ impl ProgressStore for PostgresProgressStore {
         pending: &PendingOutput,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        if pending.work_id != lease.key.work_id(pending.sequence) {
-            return Err(ActivityError::ProgressMismatch {
-                what: "work id does not derive from the record's position",
-            });
-        }
         // Checked before the transaction: a refused output leaves prior progress untouched.
-        let output_json =
-            canonical_progress_json("pending output canonical JSON", &pending.output)?;
-        let params = KeyParams::of(&lease.key)?;
-        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
-        let sequence = to_i64(pending.sequence.0, "pending sequence")?;
-        let (lease, pending) = (lease.clone(), pending.clone());
+        let prepared = PreparedPending::new(lease, pending)?;
+        let (lease, work_id) = (lease.clone(), pending.work_id.clone());
         block_activity!(
             self.handle,
             "save pending output",
@@ -308,25 +189,14 @@ impl ProgressStore for PostgresProgressStore {
                 let transaction = client.transaction().await?;
                 fenced_update(
                     &transaction,
-                    "pending_sequence = $7, pending_work_id = $8, pending_json = $9",
-                    "pending_sequence IS NULL AND cursor + 1 = $7",
-                    &params,
+                    (
+                        "pending_sequence = $7, pending_work_id = $8, pending_json = $9",
+                        "pending_sequence IS NULL AND cursor + 1 = $7",
+                    ),
                     &lease,
-                    epoch,
                     now,
-                    &[&sequence, &pending.work_id.as_str(), &output_json],
-                    |row| {
-                        if row.pending.is_some() {
-                            ActivityError::ProgressMismatch {
-                                what: "pending output is already saved",
-                            }
-                        } else {
-                            ActivityError::Noncontiguous {
-                                expected: Sequence(row.cursor.0.saturating_add(1)),
-                                found: pending.sequence,
-                            }
-                        }
-                    },
+                    &[&prepared.sequence, &work_id.as_str(), &prepared.output_json],
+                    |row| prepared.save_refused(row),
                 )
                 .await?;
                 commit_sent = true;
@@ -342,17 +212,8 @@ impl ProgressStore for PostgresProgressStore {
         pending: &PendingOutput,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        if pending.work_id != lease.key.work_id(pending.sequence) {
-            return Err(ActivityError::ProgressMismatch {
-                what: "work id does not derive from the record's position",
-            });
-        }
         // Checked before the transaction: a refused output leaves the saved one untouched.
-        let output_json =
-            canonical_progress_json("pending output canonical JSON", &pending.output)?;
-        let params = KeyParams::of(&lease.key)?;
-        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
-        let sequence = to_i64(pending.sequence.0, "pending sequence")?;
+        let prepared = PreparedPending::new(lease, pending)?;
         let lease = lease.clone();
         // Idempotent: replacing with the same output twice leaves the same row.
         block_activity!(
@@ -363,16 +224,11 @@ impl ProgressStore for PostgresProgressStore {
                 let transaction = client.transaction().await?;
                 fenced_update(
                     &transaction,
-                    "pending_json = $8",
-                    "pending_sequence = $7",
-                    &params,
+                    ("pending_json = $8", "pending_sequence = $7"),
                     &lease,
-                    epoch,
                     now,
-                    &[&sequence, &output_json],
-                    |_| ActivityError::ProgressMismatch {
-                        what: "no pending output is saved for this record",
-                    },
+                    &[&prepared.sequence, &prepared.output_json],
+                    |row| prepared.replace_refused(row),
                 )
                 .await?;
                 commit_sent = true;
@@ -383,12 +239,7 @@ impl ProgressStore for PostgresProgressStore {
     }
 
     fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError> {
-        let Some(from) = to.0.checked_sub(1) else {
-            return Err(ActivityError::invalid("advance target", "must be positive"));
-        };
-        let params = KeyParams::of(&lease.key)?;
-        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
-        let (to_value, from_value) = (to_i64(to.0, "cursor")?, to_i64(from, "cursor")?);
+        let advance = Advance::new(to)?;
         let lease = lease.clone();
         block_activity!(
             self.handle,
@@ -398,18 +249,15 @@ impl ProgressStore for PostgresProgressStore {
                 let transaction = client.transaction().await?;
                 fenced_update(
                     &transaction,
-                    "cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
+                    (
+                        "cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
                      pending_json = NULL, last_advance_at = $6",
-                    "cursor = $8",
-                    &params,
+                        "cursor = $8",
+                    ),
                     &lease,
-                    epoch,
                     now,
-                    &[&to_value, &from_value],
-                    |row| ActivityError::Noncontiguous {
-                        expected: Sequence(row.cursor.0.saturating_add(1)),
-                        found: to,
-                    },
+                    &[&advance.to, &advance.from],
+                    |row| advance.refused(row),
                 )
                 .await?;
                 commit_sent = true;
@@ -420,8 +268,8 @@ impl ProgressStore for PostgresProgressStore {
     }
 
     fn release(&self, lease: &Lease, now: EpochMillis) -> Result<(), ActivityError> {
-        let params = KeyParams::of(&lease.key)?;
-        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
+        let params = KeyColumns::of(&lease.key)?;
+        let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
         let lease = lease.clone();
         block_activity!(
             self.handle,
@@ -458,9 +306,7 @@ impl ProgressStore for PostgresProgressStore {
                     )
                     .await?;
                 if changed != 1 {
-                    return Err(Fail::Model(ActivityError::StaleLease {
-                        epoch: lease.epoch,
-                    }));
+                    return Err(Fail::Model(stale(&lease)));
                 }
                 commit_sent = true;
                 transaction.commit().await?;
@@ -470,7 +316,7 @@ impl ProgressStore for PostgresProgressStore {
     }
 
     fn inspect(&self, key: &ProgressKey) -> Result<Option<ProgressView>, ActivityError> {
-        let params = KeyParams::of(key)?;
+        let params = KeyColumns::of(key)?;
         let key = key.clone();
         block_activity!(
             self.handle,
@@ -479,18 +325,13 @@ impl ProgressStore for PostgresProgressStore {
             |client, _commit_sent| {
                 Ok(read_row(&client, &params, false)
                     .await?
-                    .map(|row| view(key.clone(), row)))
+                    .map(|row| row.view(key.clone())))
             }
         )
     }
 
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError> {
-        if limit == 0 || limit > MAX_INSPECT_ROWS {
-            return Err(ActivityError::invalid(
-                "inspect limit",
-                format!("must be between 1 and {MAX_INSPECT_ROWS}"),
-            ));
-        }
+        check_page(limit, MAX_INSPECT_ROWS, "inspect limit")?;
         block_activity!(
             self.handle,
             "inspect progress",
@@ -498,43 +339,23 @@ impl ProgressStore for PostgresProgressStore {
             |client, _commit_sent| {
                 let statement = client
                     .prepare_cached(&format!(
-                        "SELECT processor, version, thread, {ROW_COLUMNS} FROM activity_progress \
+                        "SELECT processor, version, thread, {PROGRESS_COLUMNS} FROM activity_progress \
                      ORDER BY processor, version, thread LIMIT $1"
                     ))
                     .await?;
                 let rows = client.query(&statement, &[&(limit as i64)]).await?;
                 let mut views = Vec::with_capacity(rows.len());
                 for row in rows {
-                    let processor: String = row.try_get(0)?;
-                    let version: i64 = row.try_get(1)?;
-                    let thread: String = row.try_get(2)?;
-                    let bad = || Fail::Model(activity_corrupt("stored progress key is invalid"));
-                    let key = ProgressKey {
-                        processor: ProcessorId::new(processor).map_err(|_| bad())?,
-                        version: ProcessorVersion(
-                            to_u64(version, "processor version").map_err(Fail::Model)?,
-                        ),
-                        thread: ThreadId::new(thread).map_err(|_| bad())?,
+                    let key = KeyColumns {
+                        processor: row.try_get(0)?,
+                        version: row.try_get(1)?,
+                        thread: row.try_get(2)?,
                     };
-                    views.push(view(key, decode(&row, 3)?));
+                    let stored = columns(&row, 3)?.decode().map_err(Fail::Model)?;
+                    views.push(stored.view(key.decode().map_err(Fail::Model)?));
                 }
                 Ok(views)
             }
         )
-    }
-}
-
-fn view(key: ProgressKey, row: ProgressRow) -> ProgressView {
-    let lease = match (row.owner, row.lease_expires_at) {
-        (Some(owner), Some(expiry)) => WorkerId::new(owner).ok().map(|owner| (owner, expiry)),
-        _ => None,
-    };
-    ProgressView {
-        key,
-        cursor: row.cursor,
-        pending: row.pending,
-        last_advance_at: row.last_advance_at,
-        epoch: row.epoch,
-        lease,
     }
 }

@@ -12,23 +12,24 @@
 //!   rows get their numbers in commit order (pages read by number never skip a late commit).
 
 use memory_core::activity::intents::Admitted;
+pub use memory_core::activity::rules::MAX_PAGE_ROWS;
+use memory_core::activity::rules::intents::{
+    ALL_REVISIONS, AdmissionStep, CLAIM_COLUMNS, ClaimColumns, IntentClaimRequest,
+    PreparedAdmission, PreparedCommand, REFERENCE_COLUMNS, ReferenceColumns, VIEW_COLUMNS,
+    ViewColumns, check_room, parked, parked_gone, parse_state, stale, suppression_revision,
+};
+use memory_core::activity::rules::{check_batch, check_page, column_i64, parse_stored, stored_u64};
 use memory_core::activity::{
-    ActivityError, FencingEpoch, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome,
-    IntentState, IntentView, RememberingStore, SavedCommand, SourceId, SourceReference,
-    SourceRevision, WorkerId, canonical_progress_json,
+    ActivityError, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentView,
+    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, WorkerId,
+    canonical_progress_json,
 };
 use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
 use tokio_postgres::types::ToSql;
 
 use crate::db::{Handle, block_activity};
-use crate::error::{Fail, activity_corrupt, to_i64, to_u64};
-
-/// Most rows one page of references or outbox entries may hold.
-pub const MAX_PAGE_ROWS: usize = 10_000;
-
-/// The stored form of "every revision" in the suppression table.
-const ALL_REVISIONS: &str = "";
+use crate::error::Fail;
 
 /// The advisory lock key of admission, the outbox and references ("memory-r" in ASCII).
 const REMEMBERING_LOCK: i64 = 0x6d65_6d6f_7279_2d72;
@@ -49,20 +50,6 @@ impl std::fmt::Debug for PostgresRememberingStore {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(json: Option<String>, what: &str) -> Attempt<Option<T>> {
-    json.map(|json| {
-        serde_json::from_str(&json).map_err(|error| {
-            Fail::Model(activity_corrupt(format!("{what} does not parse: {error}")))
-        })
-    })
-    .transpose()
-}
-
-fn parse_one<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Attempt<T> {
-    serde_json::from_str(json)
-        .map_err(|error| Fail::Model(activity_corrupt(format!("{what} does not parse: {error}"))))
-}
-
 async fn lock_remembering(transaction: &deadpool_postgres::Transaction<'_>) -> Attempt<()> {
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&REMEMBERING_LOCK])
@@ -70,56 +57,37 @@ async fn lock_remembering(transaction: &deadpool_postgres::Transaction<'_>) -> A
     Ok(())
 }
 
-/// Inserts or reopens an intent inside `transaction` (which holds the remembering lock); capacity
-/// applies to counted intents only.
+/// Inserts or reopens an intent inside `transaction` (which holds the remembering lock), as
+/// [`PreparedAdmission::plan`] decides.
 async fn admit_in(
     transaction: &deadpool_postgres::Transaction<'_>,
-    intent: &Intent,
-    capacity: Option<u64>,
+    admission: &PreparedAdmission,
     now: EpochMillis,
 ) -> Attempt<Admitted> {
-    let intent_json =
-        canonical_progress_json("intent canonical JSON", intent).map_err(Fail::Model)?;
-    let id = intent.id();
+    let id = admission.id().as_str();
     let existing: Option<String> = transaction
         .query_opt(
             "SELECT state FROM remembering_intents WHERE id = $1 FOR UPDATE",
-            &[&id.as_str()],
+            &[&id],
         )
         .await?
         .map(|row| row.try_get(0))
         .transpose()?;
-    match existing.as_deref() {
-        Some("queued") => {
-            return Ok(Admitted {
-                id,
-                already_admitted: true,
-            });
-        }
-        // A cleanup can be needed again (a write landed after the last cleanup ran), so a finished one
-        // reopens; a finished remember intent stays finished.
-        Some(_) if matches!(intent, Intent::Cleanup { .. }) => {
+    match admission.plan(existing.as_deref().map(parse_state)) {
+        AdmissionStep::Known(admitted) => return Ok(admitted),
+        AdmissionStep::Reopen(admitted) => {
             transaction
                 .execute(
                     "UPDATE remembering_intents SET state = 'queued', outcome_json = NULL, \
                      owner = NULL, lease_expires_at = NULL WHERE id = $1",
-                    &[&id.as_str()],
+                    &[&id],
                 )
                 .await?;
-            return Ok(Admitted {
-                id,
-                already_admitted: false,
-            });
+            return Ok(admitted);
         }
-        Some(_) => {
-            return Ok(Admitted {
-                id,
-                already_admitted: true,
-            });
-        }
-        None => {}
+        AdmissionStep::Insert => {}
     }
-    if let Some(capacity) = capacity {
+    if admission.is_counted() {
         let open: i64 = transaction
             .query_one(
                 "SELECT count(*) FROM remembering_intents WHERE state = 'queued' AND counted",
@@ -127,21 +95,16 @@ async fn admit_in(
             )
             .await?
             .try_get(0)?;
-        if to_u64(open, "open intents").map_err(Fail::Model)? >= capacity {
-            return Err(Fail::Model(ActivityError::AtCapacity { capacity }));
-        }
+        admission.check_room(stored_u64(open, "open intents")?)?;
     }
     transaction
         .execute(
             "INSERT INTO remembering_intents (id, intent_json, counted, state, admitted_at) \
              VALUES ($1, $2, $3, 'queued', $4)",
-            &[&id.as_str(), &intent_json, &capacity.is_some(), &now],
+            &[&id, &admission.intent_json, &admission.is_counted(), &now],
         )
         .await?;
-    Ok(Admitted {
-        id,
-        already_admitted: false,
-    })
+    Ok(admission.admitted(false))
 }
 
 /// Runs a fenced `UPDATE` on one intent; zero changed rows means the lease is stale (or the intent
@@ -157,7 +120,7 @@ async fn fenced_update(
         "UPDATE remembering_intents SET {assignments} \
          WHERE id = $1 AND epoch = $2 AND owner = $3 AND lease_expires_at > $4 AND state = 'queued'"
     );
-    let epoch = to_i64(lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
+    let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
     let id = lease.id.as_str();
     let owner = lease.owner.as_str();
     let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id, &epoch, &owner, &now];
@@ -165,9 +128,7 @@ async fn fenced_update(
     let statement = transaction.prepare_cached(&sql).await?;
     let changed = transaction.execute(&statement, &all).await?;
     if changed != 1 {
-        return Err(Fail::Model(ActivityError::StaleLease {
-            epoch: lease.epoch,
-        }));
+        return Err(Fail::Model(stale(lease)));
     }
     Ok(())
 }
@@ -185,44 +146,13 @@ async fn insert_reference(
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
         )
         .await?;
-    transaction
-        .execute(
-            &statement,
-            &[
-                &reference.source.as_str(),
-                &reference.source_revision.as_str(),
-                &reference.target.namespace.as_str(),
-                &reference.target.id.as_str(),
-                &reference.operation_id.as_str(),
-                &reference.revision.as_str(),
-            ],
-        )
-        .await?;
+    let columns = ReferenceColumns::of(reference);
+    let parameters: Vec<&(dyn ToSql + Sync)> = columns
+        .iter()
+        .map(|column| column as &(dyn ToSql + Sync))
+        .collect();
+    transaction.execute(&statement, &parameters).await?;
     Ok(())
-}
-
-fn counted_capacity(intent: &Intent, capacity: u64) -> Option<u64> {
-    match intent {
-        Intent::Remember { .. } => Some(capacity),
-        Intent::Cleanup { .. } => None,
-    }
-}
-
-fn saved_command(
-    write: Option<memory_core::MemoryWrite>,
-    attempt: Option<i64>,
-) -> Attempt<Option<SavedCommand>> {
-    match (write, attempt) {
-        (Some(write), Some(attempt)) => Ok(Some(SavedCommand {
-            attempt: u32::try_from(attempt)
-                .map_err(|_| Fail::Model(activity_corrupt("command attempt out of range")))?,
-            write,
-        })),
-        (None, None) => Ok(None),
-        _ => Err(Fail::Model(activity_corrupt(
-            "saved command is partly stored",
-        ))),
-    }
 }
 
 impl RememberingStore for PostgresRememberingStore {
@@ -232,7 +162,7 @@ impl RememberingStore for PostgresRememberingStore {
         capacity: u64,
         now: EpochMillis,
     ) -> Result<Admitted, ActivityError> {
-        let intent = intent.clone();
+        let admission = PreparedAdmission::queued(intent, capacity)?;
         block_activity!(
             self.handle,
             "admit intent",
@@ -240,13 +170,7 @@ impl RememberingStore for PostgresRememberingStore {
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
                 lock_remembering(&transaction).await?;
-                let admitted = admit_in(
-                    &transaction,
-                    &intent,
-                    counted_capacity(&intent, capacity),
-                    now,
-                )
-                .await?;
+                let admitted = admit_in(&transaction, &admission, now).await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(admitted)
@@ -260,11 +184,7 @@ impl RememberingStore for PostgresRememberingStore {
         lease_ms: u64,
         now: EpochMillis,
     ) -> Result<Option<IntentClaim>, ActivityError> {
-        if lease_ms == 0 {
-            return Err(ActivityError::invalid("lease_ms", "must be positive"));
-        }
-        let expires_at = now.saturating_add(to_i64(lease_ms, "lease_ms")?);
-        let owner = owner.clone();
+        let request = IntentClaimRequest::new(owner, lease_ms, now)?;
         block_activity!(
             self.handle,
             "claim intent",
@@ -272,58 +192,42 @@ impl RememberingStore for PostgresRememberingStore {
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
                 let found = transaction
-                .query_opt(
-                    "SELECT id, intent_json, epoch, proposal_json, command_json, command_attempt \
-                     FROM remembering_intents \
-                     WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= $1) \
-                     ORDER BY row LIMIT 1 FOR UPDATE SKIP LOCKED",
-                    &[&now],
-                )
-                .await?;
+                    .query_opt(
+                        &format!(
+                            "SELECT {CLAIM_COLUMNS} FROM remembering_intents \
+                             WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= $1) \
+                             ORDER BY row LIMIT 1 FOR UPDATE SKIP LOCKED"
+                        ),
+                        &[&now],
+                    )
+                    .await?;
                 let Some(row) = found else {
                     return Ok(None);
                 };
-                let id: String = row.try_get(0)?;
-                let intent_json: String = row.try_get(1)?;
-                let epoch: i64 = row.try_get(2)?;
-                let proposal_json: Option<String> = row.try_get(3)?;
-                let command_json: Option<String> = row.try_get(4)?;
-                let attempt: Option<i64> = row.try_get(5)?;
-                let epoch = FencingEpoch(
-                    to_u64(epoch, "epoch")
-                        .map_err(Fail::Model)?
-                        .saturating_add(1),
-                );
-                let epoch_value = to_i64(epoch.0, "fencing epoch").map_err(Fail::Model)?;
+                let claim = request.clone().plan(ClaimColumns {
+                    id: row.try_get(0)?,
+                    intent_json: row.try_get(1)?,
+                    epoch: row.try_get(2)?,
+                    proposal_json: row.try_get(3)?,
+                    command_json: row.try_get(4)?,
+                    command_attempt: row.try_get(5)?,
+                })?;
+                let epoch = column_i64(claim.lease.epoch.0, "fencing epoch")?;
                 transaction
-                .execute(
-                    "UPDATE remembering_intents SET epoch = $2, owner = $3, lease_expires_at = $4 \
-                     WHERE id = $1",
-                    &[&id, &epoch_value, &owner.as_str(), &expires_at],
-                )
-                .await?;
+                    .execute(
+                        "UPDATE remembering_intents SET epoch = $2, owner = $3, lease_expires_at = $4 \
+                         WHERE id = $1",
+                        &[
+                            &claim.lease.id.as_str(),
+                            &epoch,
+                            &claim.lease.owner.as_str(),
+                            &claim.lease.expires_at,
+                        ],
+                    )
+                    .await?;
                 commit_sent = true;
                 transaction.commit().await?;
-                let id = IntentId::new(id)
-                    .map_err(|_| Fail::Model(activity_corrupt("stored intent id is invalid")))?;
-                let intent: Intent = parse_one(&intent_json, "intent")?;
-                if intent.id() != id {
-                    return Err(Fail::Model(activity_corrupt(
-                        "stored intent does not match its id",
-                    )));
-                }
-                let command = saved_command(parse(command_json, "saved command")?, attempt)?;
-                Ok(Some(IntentClaim {
-                    lease: IntentLease {
-                        id,
-                        owner: owner.clone(),
-                        epoch,
-                        expires_at,
-                    },
-                    intent,
-                    proposal: parse(proposal_json, "saved proposal")?,
-                    command,
-                }))
+                Ok(Some(claim))
             }
         )
     }
@@ -364,8 +268,7 @@ impl RememberingStore for PostgresRememberingStore {
         reference: &SourceReference,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        let command_json = canonical_progress_json("command canonical JSON", &command.write)?;
-        let attempt = i64::from(command.attempt);
+        let prepared = PreparedCommand::new(command)?;
         let (lease, reference) = (lease.clone(), reference.clone());
         block_activity!(
             self.handle,
@@ -382,19 +285,13 @@ impl RememberingStore for PostgresRememberingStore {
                     .await?
                     .map(|row| row.try_get(0))
                     .transpose()?;
-                if let Some(Some(stored)) = stored_attempt
-                    && stored >= attempt
-                {
-                    return Err(Fail::Model(ActivityError::ProgressMismatch {
-                        what: "a command of this or a later attempt is already saved",
-                    }));
-                }
+                prepared.check_attempt(stored_attempt.flatten())?;
                 fenced_update(
                     &transaction,
                     &lease,
                     now,
                     "command_json = $5, command_attempt = $6",
-                    &[&command_json, &attempt],
+                    &[&prepared.command_json, &prepared.attempt],
                 )
                 .await?;
                 insert_reference(&transaction, &reference).await?;
@@ -413,7 +310,8 @@ impl RememberingStore for PostgresRememberingStore {
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
         let outcome_json = canonical_progress_json("outcome canonical JSON", outcome)?;
-        let (lease, successor) = (lease.clone(), successor.cloned());
+        let successor = successor.map(PreparedAdmission::uncounted).transpose()?;
+        let lease = lease.clone();
         block_activity!(
             self.handle,
             "complete intent",
@@ -432,7 +330,7 @@ impl RememberingStore for PostgresRememberingStore {
                 )
                 .await?;
                 if let Some(successor) = &successor {
-                    admit_in(&transaction, successor, None, now).await?;
+                    admit_in(&transaction, successor, now).await?;
                 }
                 commit_sent = true;
                 transaction.commit().await?;
@@ -470,14 +368,12 @@ impl RememberingStore for PostgresRememberingStore {
         revision: Option<&SourceRevision>,
         now: EpochMillis,
     ) -> Result<IntentId, ActivityError> {
-        let cleanup = Intent::Cleanup {
+        let cleanup = PreparedAdmission::uncounted(&Intent::Cleanup {
             source: source.clone(),
             revision: revision.cloned(),
-        };
+        })?;
         let source = source.as_str().to_owned();
-        let revision = revision
-            .map_or(ALL_REVISIONS, SourceRevision::as_str)
-            .to_owned();
+        let revision = suppression_revision(revision).to_owned();
         block_activity!(
             self.handle,
             "suppress source",
@@ -492,7 +388,7 @@ impl RememberingStore for PostgresRememberingStore {
                         &[&source, &revision, &now],
                     )
                     .await?;
-                let admitted = admit_in(&transaction, &cleanup, None, now).await?;
+                let admitted = admit_in(&transaction, &cleanup, now).await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(admitted.id)
@@ -526,13 +422,7 @@ impl RememberingStore for PostgresRememberingStore {
     }
 
     fn save_references(&self, references: &[SourceReference]) -> Result<(), ActivityError> {
-        if references.len() > MAX_PAGE_ROWS {
-            return Err(ActivityError::TooLarge {
-                limit: "references per save",
-                max: MAX_PAGE_ROWS as u64,
-                actual: references.len() as u64,
-            });
-        }
+        check_batch(references.len(), "references per save")?;
         if references.is_empty() {
             return Ok(());
         }
@@ -561,13 +451,8 @@ impl RememberingStore for PostgresRememberingStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<(u64, SourceReference)>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_ROWS {
-            return Err(ActivityError::invalid(
-                "reference page limit",
-                format!("must be between 1 and {MAX_PAGE_ROWS}"),
-            ));
-        }
-        let after = to_i64(after, "reference row")?;
+        check_page(limit, MAX_PAGE_ROWS, "reference page limit")?;
+        let after = column_i64(after, "reference row")?;
         let source = source.clone();
         block_activity!(
             self.handle,
@@ -575,45 +460,25 @@ impl RememberingStore for PostgresRememberingStore {
             idempotent = true,
             |client, _commit_sent| {
                 let statement = client
-                .prepare_cached(
-                    "SELECT row, source_revision, target_namespace, target_id, operation_id, revision \
-                     FROM remembering_references WHERE source = $1 AND row > $2 \
-                     ORDER BY row LIMIT $3",
-                )
-                .await?;
+                    .prepare_cached(&format!(
+                        "SELECT {REFERENCE_COLUMNS} FROM remembering_references \
+                         WHERE source = $1 AND row > $2 ORDER BY row LIMIT $3"
+                    ))
+                    .await?;
                 let rows = client
                     .query(&statement, &[&source.as_str(), &after, &(limit as i64)])
                     .await?;
                 let mut references = Vec::with_capacity(rows.len());
                 for row in rows {
-                    let row_number: i64 = row.try_get(0)?;
-                    let source_revision: String = row.try_get(1)?;
-                    let namespace: String = row.try_get(2)?;
-                    let id: String = row.try_get(3)?;
-                    let operation_id: String = row.try_get(4)?;
-                    let revision: String = row.try_get(5)?;
-                    let bad = |what: &str| {
-                        Fail::Model(activity_corrupt(format!(
-                            "stored reference has an invalid {what}"
-                        )))
+                    let columns = ReferenceColumns {
+                        row: row.try_get(0)?,
+                        source_revision: row.try_get(1)?,
+                        target_namespace: row.try_get(2)?,
+                        target_id: row.try_get(3)?,
+                        operation_id: row.try_get(4)?,
+                        revision: row.try_get(5)?,
                     };
-                    references.push((
-                        to_u64(row_number, "reference row").map_err(Fail::Model)?,
-                        SourceReference {
-                            source: source.clone(),
-                            source_revision: SourceRevision::new(source_revision)
-                                .map_err(|_| bad("source revision"))?,
-                            target: MemoryKey {
-                                namespace: memory_core::NamespaceAddress::parse(&namespace)
-                                    .map_err(|_| bad("namespace"))?,
-                                id: memory_core::DocumentId::new(id)
-                                    .map_err(|_| bad("document id"))?,
-                            },
-                            operation_id: memory_core::OperationId::new(operation_id)
-                                .map_err(|_| bad("operation id"))?,
-                            revision: Revision::new(revision).map_err(|_| bad("revision"))?,
-                        },
-                    ));
+                    references.push(columns.decode(&source)?);
                 }
                 Ok(references)
             }
@@ -624,13 +489,7 @@ impl RememberingStore for PostgresRememberingStore {
         &self,
         documents: &[(MemoryKey, Revision)],
     ) -> Result<Vec<bool>, ActivityError> {
-        if documents.len() > MAX_PAGE_ROWS {
-            return Err(ActivityError::TooLarge {
-                limit: "documents per suppression check",
-                max: MAX_PAGE_ROWS as u64,
-                actual: documents.len() as u64,
-            });
-        }
+        check_batch(documents.len(), "documents per suppression check")?;
         if documents.is_empty() {
             return Ok(Vec::new());
         }
@@ -682,40 +541,23 @@ impl RememberingStore for PostgresRememberingStore {
             |client, _commit_sent| {
                 let found = client
                     .query_opt(
-                        "SELECT intent_json, state, proposal_json, command_json, command_attempt, \
-                            outcome_json, epoch \
-                     FROM remembering_intents WHERE id = $1",
+                        &format!("SELECT {VIEW_COLUMNS} FROM remembering_intents WHERE id = $1"),
                         &[&id],
                     )
                     .await?;
                 let Some(row) = found else {
                     return Ok(None);
                 };
-                let intent_json: String = row.try_get(0)?;
-                let state: String = row.try_get(1)?;
-                let command = match (
-                    parse(row.try_get(3)?, "saved command")?,
-                    row.try_get::<_, Option<i64>>(4)?,
-                ) {
-                    (Some(write), Some(attempt)) => Some(SavedCommand {
-                        attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-                        write,
-                    }),
-                    _ => None,
+                let columns = ViewColumns {
+                    intent_json: row.try_get(0)?,
+                    state: row.try_get(1)?,
+                    proposal_json: row.try_get(2)?,
+                    command_json: row.try_get(3)?,
+                    command_attempt: row.try_get(4)?,
+                    outcome_json: row.try_get(5)?,
+                    epoch: row.try_get(6)?,
                 };
-                let epoch: i64 = row.try_get(6)?;
-                Ok(Some(IntentView {
-                    intent: parse_one(&intent_json, "intent")?,
-                    state: if state == "done" {
-                        IntentState::Done
-                    } else {
-                        IntentState::Queued
-                    },
-                    proposal: parse(row.try_get(2)?, "saved proposal")?,
-                    command,
-                    outcome: parse(row.try_get(5)?, "outcome")?,
-                    epoch: FencingEpoch(to_u64(epoch, "epoch").map_err(Fail::Model)?),
-                }))
+                Ok(Some(columns.decode()?))
             }
         )
     }
@@ -733,7 +575,7 @@ impl RememberingStore for PostgresRememberingStore {
                     )
                     .await?
                     .try_get(0)?;
-                to_u64(open, "open intents").map_err(Fail::Model)
+                Ok(stored_u64(open, "open intents")?)
             }
         )
     }
@@ -756,9 +598,7 @@ impl RememberingStore for PostgresRememberingStore {
                     .query_one("SELECT count(*) FROM remembering_outbox", &[])
                     .await?
                     .try_get(0)?;
-                if to_u64(parked, "parked intents").map_err(Fail::Model)? >= capacity {
-                    return Err(Fail::Model(ActivityError::AtCapacity { capacity }));
-                }
+                check_room(stored_u64(parked, "parked intents")?, capacity)?;
                 transaction
                     .execute(
                         "INSERT INTO remembering_outbox (intent_json, parked_at) VALUES ($1, $2)",
@@ -773,12 +613,7 @@ impl RememberingStore for PostgresRememberingStore {
     }
 
     fn outbox_peek(&self, limit: usize) -> Result<Vec<(u64, Intent)>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_ROWS {
-            return Err(ActivityError::invalid(
-                "outbox page limit",
-                format!("must be between 1 and {MAX_PAGE_ROWS}"),
-            ));
-        }
+        check_page(limit, MAX_PAGE_ROWS, "outbox page limit")?;
         block_activity!(
             self.handle,
             "read outbox",
@@ -790,16 +625,12 @@ impl RememberingStore for PostgresRememberingStore {
                         &[&(limit as i64)],
                     )
                     .await?;
-                let mut parked = Vec::with_capacity(rows.len());
+                let mut entries = Vec::with_capacity(rows.len());
                 for row in rows {
-                    let row_number: i64 = row.try_get(0)?;
                     let json: String = row.try_get(1)?;
-                    parked.push((
-                        to_u64(row_number, "outbox row").map_err(Fail::Model)?,
-                        parse_one(&json, "parked intent")?,
-                    ));
+                    entries.push(parked(row.try_get(0)?, &json)?);
                 }
-                Ok(parked)
+                Ok(entries)
             }
         )
     }
@@ -810,7 +641,7 @@ impl RememberingStore for PostgresRememberingStore {
         capacity: u64,
         now: EpochMillis,
     ) -> Result<Admitted, ActivityError> {
-        let row_value = to_i64(row, "outbox row")?;
+        let row_value = column_i64(row, "outbox row")?;
         block_activity!(
             self.handle,
             "admit parked intent",
@@ -827,18 +658,11 @@ impl RememberingStore for PostgresRememberingStore {
                     .map(|found| found.try_get(0))
                     .transpose()?;
                 let Some(json) = json else {
-                    return Err(Fail::Model(ActivityError::ProgressMismatch {
-                        what: "parked intent is gone",
-                    }));
+                    return Err(Fail::Model(parked_gone()));
                 };
-                let intent: Intent = parse_one(&json, "parked intent")?;
-                let admitted = admit_in(
-                    &transaction,
-                    &intent,
-                    counted_capacity(&intent, capacity),
-                    now,
-                )
-                .await?;
+                let intent: Intent = parse_stored(&json, "parked intent")?;
+                let admission = PreparedAdmission::queued(&intent, capacity)?;
+                let admitted = admit_in(&transaction, &admission, now).await?;
                 transaction
                     .execute(
                         "DELETE FROM remembering_outbox WHERE row = $1",

@@ -7,7 +7,7 @@ use deadpool_postgres::{GenericClient, Object};
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite, MemoryWriter,
-    NamespaceAddress, OperationId, PreparedWrite, Revision, SystemClock, WriteOutcome, WritePlan,
+    NamespaceAddress, OperationId, PreparedWrite, SystemClock, WriteOutcome, WritePlan,
 };
 
 use crate::db::{ConnectSettings, DEFAULT_RETRIES, Handle, SchemaName, with_retries};
@@ -18,43 +18,16 @@ use crate::rows::{
 };
 use crate::{lexical, schema};
 
-/// Most writes in one [`PostgresStore::apply_batch`] call.
-pub const MAX_BATCH_WRITES: usize = 10_000;
-/// Most keys in one [`MemoryReader::read_many`] call.
-pub const MAX_READ_MANY_KEYS: usize = 10_000;
-/// Most changes returned by one [`ChangeFeed::changes_since`] call; larger limits are clamped.
-pub const MAX_CHANGES_PER_CALL: usize = 10_000;
+pub use memory_core::storage::{MAX_BATCH_WRITES, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS};
 /// The channel on which every committed write transaction notifies its new change head. Channels are
 /// database-wide, so the payload names the store's schema too: `<schema>:<head in decimal>`. Followers
 /// may `LISTEN` to wake; the change sequence stays the source of truth.
 pub const CHANGE_CHANNEL: &str = "memory_changes";
 
 type Result<T, E = MemoryError> = std::result::Result<T, E>;
-type Attempt<T> = std::result::Result<T, Fail<MemoryError>>;
+pub(crate) type Attempt<T> = std::result::Result<T, Fail<MemoryError>>;
 
-/// One committed revision of a key and the revision it replaced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RevisionLink {
-    /// The revision.
-    pub revision: Revision,
-    /// The revision it replaced; `None` for the first.
-    pub predecessor: Option<Revision>,
-    /// The change sequence it was committed at.
-    pub sequence: ChangeSequence,
-}
-
-/// What [`PostgresStore::check_consistency`] counted in a consistent store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ConsistencyReport {
-    /// Current rows (withdrawn tombstones included).
-    pub documents: u64,
-    /// Stored receipts, one per committed write.
-    pub receipts: u64,
-    /// Committed revisions.
-    pub revisions: u64,
-    /// Entries of the change sequence.
-    pub changes: u64,
-}
+pub use memory_core::storage::{ConsistencyReport, RevisionLink};
 
 /// Options for connecting a [`PostgresStore`].
 pub struct PostgresStoreBuilder {
@@ -283,7 +256,7 @@ impl PostgresStore {
     }
 
     /// Runs a read-only call with retries on the store's runtime.
-    async fn read_call<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    pub(crate) async fn read_call<T, F>(&self, operation: &'static str, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: AsyncReadFn<T>,
@@ -390,7 +363,7 @@ fn check_storable(write: &PreparedWrite) -> Result<()> {
 
 /// A read-only unit of work that runs on a pooled connection; a trait (not a closure) so the future it
 /// returns can borrow the connection and still be `Send`.
-trait AsyncReadFn<T>: Send + Sync + 'static {
+pub(crate) trait AsyncReadFn<T>: Send + Sync + 'static {
     fn call(&self, client: &mut Object) -> impl std::future::Future<Output = Attempt<T>> + Send;
 }
 

@@ -7,11 +7,12 @@
 //! deletes the key's row in its transaction) and `semantic_graphs` one persisted search graph per
 //! profile, opaque bytes tagged with the position and vector-set digest they were built over.
 
+use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
     GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
     StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
-use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
+use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 
 use crate::db::{Handle, with_retries};
 use crate::error::{Fail, corrupt};
@@ -46,35 +47,6 @@ fn check_count(what: &'static str, count: i64, max: usize) -> Attempt<()> {
         }));
     }
     Ok(())
-}
-
-fn parse_key(namespace: &str, document_id: &str) -> Result<MemoryKey, MemoryError> {
-    Ok(MemoryKey {
-        namespace: NamespaceAddress::parse(namespace)
-            .map_err(|_| corrupt("invalid stored namespace address"))?,
-        id: DocumentId::new(document_id).map_err(|_| corrupt("invalid stored document id"))?,
-    })
-}
-
-fn encode_vector(vector: &[f32]) -> Vec<u8> {
-    vector
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect()
-}
-
-fn decode_vector(bytes: &[u8], dimensions: usize) -> Result<Vec<f32>, MemoryError> {
-    if bytes.len() != dimensions.saturating_mul(4) {
-        return Err(corrupt(format!(
-            "stored vector has {} bytes, expected {}",
-            bytes.len(),
-            dimensions.saturating_mul(4)
-        )));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]))
-        .collect())
 }
 
 async fn load(

@@ -1,7 +1,10 @@
-//! The typed storage failures this crate puts inside [`MemoryError::Storage`], and how SQLite errors are
-//! classified (busy, poisoning, plain failure).
+//! The typed storage failures this crate puts inside [`MemoryError::Storage`] and
+//! [`ActivityError::Storage`], and the one classification of SQLite errors (busy, poisoning, plain
+//! failure) that every store of this crate uses: the memory store, the vector store and the activity
+//! stores all call [`classify`], so a busy database is `unavailable` from each of them.
 
 use memory_core::MemoryError;
+use memory_core::activity::ActivityError;
 use rusqlite::ErrorCode;
 
 /// What went wrong below the memory model. It is the `source` of a [`MemoryError::Storage`]; callers that
@@ -71,12 +74,95 @@ pub(crate) fn classify(error: &rusqlite::Error) -> FailureClass {
     }
 }
 
-/// Wraps an SQLite error as a storage error of `operation`.
+/// Wraps an SQLite error as a storage error of `operation`, for callers that retry a busy store
+/// themselves (they find the busy error again with [`storage_failure`] and [`classify`]).
 pub(crate) fn sqlite(operation: &'static str) -> impl Fn(rusqlite::Error) -> MemoryError {
     move |error| MemoryError::storage(operation, StoreFailure::Sqlite(error))
+}
+
+/// The memory error of an SQLite error that is not retried: busy is [`MemoryError::Busy`] (kind
+/// `unavailable`), anything else a storage error carrying it.
+pub(crate) fn memory_error(operation: &'static str) -> impl Fn(rusqlite::Error) -> MemoryError {
+    move |error| match classify(&error) {
+        FailureClass::Busy => MemoryError::Busy { operation },
+        FailureClass::Poisoning | FailureClass::Plain => {
+            MemoryError::storage(operation, StoreFailure::Sqlite(error))
+        }
+    }
+}
+
+/// The activity error of an SQLite error: busy is [`ActivityError::Busy`] (kind `unavailable`),
+/// anything else a storage error carrying it.
+pub(crate) fn activity_error(operation: &'static str) -> impl Fn(rusqlite::Error) -> ActivityError {
+    move |error| match classify(&error) {
+        FailureClass::Busy => ActivityError::Busy { operation },
+        FailureClass::Poisoning | FailureClass::Plain => ActivityError::Storage {
+            operation,
+            source: Box::new(StoreFailure::Sqlite(error)),
+        },
+    }
 }
 
 /// A stored row that does not parse or contradicts itself.
 pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
     MemoryError::Corrupt { what: what.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use memory_core::ErrorKind;
+
+    use super::*;
+
+    fn sqlite_error(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    /// Every translation of one SQLite error keeps its kind: busy and locked are `unavailable` from
+    /// the memory store (after its retries), the vector store and the activity stores alike.
+    #[test]
+    fn a_busy_database_is_unavailable_from_every_store() {
+        for code in [
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_LOCKED,
+            rusqlite::ffi::SQLITE_PROTOCOL,
+        ] {
+            let retried = sqlite("read")(sqlite_error(code));
+            assert!(
+                storage_failure(&retried).is_some_and(|failure| matches!(
+                    failure,
+                    StoreFailure::Sqlite(error) if classify(error) == FailureClass::Busy
+                )),
+                "the retrying reader must still see busy"
+            );
+            assert_eq!(
+                memory_error("load vectors")(sqlite_error(code)).kind(),
+                ErrorKind::Unavailable
+            );
+            let activity = activity_error("append")(sqlite_error(code));
+            assert_eq!(activity.kind(), ErrorKind::Unavailable);
+            assert!(activity.is_retryable());
+        }
+    }
+
+    #[test]
+    fn other_failures_stay_storage_failures_everywhere() {
+        for code in [
+            rusqlite::ffi::SQLITE_IOERR,
+            rusqlite::ffi::SQLITE_CONSTRAINT,
+        ] {
+            assert_eq!(
+                memory_error("load vectors")(sqlite_error(code)).kind(),
+                ErrorKind::Storage
+            );
+            assert_eq!(
+                activity_error("append")(sqlite_error(code)).kind(),
+                ErrorKind::Storage
+            );
+            assert_eq!(
+                sqlite("read")(sqlite_error(code)).kind(),
+                ErrorKind::Storage
+            );
+        }
+    }
 }

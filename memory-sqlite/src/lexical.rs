@@ -29,12 +29,7 @@ use rusqlite::Connection;
 use crate::error::sqlite;
 use crate::rows::{decode_key, decode_revision};
 
-/// Most UTF-8 bytes in a lexical query.
-pub const MAX_QUERY_BYTES: usize = 65_536;
-/// Most distinct words of a query that are searched for.
-pub const MAX_QUERY_TERMS: usize = 64;
-/// Most hits one search returns; larger limits are clamped.
-pub const MAX_SEARCH_HITS: usize = 1_000;
+pub use memory_core::storage::{MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_SEARCH_HITS};
 
 /// Whether [`LexicalRules::default`] drops stop words.
 pub const DEFAULT_STOP_WORDS: bool = true;

@@ -42,6 +42,7 @@ mod consistency;
 mod error;
 pub mod fault;
 pub mod lexical;
+mod listing;
 mod options;
 mod read_pool;
 mod reader;

@@ -6,25 +6,23 @@
 
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
+use memory_core::activity::rules::progress::{
+    Advance, ClaimRequest, KeyColumns, PROGRESS_COLUMNS, PreparedPending, ProgressColumns,
+    StoredProgress, refusal, stale,
+};
+pub use memory_core::activity::rules::{MAX_INSPECT_ROWS, RELEASE_WAIT};
+use memory_core::activity::rules::{check_page, column_i64};
 use memory_core::activity::{
-    ActivityError, Claim, FencingEpoch, Lease, PendingOutput, ProcessorId, ProcessorVersion,
-    ProgressKey, ProgressStore, ProgressView, Sequence, ThreadId, WorkId, WorkerId,
-    canonical_progress_json,
+    ActivityError, Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView, Sequence,
+    WorkerId,
 };
 use memory_core::document::EpochMillis;
 use rusqlite::{
-    Connection, OptionalExtension, Row, ToSql, Transaction, TransactionBehavior, params,
-    params_from_iter,
+    Connection, OptionalExtension, Row, ToSql, TransactionBehavior, params, params_from_iter,
 };
 
-use crate::thread_log::{BUSY_TIMEOUT, lock, open_component, sql_error, to_i64, to_u64};
-
-/// How long `release` waits for the store before leaving the lease to expire.
-pub const RELEASE_WAIT: Duration = Duration::from_millis(500);
-/// Most rows `inspect_all` returns.
-pub const MAX_INSPECT_ROWS: usize = 10_000;
+use crate::thread_log::{BUSY_TIMEOUT, lock, open_component, sql_error};
 
 const PROGRESS_SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS activity_progress (
@@ -65,133 +63,36 @@ impl SqliteProgressStore {
     }
 }
 
-struct ProgressRow {
-    cursor: Sequence,
-    epoch: FencingEpoch,
-    owner: Option<String>,
-    lease_expires_at: Option<i64>,
-    pending: Option<PendingOutput>,
-    last_advance_at: Option<i64>,
-}
-
-const ROW_COLUMNS: &str = "cursor, epoch, owner, lease_expires_at, pending_sequence, \
-                           pending_work_id, pending_json, last_advance_at";
-
-fn raw_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
-    Ok(RawRow {
-        cursor: row.get(0)?,
-        epoch: row.get(1)?,
-        owner: row.get(2)?,
-        lease_expires_at: row.get(3)?,
-        pending_sequence: row.get(4)?,
-        pending_work_id: row.get(5)?,
-        pending_json: row.get(6)?,
-        last_advance_at: row.get(7)?,
-    })
-}
-
-struct RawRow {
-    cursor: i64,
-    epoch: i64,
-    owner: Option<String>,
-    lease_expires_at: Option<i64>,
-    pending_sequence: Option<i64>,
-    pending_work_id: Option<String>,
-    pending_json: Option<String>,
-    last_advance_at: Option<i64>,
-}
-
-fn decode(raw: RawRow) -> Result<ProgressRow, ActivityError> {
-    let pending = match (raw.pending_sequence, raw.pending_work_id, raw.pending_json) {
-        (None, None, None) => None,
-        (Some(sequence), Some(work_id), Some(json)) => Some(PendingOutput {
-            sequence: Sequence(to_u64(sequence, "pending sequence")?),
-            work_id: WorkId::new(work_id).map_err(|_| ActivityError::Corrupt {
-                what: "stored pending work id is invalid".to_owned(),
-            })?,
-            output: serde_json::from_str(&json).map_err(|error| ActivityError::Corrupt {
-                what: format!("pending output does not parse: {error}"),
-            })?,
-        }),
-        _ => {
-            return Err(ActivityError::Corrupt {
-                what: "pending output is partly stored".to_owned(),
-            });
-        }
-    };
-    Ok(ProgressRow {
-        cursor: Sequence(to_u64(raw.cursor, "cursor")?),
-        epoch: FencingEpoch(to_u64(raw.epoch, "epoch")?),
-        owner: raw.owner,
-        lease_expires_at: raw.lease_expires_at,
-        pending,
-        last_advance_at: raw.last_advance_at,
+/// Reads the [`PROGRESS_COLUMNS`] starting at column `offset`.
+fn columns(row: &Row<'_>, offset: usize) -> rusqlite::Result<ProgressColumns> {
+    Ok(ProgressColumns {
+        cursor: row.get(offset)?,
+        epoch: row.get(offset + 1)?,
+        owner: row.get(offset + 2)?,
+        lease_expires_at: row.get(offset + 3)?,
+        pending_sequence: row.get(offset + 4)?,
+        pending_work_id: row.get(offset + 5)?,
+        pending_json: row.get(offset + 6)?,
+        last_advance_at: row.get(offset + 7)?,
     })
 }
 
 fn read_row(
     transaction: &Connection,
-    key: &ProgressKey,
-) -> Result<Option<ProgressRow>, ActivityError> {
+    key: &KeyColumns,
+) -> Result<Option<StoredProgress>, ActivityError> {
     let raw = transaction
         .query_row(
             &format!(
-                "SELECT {ROW_COLUMNS} FROM activity_progress
+                "SELECT {PROGRESS_COLUMNS} FROM activity_progress
                  WHERE processor = ?1 AND version = ?2 AND thread = ?3"
             ),
-            params![
-                key.processor.as_str(),
-                to_i64(key.version.0, "processor version")?,
-                key.thread.as_str()
-            ],
-            raw_row,
+            params![key.processor, key.version, key.thread],
+            |row| columns(row, 0),
         )
         .optional()
         .map_err(sql_error("read progress"))?;
-    raw.map(decode).transpose()
-}
-
-/// Explains a fenced write that changed no row: stale lease first, then the caller's specific mismatch.
-fn explain(
-    transaction: &Transaction<'_>,
-    lease: &Lease,
-    now: EpochMillis,
-    otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
-) -> ActivityError {
-    match read_row(transaction, &lease.key) {
-        Err(error) => error,
-        Ok(None) => ActivityError::StaleLease { epoch: lease.epoch },
-        Ok(Some(row)) => {
-            let current = row.epoch == lease.epoch
-                && row.owner.as_deref() == Some(lease.owner.as_str())
-                && row.lease_expires_at.is_some_and(|expiry| expiry > now);
-            if current {
-                otherwise(&row)
-            } else {
-                ActivityError::StaleLease { epoch: lease.epoch }
-            }
-        }
-    }
-}
-
-/// Checks `pending` against `lease` and encodes it, before any transaction: a refused output leaves
-/// the stored progress (and any saved output) untouched. Returns its sequence and canonical JSON.
-fn pending_values(lease: &Lease, pending: &PendingOutput) -> Result<(i64, String), ActivityError> {
-    if pending.work_id != lease.key.work_id(pending.sequence) {
-        return Err(ActivityError::ProgressMismatch {
-            what: "work id does not derive from the record's position",
-        });
-    }
-    let output_json = canonical_progress_json("pending output canonical JSON", &pending.output)?;
-    Ok((to_i64(pending.sequence.0, "pending sequence")?, output_json))
-}
-
-fn key_params(key: &ProgressKey) -> Result<(String, i64, String), ActivityError> {
-    Ok((
-        key.processor.as_str().to_owned(),
-        to_i64(key.version.0, "processor version")?,
-        key.thread.as_str().to_owned(),
-    ))
+    raw.map(ProgressColumns::decode).transpose()
 }
 
 /// What one fenced write changes ([`SqliteProgressStore::fenced_update`]). In `set` and `condition`,
@@ -210,14 +111,14 @@ struct FencedWrite<'a> {
 impl SqliteProgressStore {
     /// One fenced write (see the module docs) in its own immediate transaction:
     /// `UPDATE ... SET {set} WHERE <the lease's fence> AND {condition}`. It commits only when exactly
-    /// one row changed; otherwise [`explain`] reads the row to say why (`otherwise` when the lease
-    /// itself is still current) and dropping the transaction rolls it back.
+    /// one row changed; otherwise it reads the row for [`refusal`] to say why (`otherwise` when the
+    /// lease itself is still current) and dropping the transaction rolls it back.
     fn fenced_update(
         &self,
         lease: &Lease,
         now: EpochMillis,
         write: FencedWrite<'_>,
-        otherwise: impl FnOnce(&ProgressRow) -> ActivityError,
+        otherwise: impl FnOnce(&StoredProgress) -> ActivityError,
     ) -> Result<(), ActivityError> {
         let FencedWrite {
             operation,
@@ -225,10 +126,17 @@ impl SqliteProgressStore {
             condition,
             values,
         } = write;
-        let (processor, version, thread) = key_params(&lease.key)?;
-        let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
+        let key = KeyColumns::of(&lease.key)?;
+        let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
         let owner = lease.owner.as_str();
-        let fence: [&dyn ToSql; 6] = [&processor, &version, &thread, &epoch, &owner, &now];
+        let fence: [&dyn ToSql; 6] = [
+            &key.processor,
+            &key.version,
+            &key.thread,
+            &epoch,
+            &owner,
+            &now,
+        ];
         let update = format!(
             "UPDATE activity_progress SET {set}
              WHERE processor = ?1 AND version = ?2 AND thread = ?3
@@ -243,7 +151,10 @@ impl SqliteProgressStore {
             .execute(&update, params_from_iter(fence.iter().chain(values)))
             .map_err(sql_error(operation))?;
         if changed != 1 {
-            return Err(explain(&transaction, lease, now, otherwise));
+            return Err(match read_row(&transaction, &key) {
+                Ok(row) => refusal(row.as_ref(), lease, now, otherwise),
+                Err(error) => error,
+            });
         }
         transaction.commit().map_err(sql_error(operation))
     }
@@ -257,34 +168,13 @@ impl ProgressStore for SqliteProgressStore {
         lease_ms: u64,
         now: EpochMillis,
     ) -> Result<Claim, ActivityError> {
-        if lease_ms == 0 {
-            return Err(ActivityError::invalid("lease_ms", "must be positive"));
-        }
-        let expires_at = now.saturating_add(to_i64(lease_ms, "lease_ms")?);
-        let (processor, version, thread) = key_params(key)?;
+        let request = ClaimRequest::new(key, owner, lease_ms, now)?;
+        let key = KeyColumns::of(key)?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("claim lease"))?;
-        let existing = read_row(&transaction, key)?;
-        if let Some(row) = &existing
-            && let (Some(holder), Some(expiry)) = (&row.owner, row.lease_expires_at)
-            && expiry > now
-            && holder != owner.as_str()
-        {
-            return Err(ActivityError::LeaseHeld { until: expiry });
-        }
-        let epoch = FencingEpoch(
-            existing
-                .as_ref()
-                .map_or(0, |row| row.epoch.0)
-                .checked_add(1)
-                .ok_or(ActivityError::TooLarge {
-                    limit: "fencing epoch",
-                    max: u64::MAX,
-                    actual: u64::MAX,
-                })?,
-        );
+        let claim = request.plan(read_row(&transaction, &key)?, now)?;
         transaction
             .execute(
                 "INSERT INTO activity_progress (processor, version, thread, epoch, owner, lease_expires_at)
@@ -293,28 +183,17 @@ impl ProgressStore for SqliteProgressStore {
                      epoch = excluded.epoch, owner = excluded.owner,
                      lease_expires_at = excluded.lease_expires_at",
                 params![
-                    processor,
-                    version,
-                    thread,
-                    to_i64(epoch.0, "fencing epoch")?,
-                    owner.as_str(),
-                    expires_at
+                    key.processor,
+                    key.version,
+                    key.thread,
+                    column_i64(claim.lease.epoch.0, "fencing epoch")?,
+                    claim.lease.owner.as_str(),
+                    claim.lease.expires_at
                 ],
             )
             .map_err(sql_error("claim lease"))?;
         transaction.commit().map_err(sql_error("claim lease"))?;
-        let (cursor, pending) =
-            existing.map_or((Sequence::ZERO, None), |row| (row.cursor, row.pending));
-        Ok(Claim {
-            lease: Lease {
-                key: key.clone(),
-                owner: owner.clone(),
-                epoch,
-                expires_at,
-            },
-            cursor,
-            pending,
-        })
+        Ok(claim)
     }
 
     fn save_pending(
@@ -323,7 +202,7 @@ impl ProgressStore for SqliteProgressStore {
         pending: &PendingOutput,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        let (sequence, output_json) = pending_values(lease, pending)?;
+        let prepared = PreparedPending::new(lease, pending)?;
         self.fenced_update(
             lease,
             now,
@@ -331,20 +210,13 @@ impl ProgressStore for SqliteProgressStore {
                 operation: "save pending output",
                 set: "pending_sequence = ?7, pending_work_id = ?8, pending_json = ?9",
                 condition: "pending_sequence IS NULL AND cursor + 1 = ?7",
-                values: &[&sequence, &pending.work_id.as_str(), &output_json],
+                values: &[
+                    &prepared.sequence,
+                    &pending.work_id.as_str(),
+                    &prepared.output_json,
+                ],
             },
-            |row| {
-                if row.pending.is_some() {
-                    ActivityError::ProgressMismatch {
-                        what: "pending output is already saved",
-                    }
-                } else {
-                    ActivityError::Noncontiguous {
-                        expected: Sequence(row.cursor.0.saturating_add(1)),
-                        found: pending.sequence,
-                    }
-                }
-            },
+            |row| prepared.save_refused(row),
         )
     }
 
@@ -354,7 +226,7 @@ impl ProgressStore for SqliteProgressStore {
         pending: &PendingOutput,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        let (sequence, output_json) = pending_values(lease, pending)?;
+        let prepared = PreparedPending::new(lease, pending)?;
         self.fenced_update(
             lease,
             now,
@@ -362,19 +234,14 @@ impl ProgressStore for SqliteProgressStore {
                 operation: "replace pending output",
                 set: "pending_json = ?8",
                 condition: "pending_sequence = ?7",
-                values: &[&sequence, &output_json],
+                values: &[&prepared.sequence, &prepared.output_json],
             },
-            |_| ActivityError::ProgressMismatch {
-                what: "no pending output is saved for this record",
-            },
+            |row| prepared.replace_refused(row),
         )
     }
 
     fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError> {
-        let Some(from) = to.0.checked_sub(1) else {
-            return Err(ActivityError::invalid("advance target", "must be positive"));
-        };
-        let (to_cursor, from_cursor) = (to_i64(to.0, "cursor")?, to_i64(from, "cursor")?);
+        let advance = Advance::new(to)?;
         self.fenced_update(
             lease,
             now,
@@ -383,17 +250,14 @@ impl ProgressStore for SqliteProgressStore {
                 set: "cursor = ?7, pending_sequence = NULL, pending_work_id = NULL,
              pending_json = NULL, last_advance_at = ?6",
                 condition: "cursor = ?8",
-                values: &[&to_cursor, &from_cursor],
+                values: &[&advance.to, &advance.from],
             },
-            |row| ActivityError::Noncontiguous {
-                expected: Sequence(row.cursor.0.saturating_add(1)),
-                found: to,
-            },
+            |row| advance.refused(row),
         )
     }
 
     fn release(&self, lease: &Lease, now: EpochMillis) -> Result<(), ActivityError> {
-        let (processor, version, thread) = key_params(&lease.key)?;
+        let key = KeyColumns::of(&lease.key)?;
         let connection = lock(&self.connection);
         // Releasing is a courtesy: wait at most RELEASE_WAIT for the store, after which the lease expires.
         connection
@@ -404,10 +268,10 @@ impl ProgressStore for SqliteProgressStore {
              WHERE processor = ?1 AND version = ?2 AND thread = ?3
                AND epoch = ?4 AND owner = ?5 AND lease_expires_at > ?6",
             params![
-                processor,
-                version,
-                thread,
-                to_i64(lease.epoch.0, "fencing epoch")?,
+                key.processor,
+                key.version,
+                key.thread,
+                column_i64(lease.epoch.0, "fencing epoch")?,
                 lease.owner.as_str(),
                 now
             ],
@@ -417,76 +281,41 @@ impl ProgressStore for SqliteProgressStore {
             .map_err(sql_error("release lease"))?;
         match result.map_err(sql_error("release lease"))? {
             1 => Ok(()),
-            _ => Err(ActivityError::StaleLease { epoch: lease.epoch }),
+            _ => Err(stale(lease)),
         }
     }
 
     fn inspect(&self, key: &ProgressKey) -> Result<Option<ProgressView>, ActivityError> {
+        let columns = KeyColumns::of(key)?;
         let connection = lock(&self.connection);
-        let row = read_row(&connection, key)?;
-        Ok(row.map(|row| view(key.clone(), row)))
+        let row = read_row(&connection, &columns)?;
+        Ok(row.map(|row| row.view(key.clone())))
     }
 
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError> {
-        if limit == 0 || limit > MAX_INSPECT_ROWS {
-            return Err(ActivityError::invalid(
-                "inspect limit",
-                format!("must be between 1 and {MAX_INSPECT_ROWS}"),
-            ));
-        }
+        check_page(limit, MAX_INSPECT_ROWS, "inspect limit")?;
         let connection = lock(&self.connection);
         let mut statement = connection
             .prepare(&format!(
-                "SELECT processor, version, thread, {ROW_COLUMNS} FROM activity_progress
+                "SELECT processor, version, thread, {PROGRESS_COLUMNS} FROM activity_progress
                  ORDER BY processor, version, thread LIMIT ?1"
             ))
             .map_err(sql_error("inspect progress"))?;
         let rows = statement
             .query_map([limit as i64], |row| {
-                let processor: String = row.get(0)?;
-                let version: i64 = row.get(1)?;
-                let thread: String = row.get(2)?;
-                let raw = RawRow {
-                    cursor: row.get(3)?,
-                    epoch: row.get(4)?,
-                    owner: row.get(5)?,
-                    lease_expires_at: row.get(6)?,
-                    pending_sequence: row.get(7)?,
-                    pending_work_id: row.get(8)?,
-                    pending_json: row.get(9)?,
-                    last_advance_at: row.get(10)?,
+                let key = KeyColumns {
+                    processor: row.get(0)?,
+                    version: row.get(1)?,
+                    thread: row.get(2)?,
                 };
-                Ok((processor, version, thread, raw))
+                Ok((key, columns(row, 3)?))
             })
             .map_err(sql_error("inspect progress"))?;
         let mut views = Vec::new();
         for row in rows {
-            let (processor, version, thread, raw) = row.map_err(sql_error("inspect progress"))?;
-            let corrupt = |_| ActivityError::Corrupt {
-                what: "stored progress key is invalid".to_owned(),
-            };
-            let key = ProgressKey {
-                processor: ProcessorId::new(processor).map_err(corrupt)?,
-                version: ProcessorVersion(to_u64(version, "processor version")?),
-                thread: ThreadId::new(thread).map_err(corrupt)?,
-            };
-            views.push(view(key, decode(raw)?));
+            let (key, columns) = row.map_err(sql_error("inspect progress"))?;
+            views.push(columns.decode()?.view(key.decode()?));
         }
         Ok(views)
-    }
-}
-
-fn view(key: ProgressKey, row: ProgressRow) -> ProgressView {
-    let lease = match (row.owner, row.lease_expires_at) {
-        (Some(owner), Some(expiry)) => WorkerId::new(owner).ok().map(|owner| (owner, expiry)),
-        _ => None,
-    };
-    ProgressView {
-        key,
-        cursor: row.cursor,
-        pending: row.pending,
-        last_advance_at: row.last_advance_at,
-        epoch: row.epoch,
-        lease,
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
-    MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId, Revision,
+    MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId,
 };
 use rusqlite::{Connection, OptionalExtension};
 
@@ -20,34 +20,9 @@ use crate::read_pool::ReadPool;
 use crate::rows::{DocumentRow, decode_key, decode_receipt, decode_revision, decode_sequence};
 use crate::{lexical, schema};
 
-/// Most keys in one [`MemoryReader::read_many`] call.
-pub const MAX_READ_MANY_KEYS: usize = 10_000;
-/// Most changes returned by one [`ChangeFeed::changes_since`] call; larger limits are clamped.
-pub const MAX_CHANGES_PER_CALL: usize = 10_000;
-
-/// One committed revision of a key and the revision it replaced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RevisionLink {
-    /// The revision.
-    pub revision: Revision,
-    /// The revision it replaced; `None` for the first.
-    pub predecessor: Option<Revision>,
-    /// The change sequence it was committed at.
-    pub sequence: ChangeSequence,
-}
-
-/// What [`SqliteReader::check_consistency`] counted in a consistent store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ConsistencyReport {
-    /// Current rows (withdrawn tombstones included).
-    pub documents: u64,
-    /// Stored receipts, one per committed write.
-    pub receipts: u64,
-    /// Committed revisions.
-    pub revisions: u64,
-    /// Entries of the change sequence.
-    pub changes: u64,
-}
+pub use memory_core::storage::{
+    ConsistencyReport, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS, RevisionLink,
+};
 
 /// A read-only view of a store file, served by a small pool of read-only connections (see
 /// [`SqliteStoreBuilder::read_connections`]), so concurrent readers never wait for one another.
@@ -92,7 +67,7 @@ impl SqliteReader {
 
     /// Runs `work` on the connection, retrying it a bounded number of times when SQLite reports busy
     /// (rare for WAL readers: a wal-index recovery in progress), so busy never reaches a caller spuriously.
-    fn with_connection<T>(
+    pub(crate) fn with_connection<T>(
         &self,
         operation: &'static str,
         work: impl Fn(&Connection) -> Result<T, MemoryError>,

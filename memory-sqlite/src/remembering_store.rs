@@ -6,19 +6,23 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use memory_core::activity::intents::Admitted;
+pub use memory_core::activity::rules::MAX_PAGE_ROWS;
+use memory_core::activity::rules::intents::{
+    ALL_REVISIONS, AdmissionStep, CLAIM_COLUMNS, ClaimColumns, IntentClaimRequest,
+    PreparedAdmission, PreparedCommand, REFERENCE_COLUMNS, ReferenceColumns, VIEW_COLUMNS,
+    ViewColumns, check_room, parked, parked_gone, parse_state, stale, suppression_revision,
+};
+use memory_core::activity::rules::{check_batch, check_page, column_i64, parse_stored, stored_u64};
 use memory_core::activity::{
-    ActivityError, FencingEpoch, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome,
-    IntentState, IntentView, RememberingStore, SavedCommand, SourceId, SourceReference,
-    SourceRevision, WorkerId, canonical_progress_json,
+    ActivityError, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentView,
+    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, WorkerId,
+    canonical_progress_json,
 };
 use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use crate::thread_log::{lock, open_component, sql_error, to_i64, to_u64};
-
-/// Most rows one page of references or outbox entries may hold.
-pub const MAX_PAGE_ROWS: usize = 10_000;
+use crate::thread_log::{lock, open_component, sql_error};
 
 const REMEMBERING_SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS remembering_intents (
@@ -63,9 +67,6 @@ const REMEMBERING_SCHEMA: &str = "
     );
 ";
 
-/// The stored form of "every revision" in the suppression table.
-const ALL_REVISIONS: &str = "";
-
 /// The SQLite remembering store.
 pub struct SqliteRememberingStore {
     connection: Mutex<Connection>,
@@ -88,69 +89,37 @@ impl SqliteRememberingStore {
     }
 }
 
-fn corrupt(what: &str) -> impl FnOnce(serde_json::Error) -> ActivityError + '_ {
-    move |error| ActivityError::Corrupt {
-        what: format!("{what} does not parse: {error}"),
-    }
-}
-
-fn parse<T: serde::de::DeserializeOwned>(
-    json: Option<String>,
-    what: &str,
-) -> Result<Option<T>, ActivityError> {
-    json.map(|json| serde_json::from_str(&json).map_err(corrupt(what)))
-        .transpose()
-}
-
-/// Inserts or reopens an intent inside `transaction`; capacity applies to counted intents only.
+/// Inserts or reopens an intent inside `transaction`, as [`PreparedAdmission::plan`] decides.
 fn admit_in(
     transaction: &Transaction<'_>,
-    intent: &Intent,
-    capacity: Option<u64>,
+    admission: &PreparedAdmission,
     now: EpochMillis,
 ) -> Result<Admitted, ActivityError> {
-    let intent_json = canonical_progress_json("intent canonical JSON", intent)?;
-    let id = intent.id();
+    let id = admission.id().as_str();
     let existing: Option<String> = transaction
         .query_row(
             "SELECT state FROM remembering_intents WHERE id = ?1",
-            [id.as_str()],
+            [id],
             |row| row.get(0),
         )
         .optional()
         .map_err(sql_error("admit intent"))?;
-    match existing.as_deref() {
-        Some("queued") => {
-            return Ok(Admitted {
-                id,
-                already_admitted: true,
-            });
-        }
-        // A cleanup can be needed again (a write landed after the last cleanup ran), so a finished one
-        // reopens; a finished remember intent stays finished.
-        Some(_) if matches!(intent, Intent::Cleanup { .. }) => {
+    match admission.plan(existing.as_deref().map(parse_state)) {
+        AdmissionStep::Known(admitted) => return Ok(admitted),
+        AdmissionStep::Reopen(admitted) => {
             transaction
                 .execute(
                     "UPDATE remembering_intents SET state = 'queued', outcome_json = NULL,
                          owner = NULL, lease_expires_at = NULL
                      WHERE id = ?1",
-                    [id.as_str()],
+                    [id],
                 )
                 .map_err(sql_error("admit intent"))?;
-            return Ok(Admitted {
-                id,
-                already_admitted: false,
-            });
+            return Ok(admitted);
         }
-        Some(_) => {
-            return Ok(Admitted {
-                id,
-                already_admitted: true,
-            });
-        }
-        None => {}
+        AdmissionStep::Insert => {}
     }
-    if let Some(capacity) = capacity {
+    if admission.is_counted() {
         let open: i64 = transaction
             .query_row(
                 "SELECT COUNT(*) FROM remembering_intents WHERE state = 'queued' AND counted = 1",
@@ -158,21 +127,16 @@ fn admit_in(
                 |row| row.get(0),
             )
             .map_err(sql_error("admit intent"))?;
-        if to_u64(open, "open intents")? >= capacity {
-            return Err(ActivityError::AtCapacity { capacity });
-        }
+        admission.check_room(stored_u64(open, "open intents")?)?;
     }
     transaction
         .execute(
             "INSERT INTO remembering_intents (id, intent_json, counted, state, admitted_at)
              VALUES (?1, ?2, ?3, 'queued', ?4)",
-            params![id.as_str(), intent_json, capacity.is_some(), now],
+            params![id, admission.intent_json, admission.is_counted(), now],
         )
         .map_err(sql_error("admit intent"))?;
-    Ok(Admitted {
-        id,
-        already_admitted: false,
-    })
+    Ok(admission.admitted(false))
 }
 
 /// Runs a fenced `UPDATE` on one intent; zero changed rows means the lease is stale (or the intent done).
@@ -188,7 +152,7 @@ fn fenced_update(
         "UPDATE remembering_intents SET {assignments}
          WHERE id = ?1 AND epoch = ?2 AND owner = ?3 AND lease_expires_at > ?4 AND state = 'queued'"
     );
-    let epoch = to_i64(lease.epoch.0, "fencing epoch")?;
+    let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
     let id_text = lease.id.as_str();
     let owner = lease.owner.as_str();
     let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id_text, &epoch, &owner, &now];
@@ -197,7 +161,7 @@ fn fenced_update(
         .execute(&sql, all.as_slice())
         .map_err(sql_error(operation))?;
     if changed != 1 {
-        return Err(ActivityError::StaleLease { epoch: lease.epoch });
+        return Err(stale(lease));
     }
     Ok(())
 }
@@ -213,14 +177,7 @@ fn insert_reference(
             "INSERT OR IGNORE INTO remembering_references
                  (source, source_revision, target_namespace, target_id, operation_id, revision)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                reference.source.as_str(),
-                reference.source_revision.as_str(),
-                reference.target.namespace.as_str(),
-                reference.target.id.as_str(),
-                reference.operation_id.as_str(),
-                reference.revision.as_str()
-            ],
+            ReferenceColumns::of(reference),
         )
         .map_err(sql_error(operation))?;
     Ok(())
@@ -233,15 +190,12 @@ impl RememberingStore for SqliteRememberingStore {
         capacity: u64,
         now: EpochMillis,
     ) -> Result<Admitted, ActivityError> {
-        let counted = match intent {
-            Intent::Remember { .. } => Some(capacity),
-            Intent::Cleanup { .. } => None,
-        };
+        let admission = PreparedAdmission::queued(intent, capacity)?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("admit intent"))?;
-        let admitted = admit_in(&transaction, intent, counted, now)?;
+        let admitted = admit_in(&transaction, &admission, now)?;
         transaction.commit().map_err(sql_error("admit intent"))?;
         Ok(admitted)
     }
@@ -252,85 +206,50 @@ impl RememberingStore for SqliteRememberingStore {
         lease_ms: u64,
         now: EpochMillis,
     ) -> Result<Option<IntentClaim>, ActivityError> {
-        if lease_ms == 0 {
-            return Err(ActivityError::invalid("lease_ms", "must be positive"));
-        }
-        let expires_at = now.saturating_add(to_i64(lease_ms, "lease_ms")?);
+        let request = IntentClaimRequest::new(owner, lease_ms, now)?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("claim intent"))?;
         let found = transaction
             .query_row(
-                "SELECT id, intent_json, epoch, proposal_json, command_json, command_attempt
-                 FROM remembering_intents
-                 WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= ?1)
-                 ORDER BY row LIMIT 1",
+                &format!(
+                    "SELECT {CLAIM_COLUMNS} FROM remembering_intents
+                     WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= ?1)
+                     ORDER BY row LIMIT 1"
+                ),
                 [now],
                 |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, Option<String>>(4)?,
-                        row.get::<_, Option<i64>>(5)?,
-                    ))
+                    Ok(ClaimColumns {
+                        id: row.get(0)?,
+                        intent_json: row.get(1)?,
+                        epoch: row.get(2)?,
+                        proposal_json: row.get(3)?,
+                        command_json: row.get(4)?,
+                        command_attempt: row.get(5)?,
+                    })
                 },
             )
             .optional()
             .map_err(sql_error("claim intent"))?;
-        let Some((id, intent_json, epoch, proposal_json, command_json, attempt)) = found else {
+        let Some(columns) = found else {
             return Ok(None);
         };
-        let epoch = FencingEpoch(to_u64(epoch, "epoch")?.saturating_add(1));
+        let claim = request.plan(columns)?;
         transaction
             .execute(
                 "UPDATE remembering_intents SET epoch = ?2, owner = ?3, lease_expires_at = ?4
                  WHERE id = ?1",
                 params![
-                    id,
-                    to_i64(epoch.0, "fencing epoch")?,
-                    owner.as_str(),
-                    expires_at
+                    claim.lease.id.as_str(),
+                    column_i64(claim.lease.epoch.0, "fencing epoch")?,
+                    claim.lease.owner.as_str(),
+                    claim.lease.expires_at
                 ],
             )
             .map_err(sql_error("claim intent"))?;
         transaction.commit().map_err(sql_error("claim intent"))?;
-        let id = IntentId::new(id).map_err(|_| ActivityError::Corrupt {
-            what: "stored intent id is invalid".to_owned(),
-        })?;
-        let intent: Intent = serde_json::from_str(&intent_json).map_err(corrupt("intent"))?;
-        if intent.id() != id {
-            return Err(ActivityError::Corrupt {
-                what: "stored intent does not match its id".to_owned(),
-            });
-        }
-        let command = match (parse(command_json, "saved command")?, attempt) {
-            (Some(write), Some(attempt)) => Some(SavedCommand {
-                attempt: u32::try_from(attempt).map_err(|_| ActivityError::Corrupt {
-                    what: "command attempt out of range".to_owned(),
-                })?,
-                write,
-            }),
-            (None, None) => None,
-            _ => {
-                return Err(ActivityError::Corrupt {
-                    what: "saved command is partly stored".to_owned(),
-                });
-            }
-        };
-        Ok(Some(IntentClaim {
-            lease: IntentLease {
-                id,
-                owner: owner.clone(),
-                epoch,
-                expires_at,
-            },
-            intent,
-            proposal: parse(proposal_json, "saved proposal")?,
-            command,
-        }))
+        Ok(Some(claim))
     }
 
     fn save_proposal(
@@ -362,7 +281,7 @@ impl RememberingStore for SqliteRememberingStore {
         reference: &SourceReference,
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
-        let command_json = canonical_progress_json("command canonical JSON", &command.write)?;
+        let prepared = PreparedCommand::new(command)?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -375,19 +294,13 @@ impl RememberingStore for SqliteRememberingStore {
             )
             .optional()
             .map_err(sql_error("save command"))?;
-        if let Some(Some(stored)) = stored_attempt
-            && stored >= i64::from(command.attempt)
-        {
-            return Err(ActivityError::ProgressMismatch {
-                what: "a command of this or a later attempt is already saved",
-            });
-        }
+        prepared.check_attempt(stored_attempt.flatten())?;
         fenced_update(
             &transaction,
             lease,
             now,
             "command_json = ?5, command_attempt = ?6",
-            &[&command_json, &i64::from(command.attempt)],
+            &[&prepared.command_json, &prepared.attempt],
             "save command",
         )?;
         insert_reference(&transaction, reference, "save command")?;
@@ -402,6 +315,7 @@ impl RememberingStore for SqliteRememberingStore {
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
         let outcome_json = canonical_progress_json("outcome canonical JSON", outcome)?;
+        let successor = successor.map(PreparedAdmission::uncounted).transpose()?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -414,8 +328,8 @@ impl RememberingStore for SqliteRememberingStore {
             &[&outcome_json],
             "complete intent",
         )?;
-        if let Some(successor) = successor {
-            admit_in(&transaction, successor, None, now)?;
+        if let Some(successor) = &successor {
+            admit_in(&transaction, successor, now)?;
         }
         transaction.commit().map_err(sql_error("complete intent"))
     }
@@ -442,10 +356,10 @@ impl RememberingStore for SqliteRememberingStore {
         revision: Option<&SourceRevision>,
         now: EpochMillis,
     ) -> Result<IntentId, ActivityError> {
-        let cleanup = Intent::Cleanup {
+        let cleanup = PreparedAdmission::uncounted(&Intent::Cleanup {
             source: source.clone(),
             revision: revision.cloned(),
-        };
+        })?;
         let mut connection = lock(&self.connection);
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -454,14 +368,10 @@ impl RememberingStore for SqliteRememberingStore {
             .execute(
                 "INSERT OR IGNORE INTO remembering_suppressions (source, revision, suppressed_at)
                  VALUES (?1, ?2, ?3)",
-                params![
-                    source.as_str(),
-                    revision.map_or(ALL_REVISIONS, SourceRevision::as_str),
-                    now
-                ],
+                params![source.as_str(), suppression_revision(revision), now],
             )
             .map_err(sql_error("suppress source"))?;
-        let admitted = admit_in(&transaction, &cleanup, None, now)?;
+        let admitted = admit_in(&transaction, &cleanup, now)?;
         transaction.commit().map_err(sql_error("suppress source"))?;
         Ok(admitted.id)
     }
@@ -483,13 +393,7 @@ impl RememberingStore for SqliteRememberingStore {
     }
 
     fn save_references(&self, references: &[SourceReference]) -> Result<(), ActivityError> {
-        if references.len() > MAX_PAGE_ROWS {
-            return Err(ActivityError::TooLarge {
-                limit: "references per save",
-                max: MAX_PAGE_ROWS as u64,
-                actual: references.len() as u64,
-            });
-        }
+        check_batch(references.len(), "references per save")?;
         if references.is_empty() {
             return Ok(());
         }
@@ -509,61 +413,36 @@ impl RememberingStore for SqliteRememberingStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<(u64, SourceReference)>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_ROWS {
-            return Err(ActivityError::invalid(
-                "reference page limit",
-                format!("must be between 1 and {MAX_PAGE_ROWS}"),
-            ));
-        }
+        check_page(limit, MAX_PAGE_ROWS, "reference page limit")?;
         let connection = lock(&self.connection);
         let mut statement = connection
-            .prepare_cached(
-                "SELECT row, source_revision, target_namespace, target_id, operation_id, revision
-                 FROM remembering_references WHERE source = ?1 AND row > ?2 ORDER BY row LIMIT ?3",
-            )
+            .prepare_cached(&format!(
+                "SELECT {REFERENCE_COLUMNS} FROM remembering_references
+                 WHERE source = ?1 AND row > ?2 ORDER BY row LIMIT ?3"
+            ))
             .map_err(sql_error("read references"))?;
         let rows = statement
             .query_map(
                 params![
                     source.as_str(),
-                    to_i64(after, "reference row")?,
+                    column_i64(after, "reference row")?,
                     limit as i64
                 ],
                 |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, String>(5)?,
-                    ))
+                    Ok(ReferenceColumns {
+                        row: row.get(0)?,
+                        source_revision: row.get(1)?,
+                        target_namespace: row.get(2)?,
+                        target_id: row.get(3)?,
+                        operation_id: row.get(4)?,
+                        revision: row.get(5)?,
+                    })
                 },
             )
             .map_err(sql_error("read references"))?;
         let mut references = Vec::new();
         for row in rows {
-            let (row_number, source_revision, namespace, id, operation_id, revision) =
-                row.map_err(sql_error("read references"))?;
-            let bad = |what: &str| ActivityError::Corrupt {
-                what: format!("stored reference has an invalid {what}"),
-            };
-            references.push((
-                to_u64(row_number, "reference row")?,
-                SourceReference {
-                    source: source.clone(),
-                    source_revision: SourceRevision::new(source_revision)
-                        .map_err(|_| bad("source revision"))?,
-                    target: MemoryKey {
-                        namespace: memory_core::NamespaceAddress::parse(&namespace)
-                            .map_err(|_| bad("namespace"))?,
-                        id: memory_core::DocumentId::new(id).map_err(|_| bad("document id"))?,
-                    },
-                    operation_id: memory_core::OperationId::new(operation_id)
-                        .map_err(|_| bad("operation id"))?,
-                    revision: Revision::new(revision).map_err(|_| bad("revision"))?,
-                },
-            ));
+            references.push(row.map_err(sql_error("read references"))?.decode(source)?);
         }
         Ok(references)
     }
@@ -572,13 +451,7 @@ impl RememberingStore for SqliteRememberingStore {
         &self,
         documents: &[(MemoryKey, Revision)],
     ) -> Result<Vec<bool>, ActivityError> {
-        if documents.len() > MAX_PAGE_ROWS {
-            return Err(ActivityError::TooLarge {
-                limit: "documents per suppression check",
-                max: MAX_PAGE_ROWS as u64,
-                actual: documents.len() as u64,
-            });
-        }
+        check_batch(documents.len(), "documents per suppression check")?;
         let connection = lock(&self.connection);
         let mut statement = connection
             .prepare_cached(
@@ -610,46 +483,23 @@ impl RememberingStore for SqliteRememberingStore {
         let connection = lock(&self.connection);
         let found = connection
             .query_row(
-                "SELECT intent_json, state, proposal_json, command_json, command_attempt,
-                        outcome_json, epoch
-                 FROM remembering_intents WHERE id = ?1",
+                &format!("SELECT {VIEW_COLUMNS} FROM remembering_intents WHERE id = ?1"),
                 [id.as_str()],
                 |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, Option<String>>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, Option<i64>>(4)?,
-                        row.get::<_, Option<String>>(5)?,
-                        row.get::<_, i64>(6)?,
-                    ))
+                    Ok(ViewColumns {
+                        intent_json: row.get(0)?,
+                        state: row.get(1)?,
+                        proposal_json: row.get(2)?,
+                        command_json: row.get(3)?,
+                        command_attempt: row.get(4)?,
+                        outcome_json: row.get(5)?,
+                        epoch: row.get(6)?,
+                    })
                 },
             )
             .optional()
             .map_err(sql_error("inspect intent"))?;
-        let Some((intent_json, state, proposal, command, attempt, outcome, epoch)) = found else {
-            return Ok(None);
-        };
-        let command = match (parse(command, "saved command")?, attempt) {
-            (Some(write), Some(attempt)) => Some(SavedCommand {
-                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-                write,
-            }),
-            _ => None,
-        };
-        Ok(Some(IntentView {
-            intent: serde_json::from_str(&intent_json).map_err(corrupt("intent"))?,
-            state: if state == "done" {
-                IntentState::Done
-            } else {
-                IntentState::Queued
-            },
-            proposal: parse(proposal, "saved proposal")?,
-            command,
-            outcome: parse(outcome, "outcome")?,
-            epoch: FencingEpoch(to_u64(epoch, "epoch")?),
-        }))
+        found.map(ViewColumns::decode).transpose()
     }
 
     fn open_intents(&self) -> Result<u64, ActivityError> {
@@ -661,7 +511,7 @@ impl RememberingStore for SqliteRememberingStore {
                 |row| row.get(0),
             )
             .map_err(sql_error("count intents"))?;
-        to_u64(open, "open intents")
+        stored_u64(open, "open intents")
     }
 
     fn outbox_put(
@@ -680,9 +530,7 @@ impl RememberingStore for SqliteRememberingStore {
                 row.get(0)
             })
             .map_err(sql_error("park intent"))?;
-        if to_u64(parked, "parked intents")? >= capacity {
-            return Err(ActivityError::AtCapacity { capacity });
-        }
+        check_room(stored_u64(parked, "parked intents")?, capacity)?;
         transaction
             .execute(
                 "INSERT INTO remembering_outbox (intent_json, parked_at) VALUES (?1, ?2)",
@@ -693,12 +541,7 @@ impl RememberingStore for SqliteRememberingStore {
     }
 
     fn outbox_peek(&self, limit: usize) -> Result<Vec<(u64, Intent)>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_ROWS {
-            return Err(ActivityError::invalid(
-                "outbox page limit",
-                format!("must be between 1 and {MAX_PAGE_ROWS}"),
-            ));
-        }
+        check_page(limit, MAX_PAGE_ROWS, "outbox page limit")?;
         let connection = lock(&self.connection);
         let mut statement = connection
             .prepare_cached("SELECT row, intent_json FROM remembering_outbox ORDER BY row LIMIT ?1")
@@ -708,15 +551,12 @@ impl RememberingStore for SqliteRememberingStore {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
             })
             .map_err(sql_error("read outbox"))?;
-        let mut parked = Vec::new();
+        let mut entries = Vec::new();
         for row in rows {
             let (row_number, json) = row.map_err(sql_error("read outbox"))?;
-            parked.push((
-                to_u64(row_number, "outbox row")?,
-                serde_json::from_str(&json).map_err(corrupt("parked intent"))?,
-            ));
+            entries.push(parked(row_number, &json)?);
         }
-        Ok(parked)
+        Ok(entries)
     }
 
     fn outbox_admit(
@@ -729,7 +569,7 @@ impl RememberingStore for SqliteRememberingStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("admit parked intent"))?;
-        let row_value = to_i64(row, "outbox row")?;
+        let row_value = column_i64(row, "outbox row")?;
         let json: Option<String> = transaction
             .query_row(
                 "SELECT intent_json FROM remembering_outbox WHERE row = ?1",
@@ -739,16 +579,14 @@ impl RememberingStore for SqliteRememberingStore {
             .optional()
             .map_err(sql_error("admit parked intent"))?;
         let Some(json) = json else {
-            return Err(ActivityError::ProgressMismatch {
-                what: "parked intent is gone",
-            });
+            return Err(parked_gone());
         };
-        let intent: Intent = serde_json::from_str(&json).map_err(corrupt("parked intent"))?;
-        let counted = match intent {
-            Intent::Remember { .. } => Some(capacity),
-            Intent::Cleanup { .. } => None,
-        };
-        let admitted = admit_in(&transaction, &intent, counted, now)?;
+        let intent: Intent = parse_stored(&json, "parked intent")?;
+        let admitted = admit_in(
+            &transaction,
+            &PreparedAdmission::queued(&intent, capacity)?,
+            now,
+        )?;
         transaction
             .execute("DELETE FROM remembering_outbox WHERE row = ?1", [row_value])
             .map_err(sql_error("admit parked intent"))?;

@@ -16,8 +16,7 @@ use crate::options::SqliteStoreBuilder;
 use crate::reader::SqliteReader;
 use crate::{schema, transaction};
 
-/// Most writes in one [`SqliteStore::apply_batch`] call.
-pub const MAX_BATCH_WRITES: usize = 10_000;
+pub use memory_core::storage::MAX_BATCH_WRITES;
 
 /// A memory store in one SQLite file. See the crate documentation for durability and concurrency.
 pub struct SqliteStore {

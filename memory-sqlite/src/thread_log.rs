@@ -22,18 +22,7 @@ pub const ACTIVITY_FORMAT: i64 = 1;
 /// How long a connection waits for another writer before reporting `Busy`.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Maps a rusqlite error: busy and locked become [`ActivityError::Busy`], the rest storage failures.
-pub(crate) fn sql_error(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> ActivityError {
-    move |error| match error.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            ActivityError::Busy { operation }
-        }
-        _ => ActivityError::Storage {
-            operation,
-            source: Box::new(error),
-        },
-    }
-}
+pub(crate) use crate::error::activity_error as sql_error;
 
 /// Opens a connection for one activity component, creating its tables with `schema` and checking that the
 /// file's recorded format for that component is [`ACTIVITY_FORMAT`].
@@ -107,21 +96,7 @@ pub(crate) fn lock(connection: &Mutex<Connection>) -> MutexGuard<'_, Connection>
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Converts a stored integer to a sequence, refusing negative values.
-pub(crate) fn to_u64(value: i64, what: &'static str) -> Result<u64, ActivityError> {
-    u64::try_from(value).map_err(|_| ActivityError::Corrupt {
-        what: format!("negative {what}"),
-    })
-}
-
-/// Converts a sequence or epoch to SQLite's integer, refusing values SQLite cannot hold.
-pub(crate) fn to_i64(value: u64, field: &'static str) -> Result<i64, ActivityError> {
-    i64::try_from(value).map_err(|_| ActivityError::TooLarge {
-        limit: field,
-        max: i64::MAX as u64,
-        actual: value,
-    })
-}
+pub(crate) use memory_core::activity::rules::{column_i64 as to_i64, stored_u64 as to_u64};
 
 const THREAD_SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS thread_records (

@@ -15,11 +15,12 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
     GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
     StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
-use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
+use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 const SCHEMA: &str = "
@@ -82,9 +83,7 @@ impl std::fmt::Debug for SqliteVectorStore {
     }
 }
 
-fn storage(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
-    move |error| MemoryError::storage(operation, error)
-}
+use crate::error::memory_error as storage;
 
 fn corrupt(what: impl Into<String>) -> MemoryError {
     MemoryError::Corrupt { what: what.into() }
@@ -627,38 +626,6 @@ fn chunk_from_row(row: &Row<'_>, dimensions: usize) -> Result<StoredChunk, Memor
     Ok(chunk)
 }
 
-fn parse_key(namespace: &str, document_id: &str) -> Result<MemoryKey, MemoryError> {
-    Ok(MemoryKey {
-        namespace: NamespaceAddress::parse(namespace)
-            .map_err(|_| corrupt("invalid stored namespace address"))?,
-        id: DocumentId::new(document_id).map_err(|_| corrupt("invalid stored document id"))?,
-    })
-}
-
-fn encode_vector(vector: &[f32]) -> Vec<u8> {
-    vector
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect()
-}
-
-fn decode_vector(bytes: &[u8], dimensions: usize) -> Result<Vec<f32>, MemoryError> {
-    if bytes.len() != dimensions.saturating_mul(4) {
-        return Err(corrupt(format!(
-            "stored vector has {} bytes, expected {}",
-            bytes.len(),
-            dimensions.saturating_mul(4)
-        )));
-    }
-    let mut vector = Vec::with_capacity(dimensions);
-    vector.extend(
-        bytes
-            .chunks_exact(4)
-            .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]])),
-    );
-    Ok(vector)
-}
-
 impl VectorStore for SqliteVectorStore {
     async fn load_sources(
         &self,
@@ -747,6 +714,8 @@ impl VectorStore for SqliteVectorStore {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use memory_core::{DocumentId, NamespaceAddress};
 
     use super::*;
 

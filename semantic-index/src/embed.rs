@@ -12,6 +12,14 @@ pub trait Embedder: Send + Sync + 'static {
     /// One vector per text, in order. The index checks and normalizes what comes back
     /// ([`checked_embeddings`]), so implementations need not.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// [`Self::embed`] for query texts, the latency-sensitive path: an implementation that indexes
+    /// and answers at once (the server's [`crate::FastembedEmbedder::load_isolated`]) answers these
+    /// on a session of their own, so a query never waits for an indexing batch. The default embeds
+    /// as [`Self::embed`] does.
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
 }
 
 impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
@@ -21,6 +29,10 @@ impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed_query(texts)
     }
 }
 

@@ -1,7 +1,16 @@
 //! The default embedder: a local ONNX model through fastembed, with mean pooling, loaded from
 //! [`ModelAssets`] and never from the network.
+//!
+//! [`FastembedEmbedder::load`] opens one session that every call shares (one-shot commands, which
+//! embed and query one after the other). [`FastembedEmbedder::load_isolated`] is for a server that
+//! indexes while it answers: queries ([`Embedder::embed_query`]) get a session of their own, and bulk
+//! embedding ([`Embedder::embed`], the indexer's batches) runs on a dedicated thread at the lowest
+//! CPU priority (Linux: per-thread nice 19, inherited by the session's intra-op threads, which it
+//! creates). A query embedding therefore never waits for an indexing batch, and on a machine with
+//! few cores the scheduler gives the query's threads the CPU while the batch runs: the batch uses
+//! every core when nothing else wants them and yields them when a query does.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, mpsc};
 
 use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
@@ -16,9 +25,20 @@ use crate::profile::SemanticProfile;
 /// Texts per model call: large enough to amortize the call, small enough to bound the padded batch tensor.
 pub const DEFAULT_BATCH_SIZE: usize = 64;
 
+/// The nice value of the bulk-embedding thread of [`FastembedEmbedder::load_isolated`]: the lowest
+/// priority, so any query thread preempts it.
+pub const BULK_NICE: i32 = 19;
+
+/// ONNX Runtime's session option that lets idle intra-op threads spin-wait for work. The bulk
+/// session turns it off: a spinning low-priority thread still takes CPU a query could use.
+const ALLOW_SPINNING: &str = "session.intra_op.allow_spinning";
+
 /// fastembed's `TextEmbedding` with the profile's model.
 pub struct FastembedEmbedder {
-    model: Mutex<TextEmbedding>,
+    /// The session of queries (and of everything, without a bulk worker).
+    query: Mutex<TextEmbedding>,
+    /// The low-priority thread owning the bulk session, if loaded isolated.
+    bulk: Option<BulkWorker>,
     dimensions: usize,
     batch_size: usize,
 }
@@ -29,6 +49,7 @@ impl std::fmt::Debug for FastembedEmbedder {
             .debug_struct("FastembedEmbedder")
             .field("dimensions", &self.dimensions)
             .field("batch_size", &self.batch_size)
+            .field("isolated", &self.bulk.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -48,11 +69,16 @@ fn load_runtime(assets: &ModelAssets) -> Result<(), EmbedError> {
     Ok(())
 }
 
-impl FastembedEmbedder {
-    /// Loads the model of `profile` from `assets`. Fails with [`EmbedError::MissingAsset`] naming the
-    /// fetch script when a file is absent, and with [`EmbedError::ModelMismatch`] when the model file's
-    /// sha256 is not the profile's `model_revision`.
-    pub fn load(assets: &ModelAssets, profile: &SemanticProfile) -> Result<Self, EmbedError> {
+/// The model's files, checked against the profile, ready to open sessions from.
+#[derive(Clone)]
+struct ModelFiles {
+    onnx: Vec<u8>,
+    tokenizer: TokenizerFiles,
+    max_length: usize,
+}
+
+impl ModelFiles {
+    fn read(assets: &ModelAssets, profile: &SemanticProfile) -> Result<Self, EmbedError> {
         assets.check()?;
         let onnx = assets.read(MODEL_FILE)?;
         let digest: String = Sha256::digest(&onnx)
@@ -63,22 +89,196 @@ impl FastembedEmbedder {
             return Err(EmbedError::ModelMismatch);
         }
         load_runtime(assets)?;
-        let tokenizer_files = TokenizerFiles {
+        let tokenizer = TokenizerFiles {
             tokenizer_file: assets.read(TOKENIZER_FILES[0])?,
             config_file: assets.read(TOKENIZER_FILES[1])?,
             special_tokens_map_file: assets.read(TOKENIZER_FILES[2])?,
             tokenizer_config_file: assets.read(TOKENIZER_FILES[3])?,
         };
+        Ok(Self {
+            onnx,
+            tokenizer,
+            max_length: profile.max_sequence_length,
+        })
+    }
+
+    /// A session; `options` adds to the profile's sequence length.
+    fn session(
+        self,
+        options: impl FnOnce(InitOptionsUserDefined) -> InitOptionsUserDefined,
+    ) -> Result<TextEmbedding, EmbedError> {
         let model =
-            UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
-        let options = InitOptionsUserDefined::new().with_max_length(profile.max_sequence_length);
-        let model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|error| {
+            UserDefinedEmbeddingModel::new(self.onnx, self.tokenizer).with_pooling(Pooling::Mean);
+        let options = options(InitOptionsUserDefined::new().with_max_length(self.max_length));
+        TextEmbedding::try_new_from_user_defined(model, options).map_err(|error| {
             EmbedError::Model {
                 detail: error.to_string(),
             }
-        })?;
+        })
+    }
+}
+
+/// Runs `session` on `texts` in batches of `batch_size`.
+fn run(
+    session: &mut TextEmbedding,
+    texts: &[&str],
+    batch_size: usize,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    session
+        .embed(texts, Some(batch_size))
+        .map_err(|error| EmbedError::Model {
+            detail: error.to_string(),
+        })
+}
+
+/// What the bulk thread is asked to do.
+enum BulkJob {
+    /// Embed `texts`, answering on `answer`.
+    Embed {
+        texts: Vec<String>,
+        batch_size: usize,
+        answer: mpsc::SyncSender<Result<Vec<Vec<f32>>, EmbedError>>,
+    },
+    /// Stay busy until the sender drops (tests: the thread is mid-batch).
+    #[cfg(test)]
+    Hold(mpsc::Receiver<()>),
+}
+
+/// A thread at [`BULK_NICE`] that owns the bulk session and runs one job at a time. It ends when
+/// the embedder (the only sender) is dropped.
+struct BulkWorker {
+    jobs: Mutex<mpsc::Sender<BulkJob>>,
+    /// The thread's nice value as it read it back after lowering it (`None` where unsupported).
+    nice: Option<i32>,
+}
+
+impl BulkWorker {
+    fn start(files: ModelFiles) -> Result<Self, EmbedError> {
+        let (jobs, receiver) = mpsc::channel::<BulkJob>();
+        let (ready, on_ready) = mpsc::sync_channel::<Result<Option<i32>, EmbedError>>(1);
+        std::thread::Builder::new()
+            .name("semantic-embed-bulk".to_owned())
+            .spawn(move || {
+                // Lowered before the session exists, so the intra-op threads it creates inherit it.
+                let nice = lower_priority();
+                let session =
+                    files.session(|options| options.with_session_config(ALLOW_SPINNING, "0"));
+                let mut session = match session {
+                    Ok(session) => {
+                        let _ = ready.send(Ok(nice));
+                        session
+                    }
+                    Err(error) => {
+                        let _ = ready.send(Err(error));
+                        return;
+                    }
+                };
+                for job in receiver {
+                    let (texts, batch_size, answer) = match job {
+                        BulkJob::Embed {
+                            texts,
+                            batch_size,
+                            answer,
+                        } => (texts, batch_size, answer),
+                        #[cfg(test)]
+                        BulkJob::Hold(release) => {
+                            let _ = release.recv();
+                            continue;
+                        }
+                    };
+                    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    // A panic inside the model must not end the thread: every later job would fail.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run(&mut session, &texts, batch_size)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(EmbedError::Model {
+                            detail: "the model panicked".to_owned(),
+                        })
+                    });
+                    let _ = answer.send(result);
+                }
+            })
+            .map_err(|error| EmbedError::Model {
+                detail: format!("could not start the bulk embedding thread: {error}"),
+            })?;
+        let nice = on_ready.recv().map_err(|_| EmbedError::Model {
+            detail: "the bulk embedding thread ended while loading".to_owned(),
+        })??;
         Ok(Self {
-            model: Mutex::new(model),
+            jobs: Mutex::new(jobs),
+            nice,
+        })
+    }
+
+    fn send(&self, job: BulkJob) -> Result<(), EmbedError> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| bulk_ended())
+    }
+
+    fn embed(&self, texts: &[&str], batch_size: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (answer, on_answer) = mpsc::sync_channel(1);
+        self.send(BulkJob::Embed {
+            texts: texts.iter().map(|text| (*text).to_owned()).collect(),
+            batch_size,
+            answer,
+        })?;
+        on_answer.recv().map_err(|_| bulk_ended())?
+    }
+}
+
+fn bulk_ended() -> EmbedError {
+    EmbedError::Model {
+        detail: "the bulk embedding thread has ended".to_owned(),
+    }
+}
+
+/// Lowers the calling thread to [`BULK_NICE`] and answers the nice value it then has. Failing to
+/// lower it costs only isolation, so it is logged, not refused.
+#[cfg(target_os = "linux")]
+fn lower_priority() -> Option<i32> {
+    let thread = rustix::thread::gettid();
+    if let Err(error) = rustix::process::setpriority_process(Some(thread), BULK_NICE) {
+        tracing::warn!(%error, "could not lower the bulk embedding thread's priority");
+    }
+    rustix::process::getpriority_process(Some(thread)).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() -> Option<i32> {
+    None
+}
+
+impl FastembedEmbedder {
+    /// Loads the model of `profile` from `assets` into one session shared by every call. Fails with
+    /// [`EmbedError::MissingAsset`] naming the fetch script when a file is absent, and with
+    /// [`EmbedError::ModelMismatch`] when the model file's sha256 is not the profile's
+    /// `model_revision`.
+    pub fn load(assets: &ModelAssets, profile: &SemanticProfile) -> Result<Self, EmbedError> {
+        let files = ModelFiles::read(assets, profile)?;
+        Ok(Self {
+            query: Mutex::new(files.session(|options| options)?),
+            bulk: None,
+            dimensions: profile.dimensions,
+            batch_size: DEFAULT_BATCH_SIZE,
+        })
+    }
+
+    /// As [`Self::load`], with two sessions: one for queries and one for bulk embedding on a thread
+    /// of its own at [`BULK_NICE`] (see the module docs). For a server that indexes while it
+    /// answers; the model's weights are held twice.
+    pub fn load_isolated(
+        assets: &ModelAssets,
+        profile: &SemanticProfile,
+    ) -> Result<Self, EmbedError> {
+        let files = ModelFiles::read(assets, profile)?;
+        let bulk = BulkWorker::start(files.clone())?;
+        Ok(Self {
+            query: Mutex::new(files.session(|options| options)?),
+            bulk: Some(bulk),
             dimensions: profile.dimensions,
             batch_size: DEFAULT_BATCH_SIZE,
         })
@@ -88,6 +288,35 @@ impl FastembedEmbedder {
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
         self
+    }
+
+    /// Whether bulk embedding runs apart from queries ([`Self::load_isolated`]).
+    pub fn is_isolated(&self) -> bool {
+        self.bulk.is_some()
+    }
+
+    /// The nice value the bulk thread runs at, where it could be read (Linux, isolated only).
+    pub fn bulk_nice(&self) -> Option<i32> {
+        self.bulk.as_ref().and_then(|bulk| bulk.nice)
+    }
+
+    fn embed_on_query_session(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // A panic inside the model leaves nothing half-updated in the session we rely on; reuse it.
+        let mut session = self
+            .query
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        run(&mut session, texts, self.batch_size)
+    }
+
+    /// Keeps the bulk thread busy until the answered sender drops (tests: an indexing batch runs).
+    #[cfg(test)]
+    fn hold_bulk(&self) -> Result<mpsc::Sender<()>, EmbedError> {
+        let (release, on_release) = mpsc::channel();
+        if let Some(bulk) = &self.bulk {
+            bulk.send(BulkJob::Hold(on_release))?;
+        }
+        Ok(release)
     }
 }
 
@@ -100,15 +329,78 @@ impl Embedder for FastembedEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // A panic inside the model leaves nothing half-updated in the session we rely on; reuse it.
-        let mut model = self
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        model
-            .embed(texts, Some(self.batch_size))
-            .map_err(|error| EmbedError::Model {
-                detail: error.to_string(),
-            })
+        match &self.bulk {
+            Some(bulk) => bulk.embed(texts, self.batch_size),
+            None => self.embed_on_query_session(texts),
+        }
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.embed_on_query_session(texts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The real model with a bulk thread; without the assets this fails with the missing-asset
+    /// error, which names the fetch script (as the crate's other real-model tests do).
+    fn isolated_model() -> FastembedEmbedder {
+        FastembedEmbedder::load_isolated(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    #[test]
+    fn a_query_embedding_never_waits_for_a_bulk_batch() {
+        let embedder = isolated_model();
+        assert!(embedder.is_isolated());
+        #[cfg(target_os = "linux")]
+        assert_eq!(embedder.bulk_nice(), Some(BULK_NICE));
+        let embedder = std::sync::Arc::new(embedder);
+        // The bulk thread is mid-batch (held) and a bulk call queues behind it ...
+        let release = embedder.hold_bulk().unwrap();
+        let (bulk_done, on_bulk) = mpsc::channel();
+        {
+            let embedder = std::sync::Arc::clone(&embedder);
+            std::thread::spawn(move || {
+                let _ = bulk_done.send(embedder.embed(&["a note about the garden"]));
+            });
+        }
+        // ... while a query embedding completes on its own session.
+        let (query_done, on_query) = mpsc::channel();
+        {
+            let embedder = std::sync::Arc::clone(&embedder);
+            std::thread::spawn(move || {
+                let _ = query_done.send(embedder.embed_query(&["a note about the garden"]));
+            });
+        }
+        let query = on_query
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a query embedding does not wait for the bulk thread")
+            .unwrap();
+        assert!(
+            on_bulk.try_recv().is_err(),
+            "the bulk call waited for the held batch"
+        );
+        drop(release);
+        let bulk = on_bulk
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap()
+            .unwrap();
+        let similarity: f32 = bulk[0].iter().zip(&query[0]).map(|(a, b)| a * b).sum();
+        let norms: f32 = bulk[0].iter().map(|a| a * a).sum::<f32>().sqrt()
+            * query[0].iter().map(|a| a * a).sum::<f32>().sqrt();
+        assert!(
+            (similarity / norms - 1.0).abs() < 1e-4,
+            "both sessions run the same model"
+        );
     }
 }

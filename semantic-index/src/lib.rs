@@ -38,7 +38,7 @@ pub mod profile;
 pub mod recall;
 pub mod tokens;
 
-pub use assets::{ASSETS_DIR_ENV, ModelAssets};
+pub use assets::{ASSETS_DIR_ENV, AssetsSource, Candidate, Located, ModelAssets};
 pub use chunk::{Chunk, ChunkId, chunk_text};
 pub use embed::{DeterministicEmbedder, Embedder, checked_embeddings};
 pub use engine::{

@@ -410,6 +410,31 @@ async fn hybrid_returns_documents_only_one_side_finds_in_fused_order() {
 }
 
 #[tokio::test]
+async fn hybrid_cites_a_long_lexical_hit_by_its_matching_chunks() {
+    let mut fixture = Fixture::new().await;
+    // Six chunks of at most 48 bytes; only the fourth holds the query's rare word.
+    let text = "alpha bravo charlie delta echo foxtrot golf hotel. \
+                india juliet kilo lima mike november oscar papa. \
+                quebec romeo sierra tango uniform victor whiskey. \
+                the zebra sleeps by the river under the bridge. \
+                xray yankee alpha bravo charlie delta echo golf. \
+                hotel india juliet kilo lima mike november papa.";
+    fixture.put("long", text).await;
+    fixture.store.script_lexical(&["long"]);
+    let found = passages(fixture.hybrid("zebra").lookup().await.unwrap());
+    assert!(!found.is_empty());
+    assert!(found[0].content.text.contains("zebra"), "{found:?}");
+    for passage in &found {
+        assert_eq!(passage.source.id.as_str(), "long");
+        assert!(passage.content.text.len() < text.len() && text.contains(&passage.content.text));
+        assert!(
+            passage.passage_id.as_str().starts_with("chunk:"),
+            "{passage:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn withdrawn_document_among_fused_candidates_is_excluded() {
     let mut fixture = Fixture::new().await;
     fixture.put("kept", "apples grow on apple trees").await;

@@ -7,9 +7,17 @@
 //! not when a library function keeps it. [`product`] holds the harness: where the binary is, running a
 //! command, talking MCP, building the JSON of documents and recalls.
 //!
+//! [`serving`] holds the harness of `memory serve` with options: over stdio with server defaults, and
+//! over streamable HTTP (the server's discovery file, its token, `/healthz` and `/metrics`).
+//!
+//! [`hook`] holds the `memory hook` tests' harness: recorded hook inputs, transcript fixtures, reading
+//! the thread log a hook wrote.
+//!
 //! The binary is the one `cargo test --workspace` builds for memory-cli's own integration tests
 //! (`target/<profile>/memory`, beside this test's `deps/` folder); [`product::memory_binary`] fails with
 //! the command to run when it is missing. Each store's own contract, crash and fault suites live with
 //! that store's crate.
 
+pub mod hook;
 pub mod product;
+pub mod serving;

@@ -39,7 +39,7 @@ pub fn worker_binary() -> PathBuf {
     ));
     assert!(
         worker.is_file(),
-        "{} is missing: build it with `cargo build -p remembering --bin remembering-worker`",
+        "{} is missing: build it with `cargo build -p memory-cli --bin remembering-worker`",
         worker.display()
     );
     worker
@@ -148,7 +148,8 @@ impl Fixture {
         self.serve_env(&[]).await
     }
 
-    /// [`Self::serve`] with extra environment variables.
+    /// [`Self::serve`] with extra environment variables. The server's standard error is discarded
+    /// unless `PRODUCT_SERVER_STDERR` is set (then it is inherited, for diagnosing a bench).
     pub async fn serve_env(&self, env: &[(&str, &OsStr)]) -> McpClient {
         let command = tokio::process::Command::new(memory_binary()).configure(|command| {
             command
@@ -161,7 +162,11 @@ impl Fixture {
                 .arg("serve");
         });
         let (transport, _stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
+            .stderr(if std::env::var_os("PRODUCT_SERVER_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("the server starts");
         McpClient {

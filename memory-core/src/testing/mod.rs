@@ -38,6 +38,7 @@
 //! - [`activity::run_all`]: the thread log, progress and remembering store suites, through an
 //!   [`activity::ActivityBackend`] that opens as many handles on one storage as a rule needs.
 //! - [`vectors::run_vector_suite`]: the vector store.
+//! - [`listing::run_listing_suite`]: the listing read ([`MemoryLister`](crate::MemoryLister)).
 //!
 //! [`InMemoryActivity`] and [`InMemoryVectorStore`] are reference implementations that pass them, and
 //! memory-core's own tests prove each suite fails on a store broken on purpose. [`builders`] holds the
@@ -58,6 +59,7 @@ pub mod activity;
 pub mod builders;
 mod contract;
 mod fixtures;
+pub mod listing;
 mod model;
 mod reference;
 mod report;

@@ -21,8 +21,9 @@
 //!   before the candidate limit, so other namespaces' chunks never use it up), then revalidates every
 //!   candidate against the current document. [`SemanticQueryResult::answered_by`] says which index
 //!   ranked the candidates: an HNSW query is answered exactly while no graph is ready.
-//! - Tombstones (replaced and withdrawn chunks) are reclaimed: the exact index compacts its buffer
-//!   in place (a copy of the live rows) once they pass a quarter of its rows; the HNSW graph, which
+//! - Tombstones (replaced and withdrawn chunks) are reclaimed: the exact index is compacted once they
+//!   pass a quarter of its rows, from a shared snapshot on a blocking thread, and swapped in
+//!   (`compact`: queries read the old rows meanwhile); the HNSW graph, which
 //!   cannot drop points, is rebuilt once they pass [`HnswParams::rebuild_tombstone_fraction`], from a
 //!   snapshot of the exact index on a background thread, while the old graph keeps answering (every
 //!   change is applied to it and logged for the new one, which replays the log before it is swapped
@@ -41,6 +42,7 @@
 //!   loaded graph takes increments in place, so persisting after a small catch-up encodes the graph
 //!   but builds nothing.
 
+mod compact;
 mod graph;
 mod query;
 mod refresh;
@@ -351,6 +353,8 @@ pub struct SemanticIndex<E, S> {
     hnsw_status: Arc<watch::Sender<HnswStatus>>,
     counters: Arc<GraphCounters>,
     build_hook: Mutex<Option<BuildHook>>,
+    /// Called before each exact compaction's copy (tests hold one there).
+    compaction_hook: Mutex<Option<BuildHook>>,
     /// Serializes graph saves (the caller's and a background build's).
     save_lock: Arc<tokio::sync::Mutex<()>>,
     apply: tokio::sync::Mutex<()>,
@@ -500,6 +504,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             hnsw_status: Arc::new(hnsw_status),
             counters,
             build_hook: Mutex::new(None),
+            compaction_hook: Mutex::new(None),
             save_lock: Arc::new(tokio::sync::Mutex::new(())),
             apply: tokio::sync::Mutex::new(()),
         };

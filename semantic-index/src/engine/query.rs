@@ -93,7 +93,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             bytes: query.len(),
         };
         let vector = self
-            .embed(vec![query.to_owned()])
+            .embed_query(vec![query.to_owned()])
             .await?
             .pop()
             .ok_or(SemanticError::Task { what: "embedding" })?;
@@ -305,4 +305,133 @@ async fn revalidate<R: MemoryReader>(
         result.hits.push(hit);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use memory_core::vectors::SourceGeneration;
+    use memory_core::{
+        DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryScope,
+        MemoryWrite, MemoryWriter, NamespaceAddress, OperationId,
+    };
+    use memory_sqlite::vectors::SqliteVectorStore;
+
+    use crate::engine::{HnswStartup, SemanticIndex, SemanticIndexConfig};
+    use crate::error::EmbedError;
+    use crate::index::IndexKind;
+    use crate::limits::QueryLimits;
+    use crate::profile::{ChunkingConfig, Preprocessing, SemanticProfile};
+    use crate::{DeterministicEmbedder, Embedder};
+
+    const NAMESPACE: &str = r#"[1,"query-tests",1,{"user":"u"}]"#;
+
+    /// Bulk calls wait at a gate the test opens; query calls never do.
+    struct GatedBulk {
+        inner: DeterministicEmbedder,
+        entered: Mutex<mpsc::Sender<()>>,
+        gate: Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl Embedder for GatedBulk {
+        fn dimensions(&self) -> usize {
+            self.inner.dimensions()
+        }
+
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let _ = self.entered.lock().unwrap().send(());
+            let _ = self.gate.lock().unwrap().recv();
+            self.inner.embed(texts)
+        }
+
+        fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.inner.embed(texts)
+        }
+    }
+
+    fn key(id: &str) -> MemoryKey {
+        MemoryKey {
+            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
+            id: DocumentId::new(id).unwrap(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_embeds_on_the_query_path_while_an_indexing_batch_is_embedding() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());
+        let profile = SemanticProfile {
+            provider: "test".to_owned(),
+            model: "deterministic".to_owned(),
+            model_revision: "1".to_owned(),
+            dimensions: 16,
+            max_sequence_length: 128,
+            chunking: ChunkingConfig {
+                max_chunk_bytes: 64,
+            },
+            preprocessing: Preprocessing::TextOnly,
+        };
+        let (entered, on_entered) = mpsc::channel();
+        let (open, gate) = mpsc::channel();
+        let embedder = GatedBulk {
+            inner: DeterministicEmbedder::new(16),
+            entered: Mutex::new(entered),
+            gate: Mutex::new(gate),
+        };
+        let config = SemanticIndexConfig::new(profile).with_hnsw_startup(HnswStartup::OnDemand);
+        let index = Arc::new(
+            SemanticIndex::open(config, Arc::new(embedder), store)
+                .await
+                .unwrap(),
+        );
+        let documents = Arc::new(InMemoryStore::default());
+        for (n, id) in ["first", "second"].into_iter().enumerate() {
+            documents
+                .apply(MemoryWrite::Put {
+                    key: key(id),
+                    operation_id: OperationId::new(format!("op-{n}")).unwrap(),
+                    expected_revision: None,
+                    locator: format!("test:{id}"),
+                    content: MemoryContent::text(format!("the {id} garden note")),
+                    scopes: vec![MemoryScope::new("recall").unwrap()],
+                })
+                .await
+                .unwrap();
+        }
+        let refresh = |id: &'static str, generation: u64| {
+            let (index, documents) = (Arc::clone(&index), Arc::clone(&documents));
+            tokio::spawn(async move {
+                index
+                    .refresh(&*documents, &key(id), SourceGeneration(generation))
+                    .await
+            })
+        };
+        let _ = open.send(());
+        refresh("first", 1).await.unwrap().unwrap();
+        on_entered.recv().unwrap();
+        // An indexing batch is now inside the embedder, held at its gate.
+        let held = refresh("second", 2);
+        tokio::task::spawn_blocking(move || on_entered.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("the second refresh reached the embedder");
+        let access = MemoryAccess {
+            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
+            scope: MemoryScope::new("recall").unwrap(),
+        };
+        let limits = QueryLimits::new(1_024, 5, 10_000, -1.0, 10_000, IndexKind::Exact);
+        let answer = index
+            .query(&*documents, &access, "garden note", limits)
+            .await
+            .expect("a query answers while the batch is held");
+        assert_eq!(answer.hits.len(), 1, "the held document is not indexed yet");
+        assert!(!held.is_finished(), "the batch is still held");
+        let _ = open.send(());
+        held.await.unwrap().unwrap();
+    }
 }

@@ -18,6 +18,9 @@ use crate::error::SemanticError;
 use crate::index::{ChunkMeta, SourceVersion, VectorIndex};
 use crate::profile::Preprocessing;
 
+/// [`Embedder::embed`] or [`Embedder::embed_query`].
+type EmbedCall<E> = fn(&E, &[&str]) -> Result<Vec<Vec<f32>>, crate::error::EmbedError>;
+
 /// A source read, chunked and checked, waiting for its vectors.
 struct PreparedSource {
     /// Its position in the caller's list.
@@ -101,11 +104,27 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
 
     /// Embeds `texts` on a blocking thread and checks the vectors.
     pub(super) async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, SemanticError> {
+        self.embed_with(texts, Embedder::embed).await
+    }
+
+    /// Embeds query `texts` ([`Embedder::embed_query`]: never behind an indexing batch).
+    pub(super) async fn embed_query(
+        &self,
+        texts: Vec<String>,
+    ) -> Result<Vec<Vec<f32>>, SemanticError> {
+        self.embed_with(texts, Embedder::embed_query).await
+    }
+
+    async fn embed_with(
+        &self,
+        texts: Vec<String>,
+        call: EmbedCall<E>,
+    ) -> Result<Vec<Vec<f32>>, SemanticError> {
         let embedder = self.embedder.clone();
         let count = texts.len();
         let vectors = tokio::task::spawn_blocking(move || {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            embedder.embed(&refs)
+            call(&embedder, &refs)
         })
         .await
         .map_err(|_| SemanticError::Task { what: "embedding" })??;
@@ -328,7 +347,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                 actual: vectors.len(),
             }));
         }
-        let _apply = self.apply.lock().await;
+        let apply = self.apply.lock().await;
         {
             let state = self.read_state();
             if let Admission::Replay = admit(
@@ -409,6 +428,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             );
             wants_rebuild
         };
+        self.compact_after_change(&apply).await;
         if wants_rebuild {
             self.start_rebuild();
         }
@@ -418,6 +438,15 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             chunks: chunks.len(),
             embedding: usage,
         })
+    }
+
+    /// Compacts the exact index if the change just applied passed its tombstone fraction. The
+    /// change itself is applied and durable: a failed compaction is logged and retried after the
+    /// next change, never reported as the change's failure.
+    async fn compact_after_change(&self, apply: &tokio::sync::MutexGuard<'_, ()>) {
+        if let Err(error) = self.compact_exact_if_due(apply).await {
+            tracing::warn!(%error, "exact index compaction failed; retried after the next change");
+        }
     }
 
     fn check_chunk_capacity(
@@ -445,7 +474,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         key: &MemoryKey,
         generation: SourceGeneration,
     ) -> Result<RefreshOutcome, SemanticError> {
-        let _apply = self.apply.lock().await;
+        let apply = self.apply.lock().await;
         {
             let state = self.read_state();
             match state.sources.get(key) {
@@ -493,6 +522,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             );
             wants_rebuild
         };
+        self.compact_after_change(&apply).await;
         if wants_rebuild {
             self.start_rebuild();
         }

@@ -1,4 +1,12 @@
 //! The exact cosine index: one scan over the contiguous vector buffer.
+//!
+//! Its rows are shared ([`Arc`]) so an owner can compact them off the query path: replacing a source
+//! only tombstones rows (compacting inline only when the buffer would pass its bound), and once
+//! tombstones pass [`EXACT_COMPACT_TOMBSTONE_FRACTION`] ([`ExactIndex::needs_compaction`]) the owner
+//! builds a compacted copy from a shared snapshot of the rows with no lock held and swaps it in. The engine does this while it holds its apply lock, so the
+//! rows cannot change meanwhile and the shared snapshot is never copied on write.
+
+use std::sync::Arc;
 
 use memory_core::MemoryKey;
 
@@ -16,7 +24,7 @@ pub const EXACT_COMPACT_TOMBSTONE_FRACTION: f64 = 0.25;
 /// Scores every live chunk; refuses to run when that is more than `max_scanned_chunks`.
 #[derive(Debug)]
 pub struct ExactIndex {
-    table: ChunkTable,
+    table: Arc<ChunkTable>,
 }
 
 impl ExactIndex {
@@ -24,8 +32,36 @@ impl ExactIndex {
     pub fn new(dimensions: usize, bounds: IndexBounds) -> Result<Self, SemanticError> {
         bounds.validate(dimensions)?;
         Ok(Self {
-            table: ChunkTable::new(dimensions, bounds.max_chunks, bounds.max_chunks),
+            table: Arc::new(ChunkTable::new(
+                dimensions,
+                bounds.max_chunks,
+                bounds.max_chunks,
+            )),
         })
+    }
+
+    /// The rows, copied on the next change if shared meanwhile (the engine changes them only while
+    /// no compaction holds a snapshot).
+    fn rows_mut(&mut self) -> &mut ChunkTable {
+        Arc::make_mut(&mut self.table)
+    }
+
+    /// Whether tombstones passed [`EXACT_COMPACT_TOMBSTONE_FRACTION`] of the rows: the owner should
+    /// compact from a shared snapshot of the rows and swap the copy in.
+    pub fn needs_compaction(&self) -> bool {
+        self.table.tombstones() as f64 / self.table.rows().max(1) as f64
+            > EXACT_COMPACT_TOMBSTONE_FRACTION
+    }
+
+    /// The rows as they are, shared: a compaction copies the live ones from this without a lock.
+    pub(crate) fn shared_rows(&self) -> Arc<ChunkTable> {
+        Arc::clone(&self.table)
+    }
+
+    /// Answers with `compacted` (a compacted copy of [`Self::shared_rows`] taken while the rows
+    /// could not change).
+    pub(crate) fn install_compacted(&mut self, compacted: ChunkTable) {
+        self.table = Arc::new(compacted);
     }
 
     /// Live chunks of `key`.
@@ -35,7 +71,7 @@ impl ExactIndex {
 
     /// A copy of the rows, from which an HNSW graph can be built off the query path.
     pub(crate) fn snapshot(&self) -> ChunkTable {
-        self.table.clone()
+        (*self.table).clone()
     }
 
     /// The rows themselves (a persisted graph's vector set is checked against them).
@@ -72,13 +108,14 @@ impl VectorIndex for ExactIndex {
         key: &MemoryKey,
         chunks: Vec<(ChunkMeta, Vec<f32>)>,
     ) -> Result<(), SemanticError> {
-        self.table
-            .replace_source(key, chunks, EXACT_COMPACT_TOMBSTONE_FRACTION)
+        // Compaction is the owner's, off the query path; inline only when the buffer is full.
+        self.rows_mut()
+            .replace_source(key, chunks, f64::INFINITY)
             .map(|_| ())
     }
 
     fn remove_source(&mut self, key: &MemoryKey) {
-        self.table.remove_source(key);
+        self.rows_mut().remove_source(key);
     }
 
     fn search_in(
@@ -108,10 +145,10 @@ impl VectorIndex for ExactIndex {
         // One reservation for the whole load instead of geometric regrowth (each regrowth copies
         // every vector so far).
         let total: usize = sources.iter().map(|(_, chunks)| chunks.len()).sum();
-        self.table.reserve_rows(total);
+        let table = self.rows_mut();
+        table.reserve_rows(total);
         for (key, chunks) in sources {
-            self.table
-                .replace_source(&key, chunks, EXACT_COMPACT_TOMBSTONE_FRACTION)?;
+            table.replace_source(&key, chunks, EXACT_COMPACT_TOMBSTONE_FRACTION)?;
         }
         Ok(())
     }

@@ -160,6 +160,13 @@ impl ChunkTable {
         table
     }
 
+    /// A copy holding only the live rows, in their order: a compaction built without changing
+    /// this table (so it can be answering queries meanwhile).
+    pub(crate) fn compacted_copy(&self) -> Self {
+        let live: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
+        self.reordered(&live, self.max_rows)
+    }
+
     /// Checks new chunks without changing anything.
     fn check(
         &self,

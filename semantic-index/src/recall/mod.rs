@@ -9,16 +9,17 @@
 //! - Hybrid recall asks the lexical search and the embedding index, fuses their document rankings by
 //!   [`reciprocal_rank_fusion`] (an embedding ranking ranks each document by its best chunk), keeps
 //!   [`HybridParams::max_documents`] documents and revalidates them ONCE: one grouped read of all the
-//!   kept documents. A document the lexical search found becomes its whole current text (the lexical
-//!   match may lie anywhere in it); a document only the embedding found becomes its surviving chunks,
-//!   best first.
+//!   kept documents. A document the lexical search found becomes its whole current text when it fits
+//!   one chunk, else its chunks that match the query best ([`excerpt_passages`]: the lexical match may
+//!   lie anywhere in it); a document only the embedding found becomes its surviving chunks, best first.
 //!
 //! Revalidation (SPEC §2.4 and §4 together), one grouped read per lookup:
 //! - candidates whose key lies outside the access's namespace are dropped without a read; every other
 //!   distinct key is read once, all in one `read_many` call (bounded by `max_candidates` and
 //!   [`HybridParams::max_documents`]);
 //! - missing, withdrawn and access-revoked documents are dropped;
-//! - a lexical document becomes the whole current document; a chunk survives only if its document is
+//! - a lexical document becomes the whole current document, or its best-matching chunks when it is
+//!   longer than one chunk; a chunk survives only if its document is
 //!   still at the embedded revision and holds the exact excerpt at the embedded byte range (a stale
 //!   chunk never lends its score to new text);
 //! - attribution, metadata, times, locator and revision come from the current document, and every
@@ -48,6 +49,7 @@
 //! except embedder failures, which answer [`MemoryLookup::Unavailable`] so that an optional embedding
 //! source degrades instead of failing the recall (an essential one still fails it).
 
+mod excerpts;
 mod fusion;
 mod passages;
 
@@ -61,6 +63,9 @@ use memory_core::{
     NamespaceAddress, RecallError, RevalidationLimits,
 };
 
+pub use excerpts::{
+    ExcerptRules, FOLD_CHARS, MAX_EXCERPTS_PER_DOCUMENT, excerpt_passages, matching_chunks,
+};
 pub use fusion::{
     DEFAULT_EMBEDDING_CANDIDATES, DEFAULT_LEXICAL_CANDIDATES, DEFAULT_MAX_DOCUMENTS,
     DEFAULT_RANKING_WEIGHT, DEFAULT_RRF_K, Fused, HybridParams, MAX_HYBRID_DOCUMENTS,
@@ -79,7 +84,9 @@ use passages::{Candidate, ScoredCandidate, revalidate_candidates};
 pub const EMBEDDER_UNAVAILABLE: &str = "embedding model unavailable";
 
 /// Maps a semantic failure to a recall answer: embedder failures become
-/// [`MemoryLookup::Unavailable`], everything else a [`RecallError`] of the same kind.
+/// [`MemoryLookup::Unavailable`], everything else a [`RecallError`] of the same kind (a withdrawn
+/// source stays `withdrawn`, a fenced or divergent refresh `conflict`). The match names every variant,
+/// so a new one needs its own decision here.
 pub fn lookup_failure(error: SemanticError) -> Result<MemoryLookup, RecallError> {
     Err(match error {
         SemanticError::Embed(_) | SemanticError::Task { .. } => {
@@ -96,7 +103,10 @@ pub fn lookup_failure(error: SemanticError) -> Result<MemoryLookup, RecallError>
         SemanticError::InvalidInput { field, reason } => {
             RecallError::Source(MemoryError::InvalidInput { field, reason })
         }
-        other => RecallError::Source(MemoryError::storage("semantic recall", other)),
+        SemanticError::Withdrawn => RecallError::Source(MemoryError::Withdrawn),
+        SemanticError::Fenced { .. } | SemanticError::Divergent { .. } => {
+            RecallError::Source(MemoryError::Conflict { current: None })
+        }
     })
 }
 
@@ -268,9 +278,15 @@ where
                 candidate: Candidate::Chunk(hit.chunk),
             })
             .collect();
-        let (passages, excluded) =
-            revalidate_candidates(reader, access, index.digest(), &candidates, revalidation)
-                .await?;
+        let (passages, excluded) = revalidate_candidates(
+            reader,
+            access,
+            index.digest(),
+            &candidates,
+            revalidation,
+            None,
+        )
+        .await?;
         tracing::debug!(
             candidates = candidates.len(),
             passages = passages.len(),
@@ -399,12 +415,16 @@ where
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
             let score = item.score;
+            let document_chunks = chunks.remove(&item.item);
             if item.lexical_rank.is_some() {
                 candidates.push(ScoredCandidate {
                     candidate: Candidate::Document(item.item),
                     score,
                 });
-            } else if let Some(document_chunks) = chunks.remove(&item.item) {
+            }
+            // A document found both ways is cited by its matching chunks and then the chunks the
+            // embedding found (a short document's chunk is the document and shares its passage).
+            if let Some(document_chunks) = document_chunks {
                 candidates.extend(
                     document_chunks
                         .into_iter()
@@ -412,8 +432,20 @@ where
                 );
             }
         }
-        let (passages, excluded) =
-            revalidate_candidates(store, access, index.digest(), &candidates, revalidation).await?;
+        let excerpts = ExcerptRules {
+            query,
+            chunking: index.profile().chunking,
+            profile: index.digest(),
+        };
+        let (passages, excluded) = revalidate_candidates(
+            store,
+            access,
+            index.digest(),
+            &candidates,
+            revalidation,
+            Some(&excerpts),
+        )
+        .await?;
         tracing::debug!(
             lexical = lexical_keys.len(),
             embedding = embedding_keys.len(),

@@ -4,7 +4,8 @@
 //! - candidates whose key lies outside the access's namespace are dropped without a read;
 //! - every other distinct key is read once, all in one `read_many` call (callers bound the count);
 //! - missing, withdrawn and access-revoked documents are dropped;
-//! - a document candidate (a lexical hit) becomes the whole current document;
+//! - a document candidate (a lexical hit) becomes the whole current document, or, when it is longer
+//!   than one chunk, its chunks that match the query best ([`super::excerpt_passages`]);
 //! - a chunk candidate survives only if the document is still at the embedded revision and holds the
 //!   exact excerpt at the embedded byte range (a stale chunk never lends its score to new text);
 //! - attribution, metadata, times, locator and revision come from the current document, and every
@@ -26,6 +27,7 @@ use memory_core::{
     RevalidationLimits,
 };
 
+use super::{ExcerptRules, excerpt_passages};
 use crate::engine::{ChunkCheck, check_chunk};
 use crate::index::ChunkMeta;
 use crate::profile::ProfileDigest;
@@ -86,6 +88,7 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
     profile: ProfileDigest,
     candidates: &[ScoredCandidate],
     limits: &RevalidationLimits,
+    excerpts: Option<&ExcerptRules<'_>>,
 ) -> Result<(Vec<(MemoryPassage, f64)>, Exclusions), RecallError> {
     let mut keys: Vec<MemoryKey> = Vec::new();
     let mut slot_of: HashMap<&MemoryKey, usize> = HashMap::new();
@@ -128,18 +131,24 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
             Candidate::Document(key) => match document {
                 None => {
                     exclusions.stale += 1;
-                    None
+                    Vec::new()
                 }
                 Some(document) if document.key != *key || !document.is_visible_to(access) => {
                     exclusions.unauthorized += 1;
-                    None
+                    Vec::new()
                 }
-                Some(document) => Some(passage(
-                    document,
-                    PassageId::from(&document.key.id),
-                    document.content.text.clone(),
-                    &authority,
-                )),
+                Some(document) => {
+                    let whole = passage(
+                        document,
+                        PassageId::from(&document.key.id),
+                        document.content.text.clone(),
+                        &authority,
+                    );
+                    match excerpts {
+                        Some(rules) => excerpt_passages(whole, rules),
+                        None => vec![whole],
+                    }
+                }
             },
             Candidate::Chunk(chunk) => match check_chunk(document, chunk, access) {
                 ChunkCheck::Current { document, excerpt } => {
@@ -148,39 +157,40 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
                     } else {
                         chunk_passage_id(profile, chunk.ordinal)?
                     };
-                    Some(passage(
+                    vec![passage(
                         document,
                         passage_id,
                         excerpt.to_owned(),
                         &authority,
-                    ))
+                    )]
                 }
                 ChunkCheck::Stale => {
                     exclusions.stale += 1;
-                    None
+                    Vec::new()
                 }
                 ChunkCheck::Unauthorized => {
                     exclusions.unauthorized += 1;
-                    None
+                    Vec::new()
                 }
             },
         };
-        let Some(made) = made else { continue };
-        if !emitted.insert((candidate.key().clone(), made.passage_id.clone())) {
-            continue;
+        for made in made {
+            if !emitted.insert((candidate.key().clone(), made.passage_id.clone())) {
+                continue;
+            }
+            let encoded = made.encoded_len().map_err(|_| MemoryError::Corrupt {
+                what: "a stored document cannot be encoded as JSON".to_owned(),
+            })?;
+            retained_bytes = retained_bytes.saturating_add(encoded);
+            if retained_bytes > limits.max_input_bytes() {
+                return Err(RecallError::Budget {
+                    limit: "max_input_bytes",
+                    max: limits.max_input_bytes(),
+                    actual: retained_bytes,
+                });
+            }
+            passages.push((made, *score));
         }
-        let encoded = made.encoded_len().map_err(|_| MemoryError::Corrupt {
-            what: "a stored document cannot be encoded as JSON".to_owned(),
-        })?;
-        retained_bytes = retained_bytes.saturating_add(encoded);
-        if retained_bytes > limits.max_input_bytes() {
-            return Err(RecallError::Budget {
-                limit: "max_input_bytes",
-                max: limits.max_input_bytes(),
-                actual: retained_bytes,
-            });
-        }
-        passages.push((made, *score));
     }
     Ok((passages, exclusions))
 }

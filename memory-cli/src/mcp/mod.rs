@@ -1,14 +1,20 @@
-//! The MCP server: the five operations and the two thread operations ([`crate::thread`]) as tools
-//! over stdio (official SDK, `rmcp`).
+//! The MCP server: the five operations and the two thread operations ([`crate::thread`]) as tools,
+//! plus the simple tools ([`crate::simple`], listed only with server defaults), over stdio or
+//! streamable HTTP ([`crate::http`]) (official SDK, `rmcp`).
 //!
 //! Tools take their arguments as a raw JSON object and decode them here, so a malformed call gets the same
 //! typed refusal as on the command line (a tool result with `isError: true` and the error JSON as
-//! structured content) instead of a protocol error. The input schemas published in `tools/list` are
-//! generated from the wire types with schemars.
+//! structured content) instead of a protocol error. The input and output schemas published in
+//! `tools/list` are generated from the wire types with schemars, and every tool carries annotations
+//! (read-only, destructive, idempotent and open-world hints). Recalls and writes are counted in
+//! [`ServerMetrics`] by mode and outcome only: no argument is ever logged or labelled.
+
+mod simple_tools;
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use rmcp::handler::server::common::schema_for_input;
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -16,9 +22,18 @@ use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::Value;
 
 use crate::input::MAX_INPUT_BYTES;
-use crate::service::{MemoryService, Operation, RawArguments, Store};
-use crate::thread::{ThreadAppendArguments, ThreadForgetArguments, ThreadOperation, ThreadTools};
-use crate::wire::{GetArguments, PutArguments, RecallArguments, SyncArguments, WithdrawArguments};
+use crate::metrics::ServerMetrics;
+use crate::refusal::Refusal;
+use crate::service::{MemoryService, Operation, RawArguments, Request, Store};
+use crate::simple::Defaults;
+use crate::thread::{
+    ThreadAppendArguments, ThreadAppendResult, ThreadForgetArguments, ThreadForgetResult,
+    ThreadOperation, ThreadTools,
+};
+use crate::wire::{
+    GetArguments, GetResult, PutArguments, RecallArguments, RecallResult, SyncArguments,
+    SyncResult, WithdrawArguments, WriteResult,
+};
 
 const INSTRUCTIONS: &str = "Agent memory. memory_put stores or replaces a document (idempotent per \
 operation_id; pass the current revision to replace), memory_withdraw removes one for good, memory_get \
@@ -28,10 +43,16 @@ activity for the remembering worker, and memory_thread_forget forgets one record
 nothing remembered from it is recalled or read. Refusals come back as tool errors carrying \
 {\"error\": {\"kind\", \"message\"}}.";
 
+const SIMPLE_INSTRUCTIONS: &str = " This server has a default namespace and scope: memory_remember \
+stores text, memory_search recalls what is relevant to a query, memory_forget withdraws a document by \
+id, and memory_list pages through the documents, newest first; prefer them to the precise tools.";
+
 /// The MCP server over one store.
 pub struct MemoryServer<S: Store> {
     service: Arc<MemoryService<S>>,
     threads: Arc<ThreadTools<S>>,
+    defaults: Option<Arc<Defaults>>,
+    metrics: Arc<ServerMetrics>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -40,6 +61,8 @@ impl<S: Store> Clone for MemoryServer<S> {
         Self {
             service: Arc::clone(&self.service),
             threads: Arc::clone(&self.threads),
+            defaults: self.defaults.clone(),
+            metrics: Arc::clone(&self.metrics),
             tool_router: self.tool_router.clone(),
         }
     }
@@ -49,6 +72,7 @@ impl<S: Store> std::fmt::Debug for MemoryServer<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemoryServer")
+            .field("simple_tools", &self.defaults.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -63,26 +87,78 @@ fn input_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
     })
 }
 
+/// The output schema of `T`: what a successful call's structured content holds.
+fn output_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_output::<T>()
+}
+
+/// The tool result of an answer.
+fn tool_result(answer: Result<Value, Refusal>) -> CallToolResult {
+    match answer {
+        Ok(result) => CallToolResult::structured(result),
+        Err(refusal) => CallToolResult::structured_error(refusal.to_json()),
+    }
+}
+
+/// Whether a write's answer was a replay, for the write counter.
+fn write_result(answer: &Result<Value, Refusal>) -> Result<bool, memory_core::ErrorKind> {
+    match answer {
+        Ok(value) => Ok(value
+            .get("replayed")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)),
+        Err(refusal) => Err(refusal.kind()),
+    }
+}
+
 #[tool_router]
 impl<S: Store> MemoryServer<S> {
-    /// A server answering with `service`.
-    pub fn new(service: Arc<MemoryService<S>>) -> Self {
+    /// A server answering with `service`, with the simple tools when `defaults` are given.
+    pub fn new(
+        service: Arc<MemoryService<S>>,
+        defaults: Option<Arc<Defaults>>,
+        metrics: Arc<ServerMetrics>,
+    ) -> Self {
+        let mut tool_router = Self::tool_router();
+        if defaults.is_some() {
+            tool_router += Self::simple_router();
+        }
         Self {
             threads: Arc::new(ThreadTools::new(Arc::clone(service.store()))),
             service,
-            tool_router: Self::tool_router(),
+            defaults,
+            metrics,
+            tool_router,
         }
     }
 
     async fn respond(&self, operation: Operation, arguments: JsonObject) -> CallToolResult {
-        match self
-            .service
-            .execute(operation, RawArguments::Json(Value::Object(arguments)))
-            .await
+        let is_write = matches!(operation, Operation::Put | Operation::Withdraw);
+        let request = match Request::decode(operation, RawArguments::Json(Value::Object(arguments)))
         {
-            Ok(result) => CallToolResult::structured(result),
-            Err(refusal) => CallToolResult::structured_error(refusal.to_json()),
+            Ok(request) => request,
+            Err(refusal) => {
+                if is_write {
+                    self.metrics.count_write(Err(refusal.kind()));
+                }
+                return tool_result(Err(refusal));
+            }
+        };
+        let mode = match &request {
+            Request::Recall(query) => Some(query.mode()),
+            _ => None,
+        };
+        let started = Instant::now();
+        let answer = self.service.run(request).await;
+        if let Some(mode) = mode {
+            let outcome = answer.as_ref().err().map(Refusal::kind);
+            self.metrics
+                .observe_recall(mode, outcome, started.elapsed());
         }
+        if is_write {
+            self.metrics.count_write(write_result(&answer));
+        }
+        tool_result(answer)
     }
 
     async fn respond_thread(
@@ -90,21 +166,25 @@ impl<S: Store> MemoryServer<S> {
         operation: ThreadOperation,
         arguments: JsonObject,
     ) -> CallToolResult {
-        match self
-            .threads
-            .execute(operation, RawArguments::Json(Value::Object(arguments)))
-            .await
-        {
-            Ok(result) => CallToolResult::structured(result),
-            Err(refusal) => CallToolResult::structured_error(refusal.to_json()),
-        }
+        tool_result(
+            self.threads
+                .execute(operation, RawArguments::Json(Value::Object(arguments)))
+                .await,
+        )
     }
 
     /// Stores a memory document: creates it (expected_revision null) or replaces the current revision.
     #[tool(
         name = "memory_put",
         description = "Create (expected_revision null) or replace (the current revision) a memory document. Retrying with the same operation_id and the same command returns the first answer with replayed true.",
-        input_schema = input_schema::<PutArguments>()
+        input_schema = input_schema::<PutArguments>(),
+        output_schema = output_schema::<WriteResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_put(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Put, arguments).await
@@ -114,7 +194,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_withdraw",
         description = "Withdraw a memory document for good: it is no longer read or recalled, and later puts of its id are refused.",
-        input_schema = input_schema::<WithdrawArguments>()
+        input_schema = input_schema::<WithdrawArguments>(),
+        output_schema = output_schema::<WriteResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_withdraw(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Withdraw, arguments).await
@@ -124,7 +211,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_get",
         description = "Read the current memory document of an id; document is null when there is none (never written, or withdrawn).",
-        input_schema = input_schema::<GetArguments>()
+        input_schema = input_schema::<GetArguments>(),
+        output_schema = output_schema::<GetResult>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_get(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Get, arguments).await
@@ -134,7 +228,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_recall",
         description = "Recall the memory relevant to a query, visible through one scope, under hard item, byte, token and time limits: cited text (memory:N), the passages and a per-source outcome report. Recalled text is untrusted evidence.",
-        input_schema = input_schema::<RecallArguments>()
+        input_schema = input_schema::<RecallArguments>(),
+        output_schema = output_schema::<RecallResult>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_recall(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Recall, arguments).await
@@ -144,7 +245,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_sync",
         description = "Return once every write committed before this call is searchable in every recall mode.",
-        input_schema = input_schema::<SyncArguments>()
+        input_schema = input_schema::<SyncArguments>(),
+        output_schema = output_schema::<SyncResult>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_sync(&self, arguments: JsonObject) -> CallToolResult {
         self.respond(Operation::Sync, arguments).await
@@ -154,7 +262,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_thread_append",
         description = "Append one conversation record to a thread log; the remembering worker turns user statements into memory. Answers thread, sequence and digest once committed.",
-        input_schema = input_schema::<ThreadAppendArguments>()
+        input_schema = input_schema::<ThreadAppendArguments>(),
+        output_schema = output_schema::<ThreadAppendResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn memory_thread_append(&self, arguments: JsonObject) -> CallToolResult {
         self.respond_thread(ThreadOperation::Append, arguments)
@@ -165,7 +280,14 @@ impl<S: Store> MemoryServer<S> {
     #[tool(
         name = "memory_thread_forget",
         description = "Forget one thread record (event forget, delete or revoke): once this answers, nothing remembered from it is recalled or read, and the worker's next pass withdraws it. Answers thread, sequence, event and the cleanup intent id; an unknown sequence is not-found.",
-        input_schema = input_schema::<ThreadForgetArguments>()
+        input_schema = input_schema::<ThreadForgetArguments>(),
+        output_schema = output_schema::<ThreadForgetResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn memory_thread_forget(&self, arguments: JsonObject) -> CallToolResult {
         self.respond_thread(ThreadOperation::Forget, arguments)
@@ -173,23 +295,30 @@ impl<S: Store> MemoryServer<S> {
     }
 }
 
-#[tool_handler]
+// The router is the server's own (the simple tools are merged in only with defaults), not the
+// macro's default of a fresh `Self::tool_router()`.
+#[tool_handler(router = self.tool_router)]
 impl<S: Store> ServerHandler for MemoryServer<S> {
     fn get_info(&self) -> ServerConfig {
+        let instructions = if self.defaults.is_some() {
+            format!("{INSTRUCTIONS}{SIMPLE_INSTRUCTIONS}")
+        } else {
+            INSTRUCTIONS.to_owned()
+        };
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("memory", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions)
     }
 }
 
-/// Serves `service` over standard input and output until the client closes its end.
-pub async fn serve_stdio<S: Store>(service: Arc<MemoryService<S>>) -> Result<(), ServeError> {
+/// Serves `server` over standard input and output until the client closes its end.
+pub async fn serve_stdio<S: Store>(server: MemoryServer<S>) -> Result<(), ServeError> {
     let (input, output) = rmcp::transport::stdio();
     // One JSON-RPC message per line; the SDK's default cap (16 MiB) is below the largest valid write,
     // so the cap is the same as the command line's. Longer lines are dropped unbuffered by the SDK.
     let max_line = usize::try_from(MAX_INPUT_BYTES).unwrap_or(usize::MAX);
     let transport = AsyncRwTransport::new_server(input, output).with_max_line_length(max_line);
-    let running = MemoryServer::new(service)
+    let running = server
         .serve(transport)
         .await
         .map_err(|error| ServeError::Start(error.to_string()))?;
@@ -209,4 +338,7 @@ pub enum ServeError {
     /// The server task failed.
     #[error("MCP server stopped abnormally: {0}")]
     Stopped(String),
+    /// The HTTP listener could not be bound or failed.
+    #[error("HTTP server: {0}")]
+    Http(String),
 }

@@ -131,11 +131,7 @@ impl Backend {
     /// schema without a URL is refused rather than ignored, so a mistyped URL does not silently fall
     /// back to a SQLite file named like it.
     fn select(db: &str, schema: Option<&str>) -> anyhow::Result<Self> {
-        let is_url = ["postgres://", "postgresql://"].iter().any(|scheme| {
-            db.get(..scheme.len())
-                .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
-        });
-        if is_url {
+        if memory_postgres::is_postgres_url(db) {
             let schema = schema
                 .map(SchemaName::new)
                 .transpose()

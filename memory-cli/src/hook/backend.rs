@@ -1,0 +1,409 @@
+//! Where a hook's appends and recalls go: the running server (found through its discovery file), or the
+//! database itself, one-shot, through the same services the `memory` commands use ([`ThreadService`],
+//! [`RecallService`]). Reads of the thread's tail (for the records' hook identities) always go to the
+//! database: they need no model, and the server offers no tool for them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use memory_core::ErrorKind;
+use memory_core::activity::{NewRecord, Sequence, ThreadId, ThreadLog, ThreadRecord};
+use memory_postgres::PostgresStore;
+use memory_sqlite::SqliteStore;
+use memory_sqlite::thread_log::SqliteThreadLog;
+use memory_sqlite::vectors::SqliteVectorStore;
+use serde_json::Value;
+
+use crate::cli::Database;
+use crate::discovery::{Discovery, path_for};
+use crate::hook::Failure;
+use crate::hook::server::{ServerError, ServerSession};
+use crate::recall_service::{RecallQuery, RecallService};
+use crate::refusal::Refusal;
+use crate::semantic::SemanticBackend;
+use crate::service::Store;
+use crate::thread::{ThreadAppendResult, ThreadService, refusal_of};
+use crate::wire::{RecallArguments, RecallMode, RecallResult};
+
+/// The `application_name` of the hook's PostgreSQL connections.
+const APPLICATION_NAME: &str = "memory-hook";
+
+/// Records read per page while looking back through a thread's tail.
+const TAIL_PAGE: usize = 64;
+
+/// How a hook reaches the memory.
+pub enum Backend {
+    /// Through a running `memory serve --http`.
+    Server(ServerSession),
+    /// Directly, loading what a recall needs itself.
+    OneShot {
+        /// The database.
+        database: Database,
+        /// `--max-chunks`.
+        max_chunks: Option<usize>,
+    },
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Self::Server(_) => "Backend::Server",
+            Self::OneShot { .. } => "Backend::OneShot",
+        })
+    }
+}
+
+impl Backend {
+    /// The server of `database` when its discovery file names one that answers; one-shot otherwise
+    /// (no file, a stale one, `--no-server`). A stale file is said on standard error; a malformed one
+    /// too, and then the hook answers one-shot rather than not at all.
+    pub async fn find(database: &Database, max_chunks: Option<usize>, no_server: bool) -> Self {
+        let one_shot = Self::OneShot {
+            database: database.clone(),
+            max_chunks,
+        };
+        if no_server {
+            return one_shot;
+        }
+        let path = path_for(database);
+        let discovery = match Discovery::read(&path) {
+            Ok(Some(discovery)) => discovery,
+            Ok(None) => return one_shot,
+            Err(error) => {
+                eprintln!("memory hook: {error}; answering one-shot");
+                return one_shot;
+            }
+        };
+        if !process_alive(discovery.pid) {
+            eprintln!(
+                "memory hook: the server in {} (pid {}) is not running; answering one-shot",
+                path.display(),
+                discovery.pid
+            );
+            return one_shot;
+        }
+        match ServerSession::connect(&discovery).await {
+            Ok(session) => Self::Server(session),
+            Err(error @ ServerError::Unreachable { .. }) => {
+                eprintln!("memory hook: {error}; answering one-shot");
+                one_shot
+            }
+            Err(error) => {
+                eprintln!("memory hook: {error}; answering one-shot");
+                one_shot
+            }
+        }
+    }
+
+    /// Whether a server answers.
+    pub fn is_server(&self) -> bool {
+        matches!(self, Self::Server(_))
+    }
+
+    /// Appends `record` to `thread` (`memory_thread_append`).
+    pub async fn append(
+        &mut self,
+        log: &OpenedLog,
+        thread: &ThreadId,
+        record: NewRecord,
+    ) -> Result<ThreadAppendResult, Failure> {
+        match self {
+            Self::Server(session) => {
+                let arguments = serde_json::json!({
+                    "thread": thread.as_str(),
+                    "record": serde_json::to_value(&record).map_err(|error| {
+                        Refusal::new(ErrorKind::Corrupt, format!("record cannot be encoded: {error}"))
+                    })?,
+                });
+                let answer = tool(session, "memory_thread_append", arguments).await?;
+                Ok(serde_json::from_value(answer).map_err(|error| {
+                    Refusal::new(
+                        ErrorKind::Corrupt,
+                        format!("memory_thread_append answer: {error}"),
+                    )
+                })?)
+            }
+            Self::OneShot { .. } => Ok(log.service()?.append(thread.clone(), record).await?),
+        }
+    }
+
+    /// Recalls (`memory_recall`).
+    pub async fn recall(&mut self, arguments: RecallArguments) -> Result<RecallResult, Failure> {
+        match self {
+            Self::Server(session) => {
+                let arguments = serde_json::to_value(&arguments).map_err(|error| {
+                    Refusal::new(
+                        ErrorKind::Corrupt,
+                        format!("recall cannot be encoded: {error}"),
+                    )
+                })?;
+                let answer = tool(session, "memory_recall", arguments).await?;
+                Ok(serde_json::from_value(answer).map_err(|error| {
+                    Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
+                })?)
+            }
+            Self::OneShot {
+                database,
+                max_chunks,
+            } => {
+                let query = RecallQuery::new(arguments)?;
+                match database {
+                    Database::Sqlite(path) => {
+                        let path = path.clone();
+                        let (store, vectors) = blocking(move || {
+                            Ok((
+                                SqliteStore::open_store(&path).map_err(Refusal::from)?,
+                                SqliteVectorStore::open(&path).map_err(Refusal::from)?,
+                            ))
+                        })
+                        .await?;
+                        Ok(
+                            one_shot_recall(Arc::new(store), Arc::new(vectors), *max_chunks, query)
+                                .await?,
+                        )
+                    }
+                    Database::Postgres { .. } => {
+                        let store = Arc::new(open_postgres(database.clone()).await?);
+                        let vectors = Arc::new(store.vectors());
+                        Ok(one_shot_recall(store, vectors, *max_chunks, query).await?)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a server session.
+    pub async fn close(self) {
+        if let Self::Server(session) = self {
+            session.close().await;
+        }
+    }
+}
+
+async fn tool(session: &mut ServerSession, name: &str, arguments: Value) -> Result<Value, Failure> {
+    let answer = session
+        .call_tool(name, arguments)
+        .await
+        .map_err(|error| Failure::new("server", error.to_string()))?;
+    if answer.is_error {
+        let kind = answer.content["error"]["kind"].as_str().unwrap_or("server");
+        let message = answer.content["error"]["message"]
+            .as_str()
+            .unwrap_or("the server refused without a message");
+        return Err(Failure::new(kind, format!("server: {message}")));
+    }
+    Ok(answer.content)
+}
+
+/// One-shot recall over `store`, as `memory recall` runs it: the semantic index catches up within the
+/// deadline; lexical recalls open no index.
+async fn one_shot_recall<S: Store>(
+    store: Arc<S>,
+    vectors: Arc<S::Vectors>,
+    max_chunks: Option<usize>,
+    query: RecallQuery,
+) -> Result<RecallResult, Refusal> {
+    let recall = if query.mode() == RecallMode::Lexical {
+        RecallService::lexical_only(store)
+    } else {
+        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?
+            .with_max_chunks(max_chunks)?;
+        RecallService::with_semantic(store, Arc::new(semantic))
+    };
+    recall.recall(query).await
+}
+
+/// The database's thread log (and, one-shot, the thread service over it), opened for one hook.
+pub struct OpenedLog {
+    log: Arc<dyn ThreadLog>,
+    service: Option<ThreadService>,
+}
+
+impl std::fmt::Debug for OpenedLog {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("OpenedLog").finish_non_exhaustive()
+    }
+}
+
+impl OpenedLog {
+    /// Opens the thread log of `database`; with `service`, the thread service (and its remembering
+    /// store) too, for one-shot appends.
+    pub async fn open(database: &Database, service: bool) -> Result<Self, Refusal> {
+        match database {
+            Database::Sqlite(path) => {
+                let path = path.clone();
+                blocking(move || {
+                    if service {
+                        let store = SqliteStore::open_store(&path).map_err(Refusal::from)?;
+                        let service = ThreadService::open(&store)?;
+                        let log = store.open_thread_log().map_err(refusal_of)?;
+                        Ok(Self {
+                            log,
+                            service: Some(service),
+                        })
+                    } else {
+                        Ok(Self {
+                            log: Arc::new(SqliteThreadLog::open(&path).map_err(refusal_of)?),
+                            service: None,
+                        })
+                    }
+                })
+                .await
+            }
+            Database::Postgres { .. } => {
+                let store = open_postgres(database.clone()).await?;
+                // Both share the store's connection pool.
+                let service = if service {
+                    Some(ThreadService::open(&store)?)
+                } else {
+                    None
+                };
+                Ok(Self {
+                    log: store.open_thread_log().map_err(refusal_of)?,
+                    service,
+                })
+            }
+        }
+    }
+
+    fn service(&self) -> Result<&ThreadService, Refusal> {
+        self.service
+            .as_ref()
+            .ok_or_else(|| Refusal::new(ErrorKind::Storage, "the thread service is not open"))
+    }
+
+    /// The latest record of `thread` (looking back at most `max_records`) whose opaque cursor
+    /// satisfies `matches`, newest first.
+    pub async fn find_in_tail(
+        &self,
+        thread: &ThreadId,
+        max_records: u64,
+        matches: impl Fn(&str) -> bool + Send + 'static,
+    ) -> Result<Option<ThreadRecord>, Refusal> {
+        let log = Arc::clone(&self.log);
+        let thread = thread.clone();
+        blocking(move || {
+            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let floor = tail.0.saturating_sub(max_records);
+            let mut end = tail.0;
+            while end > floor {
+                let after = end.saturating_sub(TAIL_PAGE as u64).max(floor);
+                let page = log
+                    .read_page(&thread, Sequence(after), TAIL_PAGE)
+                    .map_err(refusal_of)?;
+                if let Some(found) = page.into_iter().rev().find(|record| {
+                    record.sequence.0 <= end
+                        && record.record.opaque_cursor.as_deref().is_some_and(&matches)
+                }) {
+                    return Ok(Some(found));
+                }
+                end = after;
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// The opaque cursors of the last `max_records` records of `thread`.
+    pub async fn cursors_in_tail(
+        &self,
+        thread: &ThreadId,
+        max_records: u64,
+    ) -> Result<HashSet<String>, Refusal> {
+        let log = Arc::clone(&self.log);
+        let thread = thread.clone();
+        blocking(move || {
+            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let mut after = tail.0.saturating_sub(max_records);
+            let mut cursors = HashSet::new();
+            while after < tail.0 {
+                let page = log
+                    .read_page(&thread, Sequence(after), TAIL_PAGE)
+                    .map_err(refusal_of)?;
+                let Some(last) = page.last().map(|record| record.sequence.0) else {
+                    break;
+                };
+                cursors.extend(
+                    page.into_iter()
+                        .filter_map(|record| record.record.opaque_cursor),
+                );
+                after = last;
+            }
+            Ok(cursors)
+        })
+        .await
+    }
+
+    /// The texts of the latest `count` user inputs of `thread` among its last `max_records` records,
+    /// oldest first.
+    pub async fn latest_user_inputs(
+        &self,
+        thread: &ThreadId,
+        count: usize,
+        max_records: usize,
+    ) -> Result<Vec<String>, Refusal> {
+        let log = Arc::clone(&self.log);
+        let thread = thread.clone();
+        blocking(move || {
+            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let after = tail.0.saturating_sub(max_records as u64);
+            let page = log
+                .read_page(&thread, Sequence(after), max_records.max(1))
+                .map_err(refusal_of)?;
+            let mut texts: Vec<String> = page
+                .into_iter()
+                .rev()
+                .filter_map(|record| match record.record.body {
+                    memory_core::activity::RecordBody::UserInput { text } => Some(text),
+                    _ => None,
+                })
+                .take(count)
+                .collect();
+            texts.reverse();
+            Ok(texts)
+        })
+        .await
+    }
+}
+
+/// Connects to PostgreSQL like the other commands do (unreachable: `unavailable`).
+async fn open_postgres(database: Database) -> Result<PostgresStore, Refusal> {
+    let Database::Postgres { url, schema } = database else {
+        return Err(Refusal::new(
+            ErrorKind::Storage,
+            "not a PostgreSQL database",
+        ));
+    };
+    blocking(move || {
+        let mut builder = PostgresStore::builder(&url).application_name(APPLICATION_NAME);
+        if let Some(schema) = schema {
+            builder = builder.schema(schema);
+        }
+        builder.connect_blocking().map_err(|error| {
+            if error.kind() == ErrorKind::Unavailable {
+                Refusal::unavailable(format!(
+                    "could not connect to the PostgreSQL database: {error}"
+                ))
+            } else {
+                Refusal::from(error)
+            }
+        })
+    })
+    .await
+}
+
+/// Runs a blocking store call on tokio's blocking pool, so the hook's deadline can pass while it waits.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
+) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| Refusal::new(ErrorKind::Storage, "a blocking store call failed"))?
+}
+
+/// Whether process `pid` is alive: on Linux `/proc/<pid>` exists; elsewhere it is assumed alive and
+/// the connection decides.
+fn process_alive(pid: u32) -> bool {
+    let proc = std::path::Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}

@@ -1,0 +1,330 @@
+//! `memory serve --http ADDR`: the MCP server over streamable HTTP (rmcp's server transport in an axum
+//! router), with `GET /healthz` and `GET /metrics` beside it.
+//!
+//! - `/mcp`: rmcp's `StreamableHttpService` (sessions kept in memory). When the server has a bearer
+//!   token, every request must carry `Authorization: Bearer TOKEN`, else it is answered `401` before
+//!   rmcp sees it. rmcp's own `Host` check (against DNS rebinding) stays on for a loopback address; on
+//!   any other address the token is the guard and every host name is accepted.
+//! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, behind the same token.
+//! - `/healthz`: open to anyone (probes), telling no more than readiness: `200 {"status":"ready"}`
+//!   once the store is open (it is before the socket is bound) and the model and index are loaded;
+//!   `503 {"status":"starting"}` while they load, `503 {"status":"degraded"}` when the load failed
+//!   (the lexical mode and writes still work; `memory doctor` says what is missing).
+//!
+//! A token is required unless the address is a loopback one ([`check_token_policy`]). Requests are
+//! never logged with their arguments.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::input::MAX_INPUT_BYTES;
+use crate::mcp::{MemoryServer, ServeError};
+use crate::metrics::{CONTENT_TYPE, IndexSnapshot, LoadedIndex, ServerMetrics};
+use crate::refusal::Refusal;
+use crate::semantic::SemanticBackend;
+use crate::service::{Store, on_blocking_pool};
+
+/// The path of the MCP endpoint.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The environment variable holding the bearer token when no `--token-file` is given.
+pub const TOKEN_ENV: &str = "MEMORY_TOKEN";
+
+/// Most bytes of a token file: a token is a line, not a document.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// JSON-RPC framing around the largest valid tool argument.
+const ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// The token from `--token-file PATH`, else from [`TOKEN_ENV`], trimmed; an empty one is refused.
+pub fn read_token(token_file: Option<&std::path::Path>) -> Result<Option<String>, Refusal> {
+    let token = match token_file {
+        Some(path) => {
+            let bytes = crate::input::read_bounded(
+                std::fs::File::open(path).map_err(|error| {
+                    Refusal::invalid_input(format!("--token-file {}: {error}", path.display()))
+                })?,
+                MAX_TOKEN_FILE_BYTES,
+            )
+            .map_err(|failure| match failure {
+                crate::input::ReadFailure::Refused(refusal) => refusal,
+                crate::input::ReadFailure::Io(error) => {
+                    Refusal::invalid_input(format!("--token-file {}: {error}", path.display()))
+                }
+            })?;
+            Some(String::from_utf8(bytes).map_err(|_| {
+                Refusal::invalid_input(format!("--token-file {}: not UTF-8", path.display()))
+            })?)
+        }
+        None => std::env::var(TOKEN_ENV).ok(),
+    };
+    match token.map(|token| token.trim().to_owned()) {
+        Some(token) if token.is_empty() => Err(Refusal::invalid_input(
+            "the bearer token is empty (--token-file or MEMORY_TOKEN)",
+        )),
+        Some(token) if token.chars().any(|c| c.is_control() || c == ' ') => Err(
+            Refusal::invalid_input("the bearer token holds spaces or control characters"),
+        ),
+        token => Ok(token),
+    }
+}
+
+/// Refuses to serve a non-loopback address without a token.
+pub fn check_token_policy(addr: SocketAddr, token: Option<&str>) -> Result<(), Refusal> {
+    if token.is_none() && !addr.ip().is_loopback() {
+        return Err(Refusal::invalid_input(format!(
+            "--http {addr} is not a loopback address: give a bearer token with --token-file PATH or \
+             {TOKEN_ENV}, or bind 127.0.0.1"
+        )));
+    }
+    Ok(())
+}
+
+/// The MCP URL clients on this machine use for a server bound to `local`: an unspecified address
+/// (`0.0.0.0`, `::`) is reached through loopback.
+pub fn mcp_url(local: SocketAddr) -> String {
+    let ip = match local.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+        }
+        ip => ip,
+    };
+    format!("http://{}{MCP_PATH}", SocketAddr::new(ip, local.port()))
+}
+
+/// What `/healthz` and `/metrics` read.
+pub struct HttpState<S: Store> {
+    store: Arc<S>,
+    semantic: Arc<SemanticBackend<S>>,
+    metrics: Arc<ServerMetrics>,
+    /// Set once the first load of the model and index has finished, loaded or not.
+    load_finished: AtomicBool,
+}
+
+impl<S: Store> HttpState<S> {
+    /// The state over the server's store, semantic index and metrics.
+    pub fn new(
+        store: Arc<S>,
+        semantic: Arc<SemanticBackend<S>>,
+        metrics: Arc<ServerMetrics>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            semantic,
+            metrics,
+            load_finished: AtomicBool::new(false),
+        })
+    }
+
+    /// Loads the model and the index (in the background, while the socket already answers).
+    pub fn start_loading(self: &Arc<Self>) {
+        let state = Arc::clone(self);
+        tokio::spawn(async move {
+            state.semantic.load_now().await;
+            state.load_finished.store(true, Ordering::SeqCst);
+        });
+    }
+
+    fn health(&self) -> Response {
+        let (status, state) = if self.semantic.loaded_index().is_some() {
+            (StatusCode::OK, "ready")
+        } else if self.load_finished.load(Ordering::SeqCst) {
+            (StatusCode::SERVICE_UNAVAILABLE, "degraded")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "starting")
+        };
+        json_response(status, &serde_json::json!({ "status": state }))
+    }
+
+    async fn metrics(&self) -> Response {
+        let store = Arc::clone(&self.store);
+        let head = match on_blocking_pool(async move { store.head().await }).await {
+            Ok(Ok(head)) => head.0,
+            _ => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the store could not be read",
+                )
+                    .into_response();
+            }
+        };
+        let index = match self.semantic.loaded_index() {
+            Some(index) => match index.status().await {
+                Ok(status) => Some(LoadedIndex {
+                    indexed: status.indexed_position,
+                    chunks: status.stats.live_chunks as u64,
+                    capacity: status.stats.max_chunks as u64,
+                    unindexed: status
+                        .unindexed
+                        .into_iter()
+                        .map(|(reason, count)| (reason.to_string(), count))
+                        .collect(),
+                    hnsw: status.stats.hnsw.as_str(),
+                }),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        self.metrics.set_index(&IndexSnapshot { head, index });
+        let mut response = self.metrics.encode().into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+        response
+    }
+}
+
+fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
+    let mut response = (status, value.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Compares in time independent of where the first difference is.
+fn same_token(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
+            == 0
+}
+
+async fn require_token(token: Arc<Option<String>>, request: Request, next: Next) -> Response {
+    let Some(expected) = token.as_deref() else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match given {
+        Some(given) if same_token(given.trim().as_bytes(), expected.as_bytes()) => {
+            next.run(request).await
+        }
+        _ => {
+            let mut response = json_response(
+                StatusCode::UNAUTHORIZED,
+                &serde_json::json!({"error": {
+                    "kind": "unauthorized",
+                    "message": "missing or wrong bearer token (Authorization: Bearer TOKEN)"
+                }}),
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// Serves `server` on `listener` until `shutdown` completes, then closes every MCP session.
+pub async fn serve_http<S: Store>(
+    listener: tokio::net::TcpListener,
+    server: MemoryServer<S>,
+    state: Arc<HttpState<S>>,
+    token: Option<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let local = listener
+        .local_addr()
+        .map_err(|error| ServeError::Http(error.to_string()))?;
+    let mut config = StreamableHttpServerConfig::default().with_max_request_body_bytes(
+        usize::try_from(MAX_INPUT_BYTES)
+            .unwrap_or(usize::MAX)
+            .saturating_add(ENVELOPE_BYTES),
+    );
+    if !local.ip().is_loopback() {
+        config = config.disable_allowed_hosts();
+    }
+    let sessions = config.cancellation_token.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let token = Arc::new(token);
+    let auth = from_fn(move |request: Request, next: Next| {
+        let token = Arc::clone(&token);
+        async move { require_token(token, request, next).await }
+    });
+    let metrics_state = Arc::clone(&state);
+    let protected = Router::new()
+        .nest_service(MCP_PATH, mcp)
+        .route(
+            "/metrics",
+            get(move || {
+                let state = Arc::clone(&metrics_state);
+                async move { state.metrics().await }
+            }),
+        )
+        .layer(auth);
+    let app = Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let state = Arc::clone(&state);
+                async move { state.health() }
+            }),
+        )
+        .merge(protected)
+        .fallback(|| async { (StatusCode::NOT_FOUND, Body::empty()) });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Streams held open by clients (SSE) end with their sessions.
+            sessions.cancel();
+        })
+        .await
+        .map_err(|error| ServeError::Http(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_required_off_loopback_only() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().expect("address");
+        let v6: SocketAddr = "[::1]:0".parse().expect("address");
+        let open: SocketAddr = "0.0.0.0:8181".parse().expect("address");
+        assert!(check_token_policy(loopback, None).is_ok());
+        assert!(check_token_policy(v6, None).is_ok());
+        assert!(check_token_policy(open, None).is_err());
+        assert!(check_token_policy(open, Some("t")).is_ok());
+    }
+
+    #[test]
+    fn urls_name_a_reachable_address() {
+        let url = |addr: &str| mcp_url(addr.parse().expect("address"));
+        assert_eq!(url("127.0.0.1:8181"), "http://127.0.0.1:8181/mcp");
+        assert_eq!(url("0.0.0.0:9"), "http://127.0.0.1:9/mcp");
+        assert_eq!(url("[::]:9"), "http://[::1]:9/mcp");
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token(b"abc", b"abc"));
+        assert!(!same_token(b"abd", b"abc"));
+        assert!(!same_token(b"ab", b"abc"));
+    }
+}

@@ -1,0 +1,284 @@
+//! What `memory serve --http` reports at `GET /metrics`, in the OpenMetrics text format (which
+//! Prometheus scrapes), through `prometheus-client`.
+//!
+//! - `memory_recall_duration_seconds{mode, outcome}`: histogram of recall latency (`memory_recall` and
+//!   `memory_search`), `mode` one of `lexical`, `exact`, `hnsw`, `hybrid`, `outcome` `ok` or the
+//!   refusal kind.
+//! - `memory_writes_total{result}`: writes (`memory_put`, `memory_withdraw`, `memory_remember`,
+//!   `memory_forget`) by `written`, `replayed` or the refusal kind.
+//! - `memory_change_head`, `memory_indexed_position`, `memory_index_lag` (head minus indexed),
+//!   `memory_chunks` and `memory_chunk_capacity`, `memory_unindexed_documents{reason}`,
+//!   `memory_hnsw_state{state}` (1 for the current state, 0 for the others), `memory_model_loaded`:
+//!   read at each scrape; the index gauges are absent until the model is loaded.
+//!
+//! Every label value comes from a fixed set; no namespace, identity, id, query or text is ever a label.
+
+use std::time::Duration;
+
+use memory_core::ErrorKind;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::wire::RecallMode;
+
+/// The content type of [`ServerMetrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The HNSW states reported, as semantic-index names them.
+const HNSW_STATES: [&str; 4] = ["ready", "building", "not_started", "failed"];
+/// The unindexed reasons always reported (0 when none), as semantic-index names them.
+const UNINDEXED_REASONS: [&str; 4] = ["too_large", "too_many_chunks", "capacity", "invalid"];
+
+type Labels = [(&'static str, &'static str); 2];
+type Label = [(&'static str, &'static str); 1];
+
+fn recall_histogram() -> Histogram {
+    // 1 ms to about 33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// What the index looked like at one scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexSnapshot {
+    /// The store's latest change.
+    pub head: u64,
+    /// The loaded index's state; `None` before the model is loaded.
+    pub index: Option<LoadedIndex>,
+}
+
+/// The loaded index's counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadedIndex {
+    /// The change through which every change is indexed or recorded unindexed.
+    pub indexed: u64,
+    /// Searchable chunks.
+    pub chunks: u64,
+    /// Most chunks.
+    pub capacity: u64,
+    /// Unindexed documents per reason.
+    pub unindexed: Vec<(String, u64)>,
+    /// The HNSW state's name.
+    pub hnsw: &'static str,
+}
+
+/// The server's metrics.
+pub struct ServerMetrics {
+    registry: Registry,
+    recall_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    writes: Family<Label, Counter>,
+    head: Gauge,
+    indexed: Gauge,
+    lag: Gauge,
+    chunks: Gauge,
+    capacity: Gauge,
+    unindexed: Family<[(&'static str, String); 1], Gauge>,
+    hnsw: Family<Label, Gauge>,
+    model_loaded: Gauge,
+}
+
+impl std::fmt::Debug for ServerMetrics {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ServerMetrics")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServerMetrics {
+    /// Empty metrics, registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let recall_seconds =
+            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(recall_histogram);
+        registry.register(
+            "memory_recall_duration_seconds",
+            "Recall latency by mode and outcome",
+            recall_seconds.clone(),
+        );
+        let writes = Family::<Label, Counter>::default();
+        registry.register("memory_writes", "Writes by result", writes.clone());
+        let gauge = |registry: &mut Registry, name: &str, help: &str| -> Gauge {
+            let gauge = Gauge::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        };
+        let head = gauge(
+            &mut registry,
+            "memory_change_head",
+            "The store's latest change",
+        );
+        let indexed = gauge(
+            &mut registry,
+            "memory_indexed_position",
+            "The change through which the semantic index is up to date",
+        );
+        let lag = gauge(
+            &mut registry,
+            "memory_index_lag",
+            "Changes not yet indexed (head minus indexed position)",
+        );
+        let chunks = gauge(&mut registry, "memory_chunks", "Searchable chunks");
+        let capacity = gauge(
+            &mut registry,
+            "memory_chunk_capacity",
+            "Most chunks the semantic index holds",
+        );
+        let unindexed = Family::<[(&'static str, String); 1], Gauge>::default();
+        registry.register(
+            "memory_unindexed_documents",
+            "Documents the semantic index could not hold, by reason",
+            unindexed.clone(),
+        );
+        let hnsw = Family::<Label, Gauge>::default();
+        registry.register(
+            "memory_hnsw_state",
+            "The HNSW graph's state (1 for the current one)",
+            hnsw.clone(),
+        );
+        let model_loaded = gauge(
+            &mut registry,
+            "memory_model_loaded",
+            "1 once the embedding model and the index are loaded",
+        );
+        Self {
+            registry,
+            recall_seconds,
+            writes,
+            head,
+            indexed,
+            lag,
+            chunks,
+            capacity,
+            unindexed,
+            hnsw,
+            model_loaded,
+        }
+    }
+
+    /// Records one recall.
+    pub fn observe_recall(&self, mode: RecallMode, outcome: Option<ErrorKind>, elapsed: Duration) {
+        let outcome = outcome.map_or("ok", ErrorKind::as_str);
+        self.recall_seconds
+            .get_or_create(&[("mode", mode.as_str()), ("outcome", outcome)])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one write by its result: `Ok(replayed)` or the refusal's kind.
+    pub fn count_write(&self, result: Result<bool, ErrorKind>) {
+        let result = match result {
+            Ok(false) => "written",
+            Ok(true) => "replayed",
+            Err(kind) => kind.as_str(),
+        };
+        self.writes.get_or_create(&[("result", result)]).inc();
+    }
+
+    /// Sets the gauges read at a scrape.
+    pub fn set_index(&self, snapshot: &IndexSnapshot) {
+        self.head.set(clamp(snapshot.head));
+        self.model_loaded.set(i64::from(snapshot.index.is_some()));
+        let Some(index) = &snapshot.index else {
+            return;
+        };
+        self.indexed.set(clamp(index.indexed));
+        self.lag
+            .set(clamp(snapshot.head.saturating_sub(index.indexed)));
+        self.chunks.set(clamp(index.chunks));
+        self.capacity.set(clamp(index.capacity));
+        for reason in UNINDEXED_REASONS {
+            let count = index
+                .unindexed
+                .iter()
+                .filter(|(name, _)| name == reason)
+                .map(|(_, count)| *count)
+                .sum();
+            self.unindexed
+                .get_or_create(&[("reason", reason.to_owned())])
+                .set(clamp(count));
+        }
+        for (reason, count) in &index.unindexed {
+            if !UNINDEXED_REASONS.contains(&reason.as_str()) {
+                self.unindexed
+                    .get_or_create(&[("reason", reason.clone())])
+                    .set(clamp(*count));
+            }
+        }
+        for state in HNSW_STATES {
+            self.hnsw
+                .get_or_create(&[("state", state)])
+                .set(i64::from(state == index.hnsw));
+        }
+    }
+
+    /// The metrics as OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_encoded_with_bounded_labels() {
+        let metrics = ServerMetrics::new();
+        metrics.observe_recall(RecallMode::Hybrid, None, Duration::from_millis(12));
+        metrics.observe_recall(
+            RecallMode::Lexical,
+            Some(ErrorKind::Deadline),
+            Duration::from_millis(3),
+        );
+        metrics.count_write(Ok(false));
+        metrics.count_write(Ok(true));
+        metrics.count_write(Err(ErrorKind::Conflict));
+        metrics.set_index(&IndexSnapshot {
+            head: 10,
+            index: Some(LoadedIndex {
+                indexed: 7,
+                chunks: 4,
+                capacity: 100,
+                unindexed: vec![("too_large".to_owned(), 1)],
+                hnsw: "ready",
+            }),
+        });
+        let text = metrics.encode();
+        for line in [
+            "memory_recall_duration_seconds_count{mode=\"hybrid\",outcome=\"ok\"} 1",
+            "memory_recall_duration_seconds_count{mode=\"lexical\",outcome=\"deadline\"} 1",
+            "memory_writes_total{result=\"written\"} 1",
+            "memory_writes_total{result=\"replayed\"} 1",
+            "memory_writes_total{result=\"conflict\"} 1",
+            "memory_index_lag 3",
+            "memory_chunks 4",
+            "memory_unindexed_documents{reason=\"too_large\"} 1",
+            "memory_unindexed_documents{reason=\"capacity\"} 0",
+            "memory_hnsw_state{state=\"ready\"} 1",
+            "memory_hnsw_state{state=\"building\"} 0",
+            "memory_model_loaded 1",
+            "# EOF",
+        ] {
+            assert!(
+                text.lines().any(|candidate| candidate == line),
+                "{line} in\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! `memory serve`: the options it is given, checked before the store is opened, and the server's life:
+//! load the model, keep the HNSW graph saved, serve stdio or HTTP, shut down cleanly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::{Database, ServeArgs};
+use crate::discovery::{self, Discovery, DiscoveryGuard};
+use crate::feed::CommitSignal;
+use crate::http::{self, HttpState};
+use crate::mcp::{MemoryServer, ServeError};
+use crate::metrics::ServerMetrics;
+use crate::recall_service::RecallService;
+use crate::refusal::Refusal;
+use crate::semantic::SemanticBackend;
+use crate::service::{MemoryService, Store};
+use crate::simple::Defaults;
+
+/// How often the server saves its HNSW graph when it changed.
+pub const GRAPH_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// `memory serve`'s options, checked.
+#[derive(Debug)]
+pub struct ServeOptions {
+    /// `--http`: where to listen, with the token; `None` serves stdio.
+    pub http: Option<HttpOptions>,
+    /// The simple tools' namespace and scope.
+    pub defaults: Option<Arc<Defaults>>,
+    /// Where the discovery file goes while HTTP is served.
+    pub discovery_path: PathBuf,
+}
+
+/// `--http` and its token.
+pub struct HttpOptions {
+    /// The address to bind.
+    pub addr: SocketAddr,
+    /// The bearer token, if any.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("HttpOptions")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl ServeOptions {
+    /// Checks the arguments: the defaults decode and come as a pair, and a non-loopback address has a
+    /// token.
+    pub fn new(database: &Database, arguments: &ServeArgs) -> Result<Self, Refusal> {
+        let namespace = arguments.defaults.namespace()?;
+        let scope = arguments.defaults.scope()?;
+        let defaults = match (namespace, scope) {
+            (Some(namespace), Some(scope)) => Some(Arc::new(Defaults::new(namespace, scope)?)),
+            (None, None) => None,
+            _ => {
+                return Err(Refusal::invalid_input(
+                    "--namespace and --scope (MEMORY_NAMESPACE, MEMORY_SCOPE) go together: the \
+                     simple tools need both",
+                ));
+            }
+        };
+        let http = match arguments.http {
+            Some(addr) => {
+                let token = http::read_token(arguments.token_file.as_deref())?;
+                http::check_token_policy(addr, token.as_deref())?;
+                Some(HttpOptions { addr, token })
+            }
+            None => None,
+        };
+        Ok(Self {
+            http,
+            defaults,
+            discovery_path: discovery::path_for(database),
+        })
+    }
+}
+
+/// Serves until stdin closes (stdio) or SIGINT/SIGTERM (HTTP), then saves the graph and stops the
+/// indexer.
+pub async fn serve<S: Store>(
+    store: Arc<S>,
+    semantic: SemanticBackend<S>,
+    commits: Option<CommitSignal>,
+    options: ServeOptions,
+) -> Result<(), ServeError> {
+    let semantic = Arc::new(semantic);
+    let mut service = MemoryService::new(
+        Arc::clone(&store),
+        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
+    );
+    if let Some(commits) = commits {
+        service = service.with_commit_signal(commits);
+    }
+    let metrics = Arc::new(ServerMetrics::new());
+    let server = MemoryServer::new(Arc::new(service), options.defaults, Arc::clone(&metrics));
+    // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so a
+    // restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
+    let saver = {
+        let semantic = Arc::clone(&semantic);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(GRAPH_SAVE_INTERVAL);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                semantic.save_graph().await;
+            }
+        })
+    };
+    let served = match options.http {
+        None => {
+            // The model and the stored vectors are loaded before the first request is read, so the
+            // first recall does not pay for them (a failed load leaves lexical and writes working).
+            semantic.load_now().await;
+            crate::mcp::serve_stdio(server).await
+        }
+        Some(http) => {
+            serve_http(
+                store,
+                &semantic,
+                server,
+                metrics,
+                http,
+                options.discovery_path,
+            )
+            .await
+        }
+    };
+    saver.abort();
+    semantic.shutdown().await;
+    served
+}
+
+async fn serve_http<S: Store>(
+    store: Arc<S>,
+    semantic: &Arc<SemanticBackend<S>>,
+    server: MemoryServer<S>,
+    metrics: Arc<ServerMetrics>,
+    options: HttpOptions,
+    discovery_path: PathBuf,
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|error| {
+            ServeError::Http(format!("could not listen on {}: {error}", options.addr))
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|error| ServeError::Http(error.to_string()))?;
+    let state = HttpState::new(store, Arc::clone(semantic), metrics);
+    // The socket answers (/healthz says "starting") while the model loads.
+    state.start_loading();
+    let url = http::mcp_url(local);
+    let guard = DiscoveryGuard::publish(
+        discovery_path,
+        &Discovery {
+            version: discovery::VERSION,
+            url: url.clone(),
+            pid: std::process::id(),
+            token: options.token.clone(),
+        },
+    )
+    .map_err(|error| ServeError::Http(error.to_string()))?;
+    // The one line a supervisor or a test reads: where the server listens (never the token).
+    eprintln!("memory: serving MCP at {url}");
+    let served = http::serve_http(listener, server, state, options.token, shutdown_signal()).await;
+    drop(guard);
+    served
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            // Without a SIGTERM handler, SIGINT still stops the server.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,196 @@
+//! `memory serve --http` through a real MCP client (rmcp's streamable HTTP client): the bearer token,
+//! the discovery file, `/healthz` and `/metrics`.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use integration_tests::product::Fixture;
+use integration_tests::serving::{
+    HttpServer, Session, default_flags, get, parse_metrics, sample, token_file,
+};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token-9f2c41";
+
+fn flags_with_token(fixture: &Fixture) -> Vec<String> {
+    let mut flags = default_flags();
+    flags.push("--token-file".to_owned());
+    flags.push(
+        token_file(fixture.dir.path(), TOKEN)
+            .to_str()
+            .expect("UTF-8 path")
+            .to_owned(),
+    );
+    flags
+}
+
+#[tokio::test]
+async fn the_token_is_accepted_and_a_missing_or_wrong_one_refused() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &flags_with_token(&fixture), &[]);
+
+    let discovery = server.discovery();
+    assert_eq!(discovery.version, 1);
+    assert_eq!(discovery.url, server.url);
+    assert!(discovery.url.starts_with("http://127.0.0.1:") && discovery.url.ends_with("/mcp"));
+    assert_eq!(discovery.token.as_deref(), Some(TOKEN));
+    let mode = std::fs::metadata(&server.discovery)
+        .expect("discovery file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let session = Session::http(&server.url, Some(TOKEN))
+        .await
+        .expect("the token is accepted");
+    assert_eq!(session.tools().await.len(), 11);
+    let remembered = session
+        .success(
+            "memory_remember",
+            json!({"text": "The user's cat is called Miso."}),
+        )
+        .await;
+    assert_eq!(remembered["replayed"], false);
+    session.close().await;
+
+    for token in [None, Some("wrong-token"), Some("test-token-9f2c4")] {
+        assert!(
+            Session::http(&server.url, token).await.is_err(),
+            "a session opened with {token:?}"
+        );
+    }
+    let (status, _) = get(&format!("{}/metrics", server.base()), None).await;
+    assert_eq!(status, 401);
+    let (status, _) = get(&format!("{}/metrics", server.base()), Some("wrong")).await;
+    assert_eq!(status, 401);
+    let (status, _) = get(&format!("{}/metrics", server.base()), Some(TOKEN)).await;
+    assert_eq!(status, 200);
+
+    let discovery_path = server.discovery.clone();
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !discovery_path.exists(),
+        "the discovery file outlived a clean shutdown"
+    );
+}
+
+#[tokio::test]
+async fn healthz_and_metrics_are_scraped_and_parsed() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &flags_with_token(&fixture), &[]);
+    let session = Session::http(&server.url, Some(TOKEN))
+        .await
+        .expect("connected");
+    let text = "Miso the cat sleeps on the red sofa every afternoon.";
+    let call = json!({"text": text});
+    session.success("memory_remember", call.clone()).await;
+    assert_eq!(
+        session.success("memory_remember", call).await["replayed"],
+        true
+    );
+    // sync waits for the model and the index: from its answer on the server is ready.
+    session.success("memory_sync", json!({})).await;
+    let query = "where does the cat sleep";
+    let found = session
+        .success("memory_search", json!({"query": query}))
+        .await;
+    assert!(!found["passages"].as_array().expect("passages").is_empty());
+
+    let (status, body) = get(&format!("{}/healthz", server.base()), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON"),
+        json!({"status": "ready"})
+    );
+
+    let (status, body) = get(&format!("{}/metrics", server.base()), Some(TOKEN)).await;
+    assert_eq!(status, 200);
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    let samples = parse_metrics(&body);
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        sample(&samples, name, labels).unwrap_or_else(|| panic!("{name} {labels:?} in\n{body}"))
+    };
+    assert_eq!(value("memory_writes_total", &[("result", "written")]), 1.0);
+    assert_eq!(value("memory_writes_total", &[("result", "replayed")]), 1.0);
+    assert_eq!(
+        value(
+            "memory_recall_duration_seconds_count",
+            &[("mode", "hybrid"), ("outcome", "ok")]
+        ),
+        1.0
+    );
+    assert!(
+        value(
+            "memory_recall_duration_seconds_sum",
+            &[("mode", "hybrid"), ("outcome", "ok")]
+        ) > 0.0
+    );
+    assert_eq!(value("memory_index_lag", &[]), 0.0);
+    assert_eq!(value("memory_change_head", &[]), 1.0);
+    assert!(value("memory_chunks", &[]) >= 1.0);
+    assert_eq!(value("memory_chunk_capacity", &[]), 1_000_000.0);
+    assert_eq!(
+        value("memory_unindexed_documents", &[("reason", "too_large")]),
+        0.0
+    );
+    assert_eq!(value("memory_model_loaded", &[]), 1.0);
+    let states: f64 = samples
+        .iter()
+        .filter(|sample| sample.name == "memory_hnsw_state")
+        .map(|sample| sample.value)
+        .sum();
+    assert_eq!(states, 1.0, "exactly one HNSW state is current");
+    // No namespace identity, query or text in any label.
+    for sample in &samples {
+        for value in sample.labels.values() {
+            for secret in ["u1", "notes", "Miso", "cat", "sofa", "sleep"] {
+                assert!(!value.contains(secret), "{sample:?}");
+            }
+        }
+    }
+    session.close().await;
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token() {
+    let fixture = Fixture::new();
+    let message = fixture
+        .run(&["serve", "--http", "0.0.0.0:0"])
+        .refused("invalid-input")
+        .to_owned();
+    assert!(message.contains("MEMORY_TOKEN"), "{message}");
+    assert!(
+        !fixture.db.exists(),
+        "the store was opened for a refused flag"
+    );
+    let empty = token_file(fixture.dir.path(), "  ");
+    fixture
+        .run(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            empty.to_str().expect("path"),
+        ])
+        .refused("invalid-input");
+}
+
+#[tokio::test]
+async fn a_loopback_server_without_a_token_publishes_none() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &[], &[]);
+    assert_eq!(server.discovery().token, None);
+    let session = Session::http(&server.url, None)
+        .await
+        .expect("no token needed");
+    let names: Vec<String> = session
+        .tools()
+        .await
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert_eq!(names.len(), 7, "no defaults, no simple tools: {names:?}");
+    session.close().await;
+    assert!(server.stop().success());
+}
