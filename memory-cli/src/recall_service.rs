@@ -52,7 +52,7 @@
 //! feature the variable is not read at all.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use memory_core::activity::RememberingStore;
 use memory_core::activity::suppression::hide_suppressed;
@@ -243,13 +243,8 @@ impl<S: Store> RecallService<S> {
                 let (profile, digest) = semantic.profile();
                 Ok((profile.chunking, digest))
             }
-            None => {
-                let profile = SemanticProfile::minilm_l6_v2();
-                let digest = profile
-                    .digest()
-                    .map_err(|error| Refusal::unavailable(error.to_string()))?;
-                Ok((profile.chunking, digest))
-            }
+            None => (*DEFAULT_EXCERPTS)
+                .ok_or_else(|| Refusal::unavailable("the default semantic profile has no digest")),
         }
     }
 
@@ -437,6 +432,16 @@ fn semantic_limits<V: memory_core::vectors::VectorStore + 'static>(
         kind,
     )
 }
+
+/// The default profile's chunking and digest, computed once: they name lexical excerpts when no
+/// semantic index is configured.
+static DEFAULT_EXCERPTS: LazyLock<Option<(ChunkingConfig, ProfileDigest)>> = LazyLock::new(|| {
+    let profile = SemanticProfile::minilm_l6_v2();
+    profile
+        .digest()
+        .ok()
+        .map(|digest| (profile.chunking, digest))
+});
 
 /// The lexical mode: the store's full-text search and memory-core's revalidation, both on the
 /// blocking pool; each passage (a whole document, or the best-matching chunks of a document longer

@@ -148,18 +148,28 @@ impl Fixture {
         self.serve_env(&[]).await
     }
 
-    /// [`Self::serve`] with extra environment variables. The server's standard error is discarded
-    /// unless `PRODUCT_SERVER_STDERR` is set (then it is inherited, for diagnosing a bench).
+    /// [`Self::serve`] with extra environment variables.
     pub async fn serve_env(&self, env: &[(&str, &OsStr)]) -> McpClient {
+        self.serve_with(&[], env).await
+    }
+
+    /// Starts `memory --db DB [options] serve ARGS` with extra environment variables (the caller's
+    /// `MEMORY_*` defaults removed) and completes the MCP handshake on stdio. The server's standard
+    /// error is discarded unless `PRODUCT_SERVER_STDERR` is set (then it is inherited, for diagnosing a
+    /// bench).
+    pub async fn serve_with(&self, args: &[String], env: &[(&str, &OsStr)]) -> McpClient {
         let command = tokio::process::Command::new(memory_binary()).configure(|command| {
             command
                 .env_remove("MEMORY_DB")
                 .env_remove("MEMORY_LOG")
+                .env_remove("MEMORY_NAMESPACE")
+                .env_remove("MEMORY_SCOPE")
                 .envs(env.iter().copied())
                 .arg("--db")
                 .arg(&self.db)
                 .args(&self.options)
-                .arg("serve");
+                .arg("serve")
+                .args(args);
         });
         let (transport, _stderr) = TokioChildProcess::builder(command)
             .stderr(if std::env::var_os("PRODUCT_SERVER_STDERR").is_some() {
@@ -207,7 +217,7 @@ impl Outcome {
 
 /// An MCP client connected to a `memory serve` child process.
 pub struct McpClient {
-    service: RunningService<RoleClient, ()>,
+    pub(crate) service: RunningService<RoleClient, ()>,
 }
 
 impl std::fmt::Debug for McpClient {

@@ -8,14 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use memory_cli::discovery::Discovery;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::RunningService;
+use rmcp::ServiceExt;
+use rmcp::model::Tool;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::product::{Fixture, memory_binary};
+use crate::product::{Fixture, McpClient, memory_binary};
 
 /// The default-namespace flags of the simple tools: namespace `notes` of user `u1`, scope `assistant`.
 pub fn default_flags() -> Vec<String> {
@@ -27,39 +26,13 @@ pub fn default_flags() -> Vec<String> {
     ]
 }
 
-/// An rmcp client session, over either transport.
-pub struct Session {
-    service: RunningService<RoleClient, ()>,
-}
-
-impl std::fmt::Debug for Session {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Session").finish_non_exhaustive()
-    }
-}
-
-impl Session {
-    /// Starts `memory --db DB serve ARGS` as a child process and completes the MCP handshake on stdio.
+/// The product harness's MCP client ([`McpClient`]), also over streamable HTTP and with server
+/// options: one client type, whatever the transport.
+impl McpClient {
+    /// Starts `memory --db DB serve ARGS` as a child process and completes the MCP handshake on stdio
+    /// ([`Fixture::serve_with`]).
     pub async fn stdio(fixture: &Fixture, args: &[String], env: &[(&str, &OsStr)]) -> Self {
-        let command = tokio::process::Command::new(memory_binary()).configure(|command| {
-            command
-                .env_remove("MEMORY_DB")
-                .env_remove("MEMORY_LOG")
-                .env_remove("MEMORY_NAMESPACE")
-                .env_remove("MEMORY_SCOPE")
-                .envs(env.iter().copied())
-                .arg("--db")
-                .arg(&fixture.db)
-                .arg("serve")
-                .args(args);
-        });
-        let (transport, _stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the server starts");
-        Self {
-            service: ().serve(transport).await.expect("the MCP handshake"),
-        }
+        fixture.serve_with(args, env).await
     }
 
     /// Connects to `url` over streamable HTTP, sending `token` as the bearer token when given.
@@ -71,7 +44,7 @@ impl Session {
         let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
         ().serve(transport)
             .await
-            .map(|service| Self { service })
+            .map(|service| McpClient { service })
             .map_err(|error| error.to_string())
     }
 
@@ -81,41 +54,6 @@ impl Session {
             .list_all_tools()
             .await
             .expect("the tools are listed")
-    }
-
-    /// Calls `tool` and answers its result, refusals included.
-    pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
-        let Value::Object(arguments) = arguments else {
-            panic!("tool arguments are an object");
-        };
-        self.service
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
-            .await
-            .expect("a tool call gets a result")
-    }
-
-    /// Calls `tool`, asserting success; answers its structured content.
-    pub async fn success(&self, tool: &str, arguments: Value) -> Value {
-        let result = self.call(tool, arguments).await;
-        assert_eq!(result.is_error, Some(false), "{tool}: {result:#?}");
-        result.structured_content.expect("structured content")
-    }
-
-    /// Calls `tool`, asserting a refusal of `kind`; answers its message.
-    pub async fn refused(&self, tool: &str, arguments: Value, kind: &str) -> String {
-        let result = self.call(tool, arguments).await;
-        assert_eq!(result.is_error, Some(true), "{tool}: {result:#?}");
-        let content = result.structured_content.expect("structured error");
-        assert_eq!(content["error"]["kind"], kind, "{content:#}");
-        content["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    /// Ends the session.
-    pub async fn close(self) {
-        let _ = self.service.cancel().await;
     }
 }
 

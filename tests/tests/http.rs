@@ -3,9 +3,9 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use integration_tests::product::Fixture;
+use integration_tests::product::{Fixture, McpClient};
 use integration_tests::serving::{
-    HttpServer, Session, default_flags, get, parse_metrics, sample, token_file,
+    HttpServer, default_flags, get, parse_metrics, sample, token_file,
 };
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ async fn the_token_is_accepted_and_a_missing_or_wrong_one_refused() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 
-    let session = Session::http(&server.url, Some(TOKEN))
+    let session = McpClient::http(&server.url, Some(TOKEN))
         .await
         .expect("the token is accepted");
     assert_eq!(session.tools().await.len(), 11);
@@ -54,7 +54,7 @@ async fn the_token_is_accepted_and_a_missing_or_wrong_one_refused() {
 
     for token in [None, Some("wrong-token"), Some("test-token-9f2c4")] {
         assert!(
-            Session::http(&server.url, token).await.is_err(),
+            McpClient::http(&server.url, token).await.is_err(),
             "a session opened with {token:?}"
         );
     }
@@ -78,7 +78,7 @@ async fn the_token_is_accepted_and_a_missing_or_wrong_one_refused() {
 async fn healthz_and_metrics_are_scraped_and_parsed() {
     let fixture = Fixture::new();
     let server = HttpServer::start(&fixture, &flags_with_token(&fixture), &[]);
-    let session = Session::http(&server.url, Some(TOKEN))
+    let session = McpClient::http(&server.url, Some(TOKEN))
         .await
         .expect("connected");
     let text = "Miso the cat sleeps on the red sofa every afternoon.";
@@ -181,7 +181,7 @@ async fn a_loopback_server_without_a_token_publishes_none() {
     let fixture = Fixture::new();
     let server = HttpServer::start(&fixture, &[], &[]);
     assert_eq!(server.discovery().token, None);
-    let session = Session::http(&server.url, None)
+    let session = McpClient::http(&server.url, None)
         .await
         .expect("no token needed");
     let names: Vec<String> = session

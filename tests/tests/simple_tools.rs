@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 use std::ffi::OsStr;
 
+use integration_tests::product::McpClient;
 use integration_tests::product::{Fixture, memory_binary, put};
-use integration_tests::serving::{Session, default_flags};
+use integration_tests::serving::default_flags;
 use serde_json::{Value, json};
 
 const SIMPLE_TOOLS: [&str; 4] = [
@@ -36,7 +37,7 @@ fn ids_of(page: &Value) -> Vec<String> {
 #[tokio::test]
 async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_defaults() {
     let fixture = Fixture::new();
-    let plain = Session::stdio(&fixture, &[], &[]).await;
+    let plain = McpClient::stdio(&fixture, &[], &[]).await;
     let names: HashSet<String> = plain
         .tools()
         .await
@@ -52,7 +53,7 @@ async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_de
     );
     plain.close().await;
 
-    let session = Session::stdio(&fixture, &default_flags(), &[]).await;
+    let session = McpClient::stdio(&fixture, &default_flags(), &[]).await;
     let tools = session.tools().await;
     assert_eq!(tools.len(), PRECISE_TOOLS.len() + SIMPLE_TOOLS.len());
     for tool in &tools {
@@ -101,7 +102,7 @@ async fn only_a_namespace_without_a_scope_is_refused() {
 #[tokio::test]
 async fn memory_remember_retried_returns_the_same_receipt() {
     let fixture = Fixture::new();
-    let session = Session::stdio(&fixture, &default_flags(), &[]).await;
+    let session = McpClient::stdio(&fixture, &default_flags(), &[]).await;
     let call = json!({"text": "The user prefers green tea.", "metadata": {"topic": "drinks"}});
     let first = session.success("memory_remember", call.clone()).await;
     let retried = session.success("memory_remember", call.clone()).await;
@@ -139,7 +140,7 @@ async fn memory_remember_retried_returns_the_same_receipt() {
 #[tokio::test]
 async fn memory_forget_then_memory_search_never_returns_it() {
     let fixture = Fixture::new();
-    let session = Session::stdio(&fixture, &default_flags(), &[]).await;
+    let session = McpClient::stdio(&fixture, &default_flags(), &[]).await;
     let kept = session
         .success(
             "memory_remember",
@@ -220,7 +221,7 @@ async fn memory_list_pages_through_250_documents_without_a_gap_or_repeat() {
         .map(|index| format!("doc-{index:03}"))
         .collect();
 
-    let session = Session::stdio(&fixture, &default_flags(), &[]).await;
+    let session = McpClient::stdio(&fixture, &default_flags(), &[]).await;
     for limit in [7, 100] {
         let mut listed = Vec::new();
         let mut cursor = Value::Null;

@@ -17,10 +17,6 @@ use crate::service::Store;
 use crate::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use crate::wire::{RecallMode, RecallResult, WriteResult};
 
-fn decode<T: DeserializeOwned>(arguments: JsonObject) -> Result<T, Refusal> {
-    decode_value(Value::Object(arguments))
-}
-
 fn encoded(answer: Result<impl Serialize, Refusal>) -> Result<Value, Refusal> {
     answer.and_then(|answer| {
         serde_json::to_value(answer).map_err(|error| {
@@ -38,6 +34,16 @@ impl<S: Store> MemoryServer<S> {
         self.defaults
             .as_deref()
             .ok_or_else(|| Refusal::invalid_input("this server has no default namespace and scope"))
+    }
+
+    /// The defaults and the decoded arguments of a simple tool call (a missing default is refused
+    /// first).
+    fn simple_call<T: DeserializeOwned>(
+        &self,
+        arguments: JsonObject,
+    ) -> Result<(&Defaults, T), Refusal> {
+        let defaults = self.defaults()?;
+        Ok((defaults, decode_value(Value::Object(arguments))?))
     }
 }
 
@@ -57,11 +63,11 @@ impl<S: Store> MemoryServer<S> {
         )
     )]
     async fn memory_remember(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match (self.defaults(), decode::<RememberArguments>(arguments)) {
-            (Ok(defaults), Ok(arguments)) => {
+        let answer = match self.simple_call::<RememberArguments>(arguments) {
+            Ok((defaults, arguments)) => {
                 encoded(simple::remember(&self.service, defaults, arguments).await)
             }
-            (Err(refusal), _) | (_, Err(refusal)) => Err(refusal),
+            Err(refusal) => Err(refusal),
         };
         self.metrics.count_write(write_result(&answer));
         tool_result(answer)
@@ -82,15 +88,15 @@ impl<S: Store> MemoryServer<S> {
     )]
     async fn memory_search(&self, arguments: JsonObject) -> CallToolResult {
         let started = Instant::now();
-        let answer = match (self.defaults(), decode::<SearchArguments>(arguments)) {
-            (Ok(defaults), Ok(arguments)) => {
+        let answer = match self.simple_call::<SearchArguments>(arguments) {
+            Ok((defaults, arguments)) => {
                 let answer = simple::search(&self.service, defaults, arguments).await;
                 let outcome = answer.as_ref().err().map(Refusal::kind);
                 self.metrics
                     .observe_recall(RecallMode::Hybrid, outcome, started.elapsed());
                 encoded(answer)
             }
-            (Err(refusal), _) | (_, Err(refusal)) => Err(refusal),
+            Err(refusal) => Err(refusal),
         };
         tool_result(answer)
     }
@@ -109,11 +115,11 @@ impl<S: Store> MemoryServer<S> {
         )
     )]
     async fn memory_forget(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match (self.defaults(), decode::<ForgetArguments>(arguments)) {
-            (Ok(defaults), Ok(arguments)) => {
+        let answer = match self.simple_call::<ForgetArguments>(arguments) {
+            Ok((defaults, arguments)) => {
                 encoded(simple::forget(&self.service, defaults, arguments).await)
             }
-            (Err(refusal), _) | (_, Err(refusal)) => Err(refusal),
+            Err(refusal) => Err(refusal),
         };
         self.metrics.count_write(write_result(&answer));
         tool_result(answer)
@@ -133,11 +139,11 @@ impl<S: Store> MemoryServer<S> {
         )
     )]
     async fn memory_list(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match (self.defaults(), decode::<ListArguments>(arguments)) {
-            (Ok(defaults), Ok(arguments)) => {
+        let answer = match self.simple_call::<ListArguments>(arguments) {
+            Ok((defaults, arguments)) => {
                 encoded(simple::list(&self.service, defaults, arguments).await)
             }
-            (Err(refusal), _) | (_, Err(refusal)) => Err(refusal),
+            Err(refusal) => Err(refusal),
         };
         tool_result(answer)
     }

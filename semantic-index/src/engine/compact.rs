@@ -66,43 +66,21 @@ mod tests {
     use std::sync::{Arc, Mutex, mpsc};
     use std::time::Duration;
 
+    use memory_core::InMemoryStore;
     use memory_core::vectors::SourceGeneration;
-    use memory_core::{
-        DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryScope,
-        MemoryWrite, MemoryWriter, NamespaceAddress, OperationId,
-    };
     use memory_sqlite::vectors::SqliteVectorStore;
 
     use crate::DeterministicEmbedder;
+    use crate::engine::test_support::{access, key, profile, put};
     use crate::engine::{HnswStartup, SemanticIndex, SemanticIndexConfig};
     use crate::index::IndexKind;
     use crate::limits::QueryLimits;
-    use crate::profile::{ChunkingConfig, Preprocessing, SemanticProfile};
-
-    const NAMESPACE: &str = r#"[1,"compact-tests",1,{"user":"u"}]"#;
-
-    fn key(id: &str) -> MemoryKey {
-        MemoryKey {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            id: DocumentId::new(id).unwrap(),
-        }
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_query_is_answered_while_the_exact_index_is_compacting() {
         let directory = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());
-        let profile = SemanticProfile {
-            provider: "test".to_owned(),
-            model: "deterministic".to_owned(),
-            model_revision: "1".to_owned(),
-            dimensions: 16,
-            max_sequence_length: 128,
-            chunking: ChunkingConfig {
-                max_chunk_bytes: 64,
-            },
-            preprocessing: Preprocessing::TextOnly,
-        };
+        let profile = profile();
         let config = SemanticIndexConfig::new(profile).with_hnsw_startup(HnswStartup::OnDemand);
         let index = Arc::new(
             SemanticIndex::open(config, Arc::new(DeterministicEmbedder::new(16)), store)
@@ -113,17 +91,7 @@ mod tests {
         let mut sources = Vec::new();
         for n in 0..8usize {
             let id = format!("d{n}");
-            documents
-                .apply(MemoryWrite::Put {
-                    key: key(&id),
-                    operation_id: OperationId::new(format!("op-{n}")).unwrap(),
-                    expected_revision: None,
-                    locator: format!("test:{id}"),
-                    content: MemoryContent::text(format!("garden note number {n}")),
-                    scopes: vec![MemoryScope::new("recall").unwrap()],
-                })
-                .await
-                .unwrap();
+            put(&documents, &id, &format!("garden note number {n}"), n).await;
             sources.push((key(&id), SourceGeneration(1)));
         }
         index.refresh_many(&*documents, &sources, 64).await.unwrap();
@@ -151,10 +119,7 @@ mod tests {
             .unwrap()
             .expect("the third withdrawal started a compaction");
         // Held mid-compaction: a query reads the rows as they were, and answers.
-        let access = MemoryAccess {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            scope: MemoryScope::new("recall").unwrap(),
-        };
+        let access = access();
         let limits = QueryLimits::new(1_024, 10, 10_000, -1.0, 10_000, IndexKind::Exact);
         let (answered, on_answer) = mpsc::channel();
         {

@@ -371,56 +371,16 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
+    use memory_core::InMemoryStore;
     use memory_core::vectors::SourceGeneration;
-    use memory_core::{
-        DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryScope,
-        MemoryWrite, MemoryWriter, NamespaceAddress, OperationId,
-    };
     use memory_sqlite::vectors::SqliteVectorStore;
 
     use super::*;
     use crate::DeterministicEmbedder;
+    use crate::engine::test_support::{access, key, profile, put};
     use crate::engine::{HnswStartup, SemanticIndexConfig};
     use crate::index::IndexKind;
     use crate::limits::QueryLimits;
-    use crate::profile::{ChunkingConfig, Preprocessing, SemanticProfile};
-
-    const NAMESPACE: &str = r#"[1,"graph-tests",1,{"user":"u"}]"#;
-
-    fn key(id: &str) -> MemoryKey {
-        MemoryKey {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            id: DocumentId::new(id).unwrap(),
-        }
-    }
-
-    async fn put(documents: &InMemoryStore, id: &str, text: &str, operation: usize) {
-        documents
-            .apply(MemoryWrite::Put {
-                key: key(id),
-                operation_id: OperationId::new(format!("op-{operation}")).unwrap(),
-                expected_revision: None,
-                locator: format!("test:{id}"),
-                content: MemoryContent::text(text),
-                scopes: vec![MemoryScope::new("recall").unwrap()],
-            })
-            .await
-            .unwrap();
-    }
-
-    fn profile() -> SemanticProfile {
-        SemanticProfile {
-            provider: "test".to_owned(),
-            model: "deterministic".to_owned(),
-            model_revision: "1".to_owned(),
-            dimensions: 16,
-            max_sequence_length: 128,
-            chunking: ChunkingConfig {
-                max_chunk_bytes: 64,
-            },
-            preprocessing: Preprocessing::TextOnly,
-        }
-    }
 
     #[tokio::test]
     async fn queries_and_refreshes_do_not_wait_for_a_background_rebuild() {
@@ -483,10 +443,7 @@ mod tests {
         );
 
         // While the build is held: a query is answered by the old graph, a refresh applies.
-        let access = MemoryAccess {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            scope: MemoryScope::new("recall").unwrap(),
-        };
+        let access = access();
         let limits = QueryLimits::new(1_024, 5, 10_000, -1.0, 10_000, IndexKind::Hnsw);
         let answer = index
             .query(&documents, &access, "note number 3", limits)

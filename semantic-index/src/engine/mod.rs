@@ -47,6 +47,8 @@ mod graph;
 mod query;
 mod refresh;
 mod state;
+#[cfg(test)]
+mod test_support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -315,21 +315,16 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use memory_core::InMemoryStore;
     use memory_core::vectors::SourceGeneration;
-    use memory_core::{
-        DocumentId, InMemoryStore, MemoryAccess, MemoryContent, MemoryKey, MemoryScope,
-        MemoryWrite, MemoryWriter, NamespaceAddress, OperationId,
-    };
     use memory_sqlite::vectors::SqliteVectorStore;
 
+    use crate::engine::test_support::{access, key, profile, put};
     use crate::engine::{HnswStartup, SemanticIndex, SemanticIndexConfig};
     use crate::error::EmbedError;
     use crate::index::IndexKind;
     use crate::limits::QueryLimits;
-    use crate::profile::{ChunkingConfig, Preprocessing, SemanticProfile};
     use crate::{DeterministicEmbedder, Embedder};
-
-    const NAMESPACE: &str = r#"[1,"query-tests",1,{"user":"u"}]"#;
 
     /// Bulk calls wait at a gate the test opens; query calls never do.
     struct GatedBulk {
@@ -354,28 +349,11 @@ mod tests {
         }
     }
 
-    fn key(id: &str) -> MemoryKey {
-        MemoryKey {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            id: DocumentId::new(id).unwrap(),
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_query_embeds_on_the_query_path_while_an_indexing_batch_is_embedding() {
         let directory = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());
-        let profile = SemanticProfile {
-            provider: "test".to_owned(),
-            model: "deterministic".to_owned(),
-            model_revision: "1".to_owned(),
-            dimensions: 16,
-            max_sequence_length: 128,
-            chunking: ChunkingConfig {
-                max_chunk_bytes: 64,
-            },
-            preprocessing: Preprocessing::TextOnly,
-        };
+        let profile = profile();
         let (entered, on_entered) = mpsc::channel();
         let (open, gate) = mpsc::channel();
         let embedder = GatedBulk {
@@ -391,17 +369,7 @@ mod tests {
         );
         let documents = Arc::new(InMemoryStore::default());
         for (n, id) in ["first", "second"].into_iter().enumerate() {
-            documents
-                .apply(MemoryWrite::Put {
-                    key: key(id),
-                    operation_id: OperationId::new(format!("op-{n}")).unwrap(),
-                    expected_revision: None,
-                    locator: format!("test:{id}"),
-                    content: MemoryContent::text(format!("the {id} garden note")),
-                    scopes: vec![MemoryScope::new("recall").unwrap()],
-                })
-                .await
-                .unwrap();
+            put(&documents, id, &format!("the {id} garden note"), n).await;
         }
         let refresh = |id: &'static str, generation: u64| {
             let (index, documents) = (Arc::clone(&index), Arc::clone(&documents));
@@ -420,10 +388,7 @@ mod tests {
             .await
             .unwrap()
             .expect("the second refresh reached the embedder");
-        let access = MemoryAccess {
-            namespace: NamespaceAddress::parse(NAMESPACE).unwrap(),
-            scope: MemoryScope::new("recall").unwrap(),
-        };
+        let access = access();
         let limits = QueryLimits::new(1_024, 5, 10_000, -1.0, 10_000, IndexKind::Exact);
         let answer = index
             .query(&*documents, &access, "garden note", limits)
