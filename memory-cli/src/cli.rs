@@ -65,7 +65,8 @@ Example:
 
 const RECALL_HELP: &str = "\
 Recalls the memory relevant to a query, visible through one scope, under hard limits. mode is lexical \
-(full-text), exact or hnsw (embedding search), or hybrid (both, fused; the default). The embedding modes \
+(full-text), exact or hnsw (embedding search), hybrid (both, fused; the default), or recent (the \
+namespace's newest documents, newest first; the query is not used). The embedding modes \
 first index every earlier write (as sync does) with the local model, found in $MEMORY_ASSETS_DIR, else \
 assets/ beside the binary, else the user's data directory (`memory doctor` says which, and the \
 scripts/fetch-assets.sh DIR command that fills one); without it they are refused (unavailable) and \

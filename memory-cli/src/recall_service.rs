@@ -254,7 +254,7 @@ impl<S: Store> RecallService<S> {
         // command's catch-up indexing count against it, not just the search.
         let deadline = tokio::time::Instant::now() + query.limits.timeout();
         let index = match query.mode {
-            RecallMode::Lexical => None,
+            RecallMode::Lexical | RecallMode::Recent => None,
             RecallMode::Exact | RecallMode::Hnsw | RecallMode::Hybrid => {
                 let Some(semantic) = &self.semantic else {
                     return Err(Refusal::unavailable(format!(
@@ -316,6 +316,9 @@ impl<S: Store> RecallService<S> {
                         .await?;
                     record(&answered_by, answered.answered_by);
                     answered.lookup
+                }
+                (RecallMode::Recent, _) => {
+                    recent_lookup(store, access, depth, revalidation, excerpts).await?
                 }
                 _ => lexical_lookup(store, access, text, depth, revalidation, excerpts).await?,
             };
@@ -487,6 +490,63 @@ async fn lexical_lookup<S: Store>(
                             .copied()
                             .unwrap_or(0.0);
                         ScoredPassage { passage, score }
+                    })
+                    .collect(),
+            )
+        })
+    })
+    .await?
+}
+
+/// The `recent` mode: the namespace's newest documents ([`memory_core::MemoryLister`], up to `depth`),
+/// revalidated like every other mode's hits, so suppression, withdrawal and the scope apply. A document
+/// longer than one chunk is cited by its first chunk (no query word picks another, [`excerpt_passages`]).
+/// Scores fall with age: the newest document scores 1, the next 1/2, and so on.
+async fn recent_lookup<S: Store>(
+    store: Arc<RecallStore<S>>,
+    access: MemoryAccess,
+    depth: usize,
+    revalidation: RevalidationLimits,
+    (chunking, profile): (ChunkingConfig, ProfileDigest),
+) -> Result<ScoredLookup, RecallError> {
+    on_blocking_pool(async move {
+        let limit = depth.clamp(1, memory_core::listing::MAX_LIST_LIMIT);
+        let page = store.store.list(&access.namespace, None, limit).await?;
+        let mut rank_of: HashMap<String, usize> = HashMap::with_capacity(page.documents.len());
+        let candidates: Vec<RecallCandidate> = page
+            .documents
+            .into_iter()
+            .enumerate()
+            .map(|(rank, document)| {
+                rank_of.insert(document.key.id.as_str().to_owned(), rank);
+                RecallCandidate::document(document.key, Some(document.revision))
+            })
+            .collect();
+        let rules = ExcerptRules {
+            query: "",
+            chunking,
+            profile,
+        };
+        let passages: Vec<_> = revalidate(&candidates, &access, &*store, &revalidation)
+            .await?
+            .into_iter()
+            .flat_map(|passage| excerpt_passages(passage, &rules))
+            .collect();
+        Ok(if passages.is_empty() {
+            ScoredLookup::NoMatch
+        } else {
+            ScoredLookup::Found(
+                passages
+                    .into_iter()
+                    .map(|passage| {
+                        let rank = rank_of
+                            .get(passage.source.id.as_str())
+                            .copied()
+                            .unwrap_or(usize::MAX - 1);
+                        ScoredPassage {
+                            passage,
+                            score: 1.0 / (rank as f64 + 1.0),
+                        }
                     })
                     .collect(),
             )

@@ -74,6 +74,9 @@ pub enum RecallMode {
     /// Lexical and semantic results fused.
     #[default]
     Hybrid,
+    /// The namespace's newest documents visible through the scope, newest first; the query is not
+    /// used (it may be empty). What a session's start recalls when it has no query.
+    Recent,
 }
 
 impl RecallMode {
@@ -84,6 +87,7 @@ impl RecallMode {
             Self::Exact => "exact",
             Self::Hnsw => "hnsw",
             Self::Hybrid => "hybrid",
+            Self::Recent => "recent",
         }
     }
 }
@@ -116,7 +120,8 @@ pub struct RecallArguments {
     pub scope: String,
     /// What to recall, as plain words (never query syntax).
     pub query: String,
-    /// `lexical`, `exact`, `hnsw` or `hybrid` (the default).
+    /// `lexical`, `exact`, `hnsw`, `hybrid` (the default) or `recent` (the newest documents; the query
+    /// is not used).
     #[serde(default)]
     pub mode: RecallMode,
     /// Hard limits of the answer.

@@ -342,6 +342,82 @@ fn session_start_recalls_for_the_sessions_latest_prompts() {
 }
 
 #[test]
+fn a_fresh_session_starts_with_the_namespaces_newest_documents_within_limits() {
+    let fixture = Fixture::new();
+    let namespace = json!({"name": "team-notes", "version": 1, "identity": {"team": "t"}});
+    let namespace_text = namespace.to_string();
+    let env: [(&str, &OsStr); 2] = [
+        ("MEMORY_NAMESPACE", OsStr::new(&namespace_text)),
+        ("MEMORY_SCOPE", OsStr::new("agent")),
+    ];
+    let put = |id: &str, text: &str, scope: &str| {
+        let put = json!({"namespace": namespace, "id": id, "operation_id": format!("op-{id}"),
+            "expected_revision": null, "locator": format!("wiki:{id}"), "scopes": [scope],
+            "content": {"text": text, "attributions": [], "metadata": {}, "recorded_at": 1,
+                "extracted_at": 1}});
+        fixture.call("put", &put).success().clone()
+    };
+    for day in 1..=6 {
+        put(
+            &format!("note-{day}"),
+            &format!("Standup note {day}: the team shipped item {day}."),
+            "agent",
+        );
+    }
+    // Newer, but not visible through the hook's scope.
+    put("secret", "Payroll runs on the 25th.", "finance");
+    // The newest visible note is withdrawn: it must not come back.
+    let newest = put("note-7", "Standup note 7: withdrawn later.", "agent");
+    let withdraw = json!({"namespace": namespace, "id": "note-7", "operation_id": "op-withdraw-7",
+        "expected_revision": newest["document"]["revision"], "reason": "wrong"});
+    fixture.call("withdraw", &withdraw).success();
+
+    let transcript = fixture.dir.path().join("new.jsonl");
+    let input = claude_input("session-start.json", "new-session", &transcript, None);
+    let outcome = run_hook(
+        &fixture,
+        &["session-start", "--max-items", "3"],
+        &input,
+        &env,
+    );
+    let context = additional_context(&outcome, "SessionStart");
+    for day in [6, 5, 4] {
+        assert!(
+            context.contains(&format!("Standup note {day}:")),
+            "{context}"
+        );
+    }
+    for absent in ["Standup note 3:", "withdrawn later", "Payroll"] {
+        assert!(!context.contains(absent), "{absent} in {context}");
+    }
+    // Newest first.
+    let position = |day: u32| context.find(&format!("Standup note {day}:"));
+    assert!(
+        position(6) < position(5) && position(5) < position(4),
+        "{context}"
+    );
+
+    // The generic form says which documents, in the same order.
+    let generic = json!({"event": "session-start", "session": "g-new"}).to_string();
+    let answer = run_hook(
+        &fixture,
+        &["--format", "json", "--max-items", "2"],
+        &generic,
+        &env,
+    );
+    let ids: Vec<_> = answer.success()["passages"]
+        .as_array()
+        .map(|passages| {
+            passages
+                .iter()
+                .map(|passage| passage["source"]["id"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ids, [json!("note-6"), json!("note-5")]);
+}
+
+#[test]
 fn a_running_server_answers_the_hook_and_a_stale_discovery_file_falls_back_to_one_shot() {
     let fixture = Fixture::new();
     let session = "served";

@@ -28,7 +28,8 @@ Events (a subcommand, or taken from the input: Claude Code's hook_event_name, th
   prompt         UserPromptSubmit: appends the prompt to the thread log as a user record (thread: the \
 session id; speaker: --speaker), once even when the hook is retried, then recalls for it and prints the \
 block. Nothing recalled is written to the thread.
-  session-start  SessionStart: recalls for the session (--query, else the session's latest prompts).
+  session-start  SessionStart: recalls for the session (--query, else the session's latest prompts, else the \
+namespace's newest documents).
   turn-end       Stop, SubagentStop, PostToolUse: appends the assistant messages the transcript gained \
 since the last call, each once; a truncated or replaced transcript is an error.
 
@@ -82,7 +83,8 @@ pub struct HookArgs {
     /// Deadline of the whole hook in milliseconds; past it the hook prints nothing and exits 0.
     #[arg(long, global = true, default_value_t = DEFAULT_TIMEOUT_MS, value_name = "MS")]
     pub timeout_ms: u64,
-    /// session-start: what to recall for (default: the session's latest prompts).
+    /// session-start: what to recall for (default: the session's latest prompts, else the newest
+    /// documents of the namespace).
     #[arg(long, global = true, value_name = "TEXT")]
     pub query: Option<String>,
     /// turn-end: most transcript bytes read per call (the rest is read by the next call).

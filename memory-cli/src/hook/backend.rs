@@ -203,7 +203,7 @@ async fn one_shot_recall<S: Store>(
     max_chunks: Option<usize>,
     query: RecallQuery,
 ) -> Result<RecallResult, Refusal> {
-    let recall = if query.mode() == RecallMode::Lexical {
+    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
         RecallService::lexical_only(store)
     } else {
         let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?

@@ -8,8 +8,10 @@
 //!   (thread: the session id; speaker: `--speaker`, else the OS user), then recalls for it under the
 //!   limits and prints the block as `additionalContext`. Nothing recalled is written to the thread.
 //! - `session-start` (`SessionStart`): recalls for `--query` (or the generic input's `query`), else for
-//!   the session's latest prompts (a resumed session); a fresh session with neither recalls nothing.
-//!   The memory model has no "pinned" documents and no recency listing, so nothing else is recalled.
+//!   the session's latest prompts (a resumed session); a fresh session with neither recalls the
+//!   namespace's newest documents (`memory_recall`'s `recent` mode: listed newest first, revalidated,
+//!   under the same limits). The memory model has no "pinned" documents; a host that wants some recalled
+//!   at every start names them in `--query`.
 //! - `turn-end` (`Stop`, `SubagentStop`, `PostToolUse`): appends the assistant messages the transcript
 //!   gained since the last call ([`transcript`]), or, in the generic form, the `messages` given; prints
 //!   nothing in Claude Code's form.
@@ -69,7 +71,7 @@ use crate::hook::backend::{Backend, OpenedLog};
 use crate::hook::input::{HookInput, MAX_HOOK_INPUT_BYTES, hex_digest};
 use crate::hook::state::{HookErrorLine, SessionLock};
 use crate::refusal::Refusal;
-use crate::wire::{RecallArguments, WireRecallLimits};
+use crate::wire::{RecallArguments, RecallMode, WireRecallLimits};
 
 /// Thread records looked back through for a retried prompt's identity.
 pub const PROMPT_LOOKBACK: u64 = 256;
@@ -200,7 +202,16 @@ async fn hook(
         HookEvent::Prompt => {
             let appended = prompt_append(database, &mut backend, &thread, &input, args).await?;
             let prompt = input.prompt.clone().unwrap_or_default();
-            let recalled = recall(&mut backend, &namespace, &scope, &prompt, &limits, args).await?;
+            let recalled = recall(
+                &mut backend,
+                &namespace,
+                &scope,
+                &prompt,
+                args.mode.into(),
+                &limits,
+                args,
+            )
+            .await?;
             Answer { recalled, appended }
         }
         HookEvent::SessionStart => {
@@ -213,11 +224,23 @@ async fn hook(
                         .join("\n")
                 }
             };
-            let recalled = if query.trim().is_empty() {
-                None
+            // Nothing to search for: the newest memory of the namespace is what a fresh session
+            // most likely continues.
+            let mode = if query.trim().is_empty() {
+                RecallMode::Recent
             } else {
-                recall(&mut backend, &namespace, &scope, &query, &limits, args).await?
+                args.mode.into()
             };
+            let recalled = recall(
+                &mut backend,
+                &namespace,
+                &scope,
+                &query,
+                mode,
+                &limits,
+                args,
+            )
+            .await?;
             Answer {
                 recalled,
                 appended: Appended::default(),
@@ -345,6 +368,7 @@ async fn recall(
     namespace: &DynamicNamespace,
     scope: &str,
     query: &str,
+    mode: RecallMode,
     limits: &Limits,
     args: &HookArgs,
 ) -> Result<Option<crate::wire::RecallResult>, Failure> {
@@ -354,7 +378,7 @@ async fn recall(
         namespace: namespace.clone(),
         scope: scope.to_owned(),
         query: query.to_owned(),
-        mode: args.mode.into(),
+        mode,
         limits: WireRecallLimits {
             max_items: limits.max_items,
             max_sources: None,
