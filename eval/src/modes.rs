@@ -2,7 +2,7 @@
 //!
 //! - `direct`: the known `person/topic` key, read and revalidated (what an application that knows its
 //!   keys does; the quality ceiling).
-//! - `lexical`: the store's FTS5 BM25 search, through memory-core's lexical source.
+//! - `lexical`: the store's BM25 search (per namespace), through memory-core's lexical source.
 //! - `exact`, `hnsw`: the semantic index (query embedding, search, its own revalidation), then the
 //!   hits as excerpt candidates through memory-core's revalidation.
 //! - `hybrid`: the product's hybrid source ([`semantic_index::HybridRecall`] with its default
@@ -33,7 +33,7 @@ use crate::metrics::RankedAnswer;
 pub enum Mode {
     /// Known keys.
     Direct,
-    /// FTS5 BM25.
+    /// BM25 over the caller's namespace.
     Lexical,
     /// Exact cosine scan.
     Exact,

@@ -7,10 +7,17 @@
 //!   the `memory_tsquery_or` aggregate. A query with no word, or only stop words, returns no hit.
 //! - At most [`MAX_QUERY_TERMS`] distinct words are used (the first ones); queries over
 //!   [`MAX_QUERY_BYTES`] are refused before any work.
-//! - Namespace, scope and withdrawal are filtered inside the statement that matches, so a hit outside
-//!   the caller's namespace or scope is never produced.
-//! - The score is `ts_rank` (higher is better); ties are broken by insertion order. Scores are not
-//!   comparable with SQLite's BM25 scores; only the order within one answer means something.
+//! - The namespace is part of the index key: the GIN index `memory_documents_lexical` holds each
+//!   document's lexemes prefixed with its namespace's digest (migration 3 in the schema module), and
+//!   the statement looks up its words' lexemes under the caller's digest, so it reads only the
+//!   namespace's matching documents and its cost follows them, not the store's. The match itself is
+//!   still `search @@ query` and the namespace column is still compared, so a digest collision could
+//!   only cost time, never change or leak a row.
+//! - Scope and withdrawal are filtered in the same statement, so a hit outside the caller's namespace or
+//!   scope is never produced.
+//! - The score is `ts_rank` over the document's own vector (higher is better), which no other document
+//!   changes; ties are broken by insertion order. Scores are not comparable with SQLite's BM25 scores;
+//!   only the order within one answer means something.
 
 use memory_core::MemoryError;
 
@@ -42,6 +49,12 @@ pub fn query_words(query: &str) -> Result<Vec<String>, MemoryError> {
 
 /// The search statement: `$1` words, `$2` namespace, `$3` scope, `$4` limit.
 ///
+/// `q.keys` are the words' lexemes (from the same `english` configuration as `plainto_tsquery`) under
+/// the namespace's digest, as `memory_lexical_keys` writes them; the overlap `&&` with the indexed
+/// expression (written exactly as the index's, or the planner could not use it) finds every document
+/// of the namespace holding one of them, and `search @@ q.query` keeps the ones the words match. A
+/// query of stop words only has no key and finds nothing.
+///
 /// The scope check is a semi-join on the scope table's primary key `(entry, scope)`, not a join on
 /// `(namespace, scope)`: for a namespace the statistics have not seen yet (a new tenant, before
 /// autovacuum's next `ANALYZE`), the planner estimated one row for the latter and chose a nested loop
@@ -51,11 +64,15 @@ pub fn query_words(query: &str) -> Result<Vec<String>, MemoryError> {
 pub(crate) const SEARCH_SQL: &str = "
     SELECT d.namespace, d.id, d.revision, d.locator, ts_rank(d.search, q.query)::float8 AS score
     FROM (
-        SELECT memory_tsquery_or(plainto_tsquery('english'::regconfig, word)) AS query
-        FROM unnest($1::text[]) AS word
+        SELECT
+            (SELECT memory_tsquery_or(plainto_tsquery('english'::regconfig, word))
+             FROM unnest($1::text[]) AS word) AS query,
+            ARRAY(SELECT left(md5($2::text), 16) || ':' || lexemes.lexeme
+                  FROM unnest($1::text[]) AS word,
+                      unnest(to_tsvector('english'::regconfig, word)) AS lexemes) AS keys
     ) AS q
-    JOIN memory_documents AS d ON d.search @@ q.query
-    WHERE d.namespace = $2 AND NOT d.withdrawn
+    JOIN memory_documents AS d ON memory_lexical_keys(d.namespace, d.search) && q.keys
+    WHERE d.search @@ q.query AND d.namespace = $2 AND NOT d.withdrawn
         AND EXISTS (
             SELECT 1 FROM memory_document_scopes AS s WHERE s.entry = d.entry AND s.scope = $3
         )

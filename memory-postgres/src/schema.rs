@@ -216,8 +216,32 @@ CREATE TABLE semantic_graphs (
 );
 "#;
 
+/// Migration 3: lexical search keyed by namespace inside the index.
+///
+/// - `memory_lexical_keys(namespace, search)`: a document's lexemes, each prefixed with the first 16
+///   hex digits of its namespace's md5 (`<digest>:<lexeme>`), as a text array.
+/// - `memory_documents_lexical`: a GIN index over those keys, so a search's keys (its words' lexemes
+///   under the caller's digest) find the namespace's matching documents only: a namespace's posting
+///   lists hold its own documents. Without it, the GIN index over `search` collected every namespace's
+///   matches (573,542 of 1,000,000 documents for two words) before the namespace filter kept 57. An
+///   expression index rather than a stored column: no row is rewritten. Rejected: one more lexeme
+///   naming the namespace in `search` (GIN then skips through every namespace's postings of a frequent
+///   word, 180 pages for a 100-document namespace), and `btree_gin`'s `(namespace, search)` index (an
+///   extension lives in one schema, and dropping that schema would drop the other schemas' indexes).
+///   The price is size: 610 MB for 1,000,000 short documents, against 71 MB for the index over
+///   `search`.
+/// - `memory_documents_search`, the index over `search` alone, is dropped: no statement uses it.
+const MIGRATION_3: &str = r#"
+CREATE FUNCTION memory_lexical_keys(namespace TEXT, search TSVECTOR) RETURNS TEXT[]
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ARRAY(SELECT left(md5(namespace), 16) || ':' || lexeme FROM unnest(search)) $$;
+CREATE INDEX memory_documents_lexical ON memory_documents
+    USING GIN (memory_lexical_keys(namespace, search));
+DROP INDEX memory_documents_search;
+"#;
+
 /// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
 pub(crate) async fn migrate(

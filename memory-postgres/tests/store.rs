@@ -478,3 +478,95 @@ async fn a_blocking_batch_commits_from_a_plain_thread() {
     assert!(store.read(&key("a", "two")).await.unwrap().is_none());
     assert!(store.read(&key("a", "three")).await.unwrap().is_some());
 }
+
+/// A schema at version 2 (full-text index over `search` alone) is brought to version 3 by the next
+/// store that connects: the namespace-keyed index replaces it, and every search answers as before,
+/// in each namespace and scope (the index is an expression over rows that stay as they are).
+#[tokio::test]
+async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_before() {
+    let store =
+        store_or_skip!("a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_before");
+    let texts = [
+        (
+            "t1",
+            "d1",
+            "Alice is running the quarterly budget review",
+            "alice",
+        ),
+        (
+            "t1",
+            "d2",
+            "The budget was approved; budget talks are over",
+            "carol",
+        ),
+        ("t1", "d3", "Lunch is at noon on Fridays", "Bob"),
+        ("t2", "d1", "budget lunch with the zebra", "alice"),
+        ("t2", "d2", "garden review at noon", "dave"),
+    ];
+    for (tenant, id, text, speaker) in texts {
+        store
+            .apply(put(
+                &key(tenant, id),
+                &format!("op-{id}"),
+                None,
+                said(text, speaker),
+                &["s"],
+            ))
+            .await
+            .expect("put");
+    }
+    let answers = |store: PostgresStore| async move {
+        let mut all = Vec::new();
+        for tenant in ["t1", "t2"] {
+            for query in [
+                "budget",
+                "reviewing",
+                "noon lunch",
+                "alice zebra",
+                "the budget garden",
+            ] {
+                let hits = store
+                    .search(&access(tenant, "s"), query, 10)
+                    .await
+                    .expect("search");
+                all.push(
+                    hits.into_iter()
+                        .map(|hit| (hit.key, hit.score))
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+        all
+    };
+    let before = answers(store.another().await).await;
+    assert!(before.iter().all(|hits| !hits.is_empty()), "{before:?}");
+    let raw = store.raw().await;
+    raw.batch_execute(
+        "DROP INDEX memory_documents_lexical; \
+         DROP FUNCTION memory_lexical_keys(TEXT, TSVECTOR); \
+         CREATE INDEX memory_documents_search ON memory_documents USING GIN (search); \
+         DELETE FROM memory_schema_version WHERE version = 3;",
+    )
+    .await
+    .expect("back to version 2");
+    let migrated = store.another().await;
+    let indexes: Vec<String> = raw
+        .query(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() \
+             AND tablename = 'memory_documents' ORDER BY indexname",
+            &[],
+        )
+        .await
+        .expect("indexes")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(
+        indexes
+            .iter()
+            .any(|name| name == "memory_documents_lexical")
+            && !indexes.iter().any(|name| name == "memory_documents_search"),
+        "{indexes:?}"
+    );
+    assert_eq!(answers(migrated).await, before);
+}

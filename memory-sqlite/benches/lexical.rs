@@ -1,8 +1,17 @@
-//! FTS5 query latency (p50, p99) at 10,000 and 100,000 documents, against a plain in-process BM25 index
-//! over the same texts, measured in the same run and printed as a ratio.
+//! Lexical search latency, two measurements in one run:
+//! - the store's query latency (p50, p99) at 10,000 and 100,000 documents in one namespace, against a
+//!   plain in-process BM25 index over the same texts, printed as a ratio;
+//! - `namespace_isolation_ratio lexical`: the p50 of a search in a 100-document namespace inside a store
+//!   of `MEMORY_BENCH_ISOLATION_DOCS` documents (default 1,000,000) spread over 100-document namespaces
+//!   (10,000 by default), over the p50 of the same searches in a store holding that namespace alone.
+//!   Documents are written round-robin across the namespaces, as concurrent tenants write, so the
+//!   searched namespace's documents are scattered over the whole file. Both stores hold the same
+//!   documents for that namespace and are queried alternately, query by query, so machine noise falls
+//!   on both; the run also counts the queries whose answers (keys and scores) are the same in both.
 //!
 //! Criterion reports means; tail latency needs per-query timings, so this bench is its own harness.
-//! `MEMORY_BENCH_QUERIES` sets the number of timed queries per size (default 500).
+//! `MEMORY_BENCH_QUERIES` sets the number of timed queries per measurement (default 500);
+//! `MEMORY_BENCH_LEXICAL=latency` or `=isolation` runs one measurement only.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::collections::HashMap;
@@ -22,6 +31,8 @@ const VOCABULARY: u64 = 5_000;
 const WORDS_PER_DOCUMENT: u64 = 24;
 /// Hits requested per query.
 const LIMIT: usize = 10;
+/// Documents of each namespace in the isolation measurement.
+const NAMESPACE_DOCUMENTS: usize = 100;
 
 struct Rng(u64);
 
@@ -143,11 +154,40 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted[index]
 }
 
-fn main() {
-    let queries: usize = std::env::var("MEMORY_BENCH_QUERIES")
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(default)
+}
+
+fn main() {
+    let queries = env_number("MEMORY_BENCH_QUERIES", 500);
+    let only = std::env::var("MEMORY_BENCH_LEXICAL").unwrap_or_default();
+    if only != "isolation" {
+        latency(queries);
+    }
+    if only != "latency" {
+        isolation(
+            queries,
+            env_number("MEMORY_BENCH_ISOLATION_DOCS", 1_000_000),
+        );
+    }
+}
+
+fn query_texts(rng: &mut Rng, queries: usize) -> Vec<String> {
+    (0..queries)
+        .map(|_| {
+            let words = 1 + rng.next() % 3;
+            (0..words)
+                .map(|_| word(rng.word()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn latency(queries: usize) {
     let namespace =
         NamespaceAddress::encode("bench", 1, &serde_json::json!({ "tenant": "bench" })).unwrap();
     let scope = MemoryScope::new("assistant").unwrap();
@@ -158,7 +198,7 @@ fn main() {
     println!("lexical search, {LIMIT} hits per query, {queries} queries of 1 to 3 words");
     println!(
         "{:>8} {:>12} {:>12} {:>12} {:>12} {:>8} {:>8}",
-        "docs", "fts5 p50", "fts5 p99", "bm25 p50", "bm25 p99", "p50 x", "p99 x"
+        "docs", "store p50", "store p99", "bm25 p50", "bm25 p99", "p50 x", "p99 x"
     );
     for size in SIZES {
         let directory = tempfile::tempdir().unwrap();
@@ -194,15 +234,7 @@ fn main() {
         }
         let import = import.elapsed();
         let plain = PlainBm25::build(&texts);
-        let query_texts: Vec<String> = (0..queries)
-            .map(|_| {
-                let words = 1 + rng.next() % 3;
-                (0..words)
-                    .map(|_| word(rng.word()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect();
+        let query_texts = query_texts(&mut rng, queries);
         // One untimed pass warms caches on both sides.
         for query in &query_texts {
             store
@@ -242,4 +274,123 @@ fn main() {
             "         import {size} docs in {import:?}; same hit count on {overlap}/{queries} queries"
         );
     }
+}
+
+fn bench_namespace(tenant: usize) -> NamespaceAddress {
+    NamespaceAddress::encode("bench", 1, &serde_json::json!({ "tenant": tenant })).unwrap()
+}
+
+/// The text of document `index` of namespace `tenant`: the same in every store.
+fn namespace_text(tenant: usize, index: usize) -> String {
+    let mut rng = Rng(((tenant as u64) << 20) ^ index as u64);
+    text(&mut rng)
+}
+
+fn namespace_put(tenant: usize, index: usize, scope: &MemoryScope) -> MemoryWrite {
+    MemoryWrite::Put {
+        key: MemoryKey {
+            namespace: bench_namespace(tenant),
+            id: DocumentId::new(format!("doc-{index}")).unwrap(),
+        },
+        operation_id: OperationId::new(format!("op-{index}")).unwrap(),
+        expected_revision: None,
+        locator: format!("bench:{tenant}:{index}"),
+        content: MemoryContent::text(namespace_text(tenant, index)),
+        scopes: vec![scope.clone()],
+    }
+}
+
+fn open_bench_store(directory: &std::path::Path, name: &str) -> SqliteStore {
+    SqliteStore::builder()
+        .synchronous(Synchronous::Normal)
+        .open(directory.join(name))
+        .unwrap()
+}
+
+fn write_all(store: &SqliteStore, writes: impl Iterator<Item = MemoryWrite>) {
+    let mut writes = writes.peekable();
+    while writes.peek().is_some() {
+        let batch: Vec<MemoryWrite> = writes.by_ref().take(MAX_BATCH_WRITES).collect();
+        for outcome in store.apply_batch(batch).unwrap() {
+            outcome.unwrap();
+        }
+    }
+}
+
+fn isolation(queries: usize, total: usize) {
+    let namespaces = (total / NAMESPACE_DOCUMENTS).max(1);
+    let total = namespaces * NAMESPACE_DOCUMENTS;
+    let searched = namespaces / 2;
+    let scope = MemoryScope::new("assistant").unwrap();
+    let access = MemoryAccess {
+        namespace: bench_namespace(searched),
+        scope: scope.clone(),
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let alone = open_bench_store(directory.path(), "alone.sqlite");
+    write_all(
+        &alone,
+        (0..NAMESPACE_DOCUMENTS).map(|index| namespace_put(searched, index, &scope)),
+    );
+    let crowded = open_bench_store(directory.path(), "crowded.sqlite");
+    let import = Instant::now();
+    // Round-robin: the n-th write goes to namespace n % namespaces, so every namespace's documents are
+    // spread over the whole file.
+    write_all(
+        &crowded,
+        (0..total).map(|n| namespace_put(n % namespaces, n / namespaces, &scope)),
+    );
+    let import = import.elapsed();
+    let mut rng = Rng(0x15);
+    let query_texts = query_texts(&mut rng, queries);
+    let search = |store: &SqliteStore, query: &str| {
+        store
+            .reader()
+            .search_blocking(&access, query, LIMIT)
+            .unwrap()
+    };
+    for query in &query_texts {
+        search(&alone, query);
+        search(&crowded, query);
+    }
+    let mut alone_times = Vec::with_capacity(queries);
+    let mut crowded_times = Vec::with_capacity(queries);
+    let mut same = 0_usize;
+    let mut with_hits = 0_usize;
+    for query in &query_texts {
+        let started = Instant::now();
+        let alone_hits = search(&alone, query);
+        alone_times.push(started.elapsed());
+        let started = Instant::now();
+        let crowded_hits = search(&crowded, query);
+        crowded_times.push(started.elapsed());
+        let answer = |hits: Vec<memory_core::LexicalHit>| {
+            hits.into_iter()
+                .map(|hit| (hit.key, hit.score))
+                .collect::<Vec<_>>()
+        };
+        with_hits += usize::from(!alone_hits.is_empty());
+        same += usize::from(answer(alone_hits) == answer(crowded_hits));
+    }
+    alone_times.sort();
+    crowded_times.sort();
+    let p50 = |times: &[Duration]| percentile(times, 0.5);
+    let ratio = p50(&crowded_times).as_secs_f64() / p50(&alone_times).as_secs_f64().max(1e-9);
+    println!(
+        "lexical search in a {NAMESPACE_DOCUMENTS}-document namespace, {LIMIT} hits per query, \
+         {queries} queries of 1 to 3 words ({with_hits} with hits)"
+    );
+    println!(
+        "  alone:   p50 {:?}, p99 {:?}",
+        p50(&alone_times),
+        percentile(&alone_times, 0.99)
+    );
+    println!(
+        "  crowded: p50 {:?}, p99 {:?} ({total} documents in {namespaces} namespaces, written in \
+         {import:?})",
+        p50(&crowded_times),
+        percentile(&crowded_times, 0.99)
+    );
+    println!("  same answers (keys and scores) on {same}/{queries} queries");
+    println!("namespace_isolation_ratio lexical {ratio:.2}");
 }

@@ -12,14 +12,6 @@ use crate::rows::{DocumentRow, decode_receipt};
 const OPERATION: &str = "check consistency";
 
 pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, MemoryError> {
-    // FTS5 caches its index structure per connection and refreshes it when a query opens the table;
-    // its integrity check reads that cache as is. Touching the table first pins the cache to this
-    // snapshot, or a reader beside a live writer would report blobs of a newer structure as corrupt.
-    connection
-        .query_row("SELECT count(*) FROM memory_fts", [], |row| {
-            row.get::<_, i64>(0)
-        })
-        .map_err(sqlite(OPERATION))?;
     let verdicts: Vec<String> = connection
         .prepare("PRAGMA integrity_check")
         .and_then(|mut statement| {
@@ -36,7 +28,6 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
         )));
     }
     let mut report = ConsistencyReport::default();
-    let mut live_documents = 0_u64;
 
     // Every current row decodes and was written by exactly the receipt that carries it.
     let mut documents = connection
@@ -66,7 +57,6 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
         }
         .decode()?;
         report.documents += 1;
-        live_documents += u64::from(document.withdrawn.is_none());
         let key = &document.key;
         let receipts: Vec<(String, String)> = receipt_for_revision
             .query_map(
@@ -162,12 +152,7 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
     if unmatched_changes != 0 || report.changes != report.revisions {
         return Err(corrupt("the change sequence disagrees with the revisions"));
     }
-    let indexed = count("SELECT count(*) FROM memory_fts")?;
-    if indexed != live_documents {
-        return Err(corrupt(
-            "the search index disagrees with the current documents",
-        ));
-    }
+    crate::lexical::check(connection)?;
     let stray_scopes = count(
         "SELECT count(*) FROM memory_document_scopes AS s \
          LEFT JOIN memory_documents AS d ON d.entry = s.entry \

@@ -1,5 +1,5 @@
 //! SQLite implementation of the memory ports (SPEC §3): documents, receipts, the change feed and lexical
-//! (FTS5, BM25) search, in one SQLite file.
+//! (BM25 over FTS5 tokens, keyed by namespace) search, in one SQLite file.
 //!
 //! # Opening
 //! [`SqliteStore::open_store`] (or [`SqliteStore::builder`]) opens or creates a store: it creates only

@@ -251,15 +251,13 @@ impl SqliteReader {
         limit: usize,
         rules: &lexical::LexicalRules,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
-        let Some(expression) = lexical::match_expression_with(query, rules)? else {
-            return Ok(Vec::new());
-        };
+        let words = lexical::query_words_with(query, rules)?;
         let limit = limit.min(lexical::MAX_SEARCH_HITS);
-        if limit == 0 {
+        if words.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
         self.with_connection("lexical search", |connection| {
-            lexical::search(connection, access, &expression, limit, rules)
+            lexical::search(connection, access, &words, limit, rules)
         })
     }
 

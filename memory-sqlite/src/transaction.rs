@@ -199,21 +199,19 @@ fn persist(
             |row| row.get(0),
         )?;
     if document.predecessor.is_some() {
-        transaction
-            .prepare_cached("DELETE FROM memory_fts WHERE rowid = ?1")?
-            .execute([entry])?;
+        crate::lexical::remove_document(transaction, entry)?;
         transaction
             .prepare_cached("DELETE FROM memory_document_scopes WHERE entry = ?1")?
             .execute([entry])?;
     }
     if !withdrawn {
-        transaction
-            .prepare_cached("INSERT INTO memory_fts (rowid, text, speakers) VALUES (?1, ?2, ?3)")?
-            .execute(rusqlite::params![
-                entry,
-                document.content.text,
-                speakers(document)
-            ])?;
+        crate::lexical::index_document(
+            transaction,
+            entry,
+            namespace,
+            &document.content.text,
+            &speakers(document),
+        )?;
         let mut insert_scope = transaction.prepare_cached(
             "INSERT INTO memory_document_scopes (entry, scope, namespace) VALUES (?1, ?2, ?3)",
         )?;

@@ -46,6 +46,10 @@ async fn the_store_suites_catch_broken_stores() {
             Break::HistoryWithoutPredecessors,
             "reads-history-and-receipts-follow-every-write",
         ),
+        (
+            Break::SearchEveryNamespace,
+            "each-namespace-searches-alone-at-any-size",
+        ),
     ] {
         let report = run_store_rules(|| std::future::ready(suited(broken)), &[rule]).await;
         assert!(
@@ -260,4 +264,312 @@ async fn size_boundary_with_astral_text_and_refusal_leaves_files_unchanged() {
             .is_none()
     );
     store.reader().check_consistency().expect("consistent");
+}
+
+/// The lexical index of storage format 1: one FTS5 table over every namespace.
+const FORMAT_1_FTS: &str = "CREATE VIRTUAL TABLE memory_fts USING fts5(text, speakers, \
+     content = '', contentless_delete = 1, tokenize = 'porter unicode61')";
+
+/// A deterministic corpus for the ranking comparisons: stemmed variants, stop words, speakers.
+fn lexical_corpus(seed: u64, size: usize) -> Vec<(String, String)> {
+    const WORDS: [&str; 16] = [
+        "running",
+        "runs",
+        "ran",
+        "runner",
+        "budget",
+        "budgets",
+        "review",
+        "reviewed",
+        "lunch",
+        "noon",
+        "the",
+        "of",
+        "garden",
+        "gardening",
+        "quarterly",
+        "zebra",
+    ];
+    const SPEAKERS: [&str; 3] = ["Alice", "bob", "Carol"];
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    (0..size)
+        .map(|_| {
+            let length = 1 + next() % 12;
+            let text: Vec<&str> = (0..length).map(|_| WORDS[next() % WORDS.len()]).collect();
+            (text.join(" "), SPEAKERS[next() % SPEAKERS.len()].to_owned())
+        })
+        .collect()
+}
+
+const LEXICAL_QUERIES: [&str; 8] = [
+    "runs",
+    "budget review",
+    "the lunch of alice",
+    "gardening quarterly zebra",
+    "who ran the budgets",
+    "Bob",
+    "carol running noon",
+    "of the",
+];
+
+/// FTS5's own answers over `corpus` as format 1 computed them (the whole table was one namespace):
+/// row numbers from 0 and negated `bm25()`, best first.
+fn fts5_answers(
+    corpus: &[(String, String)],
+    query: &str,
+    rules: &memory_sqlite::lexical::LexicalRules,
+) -> Vec<(usize, f64)> {
+    let connection = rusqlite::Connection::open_in_memory().unwrap();
+    connection.execute_batch(FORMAT_1_FTS).unwrap();
+    for (row, (text, speaker)) in (1_i64..).zip(corpus) {
+        connection
+            .execute(
+                "INSERT INTO memory_fts (rowid, text, speakers) VALUES (?1, ?2, ?3)",
+                rusqlite::params![row, text, speaker],
+            )
+            .unwrap();
+    }
+    let words = memory_sqlite::lexical::query_words_with(query, rules).unwrap();
+    let expression = words
+        .iter()
+        .map(|word| format!("\"{word}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let mut statement = connection
+        .prepare(
+            "SELECT rowid, bm25(memory_fts, ?2, ?3) AS rank FROM memory_fts \
+             WHERE memory_fts MATCH ?1 ORDER BY rank, rowid",
+        )
+        .unwrap();
+    statement
+        .query_map(
+            rusqlite::params![expression, rules.text_weight, rules.speaker_weight],
+            |row| Ok(((row.get::<_, i64>(0)? - 1) as usize, -row.get::<_, f64>(1)?)),
+        )
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn store_answers(
+    store: &SqliteStore,
+    tenant: &str,
+    query: &str,
+    rules: &memory_sqlite::lexical::LexicalRules,
+) -> Vec<(usize, f64)> {
+    store
+        .search_with_rules(&access(tenant, "s"), query, 1_000, rules)
+        .unwrap()
+        .into_iter()
+        .map(|hit| {
+            let row = hit.key.id.as_str().trim_start_matches("d").parse().unwrap();
+            (row, hit.score)
+        })
+        .collect()
+}
+
+/// A namespace alone ranks and scores exactly as FTS5's `bm25()` did over the same documents (format
+/// 1), under the default rules and other column weights; filling other namespaces with the same words
+/// changes neither.
+#[test]
+fn a_namespace_alone_scores_as_fts5_did_and_others_change_nothing() {
+    use memory_sqlite::lexical::LexicalRules;
+    let store = open(&fresh_path());
+    let corpus = lexical_corpus(7, 300);
+    let writes = |tenant: &str, corpus: &[(String, String)]| {
+        corpus
+            .iter()
+            .enumerate()
+            .map(|(row, (text, speaker))| {
+                let id = format!("d{row}");
+                put(
+                    &key(tenant, &id),
+                    &format!("op-{id}"),
+                    None,
+                    said(text, speaker),
+                    &["s"],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    for outcome in store.apply_batch(writes("alone", &corpus)).unwrap() {
+        outcome.unwrap();
+    }
+    let all_rules = [
+        LexicalRules::default(),
+        LexicalRules {
+            stop_words: false,
+            text_weight: 2.5,
+            speaker_weight: 0.3,
+        },
+        LexicalRules {
+            speaker_weight: 0.0,
+            ..LexicalRules::default()
+        },
+    ];
+    let mut before = Vec::new();
+    for rules in &all_rules {
+        for query in LEXICAL_QUERIES {
+            let expected = fts5_answers(&corpus, query, rules);
+            let found = store_answers(&store, "alone", query, rules);
+            assert!(!expected.is_empty(), "{query:?} finds nothing to compare");
+            assert_eq!(found, expected, "{query:?} under {rules:?}");
+            before.push(found);
+        }
+    }
+    for tenant in ["other-1", "other-2", "other-3"] {
+        let others = lexical_corpus(tenant.len() as u64 * 31 + 3, 400);
+        for outcome in store.apply_batch(writes(tenant, &others)).unwrap() {
+            outcome.unwrap();
+        }
+    }
+    let mut after = Vec::new();
+    for rules in &all_rules {
+        for query in LEXICAL_QUERIES {
+            after.push(store_answers(&store, "alone", query, rules));
+        }
+    }
+    assert_eq!(after, before, "other namespaces changed the answers");
+    store.reader().check_consistency().expect("consistent");
+}
+
+/// A file of storage format 1 (one FTS5 table over every namespace) is migrated by the first store
+/// that opens it: readers refuse it until then, the FTS5 table is gone after, and every search answers
+/// as before (the index is rebuilt from the stored documents; withdrawn ones stay out).
+#[tokio::test]
+async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
+    let path = fresh_path();
+    let store = open(&path);
+    let corpus = lexical_corpus(11, 60);
+    let mut texts = std::collections::HashMap::new();
+    for (row, (text, speaker)) in corpus.iter().enumerate() {
+        let tenant = ["t1", "t2"][row % 2];
+        let id = format!("d{row}");
+        store
+            .apply(put(
+                &key(tenant, &id),
+                &format!("op-{id}"),
+                None,
+                said(text, speaker),
+                &["s"],
+            ))
+            .await
+            .unwrap();
+        texts.insert((tenant, id), (text.clone(), speaker.clone()));
+    }
+    // A replacement and a withdrawal, so the file holds more than first revisions.
+    let replaced = store
+        .read(&key("t1", "d0"))
+        .await
+        .unwrap()
+        .unwrap()
+        .revision;
+    store
+        .apply(put(
+            &key("t1", "d0"),
+            "op-d0-again",
+            Some(&replaced),
+            said("zebra budget", "Alice"),
+            &["s"],
+        ))
+        .await
+        .unwrap();
+    texts.insert(
+        ("t1", "d0".to_owned()),
+        ("zebra budget".to_owned(), "Alice".to_owned()),
+    );
+    let withdrawn = store
+        .read(&key("t2", "d1"))
+        .await
+        .unwrap()
+        .unwrap()
+        .revision;
+    store
+        .apply(withdraw(&key("t2", "d1"), "op-d1-forget", &withdrawn))
+        .await
+        .unwrap();
+    let answers = |store: &SqliteStore| {
+        let mut all = Vec::new();
+        for tenant in ["t1", "t2"] {
+            for query in LEXICAL_QUERIES.iter().chain(&["zebra"]) {
+                all.push(
+                    store
+                        .reader()
+                        .search_blocking(&access(tenant, "s"), query, 100)
+                        .unwrap()
+                        .into_iter()
+                        .map(|hit| (hit.key, hit.score))
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+        all
+    };
+    let before = answers(&store);
+    drop(store);
+
+    // Turn the file into format 1: the FTS5 table holds the live documents, the new tables are gone.
+    let connection = raw(&path);
+    connection.execute_batch(FORMAT_1_FTS).unwrap();
+    let live: Vec<(i64, String, String)> = connection
+        .prepare("SELECT entry, namespace, id FROM memory_documents WHERE withdrawn = 0")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(live.len(), corpus.len() - 1);
+    for (entry, stored_namespace, id) in live {
+        let tenant = if stored_namespace == namespace("t1").as_str() {
+            "t1"
+        } else {
+            "t2"
+        };
+        let (text, speaker) = &texts[&(tenant, id)];
+        connection
+            .execute(
+                "INSERT INTO memory_fts (rowid, text, speakers) VALUES (?1, ?2, ?3)",
+                rusqlite::params![entry, text, speaker],
+            )
+            .unwrap();
+    }
+    connection
+        .execute_batch(
+            "DROP TABLE memory_lexical_namespaces; DROP TABLE memory_lexical_terms; \
+             DROP TABLE memory_lexical_postings; DROP TABLE memory_lexical_documents; \
+             UPDATE memory_meta SET value = 1 WHERE key = 'memory_store_format';",
+        )
+        .unwrap();
+    drop(connection);
+
+    let refused = SqliteReader::open_reader(&path).expect_err("a reader does not migrate");
+    assert!(
+        matches!(
+            storage_failure(&refused),
+            Some(StoreFailure::FormatMismatch { found: 1, expected })
+                if *expected == memory_sqlite::STORAGE_FORMAT
+        ),
+        "{refused:?}"
+    );
+    let store = open(&path);
+    assert_eq!(answers(&store), before);
+    store.reader().check_consistency().expect("consistent");
+    drop(store);
+    let connection = raw(&path);
+    let (format, fts_tables): (i64, i64) = connection
+        .query_row(
+            "SELECT (SELECT value FROM memory_meta WHERE key = 'memory_store_format'), \
+             (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'memory_fts%')",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((format, fts_tables), (memory_sqlite::STORAGE_FORMAT, 0));
+    SqliteReader::open_reader(&path).expect("a reader opens the migrated file");
 }

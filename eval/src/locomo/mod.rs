@@ -18,9 +18,9 @@
 //!
 //! - **Stop words out of the lexical query**: taken. Dropping them (with case-folded terms) raised the lexical
 //!   objective from 0.599 to 0.621 at speaker weight 1 (hit@10 0.643 to 0.671; held out 0.635 to
-//!   0.679), and an `OR` of content words lets FTS5 skip the posting lists of "what", "did", "the",
+//!   0.679), and an `OR` of content words lets the search skip the posting lists of "what", "did", "the",
 //!   which cover most of the corpus.
-//! - **Stemming**: porter, unchanged (the FTS table's tokenizer; changing it is a storage-format
+//! - **Stemming**: porter, unchanged (FTS5's `porter unicode61` tokens, which the lexical index uses; changing it is a storage-format
 //!   change, and the outside BM25 with Snowball stems is at the same level, 0.673).
 //! - **BM25 column weights (text 1, speaker w)**: w = 1 chosen. w = 0 (speaker ignored) 0.577, 0.25
 //!   0.601, 0.5 0.614, 1 0.621, 2 0.625 (within the margin of 1, so not taken: a speaker match should

@@ -56,6 +56,8 @@ pub enum Break {
     HistoryWithoutPredecessors,
     /// Search in scope `s2` answers what scope `s1` may see.
     SearchLeaksScope,
+    /// Search answers from every namespace written so far, best first.
+    SearchEveryNamespace,
 }
 
 /// A SQLite store seen through memory-core's [`InspectableStore`] (the suites' adapter), optionally
@@ -63,6 +65,8 @@ pub enum Break {
 pub struct Suited {
     pub store: SqliteStore,
     pub broken: Break,
+    /// Every namespace written through this adapter (for [`Break::SearchEveryNamespace`]).
+    pub written: std::sync::Mutex<Vec<NamespaceAddress>>,
 }
 
 /// A fresh store for the store suites.
@@ -70,6 +74,7 @@ pub fn suited(broken: Break) -> Suited {
     Suited {
         store: open(&fresh_path()),
         broken,
+        written: std::sync::Mutex::new(Vec::new()),
     }
 }
 
@@ -94,6 +99,7 @@ impl MemoryReader for Suited {
 
 impl MemoryWriter for Suited {
     async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
+        self.note_written(std::slice::from_ref(&write));
         self.store.apply(write).await
     }
 }
@@ -134,6 +140,21 @@ impl LexicalSearch for Suited {
             access
         };
         let mut hits = self.store.search(access, query, limit).await?;
+        if self.broken == Break::SearchEveryNamespace {
+            let others: Vec<NamespaceAddress> = self.written.lock().unwrap().clone();
+            for namespace in others
+                .into_iter()
+                .filter(|other| *other != access.namespace)
+            {
+                let elsewhere = MemoryAccess {
+                    namespace,
+                    ..access.clone()
+                };
+                hits.extend(self.store.search(&elsewhere, query, limit).await?);
+            }
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+            hits.truncate(limit);
+        }
         if self.broken == Break::SearchWorstFirst {
             hits.reverse();
         }
@@ -177,10 +198,25 @@ impl InspectableStore for Suited {
         &self,
         writes: Vec<MemoryWrite>,
     ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
+        self.note_written(&writes);
         self.store.apply_batch(writes)
     }
 
     fn max_batch_writes(&self) -> usize {
         memory_sqlite::MAX_BATCH_WRITES
+    }
+}
+
+impl Suited {
+    fn note_written(&self, writes: &[MemoryWrite]) {
+        let mut written = self.written.lock().unwrap();
+        for write in writes {
+            let namespace = match write {
+                MemoryWrite::Put { key, .. } | MemoryWrite::Withdraw { key, .. } => &key.namespace,
+            };
+            if !written.contains(namespace) {
+                written.push(namespace.clone());
+            }
+        }
     }
 }

@@ -1,9 +1,19 @@
 //! The lexical search suite: stemming, ranking, speakers, scopes, namespaces, replacements,
-//! withdrawals, and query text taken as words.
+//! withdrawals, query text taken as words, and namespaces searched as if each were alone.
 
-use super::{InspectableStore, access, async_suite, key, ok, put, said, withdraw};
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+
+use super::{InspectableStore, access, async_suite, key, namespace, ok, put, said, withdraw};
 use crate::document::MemoryContent;
+use crate::ids::Revision;
+use crate::ports::LexicalHit;
 use crate::testing::fixtures::{Checked, Failure, ensure};
+use crate::testing::proptest_config;
+use crate::write::MemoryWrite;
 
 async_suite! {
     /// Every rule [`run_lexical_suite`] checks, in order.
@@ -13,6 +23,7 @@ async_suite! {
     "search-stems-ranks-and-indexes-speakers" => search_stems_ranks_and_indexes_speakers,
     "search-follows-replacements-scopes-and-withdrawals" => search_follows_replacements,
     "query-text-is-words-never-syntax" => query_text_is_words,
+    "each-namespace-searches-alone-at-any-size" => each_namespace_searches_alone,
 }
 
 /// The three documents of the ranking rules.
@@ -212,6 +223,313 @@ async fn query_text_is_words<S: InspectableStore>(store: &S) -> Checked {
     ensure!(
         ids(store, "budget OR lunch").await?.len() == 3,
         "OR is not a plain word"
+    );
+    Ok(())
+}
+
+/// Words of the random layouts; no two share a stem in any engine's stemmer.
+const LAYOUT_WORDS: [&str; 5] = ["apple", "river", "stone", "cloud", "tiger"];
+/// Queries of the layouts: each word, and two `OR`s.
+const LAYOUT_QUERIES: [&str; 7] = [
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "tiger",
+    "apple river",
+    "stone tiger cloud",
+];
+/// Namespaces of a layout besides the searched one and its twin.
+const OTHER_NAMESPACES: usize = 3;
+/// Layouts sampled per run unless `PROPTEST_CASES` asks for more: each writes a few dozen documents
+/// into one store, which costs round trips on a server.
+const LAYOUT_CASES: u32 = 12;
+/// More hits than a layout's namespace holds documents, so every match is returned.
+const LAYOUT_LIMIT: usize = 64;
+
+/// One document of a layout: its words (indexes into [`LAYOUT_WORDS`]) and whether scope `t` sees it
+/// (scope `s` sees every document).
+#[derive(Debug, Clone)]
+struct Placed {
+    words: Vec<usize>,
+    in_t: bool,
+}
+
+/// A random layout: the searched namespace's documents, and other namespaces' documents (each with its
+/// namespace, `1..=OTHER_NAMESPACES`), in writing order.
+#[derive(Debug, Clone)]
+struct Layout {
+    searched: Vec<Placed>,
+    others: Vec<(usize, Placed)>,
+}
+
+fn placed() -> impl Strategy<Value = Placed> {
+    (
+        proptest::collection::vec(0..LAYOUT_WORDS.len(), 1..7),
+        any::<bool>(),
+    )
+        .prop_map(|(words, in_t)| Placed { words, in_t })
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    (
+        proptest::collection::vec(placed(), 0..10),
+        proptest::collection::vec((1..=OTHER_NAMESPACES, placed()), 0..30),
+    )
+        .prop_map(|(searched, others)| Layout { searched, others })
+}
+
+/// A namespace's answers to [`LAYOUT_QUERIES`] in scope `s`: ids and scores, best first.
+type Answers = Vec<Vec<(String, f64)>>;
+
+/// Random layouts of documents across namespaces, each at a size of its own (no document to a few
+/// dozen, in one store that keeps every earlier layout's documents too). For every layout:
+/// - every namespace answers only its own documents, exactly those holding a query word that the
+///   scope may see, best first;
+/// - the searched namespace ranks and scores the same before any other namespace of the layout holds
+///   a matching document, after they were written, and after they were replaced by documents holding
+///   every word; and a twin namespace holding the same documents, written in between the others',
+///   answers the same. A score that moved would tell one tenant about another's documents.
+///
+/// Layouts are drawn from proptest strategies with the project's seed but not shrunk (a runner cannot
+/// block on the store's futures inside an async rule), so a failure names the whole layout.
+async fn each_namespace_searches_alone<S: InspectableStore>(store: &S) -> Checked {
+    let mut config = proptest_config();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = config.cases.min(LAYOUT_CASES);
+    }
+    let cases = config.cases;
+    let mut runner = TestRunner::new(config);
+    let strategy = layout();
+    for case in 0..cases {
+        let layout = strategy
+            .new_tree(&mut runner)
+            .map_err(|reason| Failure(format!("cannot draw a layout: {reason}")))?
+            .current();
+        check_layout(store, case, &layout)
+            .await
+            .map_err(|Failure(message)| Failure(format!("layout {case} {layout:?}: {message}")))?;
+    }
+    Ok(())
+}
+
+fn layout_text(placed: &Placed) -> MemoryContent {
+    let words: Vec<&str> = placed
+        .words
+        .iter()
+        .map(|word| LAYOUT_WORDS[*word])
+        .collect();
+    MemoryContent::text(words.join(" "))
+}
+
+fn scopes_of(placed: &Placed) -> &'static [&'static str] {
+    if placed.in_t { &["s", "t"] } else { &["s"] }
+}
+
+/// Applies `writes` in batches, returning each write's new revision.
+async fn write_all<S: InspectableStore>(
+    store: &S,
+    writes: Vec<MemoryWrite>,
+) -> Result<Vec<Revision>, Failure> {
+    let mut revisions = Vec::with_capacity(writes.len());
+    let mut writes = writes.into_iter().peekable();
+    while writes.peek().is_some() {
+        let batch: Vec<MemoryWrite> = writes.by_ref().take(store.max_batch_writes()).collect();
+        for outcome in ok(store.apply_batch(batch).await, "batch")? {
+            revisions.push(ok(outcome, "write")?.receipt.document.revision);
+        }
+    }
+    Ok(revisions)
+}
+
+async fn answers<S: InspectableStore>(store: &S, tenant: &str) -> Result<Answers, Failure> {
+    let mut all = Vec::with_capacity(LAYOUT_QUERIES.len());
+    for query in LAYOUT_QUERIES {
+        let hits = ok(
+            store
+                .search(&access(tenant, "s")?, query, LAYOUT_LIMIT)
+                .await,
+            &format!("search {query:?} in {tenant}"),
+        )?;
+        all.push(
+            hits.into_iter()
+                .map(|hit| (hit.key.id.to_string(), hit.score))
+                .collect(),
+        );
+    }
+    Ok(all)
+}
+
+fn same_answers(left: &Answers, right: &Answers) -> bool {
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0);
+    left.len() == right.len()
+        && left.iter().zip(right).all(|(left, right)| {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .zip(right)
+                    .all(|(left, right)| left.0 == right.0 && close(left.1, right.1))
+        })
+}
+
+async fn check_layout<S: InspectableStore>(store: &S, case: u32, layout: &Layout) -> Checked {
+    let searched = format!("layout-{case}-searched");
+    let twin = format!("layout-{case}-twin");
+    let other = |index: usize| format!("layout-{case}-other-{index}");
+    // What each namespace holds, for the expected answers: id to document.
+    let mut held: BTreeMap<String, BTreeMap<String, Placed>> = BTreeMap::new();
+
+    let mut first = Vec::new();
+    for (index, placed) in layout.searched.iter().enumerate() {
+        let id = format!("d{index}");
+        first.push(put(
+            &key(&searched, &id)?,
+            &format!("op-{id}"),
+            None,
+            layout_text(placed),
+            scopes_of(placed),
+        )?);
+        held.entry(searched.clone())
+            .or_default()
+            .insert(id, placed.clone());
+    }
+    write_all(store, first).await?;
+    let alone = answers(store, &searched).await?;
+
+    // The others' documents, with the twin's written in between them at even intervals.
+    let twin_write = |index: usize, placed: &Placed| {
+        let id = format!("d{index}");
+        put(
+            &key(&twin, &id)?,
+            &format!("op-{id}"),
+            None,
+            layout_text(placed),
+            scopes_of(placed),
+        )
+    };
+    let mut second = Vec::new();
+    let mut replaced: Vec<(String, String, usize)> = Vec::new();
+    let mut twins = layout.searched.iter().enumerate();
+    let spacing = (layout.others.len() / layout.searched.len().max(1)).max(1);
+    for (position, (namespace_index, placed)) in layout.others.iter().enumerate() {
+        if position % spacing == 0
+            && let Some((index, twin_placed)) = twins.next()
+        {
+            second.push(twin_write(index, twin_placed)?);
+        }
+        let tenant = other(*namespace_index);
+        let id = format!("o{position}");
+        second.push(put(
+            &key(&tenant, &id)?,
+            &format!("op-{id}"),
+            None,
+            layout_text(placed),
+            scopes_of(placed),
+        )?);
+        replaced.push((tenant.clone(), id.clone(), second.len() - 1));
+        held.entry(tenant).or_default().insert(id, placed.clone());
+    }
+    for (index, twin_placed) in twins {
+        second.push(twin_write(index, twin_placed)?);
+    }
+    if let Some(documents) = held.get(&searched).cloned() {
+        held.insert(twin.clone(), documents);
+    }
+    let revisions = write_all(store, second).await?;
+    let beside = answers(store, &searched).await?;
+    ensure!(
+        same_answers(&alone, &beside),
+        "other namespaces' documents changed the searched namespace's answers: alone {alone:?}, \
+         beside them {beside:?}"
+    );
+    let twin_answers = answers(store, &twin).await?;
+    ensure!(
+        same_answers(&alone, &twin_answers),
+        "the same documents written among other namespaces' answer otherwise: alone {alone:?}, \
+         interleaved {twin_answers:?}"
+    );
+
+    // Every other document now holds every word: the others' statistics change once more.
+    let every_word = Placed {
+        words: (0..LAYOUT_WORDS.len()).collect(),
+        in_t: true,
+    };
+    let mut third = Vec::new();
+    for (tenant, id, written) in &replaced {
+        third.push(put(
+            &key(tenant, id)?,
+            &format!("op-{id}-again"),
+            revisions.get(*written),
+            layout_text(&every_word),
+            scopes_of(&every_word),
+        )?);
+        held.entry(tenant.clone())
+            .or_default()
+            .insert(id.clone(), every_word.clone());
+    }
+    write_all(store, third).await?;
+    let after = answers(store, &searched).await?;
+    ensure!(
+        same_answers(&alone, &after),
+        "replacing other namespaces' documents changed the searched namespace's answers: alone \
+         {alone:?}, after {after:?}"
+    );
+
+    for (tenant, documents) in &held {
+        for scope in ["s", "t"] {
+            for query in LAYOUT_QUERIES {
+                let hits = ok(
+                    store
+                        .search(&access(tenant, scope)?, query, LAYOUT_LIMIT)
+                        .await,
+                    &format!("search {query:?} in {tenant}/{scope}"),
+                )?;
+                check_hits(tenant, scope, query, documents, &hits)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hits of `query` in `tenant`'s `scope` are exactly its visible documents holding a query word,
+/// best first.
+fn check_hits(
+    tenant: &str,
+    scope: &str,
+    query: &str,
+    documents: &BTreeMap<String, Placed>,
+    hits: &[LexicalHit],
+) -> Checked {
+    let wanted_namespace = namespace(tenant)?;
+    for hit in hits {
+        ensure!(
+            hit.key.namespace == wanted_namespace,
+            "{query:?} in {tenant} returned {:?} of another namespace",
+            hit.key
+        );
+    }
+    let mut found: Vec<String> = hits.iter().map(|hit| hit.key.id.to_string()).collect();
+    found.sort();
+    let words: Vec<&str> = query.split(' ').collect();
+    let wanted: Vec<String> = documents
+        .iter()
+        .filter(|(_, placed)| scope == "s" || placed.in_t)
+        .filter(|(_, placed)| {
+            placed
+                .words
+                .iter()
+                .any(|word| words.contains(&LAYOUT_WORDS[*word]))
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    ensure!(
+        found == wanted,
+        "{query:?} in {tenant}/{scope} found {found:?}, not {wanted:?}"
+    );
+    ensure!(
+        hits.windows(2)
+            .all(|pair| pair[0].score.total_cmp(&pair[1].score).is_ge()),
+        "{query:?} in {tenant}/{scope} is not best first"
     );
     Ok(())
 }
