@@ -1,21 +1,33 @@
-"""Compares our HNSW and embedding throughput with hnswlib and onnxruntime on the same inputs.
+"""Compares our HNSW, exact scan and embedding throughput with hnswlib, memory bandwidth and onnxruntime.
 
-Reads what `memory-eval dump-vectors` wrote (vectors.bin, texts.txt) and what `memory-eval bench-hnsw`
-and `bench-embed` measured (ours_hnsw.json, ours_embed.json), measures the Python side in this process,
-prints a table with the ratios and writes compare.json next to the inputs.
+Reads what `memory-eval dump-vectors` wrote (vectors.bin, texts.txt, mixed.txt) and what `memory-eval
+bench-hnsw` measured (ours_hnsw.json), measures the Python side in this process and our embedder through
+`memory-eval bench-embed` (run from here, alternating with the Python side), prints a table on standard
+error and the summary JSON on standard output, and writes compare.json (summary and details) next to
+the inputs.
 
 HNSW: same vectors, same M (24) and ef_construction (200), inner product on unit vectors (= cosine),
-the graph built on every core (ours builds in parallel too), one query per call on one thread, recall@10
-against exact search. "QPS at equal recall" compares, for
-each recall target, the fastest setting of each library that reaches it.
+the graph built on every core (ours builds in parallel too), one query per call on one thread, top 10
+returned, recall@10 against exact search. Each row is one search width on both sides: hnswlib's
+`set_ef(ef)`, our `ef_search = ef`; each side's fastest of the same number of passes counts. The QPS at recall@10 0.95 of each side is interpolated linearly
+between the two rows around 0.95 (the slowest row already past it when none is below).
 
-Embedding: the same model.onnx and tokenizer.json, mean pooling over the attention mask, batches of the
-same size as ours, ONNX Runtime's default threading (as fastembed uses).
+Exact scan: bytes our scan reads per second (vectors x dims x 4 x QPS) over the single-thread read
+bandwidth bench-hnsw measured in the same run on a buffer of the same size.
+
+Embedding: the same model.onnx and tokenizer.json, mean pooling over the attention mask, and the
+same model calls as ours: texts come in calls of `batch` (as our indexer makes them), each call is
+ordered by token count and cut into model calls of at most `batch` texts and `max_batch_tokens`
+padded tokens, and ONNX Runtime keeps its default threading (as fastembed does). The two sides take
+turns, `--rounds` times on each set, and each side's best round counts, so load from other processes
+weighs on both alike. Plain batches in input order are timed once, for reference.
 """
 
 import argparse
 import json
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +38,13 @@ from tokenizers import Tokenizer
 
 MAGIC = b"MEMVEC01"
 TARGETS = (0.80, 0.90, 0.95, 0.99)
+HEADLINE_RECALL = 0.95
 K = 10
+MAX_LENGTH = 256
+
+
+def log(*parts):
+    print(*parts, file=sys.stderr)
 
 
 def read_vectors(path):
@@ -47,9 +65,9 @@ def exact_top(base, queries):
     return [set(row) for row in top]
 
 
-def hnswlib_curve(base, queries, truth, efs):
+def hnswlib_curve(base, queries, truth, efs, m, ef_construction, passes):
     index = hnswlib.Index(space="ip", dim=base.shape[1])
-    index.init_index(max_elements=base.shape[0], ef_construction=200, M=24, random_seed=1)
+    index.init_index(max_elements=base.shape[0], ef_construction=ef_construction, M=m, random_seed=1)
     started = time.perf_counter()
     index.add_items(base, np.arange(base.shape[0]), num_threads=-1)
     build_seconds = time.perf_counter() - started
@@ -59,95 +77,197 @@ def hnswlib_curve(base, queries, truth, efs):
         index.set_ef(max(ef, K))
         for query in queries[:5]:
             index.knn_query(query, k=K, num_threads=1)
-        found = []
-        started = time.perf_counter()
-        for query in queries:
-            labels, _ = index.knn_query(query, k=K, num_threads=1)
-            found.append(set(labels[0]))
-        seconds = time.perf_counter() - started
+        best = float("inf")
+        for _ in range(passes):
+            found = []
+            seconds = 0.0
+            for query in queries:
+                started = time.perf_counter()
+                labels, _ = index.knn_query(query, k=K, num_threads=1)
+                seconds += time.perf_counter() - started
+                found.append(set(labels[0]))
+            best = min(best, seconds)
+        seconds = best
         hits = sum(len(t & f) for t, f in zip(truth, found))
         points.append({"ef": ef, "qps": len(queries) / seconds, "recall_at_10": hits / (K * len(queries))})
     return build_seconds, points
 
 
-def fastest_at(points, target):
-    reaching = [point for point in points if point["recall_at_10"] >= target]
-    return max(reaching, key=lambda point: point["qps"]) if reaching else None
+def qps_at_recall(points, target):
+    """QPS at `target` recall, interpolated between the rows around it (in search-width order)."""
+    ordered = sorted(points, key=lambda point: point["ef"])
+    if not ordered or max(point["recall_at_10"] for point in ordered) < target:
+        return None
+    if ordered[0]["recall_at_10"] >= target:
+        return ordered[0]["qps"]
+    for below, above in zip(ordered, ordered[1:]):
+        low, high = below["recall_at_10"], above["recall_at_10"]
+        if low < target <= high:
+            share = (target - low) / (high - low)
+            return below["qps"] + share * (above["qps"] - below["qps"])
+    return max(point["qps"] for point in ordered if point["recall_at_10"] >= target)
 
 
-def onnx_throughput(assets, texts, batch):
-    model = Path(assets) / "model" / "model.onnx"
-    tokenizer = Tokenizer.from_file(str(Path(assets) / "model" / "tokenizer.json"))
-    tokenizer.enable_truncation(256)
-    tokenizer.enable_padding()
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    names = {node.name for node in session.get_inputs()}
+class OnnxEmbedder:
+    def __init__(self, assets):
+        model = Path(assets) / "model" / "model.onnx"
+        self.tokenizer = Tokenizer.from_file(str(Path(assets) / "model" / "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_LENGTH)
+        self.tokenizer.no_padding()
+        self.session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        self.names = {node.name for node in self.session.get_inputs()}
 
-    def embed(chunk):
-        encodings = tokenizer.encode_batch(chunk)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def run(self, encodings):
+        longest = max(len(encoding.ids) for encoding in encodings)
+        ids = np.zeros((len(encodings), longest), dtype=np.int64)
+        mask = np.zeros((len(encodings), longest), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in names:
+        if "token_type_ids" in self.names:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feed)[0]
+        hidden = self.session.run(None, feed)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
-    embed(texts[:batch])
-    vectors = []
-    started = time.perf_counter()
-    for start in range(0, len(texts), batch):
-        vectors.append(embed(texts[start:start + batch]))
-    seconds = time.perf_counter() - started
-    return len(texts) / seconds, np.concatenate(vectors)
+    def embed_call(self, texts, batch, max_tokens, ordered):
+        encodings = self.tokenizer.encode_batch(texts)
+        if not ordered:
+            return np.concatenate([self.run(encodings[start:start + batch])
+                                   for start in range(0, len(encodings), batch)])
+        order = sorted(range(len(encodings)), key=lambda index: len(encodings[index].ids))
+        groups, start = [], 0
+        for end in range(len(order)):
+            count = end + 1 - start
+            if end > start and (count > batch or count * len(encodings[order[end]].ids) > max_tokens):
+                groups.append(order[start:end])
+                start = end
+        if start < len(order):
+            groups.append(order[start:])
+        rows = [None] * len(texts)
+        for group in groups:
+            for index, vector in zip(group, self.run([encodings[index] for index in group])):
+                rows[index] = vector
+        return np.stack(rows)
+
+    def throughput(self, texts, batch, max_tokens, ordered):
+        self.embed_call(texts[:batch], batch, max_tokens, ordered)
+        vectors = []
+        started = time.perf_counter()
+        for start in range(0, len(texts), batch):
+            vectors.append(self.embed_call(texts[start:start + batch], batch, max_tokens, ordered))
+        seconds = time.perf_counter() - started
+        return len(texts) / seconds, np.concatenate(vectors)
+
+
+def read_texts(path):
+    return [line for line in path.read_text().splitlines() if line]
+
+
+def ours_embed(eval_binary, path):
+    result = subprocess.run([eval_binary, "bench-embed", "--texts", str(path)],
+                            check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(result.stdout)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True)
     parser.add_argument("--assets", default="assets")
+    parser.add_argument("--eval", required=True, help="the memory-eval binary")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     folder = Path(args.dir)
 
     base, queries = read_vectors(folder / "vectors.bin")
     ours_hnsw = json.loads((folder / "ours_hnsw.json").read_text())
-    ours_embed = json.loads((folder / "ours_embed.json").read_text())
-    texts = [line for line in (folder / "texts.txt").read_text().splitlines() if line]
+    texts = read_texts(folder / "texts.txt")
+    mixed = read_texts(folder / "mixed.txt")
 
     truth = exact_top(base, queries)
-    efs = [point["ef"] for point in ours_hnsw["points"]]
-    theirs_build, theirs = hnswlib_curve(base, queries, truth, efs)
     ours = ours_hnsw["points"]
+    efs = [point["ef"] for point in ours]
+    m, ef_construction = ours_hnsw["params"]["M"], ours_hnsw["params"]["ef_construction"]
+    # As many passes per row as ours made, the fastest counting on both sides.
+    passes = ours_hnsw.get("query_passes", 1)
+    theirs_build, theirs = hnswlib_curve(base, queries, truth, efs, m, ef_construction, passes)
 
-    print(f"HNSW on {base.shape[0]} vectors x {base.shape[1]} dims, {queries.shape[0]} queries, M=24, ef_construction=200")
-    print(f"  build seconds: ours {ours_hnsw['build_seconds']:.1f}, hnswlib {theirs_build:.1f} (every core, each)")
-    print(f"  {'ef':>5} {'ours QPS':>10} {'ours R@10':>10} {'hnswlib QPS':>12} {'hnswlib R@10':>13}")
+    log(f"HNSW on {base.shape[0]} vectors x {base.shape[1]} dims, {queries.shape[0]} queries, "
+        f"M={m}, ef_construction={ef_construction}, kernel {ours_hnsw.get('kernel')}")
+    log(f"  build seconds: ours {ours_hnsw['build_seconds']:.2f}, hnswlib {theirs_build:.2f} (every core, each)")
+    log(f"  {'ef':>5} {'ours QPS':>10} {'ours R@10':>10} {'hnswlib QPS':>12} {'hnswlib R@10':>13}")
     for mine, other in zip(ours, theirs):
-        print(f"  {mine['ef']:>5} {mine['qps']:>10.0f} {mine['recall_at_10']:>10.3f} {other['qps']:>12.0f} {other['recall_at_10']:>13.3f}")
-    at_equal = []
+        log(f"  {mine['ef']:>5} {mine['qps']:>10.0f} {mine['recall_at_10']:>10.3f} "
+            f"{other['qps']:>12.0f} {other['recall_at_10']:>13.3f}")
+    at_recall = []
     for target in TARGETS:
-        mine, other = fastest_at(ours, target), fastest_at(theirs, target)
-        ratio = mine["qps"] / other["qps"] if mine and other else None
-        at_equal.append({"recall_at_10": target, "ours": mine, "hnswlib": other, "ours_over_hnswlib": ratio})
+        mine, other = qps_at_recall(ours, target), qps_at_recall(theirs, target)
+        ratio = mine / other if mine and other else None
+        at_recall.append({"recall_at_10": target, "ours_qps": mine, "hnswlib_qps": other,
+                          "ours_over_hnswlib": ratio})
         shown = f"{ratio:.2f}" if ratio is not None else "n/a (a side never reaches it)"
-        print(f"  QPS ratio ours/hnswlib at recall@10 >= {target:.2f}: {shown}")
+        log(f"  interpolated QPS ratio ours/hnswlib at recall@10 {target:.2f}: {shown}")
+    headline = next(row["ours_over_hnswlib"] for row in at_recall if row["recall_at_10"] == HEADLINE_RECALL)
 
-    onnx_rate, onnx_vectors = onnx_throughput(args.assets, texts, ours_embed["batch"])
-    ours_rate = ours_embed["texts_per_second"]
-    # vectors.bin starts with the real vectors of texts.txt, in order.
-    shared = min(len(texts), base.shape[0])
-    agreement = float(np.mean(np.sum(onnx_vectors[:shared] * base[:shared], axis=1)))
-    print(f"Embedding {len(texts)} texts in batches of {ours_embed['batch']}:")
-    print(f"  ours (fastembed) {ours_rate:.0f} texts/s, onnxruntime direct {onnx_rate:.0f} texts/s, ratio ours/onnxruntime {ours_rate / onnx_rate:.2f}")
-    print(f"  mean cosine between the two sides' vectors: {agreement:.4f}")
+    scan = ours_hnsw["exact_scan"]
+    log(f"Exact scan: {scan['bytes_per_second'] / 1e9:.1f} GB/s read, memory read bandwidth "
+        f"{scan['memory_read_bytes_per_second'] / 1e9:.1f} GB/s (same buffer size, one thread): "
+        f"share {scan['share']:.2f}")
 
+    onnx = OnnxEmbedder(args.assets)
+    embedding = {}
+    for name, file in (("eval_texts", "texts.txt"), ("mixed_length", "mixed.txt")):
+        corpus = texts if name == "eval_texts" else mixed
+        mine_rounds, their_rounds, vectors = [], [], None
+        for _ in range(max(args.rounds, 1)):
+            mine_rounds.append(ours_embed(args.eval, folder / file))
+            mine = mine_rounds[-1]
+            rate, vectors = onnx.throughput(corpus, mine["batch"], mine["max_batch_tokens"], ordered=True)
+            their_rounds.append(rate)
+        (folder / f"ours_embed_{name}.json").write_text(json.dumps(mine_rounds, indent=2))
+        batch, max_tokens = mine["batch"], mine["max_batch_tokens"]
+        plain_rate, _ = onnx.throughput(corpus, batch, max_tokens, ordered=False)
+        ours_rate, rate = max(m["texts_per_second"] for m in mine_rounds), max(their_rounds)
+        embedding[name] = {
+            "texts": len(corpus),
+            "batch": batch,
+            "max_batch_tokens": max_tokens,
+            "rounds": len(mine_rounds),
+            "ours_texts_per_second": ours_rate,
+            "ours_rounds_texts_per_second": [m["texts_per_second"] for m in mine_rounds],
+            "ours_peak_rss_bytes": max(m.get("peak_rss_bytes") or 0 for m in mine_rounds) or None,
+            "onnxruntime_texts_per_second": rate,
+            "onnxruntime_rounds_texts_per_second": their_rounds,
+            "onnxruntime_input_order_texts_per_second": plain_rate,
+            "ratio": ours_rate / rate,
+        }
+        if name == "eval_texts":
+            # vectors.bin starts with the real vectors of texts.txt, in order.
+            shared = min(len(corpus), base.shape[0])
+            embedding[name]["mean_cosine_agreement"] = float(
+                np.mean(np.sum(vectors[:shared] * base[:shared], axis=1)))
+        log(f"Embedding {name} ({len(corpus)} texts, calls of {batch}, <= {max_tokens} padded tokens per model call):")
+        log(f"  ours {ours_rate:.0f} texts/s, onnxruntime direct {rate:.0f} texts/s "
+            f"(input-order batches {plain_rate:.0f}), ratio {embedding[name]['ratio']:.2f}, "
+            f"best of {len(mine_rounds)} rounds each; our peak RSS {embedding[name]['ours_peak_rss_bytes']}")
+    log(f"  mean cosine between the two sides' vectors: {embedding['eval_texts']['mean_cosine_agreement']:.4f}")
+
+    summary = {
+        "hnsw_qps_ratio_at_recall_0.95": headline,
+        "hnsw_build_time_ratio": ours_hnsw["build_seconds"] / theirs_build,
+        "exact_scan_bandwidth_share": scan["share"],
+        "embed_throughput_ratio": {name: figures["ratio"] for name, figures in embedding.items()},
+    }
     (folder / "compare.json").write_text(json.dumps({
-        "hnsw": {"ours": ours_hnsw, "hnswlib": {"build_seconds": theirs_build, "points": theirs}, "at_equal_recall": at_equal},
-        "embedding": {"ours_texts_per_second": ours_rate, "onnxruntime_texts_per_second": onnx_rate,
-                      "ratio": ours_rate / onnx_rate, "mean_cosine_agreement": agreement},
+        "summary": summary,
+        "hnsw": {"ours": ours_hnsw, "hnswlib": {"build_seconds": theirs_build, "points": theirs},
+                 "at_recall": at_recall},
+        "exact_scan": scan,
+        "embedding": embedding,
     }, indent=2))
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

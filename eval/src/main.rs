@@ -15,8 +15,10 @@ use eval::corpus::{CorpusShape, generate};
 use eval::progress::Progress;
 use eval::report;
 use eval::run::{EMBED_BATCH, RunOptions, embed_all, run, texts};
-use eval::sweep::{VectorSet, bench_hnsw, derive, read_vectors, write_vectors};
-use semantic_index::{Embedder, FastembedEmbedder, ModelAssets, SemanticProfile};
+use eval::sweep::{
+    MIXED_TEXTS, VectorSet, bench_hnsw, derive, mixed_length_texts, read_vectors, write_vectors,
+};
+use semantic_index::{Embedder, FastembedEmbedder, ModelAssets, SemanticProfile, TokenizerCounter};
 
 /// Evaluates direct, lexical, exact, HNSW and hybrid recall end to end and writes a report.
 #[derive(Debug, Parser)]
@@ -45,8 +47,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Writes real-model vectors (derived up to --size) and queries to DIR/vectors.bin, and the corpus
-    /// statements to DIR/texts.txt, for the comparison script.
+    /// Writes real-model vectors (derived up to --size) and queries to DIR/vectors.bin, the corpus
+    /// statements to DIR/texts.txt and a mixed-length set (one text in ten a pasted page of 200+
+    /// tokens) to DIR/mixed.txt, for the comparison script.
     DumpVectors {
         /// Output folder.
         #[arg(long, default_value = "eval-report/compare")]
@@ -58,13 +61,18 @@ enum Command {
         #[arg(long, default_value_t = CorpusShape::default().seed)]
         seed: u64,
     },
-    /// Times our HNSW on a vector file at several search widths; prints JSON.
+    /// Times our HNSW on a vector file at several search widths (`ef_search`, top 10 returned),
+    /// and our exact scan beside a memory read-bandwidth measurement; prints JSON.
     BenchHnsw {
         /// The file `dump-vectors` wrote.
         #[arg(long)]
         vectors: PathBuf,
         /// Search widths, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "10,20,40,80,160,320")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "10,12,14,16,20,24,32,40,64,96,128,256"
+        )]
         ef: Vec<usize>,
     },
     /// LoCoMo through the product: every turn a document, every question of categories 1-4 recalled in
@@ -85,14 +93,19 @@ enum Command {
         #[arg(long, default_value = "eval/locomo-tuned.json")]
         tuned: PathBuf,
     },
-    /// Times our embedder (fastembed) on a text file, one text per line; prints JSON.
+    /// Times our embedder (fastembed) on a text file, one text per line, in embedder calls of
+    /// --batch texts (as the indexer makes them); prints JSON with the peak RSS.
     BenchEmbed {
         /// The text file.
         #[arg(long)]
         texts: PathBuf,
-        /// Texts per model call.
+        /// Texts per embedder call, and most texts per model call.
         #[arg(long, default_value_t = 64)]
         batch: usize,
+        /// Most padded tokens per model call (texts times the longest one's tokens). A bound past
+        /// `--batch` times 256 makes each call one model call padded to its longest text.
+        #[arg(long, default_value_t = semantic_index::fastembed_embedder::DEFAULT_BATCH_TOKENS)]
+        max_batch_tokens: usize,
     },
 }
 
@@ -154,6 +167,9 @@ fn main() -> anyhow::Result<()> {
                 &queries,
             )?;
             std::fs::write(dir.join("texts.txt"), statements.join("\n") + "\n")?;
+            let counter = TokenizerCounter::from_assets(&ModelAssets::from_env())?;
+            let mixed = mixed_length_texts(&statements, MIXED_TEXTS, &counter);
+            std::fs::write(dir.join("mixed.txt"), mixed.join("\n") + "\n")?;
             eprintln!(
                 "memory-eval: wrote {size} vectors and {} queries to {}",
                 queries.len(),
@@ -169,13 +185,19 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Locomo { data }) => runtime.block_on(locomo(&data, &cli.out)),
         Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
-        Some(Command::BenchEmbed { texts, batch }) => {
+        Some(Command::BenchEmbed {
+            texts,
+            batch,
+            max_batch_tokens,
+        }) => {
             let texts: Vec<String> = std::fs::read_to_string(&texts)?
                 .lines()
                 .filter(|line| !line.is_empty())
                 .map(str::to_owned)
                 .collect();
-            let embedder = load_model()?;
+            let embedder = load_model()?
+                .with_batch_size(batch)
+                .with_batch_tokens(max_batch_tokens);
             embed_all(&embedder, &texts[..texts.len().min(batch)], batch)?;
             let started = Instant::now();
             embed_all(&embedder, &texts, batch)?;
@@ -185,8 +207,10 @@ fn main() -> anyhow::Result<()> {
                 serde_json::json!({
                     "texts": texts.len(),
                     "batch": batch,
+                    "max_batch_tokens": max_batch_tokens,
                     "seconds": seconds,
                     "texts_per_second": texts.len() as f64 / seconds,
+                    "peak_rss_bytes": peak_rss_bytes(),
                 })
             );
             Ok(())
@@ -270,6 +294,14 @@ fn locomo_tune(
         tuned.display()
     );
     Ok(())
+}
+
+/// This process's peak resident set (`VmHWM`), where the system reports it (Linux).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Warnings only, to stderr; `RUST_LOG` overrides. Logs carry kinds and counts, never texts.

@@ -200,6 +200,29 @@ pub struct GraphSnapshot {
     pub bytes: Vec<u8>,
 }
 
+/// Receives the vectors of [`VectorStore::load_sources_into`], one chunk at a time, so a caller can
+/// put them straight into its own buffers instead of receiving one allocation per chunk.
+pub trait VectorSink: Send {
+    /// Takes the next chunk's vector (of the load's `dimensions`). An error stops the load.
+    fn push_vector(&mut self, vector: &[f32]) -> Result<(), MemoryError>;
+
+    /// Takes the next chunk's vector as stored: little-endian `f32`s (a length that is not a
+    /// multiple of 4 is corrupt). The provided implementation decodes and calls
+    /// [`Self::push_vector`]; a sink can decode straight into its own buffer instead.
+    fn push_le_bytes(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
+        if !bytes.len().is_multiple_of(4) {
+            return Err(MemoryError::Corrupt {
+                what: "stored vector length is not a multiple of 4".to_owned(),
+            });
+        }
+        let vector: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]))
+            .collect();
+        self.push_vector(&vector)
+    }
+}
+
 /// Persistence of chunk vectors and indexer positions, per profile.
 pub trait VectorStore: Send + Sync {
     /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] when the stored counts
@@ -210,6 +233,29 @@ pub trait VectorStore: Send + Sync {
         profile: &ProfileDigest,
         limits: VectorLoadLimits,
     ) -> impl Future<Output = Result<Vec<StoredSource>, MemoryError>> + Send;
+
+    /// [`Self::load_sources`], except that every chunk's vector goes to `sink` instead of into the
+    /// returned chunks (whose `vector`s are left empty): in the order of the returned sources, and of
+    /// each source's chunks. Same limits and errors. The provided implementation loads and then hands
+    /// the vectors over; a store that reads them one by one can pass each on as it reads it.
+    fn load_sources_into(
+        &self,
+        profile: &ProfileDigest,
+        limits: VectorLoadLimits,
+        sink: &mut dyn VectorSink,
+    ) -> impl Future<Output = Result<Vec<StoredSource>, MemoryError>> + Send {
+        async move {
+            let mut sources = self.load_sources(profile, limits).await?;
+            for source in &mut sources {
+                if let StoredSourceState::Indexed { chunks, .. } = &mut source.state {
+                    for chunk in chunks {
+                        sink.push_vector(&std::mem::take(&mut chunk.vector))?;
+                    }
+                }
+            }
+            Ok(sources)
+        }
+    }
 
     /// Replaces everything stored for `source.key` under `profile` with `source`, atomically, when the
     /// stored state does not fence it; the check and the write are one atomic step, so two processes

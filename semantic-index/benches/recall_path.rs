@@ -370,7 +370,7 @@ async fn main() {
         "(b) of which: embed one query, real model",
         percentiles(embed_only),
     );
-    // The lexical side of hybrid recall alone: the store's FTS5 search for as many hits as hybrid
+    // The lexical side of hybrid recall alone: the store's BM25 search for as many hits as hybrid
     // asks for. Hybrid runs it on the blocking pool beside embed + search, so hybrid's latency is
     // about the longer of the two plus revalidation.
     let mut lexical_only = Vec::with_capacity(recalls);
@@ -391,7 +391,7 @@ async fn main() {
     }
     row(
         &mut rows,
-        "(b) of which: lexical search (FTS5, 32 hits)",
+        "(b) of which: lexical search (BM25, 32 hits)",
         percentiles(lexical_only),
     );
     for kind in [IndexKind::Exact, IndexKind::Hnsw] {
@@ -401,7 +401,12 @@ async fn main() {
         for i in 0..recalls {
             let text = format!("{} {i}", QUERIES[i % QUERIES.len()]);
             let started = Instant::now();
-            black_box(index.search_candidates(&text, limits).await.unwrap());
+            black_box(
+                index
+                    .search_candidates_in_every_namespace(&text, limits)
+                    .await
+                    .unwrap(),
+            );
             searched.push(started.elapsed());
             let started = Instant::now();
             black_box(

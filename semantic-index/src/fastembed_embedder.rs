@@ -9,6 +9,17 @@
 //! creates). A query embedding therefore never waits for an indexing batch, and on a machine with
 //! few cores the scheduler gives the query's threads the CPU while the batch runs: the batch uses
 //! every core when nothing else wants them and yields them when a query does.
+//!
+//! Batching: a call's texts are tokenized, ordered by token count and cut into model calls of at
+//! most [`Batching::max_texts`] texts whose padded size (texts times the longest one's tokens)
+//! stays within [`Batching::max_tokens`]; the vectors come back in the caller's order. The model
+//! pads every text of a call to its longest, so a batch of 64 holding one pasted page would
+//! otherwise run 64 sequences of 256 tokens; ordered batches run the short texts short. The token
+//! bound also bounds the largest tensors a call allocates (attention grows with batch × length²),
+//! which is what ONNX Runtime's CPU arena grows to and keeps. fastembed exposes that arena only
+//! through its execution-provider list (ort's `CPU::with_arena_allocator`); the sessions keep it
+//! on: with the token bound capping its peak, turning it off saved about a tenth of the peak RSS
+//! on the mixed-length comparison set and cost about a tenth of the throughput.
 
 use std::sync::{Mutex, mpsc};
 
@@ -25,6 +36,32 @@ use crate::profile::SemanticProfile;
 /// Texts per model call: large enough to amortize the call, small enough to bound the padded batch tensor.
 pub const DEFAULT_BATCH_SIZE: usize = 64;
 
+/// Padded tokens per model call (texts × the longest one's tokens): 32 texts at the model's 256-token
+/// limit, or [`DEFAULT_BATCH_SIZE`] texts of up to 128 tokens. Calls twice as large (64 × 256) ran
+/// several times slower on two cores and grew the process past 2.7 GB: their attention tensors
+/// (batch × 12 heads × length² floats, 200 MB at 64 × 256) no longer fit any cache, and ONNX
+/// Runtime's arena keeps what its largest call needed.
+pub const DEFAULT_BATCH_TOKENS: usize = 8_192;
+
+/// How one embedder call is cut into model calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// Most texts per model call (at least 1).
+    pub max_texts: usize,
+    /// Most padded tokens per model call, texts × the longest one's tokens (at least 1). A text
+    /// longer than this on its own still gets a call of its own.
+    pub max_tokens: usize,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Self {
+            max_texts: DEFAULT_BATCH_SIZE,
+            max_tokens: DEFAULT_BATCH_TOKENS,
+        }
+    }
+}
+
 /// The nice value of the bulk-embedding thread of [`FastembedEmbedder::load_isolated`]: the lowest
 /// priority, so any query thread preempts it.
 pub const BULK_NICE: i32 = 19;
@@ -40,7 +77,7 @@ pub struct FastembedEmbedder {
     /// The low-priority thread owning the bulk session, if loaded isolated.
     bulk: Option<BulkWorker>,
     dimensions: usize,
-    batch_size: usize,
+    batching: Batching,
 }
 
 impl std::fmt::Debug for FastembedEmbedder {
@@ -48,7 +85,7 @@ impl std::fmt::Debug for FastembedEmbedder {
         formatter
             .debug_struct("FastembedEmbedder")
             .field("dimensions", &self.dimensions)
-            .field("batch_size", &self.batch_size)
+            .field("batching", &self.batching)
             .field("isolated", &self.bulk.is_some())
             .finish_non_exhaustive()
     }
@@ -118,17 +155,73 @@ impl ModelFiles {
     }
 }
 
-/// Runs `session` on `texts` in batches of `batch_size`.
+/// Runs `session` on `texts` in length-ordered batches (see the module docs); the vectors come back
+/// in the order of `texts`.
 fn run(
     session: &mut TextEmbedding,
     texts: &[&str],
-    batch_size: usize,
+    batching: Batching,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    session
-        .embed(texts, Some(batch_size))
-        .map_err(|error| EmbedError::Model {
-            detail: error.to_string(),
+    let lengths: Vec<usize> = texts
+        .iter()
+        .map(|text| {
+            // Only an estimate for ordering and budgeting: should encoding fail, the model call
+            // reports it, and the byte length (at least the token count) keeps the budget safe.
+            session
+                .tokenizer
+                .encode_fast(*text, true)
+                .map_or(text.len(), |encoding| encoding.len())
         })
+        .collect();
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&index| lengths[index]);
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+    for batch in plan_batches(&order, &lengths, batching) {
+        let batch_texts: Vec<&str> = batch.iter().map(|&index| texts[index]).collect();
+        let embedded = session
+            .embed(&batch_texts, Some(batch_texts.len()))
+            .map_err(|error| EmbedError::Model {
+                detail: error.to_string(),
+            })?;
+        if embedded.len() != batch.len() {
+            return Err(EmbedError::Count {
+                expected: batch.len(),
+                actual: embedded.len(),
+            });
+        }
+        for (&index, vector) in batch.iter().zip(embedded) {
+            vectors[index] = Some(vector);
+        }
+    }
+    vectors
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| EmbedError::Model {
+            detail: "a text was left out of every batch".to_owned(),
+        })
+}
+
+/// Cuts `order` (text indices by ascending `lengths`) into consecutive batches of at most
+/// `batching.max_texts` texts whose padded size, count × the last (longest) text's length, stays
+/// within `batching.max_tokens`. Every text lands in exactly one batch; one longer than the token
+/// bound gets a batch of its own.
+fn plan_batches<'a>(order: &'a [usize], lengths: &[usize], batching: Batching) -> Vec<&'a [usize]> {
+    let max_texts = batching.max_texts.max(1);
+    let max_tokens = batching.max_tokens.max(1);
+    let mut batches = Vec::new();
+    let mut start = 0;
+    for end in 0..order.len() {
+        let count = end + 1 - start;
+        let padded = count.saturating_mul(lengths[order[end]]);
+        if end > start && (count > max_texts || padded > max_tokens) {
+            batches.push(&order[start..end]);
+            start = end;
+        }
+    }
+    if start < order.len() {
+        batches.push(&order[start..]);
+    }
+    batches
 }
 
 /// What the bulk thread is asked to do.
@@ -136,7 +229,7 @@ enum BulkJob {
     /// Embed `texts`, answering on `answer`.
     Embed {
         texts: Vec<String>,
-        batch_size: usize,
+        batching: Batching,
         answer: mpsc::SyncSender<Result<Vec<Vec<f32>>, EmbedError>>,
     },
     /// Stay busy until the sender drops (tests: the thread is mid-batch).
@@ -174,12 +267,12 @@ impl BulkWorker {
                     }
                 };
                 for job in receiver {
-                    let (texts, batch_size, answer) = match job {
+                    let (texts, batching, answer) = match job {
                         BulkJob::Embed {
                             texts,
-                            batch_size,
+                            batching,
                             answer,
-                        } => (texts, batch_size, answer),
+                        } => (texts, batching, answer),
                         #[cfg(test)]
                         BulkJob::Hold(release) => {
                             let _ = release.recv();
@@ -189,7 +282,7 @@ impl BulkWorker {
                     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                     // A panic inside the model must not end the thread: every later job would fail.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run(&mut session, &texts, batch_size)
+                        run(&mut session, &texts, batching)
                     }))
                     .unwrap_or_else(|_| {
                         Err(EmbedError::Model {
@@ -219,11 +312,11 @@ impl BulkWorker {
             .map_err(|_| bulk_ended())
     }
 
-    fn embed(&self, texts: &[&str], batch_size: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str], batching: Batching) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (answer, on_answer) = mpsc::sync_channel(1);
         self.send(BulkJob::Embed {
             texts: texts.iter().map(|text| (*text).to_owned()).collect(),
-            batch_size,
+            batching,
             answer,
         })?;
         on_answer.recv().map_err(|_| bulk_ended())?
@@ -263,7 +356,7 @@ impl FastembedEmbedder {
             query: Mutex::new(files.session(|options| options)?),
             bulk: None,
             dimensions: profile.dimensions,
-            batch_size: DEFAULT_BATCH_SIZE,
+            batching: Batching::default(),
         })
     }
 
@@ -280,14 +373,25 @@ impl FastembedEmbedder {
             query: Mutex::new(files.session(|options| options)?),
             bulk: Some(bulk),
             dimensions: profile.dimensions,
-            batch_size: DEFAULT_BATCH_SIZE,
+            batching: Batching::default(),
         })
     }
 
-    /// Sets the number of texts per model call (at least 1).
+    /// Sets the most texts per model call (at least 1).
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
-        self.batch_size = batch_size.max(1);
+        self.batching.max_texts = batch_size.max(1);
         self
+    }
+
+    /// Sets the most padded tokens per model call (at least 1; see [`Batching::max_tokens`]).
+    pub fn with_batch_tokens(mut self, max_tokens: usize) -> Self {
+        self.batching.max_tokens = max_tokens.max(1);
+        self
+    }
+
+    /// How calls are cut into model calls.
+    pub fn batching(&self) -> Batching {
+        self.batching
     }
 
     /// Whether bulk embedding runs apart from queries ([`Self::load_isolated`]).
@@ -306,7 +410,7 @@ impl FastembedEmbedder {
             .query
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        run(&mut session, texts, self.batch_size)
+        run(&mut session, texts, self.batching)
     }
 
     /// Keeps the bulk thread busy until the answered sender drops (tests: an indexing batch runs).
@@ -330,7 +434,7 @@ impl Embedder for FastembedEmbedder {
             return Ok(Vec::new());
         }
         match &self.bulk {
-            Some(bulk) => bulk.embed(texts, self.batch_size),
+            Some(bulk) => bulk.embed(texts, self.batching),
             None => self.embed_on_query_session(texts),
         }
     }
@@ -356,6 +460,92 @@ mod tests {
     fn isolated_model() -> FastembedEmbedder {
         FastembedEmbedder::load_isolated(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
             .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn shared_model() -> FastembedEmbedder {
+        FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Texts of very different lengths, shuffled so that neither input order nor length order
+    /// matches the other: a few words, sentences, and pasted pages past the model's 256 tokens.
+    fn mixed_texts() -> Vec<String> {
+        let sentence =
+            "The committee reviewed the garden budget and agreed to plant more tomatoes. ";
+        let mut texts = Vec::new();
+        for i in 0..23usize {
+            let text = match i % 5 {
+                0 => format!("note {i}"),
+                1 => format!("{i}: {}", sentence.repeat(1 + i % 3)),
+                2 => format!("page {i}. {}", sentence.repeat(20 + i)),
+                3 => format!("a short reminder about item {i}"),
+                _ => format!("{i} {}", sentence.repeat(4)),
+            };
+            texts.push(text);
+        }
+        texts
+    }
+
+    fn assert_same_vectors(batched: &[Vec<f32>], single: &[Vec<f32>]) {
+        assert_eq!(batched.len(), single.len());
+        for (index, (batched, single)) in batched.iter().zip(single).enumerate() {
+            let similarity = crate::kernels::dot(batched, single);
+            let norms = crate::kernels::dot(batched, batched).sqrt()
+                * crate::kernels::dot(single, single).sqrt();
+            // Padding is masked out, so only GEMM blocking changes the rounding.
+            assert!(
+                (similarity / norms - 1.0).abs() < 1e-4,
+                "text {index}: cosine {} with its own one-by-one vector",
+                similarity / norms
+            );
+        }
+    }
+
+    #[test]
+    fn length_ordered_batches_answer_in_the_callers_order_as_one_by_one() {
+        let embedder = shared_model().with_batch_size(4).with_batch_tokens(600);
+        let texts = mixed_texts();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let single: Vec<Vec<f32>> = refs
+            .iter()
+            .map(|text| embedder.embed(&[*text]).unwrap().remove(0))
+            .collect();
+        assert_same_vectors(&embedder.embed(&refs).unwrap(), &single);
+        // The isolated embedder batches on its own thread the same way.
+        let isolated = isolated_model().with_batch_size(4).with_batch_tokens(600);
+        assert_same_vectors(&isolated.embed(&refs).unwrap(), &single);
+    }
+
+    #[test]
+    fn batches_keep_every_text_once_within_both_bounds() {
+        let lengths = [5usize, 300, 12, 12, 40, 7, 256, 1, 90, 90, 90];
+        let mut order: Vec<usize> = (0..lengths.len()).collect();
+        order.sort_by_key(|&index| lengths[index]);
+        let batching = Batching {
+            max_texts: 3,
+            max_tokens: 200,
+        };
+        let batches = plan_batches(&order, &lengths, batching);
+        let mut seen: Vec<usize> = batches
+            .iter()
+            .flat_map(|batch| batch.iter().copied())
+            .collect();
+        assert_eq!(seen, order, "consecutive runs of the length order");
+        seen.sort_unstable();
+        assert_eq!(seen, (0..lengths.len()).collect::<Vec<_>>());
+        for batch in &batches {
+            let longest = batch.iter().map(|&index| lengths[index]).max().unwrap();
+            assert!(batch.len() <= 3);
+            assert!(
+                batch.len() == 1 || batch.len() * longest <= 200,
+                "{batch:?} pads to {}",
+                batch.len() * longest
+            );
+        }
+        // Texts over the token bound get a batch of their own; short ones share.
+        assert!(batches.contains(&&[1][..]) && batches.contains(&&[6][..]));
+        assert_eq!(batches[0].len(), 3);
+        assert!(plan_batches(&[], &[], batching).is_empty());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! - [`chunk`]: the chunker and [`ChunkId`].
 //! - [`embed`], [`fastembed_embedder`], [`assets`]: the [`Embedder`] trait, the local fastembed model and
 //!   where its files are found (`MEMORY_ASSETS_DIR`, installed by `scripts/fetch-assets.sh`).
-//! - [`index`]: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`].
+//! - [`index`]: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`]; [`kernels`]: their distance
+//!   kernels, dispatched at run time to AVX-512, AVX2+FMA or a portable kernel.
 //! - [`engine`]: [`SemanticIndex`], refresh, withdrawal and revalidated query; [`limits`] bounds them.
 //! - [`indexer`]: the background task following the store's change feed, and [`catch_up`], the same
 //!   work done once in the calling task.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod fastembed_embedder;
 pub mod index;
 pub mod indexer;
+pub mod kernels;
 pub mod limits;
 pub mod profile;
 pub mod recall;

@@ -312,7 +312,7 @@ type Candidates = Vec<(String, String, u64, u32, f32)>;
 /// Every chunk's candidate entry (source, revision, generation, ordinal, score), best first.
 async fn all_candidates(index: &Index, kind: IndexKind) -> Candidates {
     let candidates = index
-        .search_candidates(QUERY, limits(kind, 100))
+        .search_candidates_in_every_namespace(QUERY, limits(kind, 100))
         .await
         .unwrap();
     assert_eq!(candidates.answered_by, kind);
@@ -459,7 +459,7 @@ async fn a_stale_refresh_through_another_index_changes_nothing() {
     ));
     let restarted = fixture.open(HnswStartup::Blocking).await;
     let candidates = restarted
-        .search_candidates("shared note", limits(IndexKind::Exact, 5))
+        .search_candidates_in_every_namespace("shared note", limits(IndexKind::Exact, 5))
         .await
         .unwrap();
     assert_eq!(candidates.hits.len(), 1);

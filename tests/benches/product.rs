@@ -16,6 +16,9 @@
 //!   written through the library with a deterministic embedder under the binary's profile (the
 //!   model would take minutes for 100k texts); the restarts and the answers go through the binary.
 //!
+//!   With `PRODUCT_BENCH_KEEP=DIR`, the store with the graph is copied to `DIR/memory.sqlite` first,
+//!   so the same store can be profiled afterwards (`memory --db DIR/memory.sqlite recall ...`).
+//!
 //! Run: `cargo build --release -p memory-cli --bin memory && cargo bench -p integration-tests --bench
 //! product` (the harness runs `target/<profile>/memory`; under `cargo bench` that is `release`).
 
@@ -258,6 +261,14 @@ async fn restart() {
         graph.as_secs_f64(),
         status.stdout.trim()
     );
+    if let Some(keep) = std::env::var_os("PRODUCT_BENCH_KEEP") {
+        let kept = Fixture {
+            db: std::path::Path::new(&keep).join("memory.sqlite"),
+            ..Fixture::new()
+        };
+        copy_database(&with_graph, &kept);
+        eprintln!("restart: store kept at {}", kept.db.display());
+    }
     let mut hnsw = Vec::new();
     let mut exact = Vec::new();
     for _ in 0..3 {

@@ -1,9 +1,10 @@
 //! The HNSW graph's lifecycle: loading a persisted graph at open, building and rebuilding off the
 //! query path, and persisting it beside the vectors.
 //!
-//! A build snapshots the exact index under the write lock (the slot then logs every later change),
-//! builds on its own thread without any lock, then takes the write lock again only to replay the
-//! log and swap the graph in. Queries meanwhile read the previous graph (a rebuild) or the exact
+//! A build takes a shared reference to the exact index's rows under the write lock (the slot then
+//! logs every later change), copies them (sharing unchanged vector segments) and builds on its own
+//! thread without any lock, then takes the write lock again only to replay the log and swap the
+//! graph in. Queries meanwhile read the previous graph (a rebuild) or the exact
 //! index (a first build).
 
 use std::future::Future;
@@ -18,6 +19,7 @@ use super::state::{Build, IndexState};
 use super::{BuildHook, GraphCounters, HnswStatus, SemanticIndex};
 use crate::embed::Embedder;
 use crate::error::SemanticError;
+use crate::index::graph::Graph;
 use crate::index::persist::{self, vector_set_digest};
 use crate::index::table::ChunkTable;
 use crate::index::{ExactIndex, HnswIndex, HnswParams, IndexBounds, VectorIndex};
@@ -46,20 +48,25 @@ fn max_graph_bytes(bounds: IndexBounds, params: HnswParams) -> usize {
         .saturating_add(1024)
 }
 
-/// Loads `store`'s persisted graph if it was built over exactly the chunk set `exact` holds; `None`
-/// when there is none, it is stale, or it fails its checks (logged and counted as rejected). A
-/// failing store read is an error: the caller should not silently rebuild over a broken store.
-pub(super) async fn load_persisted<S: VectorStore>(
+/// A persisted graph read from the store, decoding on a blocking thread while the vectors load.
+pub(super) struct PendingGraph {
+    chunks: u64,
+    vector_set: [u8; 32],
+    decoded: tokio::task::JoinHandle<Result<Graph, SemanticError>>,
+}
+
+/// Reads `store`'s persisted graph, if any, and starts decoding it on a blocking thread (its checks
+/// against the vectors wait for [`attach_persisted`]): the decode then overlaps the load of the
+/// vectors instead of following it. An oversized graph is counted as rejected and left out; a
+/// failing store read is an error (the caller should not silently rebuild over a broken store).
+pub(super) async fn read_persisted<S: VectorStore>(
     store: &S,
     digest: ProfileDigest,
-    exact: &ExactIndex,
+    dimensions: usize,
     bounds: IndexBounds,
     params: HnswParams,
     counters: &GraphCounters,
-) -> Result<Option<HnswIndex>, SemanticError> {
-    if exact.live_chunks() == 0 {
-        return Ok(None);
-    }
+) -> Result<Option<PendingGraph>, SemanticError> {
     let snapshot = match store
         .load_graph(&digest, max_graph_bytes(bounds, params))
         .await
@@ -73,31 +80,60 @@ pub(super) async fn load_persisted<S: VectorStore>(
         }
         Err(error) => return Err(error.into()),
     };
+    let GraphSnapshot {
+        chunks,
+        vector_set,
+        bytes,
+        ..
+    } = snapshot;
+    let decoded =
+        tokio::task::spawn_blocking(move || persist::decode_detached(&bytes, dimensions, &params));
+    Ok(Some(PendingGraph {
+        chunks,
+        vector_set,
+        decoded,
+    }))
+}
+
+/// The persisted graph of [`read_persisted`] as the index answering over `exact`'s rows, if it was
+/// built over exactly the chunk set `exact` holds; `None` when there is none, it is stale, or it
+/// fails its checks (logged and counted as rejected).
+pub(super) async fn attach_persisted(
+    pending: Option<PendingGraph>,
+    exact: &ExactIndex,
+    bounds: IndexBounds,
+    params: HnswParams,
+    counters: &GraphCounters,
+) -> Option<HnswIndex> {
+    let pending = pending?;
+    if exact.live_chunks() == 0 {
+        return None;
+    }
+    // The rows are loaded in key order, which is the canonical order the graph numbers its points
+    // in: finding that out takes one pass, and the graph's table then shares the exact index's
+    // vectors.
     let order = exact.table().canonical_order();
-    if snapshot.chunks != order.len() as u64
-        || snapshot.vector_set != vector_set_digest(exact.table(), &order)
+    if pending.chunks != order.len() as u64
+        || pending.vector_set != vector_set_digest(exact.table(), &order)
     {
+        // Dropping the handle leaves the decode to finish on its own and be discarded.
         tracing::debug!("persisted hnsw graph is stale; rebuilding");
-        return Ok(None);
+        return None;
     }
     let table = exact.table().reordered(&order, bounds.max_chunks);
-    let decoded = tokio::task::spawn_blocking(move || {
-        persist::decode(&snapshot.bytes, table, params, bounds)
-    })
-    .await
-    .unwrap_or(Err(SemanticError::Task {
+    let decoded = pending.decoded.await.unwrap_or(Err(SemanticError::Task {
         what: "graph reload",
     }));
-    match decoded {
+    match decoded.and_then(|graph| persist::attach(graph, table, params, bounds)) {
         Ok(graph) => {
             counters.loads.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(chunks = order.len(), "persisted hnsw graph loaded");
-            Ok(Some(graph))
+            Some(graph)
         }
         Err(error) => {
             counters.rejected.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%error, "persisted hnsw graph rejected; rebuilding");
-            Ok(None)
+            None
         }
     }
 }
@@ -283,12 +319,17 @@ fn build_in_background<S: VectorStore>(job: BuildJob<S>) {
         if !matches!(guard.graph.build, Build::Starting) {
             return;
         }
-        // Snapshot and slot change under one write lock: every later change reaches the log.
+        // Snapshot and slot change under one write lock: every later change reaches the log. The
+        // snapshot is a shared reference to the rows (the exact index copies them on its next
+        // change if still shared), copied below with no lock held.
         guard.graph.build = Build::Running {
             changes: Vec::new(),
         };
-        guard.exact.snapshot()
+        guard.exact.shared_rows()
     };
+    // Compacted right away and let go of, so a refresh meanwhile rarely finds the rows shared.
+    // Unchanged vector segments stay shared with the exact index.
+    let snapshot = snapshot.compacted_copy();
     if let Some(hook) = &job.hook {
         hook();
     }
@@ -476,5 +517,61 @@ mod tests {
             "late",
             "a change made during the build was replayed onto the new graph"
         );
+    }
+
+    #[tokio::test]
+    async fn vectors_and_graph_load_before_the_embedder_is_attached() {
+        use crate::engine::StoredIndex;
+
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("v.sqlite");
+        let config =
+            || SemanticIndexConfig::new(profile()).with_hnsw_startup(HnswStartup::LoadOnly);
+        let documents = InMemoryStore::default();
+        {
+            let store = Arc::new(SqliteVectorStore::open(&path).unwrap());
+            let index =
+                SemanticIndex::open(config(), Arc::new(DeterministicEmbedder::new(16)), store)
+                    .await
+                    .unwrap();
+            let mut sources = Vec::new();
+            for i in 0..30usize {
+                put(
+                    &documents,
+                    &format!("d{i:02}"),
+                    &format!("note number {i}"),
+                    i,
+                )
+                .await;
+                sources.push((key(&format!("d{i:02}")), SourceGeneration(1)));
+            }
+            index.refresh_many(&documents, &sources, 64).await.unwrap();
+            index.persist_graph().await.unwrap();
+        }
+        let store = Arc::new(SqliteVectorStore::open(&path).unwrap());
+        let stored = StoredIndex::load(config(), Arc::clone(&store))
+            .await
+            .unwrap();
+        assert_eq!(stored.live_chunks(), 30);
+        assert!(
+            StoredIndex::load(config(), Arc::clone(&store))
+                .await
+                .unwrap()
+                .with_embedder(Arc::new(DeterministicEmbedder::new(8)))
+                .is_err(),
+            "an embedder of other dimensions is refused"
+        );
+        let index = stored
+            .with_embedder(Arc::new(DeterministicEmbedder::new(16)))
+            .unwrap();
+        let stats = index.stats();
+        assert_eq!((stats.hnsw, stats.graphs_loaded), (HnswStatus::Ready, 1));
+        let limits = QueryLimits::new(1_024, 3, 10_000, -1.0, 10_000, IndexKind::Hnsw);
+        let answer = index
+            .query(&documents, &access(), "note number 7", limits)
+            .await
+            .unwrap();
+        assert_eq!(answer.answered_by, IndexKind::Hnsw);
+        assert_eq!(answer.hits[0].key.id.as_str(), "d07");
     }
 }

@@ -29,12 +29,15 @@
 //!   change is applied to it and logged for the new one, which replays the log before it is swapped
 //!   in). No query waits for a build.
 //! - Restart: [`SemanticIndex::open`] loads the stored vectors into the exact index and never calls
-//!   the model. It then loads the persisted graph ([`VectorStore::load_graph`]) when it is fresh: its
+//!   the model. It also loads the persisted graph ([`VectorStore::load_graph`], read first and
+//!   decoded on a blocking thread while the vectors load) and uses it when it is fresh: its
 //!   vector-set digest must equal the digest of the loaded chunk set, and its encoding must pass every
 //!   check (a corrupt one is a typed error, logged, and counted in
-//!   [`IndexStats::graph_loads_rejected`]). A stale, missing or rejected graph is rebuilt as
-//!   [`HnswStartup`] says (by default on a background thread, exact answering meanwhile;
-//!   [`HnswStartup::LoadOnly`] never builds one at open, for one-shot commands).
+//!   [`IndexStats::graph_loads_rejected`]). A loaded graph's table shares the exact index's
+//!   vectors. A stale, missing or rejected graph is rebuilt as [`HnswStartup`] says (by default on a
+//!   background thread, exact answering meanwhile; [`HnswStartup::LoadOnly`] never builds one at
+//!   open, for one-shot commands). [`StoredIndex`] is the same load without an embedder, so a
+//!   caller can load the model at the same time.
 //! - Persistence: a background build saves its graph when it completes; [`SemanticIndex::save_graph`]
 //!   saves the answering graph if it changed since it was loaded or saved (the server calls it
 //!   periodically and at shutdown), and [`SemanticIndex::persist_graph`] builds one first if there
@@ -66,6 +69,7 @@ use tokio::sync::watch;
 use crate::chunk::ChunkId;
 use crate::embed::Embedder;
 use crate::error::SemanticError;
+use crate::index::table::LoadedVectors;
 use crate::index::{
     ChunkMeta, ExactIndex, HnswParams, IndexBounds, IndexKind, SourceVersion, VectorIndex,
 };
@@ -336,6 +340,17 @@ pub(crate) struct GraphCounters {
 /// Called by a background build after its snapshot, before it builds (tests hold a build there).
 pub(crate) type BuildHook = Arc<dyn Fn() + Send + Sync>;
 
+/// How many chunks `stored` holds.
+fn vectors_loaded_rows(stored: &[memory_core::vectors::StoredSource]) -> usize {
+    stored
+        .iter()
+        .map(|source| match &source.state {
+            StoredSourceState::Indexed { chunks, .. } => chunks.len(),
+            StoredSourceState::Withdrawn => 0,
+        })
+        .sum()
+}
+
 pub(crate) fn excerpt_digest(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
@@ -371,43 +386,86 @@ impl<E, S> std::fmt::Debug for SemanticIndex<E, S> {
     }
 }
 
-impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
-    /// Opens the index: validates the configuration, loads every vector stored for the profile (never
-    /// calling the embedder) into the exact index, then loads the persisted graph if it is fresh or
-    /// deals with its absence as `config.hnsw_startup` says (see the module docs).
-    pub async fn open(
-        config: SemanticIndexConfig,
-        embedder: Arc<E>,
-        store: Arc<S>,
-    ) -> Result<Self, SemanticError> {
+/// What [`SemanticIndex::open`] loads from the store (the stored vectors in the exact index, the
+/// persisted graph if it is fresh, or one built as the configuration says), before an embedder is
+/// attached: loading needs no model, so a caller can load the model meanwhile and then call
+/// [`Self::with_embedder`].
+pub struct StoredIndex<S> {
+    config: SemanticIndexConfig,
+    digest: ProfileDigest,
+    store: Arc<S>,
+    state: IndexState,
+    counters: Arc<GraphCounters>,
+}
+
+impl<S> std::fmt::Debug for StoredIndex<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StoredIndex")
+            .field("digest", &self.digest)
+            .field("chunks", &self.state.exact.live_chunks())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Refuses an embedder whose vectors are not of the profile's dimensions.
+fn check_embedder<E: Embedder>(
+    profile: &SemanticProfile,
+    embedder: &E,
+) -> Result<(), SemanticError> {
+    let dimensions = profile.dimensions;
+    if embedder.dimensions() != dimensions {
+        return Err(SemanticError::invalid(
+            "embedder",
+            format!(
+                "produces {} dimensions, the profile says {dimensions}",
+                embedder.dimensions()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl<S: VectorStore + 'static> StoredIndex<S> {
+    /// Validates the configuration and loads every vector stored for the profile into the exact
+    /// index, and the persisted graph if it is fresh (a stale or missing one is built here only
+    /// with [`HnswStartup::Blocking`], or when small; see [`HnswStartup`]).
+    pub async fn load(config: SemanticIndexConfig, store: Arc<S>) -> Result<Self, SemanticError> {
         config.profile.validate()?;
         config.refresh.validate()?;
         let dimensions = config.profile.dimensions;
-        if embedder.dimensions() != dimensions {
-            return Err(SemanticError::invalid(
-                "embedder",
-                format!(
-                    "produces {} dimensions, the profile says {dimensions}",
-                    embedder.dimensions()
-                ),
-            ));
-        }
         let mut exact = ExactIndex::new(dimensions, config.bounds)?;
         // Checked before any loading: hnsw_rs exits the process on some bad values.
         config.hnsw.validate()?;
         let digest = config.profile.digest()?;
+        let counters = Arc::new(GraphCounters::default());
+        let started = std::time::Instant::now();
+        let pending_graph = graph::read_persisted(
+            &*store,
+            digest,
+            dimensions,
+            config.bounds,
+            config.hnsw,
+            &counters,
+        )
+        .await?;
+        // The vectors go straight into the exact index's segments as the store reads them.
+        let mut vectors = LoadedVectors::new(dimensions, config.bounds.max_chunks);
         let stored = store
-            .load_sources(
+            .load_sources_into(
                 &digest,
                 VectorLoadLimits {
                     dimensions,
                     max_sources: config.bounds.max_sources,
                     max_chunks: config.bounds.max_chunks,
                 },
+                &mut vectors,
             )
             .await?;
         let mut sources = HashMap::with_capacity(stored.len());
-        let mut loaded = Vec::with_capacity(stored.len());
+        // Every row's metadata in the store's order (by key: the canonical order a persisted graph
+        // numbers its points in), the order the vectors arrived in.
+        let mut metas = Vec::with_capacity(vectors_loaded_rows(&stored));
         let mut total_identity = 0usize;
         for source in stored {
             total_identity += identity_bytes(&source.key);
@@ -426,22 +484,13 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                         revision: revision.clone(),
                         generation: source.generation,
                     });
-                    let mut rows = Vec::with_capacity(chunks.len());
-                    for chunk in chunks {
-                        let mut vector = chunk.vector;
-                        crate::embed::normalize(&mut vector, dimensions)?;
-                        rows.push((
-                            ChunkMeta {
-                                source: version.clone(),
-                                ordinal: chunk.ordinal,
-                                start: usize::try_from(chunk.start).unwrap_or(usize::MAX),
-                                end: usize::try_from(chunk.end).unwrap_or(usize::MAX),
-                                excerpt_digest: chunk.excerpt_digest,
-                            },
-                            vector,
-                        ));
-                    }
-                    loaded.push((source.key.clone(), rows));
+                    metas.extend(chunks.into_iter().map(|chunk| ChunkMeta {
+                        source: Arc::clone(&version),
+                        ordinal: chunk.ordinal,
+                        start: usize::try_from(chunk.start).unwrap_or(usize::MAX),
+                        end: usize::try_from(chunk.end).unwrap_or(usize::MAX),
+                        excerpt_digest: chunk.excerpt_digest,
+                    }));
                     Some(revision)
                 }
             };
@@ -453,18 +502,12 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                 },
             );
         }
-        exact.replace_sources(loaded)?;
+        exact.load_rows(metas, vectors)?;
         let chunks = exact.live_chunks();
-        let counters = Arc::new(GraphCounters::default());
-        let loaded_graph = graph::load_persisted(
-            &*store,
-            digest,
-            &exact,
-            config.bounds,
-            config.hnsw,
-            &counters,
-        )
-        .await?;
+        let vectors_loaded = started.elapsed();
+        let loaded_graph =
+            graph::attach_persisted(pending_graph, &exact, config.bounds, config.hnsw, &counters)
+                .await;
         let slot = match loaded_graph {
             Some(graph) => GraphSlot::with(graph, GraphOrigin::LoadedFromStore, config.bounds),
             None => {
@@ -486,10 +529,45 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             sources = sources.len(),
             chunks,
             hnsw = slot.status().as_str(),
+            vectors_millis = vectors_loaded.as_millis() as u64,
+            millis = started.elapsed().as_millis() as u64,
             "semantic index loaded"
         );
-        let (hnsw_status, _) = watch::channel(slot.status());
-        let index = Self {
+        Ok(Self {
+            config,
+            digest,
+            store,
+            state: IndexState {
+                sources,
+                identity_bytes: total_identity,
+                exact,
+                graph: slot,
+            },
+            counters,
+        })
+    }
+
+    /// Live chunks loaded.
+    pub fn live_chunks(&self) -> usize {
+        self.state.exact.live_chunks()
+    }
+
+    /// The index over these vectors, embedding with `embedder` (refused when its dimensions are not
+    /// the profile's). With [`HnswStartup::Background`], a missing graph's build starts now.
+    pub fn with_embedder<E: Embedder>(
+        self,
+        embedder: Arc<E>,
+    ) -> Result<SemanticIndex<E, S>, SemanticError> {
+        check_embedder(&self.config.profile, &*embedder)?;
+        let Self {
+            config,
+            digest,
+            store,
+            state,
+            counters,
+        } = self;
+        let (hnsw_status, _) = watch::channel(state.graph.status());
+        let index = SemanticIndex {
             profile: config.profile,
             digest,
             bounds: config.bounds,
@@ -497,12 +575,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             hnsw_params: config.hnsw,
             embedder,
             store,
-            state: Arc::new(RwLock::new(IndexState {
-                sources,
-                identity_bytes: total_identity,
-                exact,
-                graph: slot,
-            })),
+            state: Arc::new(RwLock::new(state)),
             hnsw_status: Arc::new(hnsw_status),
             counters,
             build_hook: Mutex::new(None),
@@ -514,6 +587,25 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             index.start_hnsw_build();
         }
         Ok(index)
+    }
+}
+
+impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
+    /// Opens the index: validates the configuration, loads every vector stored for the profile (never
+    /// calling the embedder) into the exact index, then loads the persisted graph if it is fresh or
+    /// deals with its absence as `config.hnsw_startup` says (see the module docs). The same as
+    /// [`StoredIndex::load`] followed by [`StoredIndex::with_embedder`], which a caller that loads
+    /// the model too can run side by side with the model's load.
+    pub async fn open(
+        config: SemanticIndexConfig,
+        embedder: Arc<E>,
+        store: Arc<S>,
+    ) -> Result<Self, SemanticError> {
+        // Checked before anything is loaded.
+        check_embedder(&config.profile, &*embedder)?;
+        StoredIndex::load(config, store)
+            .await?
+            .with_embedder(embedder)
     }
 
     /// The profile.

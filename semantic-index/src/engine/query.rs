@@ -48,27 +48,13 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         .await
     }
 
-    /// Embeds `query` and searches, WITHOUT revalidation: the candidates may be stale, withdrawn or
-    /// belong to any namespace, so they must go through a revalidation (as [`SemanticIndex::query`]
-    /// and the recall sources of [`crate::recall`] do) before anything reaches a model. The same limits
-    /// apply as for a query, except the byte budgets of revalidation.
+    /// Embeds `query` and searches the chunks of `namespace`, WITHOUT revalidation: the candidates
+    /// may be stale or withdrawn, or in a scope the caller may not read, so they must go through a
+    /// revalidation (as [`SemanticIndex::query`] and the recall sources of [`crate::recall`] do)
+    /// before anything reaches a model. The namespace filter applies while searching, so
+    /// `max_candidates` counts only that namespace's chunks. The same limits apply as for a query,
+    /// except the byte budgets of revalidation.
     pub async fn search_candidates(
-        &self,
-        query: &str,
-        limits: QueryLimits,
-    ) -> Result<SemanticCandidates, SemanticError> {
-        check_query_limits(query, &limits)?;
-        within_deadline(
-            limits.timeout_ms,
-            self.candidates_within(query, None, &limits),
-        )
-        .await
-    }
-
-    /// As [`SemanticIndex::search_candidates`], among the chunks of `namespace` only: the filter
-    /// applies while searching, so `max_candidates` counts only that namespace's chunks. Candidates
-    /// still need revalidation (scopes, withdrawal, revision and excerpt are checked there).
-    pub async fn search_candidates_in(
         &self,
         query: &str,
         namespace: &NamespaceAddress,
@@ -78,6 +64,22 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         within_deadline(
             limits.timeout_ms,
             self.candidates_within(query, Some(namespace), &limits),
+        )
+        .await
+    }
+
+    /// As [`SemanticIndex::search_candidates`], over the chunks of every namespace: for tools and
+    /// benchmarks that measure the whole index. Its candidates belong to any tenant, so the long name
+    /// is on purpose: nothing that answers a caller should use it.
+    pub async fn search_candidates_in_every_namespace(
+        &self,
+        query: &str,
+        limits: QueryLimits,
+    ) -> Result<SemanticCandidates, SemanticError> {
+        check_query_limits(query, &limits)?;
+        within_deadline(
+            limits.timeout_ms,
+            self.candidates_within(query, None, &limits),
         )
         .await
     }

@@ -377,6 +377,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                 excerpt_digest: digest,
                 vector: vector.clone(),
             });
+            // One copy of the vector for both indexes (the store gets its own above).
             rows.push((
                 ChunkMeta {
                     source: version.clone(),
@@ -385,7 +386,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                     end: chunk.end,
                     excerpt_digest: digest,
                 },
-                vector,
+                Arc::new(vector),
             ));
         }
         let stored = StoredSource {
@@ -416,7 +417,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         }
         let wants_rebuild = {
             let mut state = self.write_state();
-            state.exact.replace_source(&key, rows.clone())?;
+            state.exact.replace_shared(&key, rows.clone())?;
             let wants_rebuild = state.graph.replace_source(&key, rows)?;
             self.record(
                 &mut state,

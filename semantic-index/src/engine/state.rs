@@ -7,6 +7,7 @@ use memory_core::{MemoryKey, Revision};
 
 use super::{GraphOrigin, HnswStatus};
 use crate::error::SemanticError;
+use crate::index::table::RowVector;
 use crate::index::{ChunkMeta, ExactIndex, HnswIndex, IndexBounds, VectorIndex};
 
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ pub(super) fn identity_bytes(key: &MemoryKey) -> usize {
 
 /// A change made while a build runs, replayed onto the new graph before it answers.
 pub(super) enum HnswChange {
-    Replace(MemoryKey, Vec<(ChunkMeta, Vec<f32>)>),
+    Replace(MemoryKey, Vec<(ChunkMeta, RowVector)>),
     Remove(MemoryKey),
 }
 
@@ -133,7 +134,7 @@ impl GraphSlot {
     pub(super) fn replace_source(
         &mut self,
         key: &MemoryKey,
-        rows: Vec<(ChunkMeta, Vec<f32>)>,
+        rows: Vec<(ChunkMeta, RowVector)>,
     ) -> Result<bool, SemanticError> {
         let logged = if let Build::Running { changes } = &mut self.build {
             Some(changes)
@@ -142,12 +143,12 @@ impl GraphSlot {
         };
         match (&mut self.current, logged) {
             (Some(current), Some(changes)) => {
-                current.replace_source(key, rows.clone())?;
+                current.replace_shared(key, rows.clone())?;
                 changes.push(HnswChange::Replace(key.clone(), rows));
                 self.version += 1;
             }
             (Some(current), None) => {
-                current.replace_source(key, rows)?;
+                current.replace_shared(key, rows)?;
                 self.version += 1;
             }
             (None, Some(changes)) => changes.push(HnswChange::Replace(key.clone(), rows)),
@@ -182,7 +183,7 @@ impl GraphSlot {
         };
         for change in std::mem::take(changes) {
             match change {
-                HnswChange::Replace(key, rows) => index.replace_source(&key, rows)?,
+                HnswChange::Replace(key, rows) => index.replace_shared(&key, rows)?,
                 HnswChange::Remove(key) => index.remove_source(&key),
             }
         }

@@ -1,4 +1,4 @@
-//! The exact cosine index: one scan over the contiguous vector buffer.
+//! The exact cosine index: one scan over every row's vector.
 //!
 //! Its rows are shared ([`Arc`]) so an owner can compact them off the query path: replacing a source
 //! only tombstones rows (compacting inline only when the buffer would pass its bound), and once
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use memory_core::MemoryKey;
 
-use super::table::ChunkTable;
+use super::table::{ChunkTable, LoadedVectors, RowVector};
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchOutcome, SearchRequest, SourceChunks, SourceFilter,
     VectorIndex, admitted_rows, check_query, check_request, scan_table,
@@ -69,7 +69,31 @@ impl ExactIndex {
         self.table.chunks_of(key)
     }
 
-    /// A copy of the rows, from which an HNSW graph can be built off the query path.
+    /// Fills this empty index with a restart's rows in one pass ([`ChunkTable::load_rows`]):
+    /// `metas` in row order, each source's rows consecutive and sharing one source version, and
+    /// the vectors the store decoded for them.
+    pub(crate) fn load_rows(
+        &mut self,
+        metas: Vec<ChunkMeta>,
+        vectors: LoadedVectors,
+    ) -> Result<(), SemanticError> {
+        self.rows_mut().load_rows(metas, vectors)
+    }
+
+    /// Replaces `key`'s chunks with rows whose vectors are shared (with the HNSW graph's table):
+    /// [`VectorIndex::replace_source`] without copying the vectors.
+    pub(crate) fn replace_shared(
+        &mut self,
+        key: &MemoryKey,
+        rows: Vec<(ChunkMeta, RowVector)>,
+    ) -> Result<(), SemanticError> {
+        self.rows_mut()
+            .replace_shared(key, rows, f64::INFINITY)
+            .map(|_| ())
+    }
+
+    /// A copy of the rows (sharing their vectors), from which an HNSW graph can be built off the
+    /// query path.
     pub(crate) fn snapshot(&self) -> ChunkTable {
         (*self.table).clone()
     }

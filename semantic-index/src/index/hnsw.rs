@@ -1,9 +1,12 @@
-//! The approximate index: an hnsw_rs graph over the rows of a [`ChunkTable`].
+//! The approximate index: an HNSW graph ([`Graph`]) over the rows of a [`ChunkTable`].
 //!
-//! hnsw_rs cannot delete points, so replaced chunks stay in the graph as tombstones that the search filter
-//! skips; once tombstones pass [`HnswParams::rebuild_tombstone_fraction`] of the rows (or new rows would
-//! not fit the table), the table is compacted and the graph rebuilt from the live rows. A standalone
-//! index rebuilds inline; the one a [`crate::SemanticIndex`] holds defers rebuilds
+//! hnsw_rs builds the graph (its parallel insertion), which is then converted to this crate's flat
+//! form and dropped: searches, the increments applied to a built or loaded graph, and persistence
+//! use [`Graph`], which reads the vectors from the table instead of keeping a copy. Deleting points
+//! is not supported, so replaced chunks stay in the graph as tombstones that the search filter
+//! skips; once tombstones pass [`HnswParams::rebuild_tombstone_fraction`] of the rows (or new rows
+//! would not fit the table), the table is compacted and the graph rebuilt from the live rows. A
+//! standalone index rebuilds inline; the one a [`crate::SemanticIndex`] holds defers rebuilds
 //! ([`HnswIndex::needs_rebuild`]): the engine builds a new graph from a snapshot on a background
 //! thread while this one keeps answering, so no query waits for a rebuild. hnsw_rs exits the
 //! process on some parameter values and asserts that distances are non-negative and never NaN, so
@@ -13,7 +16,8 @@ use hnsw_rs::anndists::dist::distances::Distance;
 use hnsw_rs::hnsw::Hnsw;
 use memory_core::MemoryKey;
 
-use super::table::ChunkTable;
+use super::graph::Graph;
+use super::table::{ChunkTable, Replacement, RowVector};
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchHit, SearchOutcome, SearchRequest, SourceChunks,
     SourceFilter, VectorIndex, admitted_rows, check_query, check_request, dot, rank_order,
@@ -39,7 +43,7 @@ pub struct UnitCosineDistance;
 
 impl Distance<f32> for UnitCosineDistance {
     fn eval(&self, left: &[f32], right: &[f32]) -> f32 {
-        let distance = 1.0 - dot(left, right);
+        let distance = 1.0 - crate::kernels::dot(left, right);
         if distance.is_nan() {
             2.0
         } else {
@@ -117,7 +121,8 @@ impl HnswParams {
 pub struct HnswIndex {
     pub(super) params: HnswParams,
     pub(super) table: ChunkTable,
-    pub(super) graph: Hnsw<'static, f32, UnitCosineDistance>,
+    /// Over rows `0..table.rows()`, tombstones included.
+    pub(super) graph: Graph,
     /// Whether tombstones past the rebuild fraction are left for a background rebuild (the engine's
     /// graph) instead of rebuilding inline.
     deferred: bool,
@@ -153,7 +158,7 @@ impl HnswIndex {
         bounds.validate(dimensions)?;
         params.validate()?;
         Ok(Self {
-            graph: new_graph(&params, 0),
+            graph: empty_graph(&params),
             params,
             table: ChunkTable::new(dimensions, bounds.max_chunks, bounds.max_chunks),
             deferred: false,
@@ -180,11 +185,19 @@ impl HnswIndex {
         self.table.tombstones()
     }
 
-    pub(super) fn from_parts(
-        params: HnswParams,
-        table: ChunkTable,
-        graph: Hnsw<'static, f32, UnitCosineDistance>,
-    ) -> Self {
+    /// Changes the search width ([`HnswParams::ef_search`]) of later searches; the graph is
+    /// unchanged. Refused, changing nothing, outside 1 to the parameters' upper bound.
+    pub fn set_ef_search(&mut self, ef_search: usize) -> Result<(), SemanticError> {
+        let params = HnswParams {
+            ef_search,
+            ..self.params
+        };
+        params.validate()?;
+        self.params = params;
+        Ok(())
+    }
+
+    pub(super) fn from_parts(params: HnswParams, table: ChunkTable, graph: Graph) -> Self {
         Self {
             params,
             table,
@@ -211,6 +224,30 @@ impl HnswIndex {
         Ok(Some(Self::from_parts(params, table, graph)))
     }
 
+    /// Replaces `key`'s chunks with rows whose vectors are shared (with the exact index's table):
+    /// [`VectorIndex::replace_source`] without copying the vectors.
+    pub(crate) fn replace_shared(
+        &mut self,
+        key: &MemoryKey,
+        rows: Vec<(ChunkMeta, RowVector)>,
+    ) -> Result<(), SemanticError> {
+        let replacement = self.table.replace_shared(key, rows, f64::INFINITY)?;
+        self.follow(replacement);
+        Ok(())
+    }
+
+    /// Brings the graph in step with a replacement in the table: inserts the new rows, or rebuilds
+    /// when the table was compacted (every row renumbered) or tombstones passed the fraction.
+    fn follow(&mut self, replacement: Replacement) {
+        if replacement.compacted || (!self.deferred && self.needs_rebuild()) {
+            self.rebuild();
+        } else {
+            for _ in replacement.new_rows {
+                self.graph.insert(&self.table);
+            }
+        }
+    }
+
     /// Rebuilds the graph from the table's live rows (after compaction, so row numbers are dense).
     fn rebuild(&mut self) {
         self.table.compact();
@@ -221,12 +258,23 @@ impl HnswIndex {
 }
 
 /// A graph over every row of a compacted `table`, or `None` when `cancelled` said so between batches.
+/// hnsw_rs builds it (in parallel); its own structure, which holds a copy of every vector, lives
+/// only until the conversion.
 fn build_graph(
     table: &ChunkTable,
     params: &HnswParams,
     cancelled: &dyn Fn() -> bool,
-) -> Option<Hnsw<'static, f32, UnitCosineDistance>> {
-    let graph = new_graph(params, table.rows());
+) -> Option<Graph> {
+    if table.rows() == 0 {
+        return Some(empty_graph(params));
+    }
+    let built: Hnsw<'_, f32, UnitCosineDistance> = Hnsw::new(
+        params.max_connections,
+        table.rows(),
+        params.max_layers,
+        params.ef_construction,
+        UnitCosineDistance,
+    );
     let points: Vec<(&[f32], usize)> = (0..table.rows())
         .map(|row| (table.vector(row), row))
         .collect();
@@ -234,18 +282,30 @@ fn build_graph(
         if cancelled() {
             return None;
         }
-        graph.parallel_insert_slice(&batch.to_vec());
+        built.parallel_insert_slice(&batch.to_vec());
+    }
+    if let Some(graph) = Graph::from_hnsw(&built, table.rows(), params.max_layers) {
+        return Some(graph);
+    }
+    // hnsw_rs lost a point (it never should): insert them one by one instead, which cannot.
+    tracing::warn!("hnsw_rs build incomplete; inserting sequentially");
+    let mut graph = empty_graph(params);
+    graph.reserve(table.rows());
+    for _ in 0..table.rows() {
+        if graph.rows().is_multiple_of(BUILD_BATCH) && cancelled() {
+            return None;
+        }
+        graph.insert(table);
     }
     Some(graph)
 }
 
-fn new_graph(params: &HnswParams, expected_rows: usize) -> Hnsw<'static, f32, UnitCosineDistance> {
-    Hnsw::new(
+fn empty_graph(params: &HnswParams) -> Graph {
+    Graph::new(
         params.max_connections,
-        expected_rows.max(1),
-        params.max_layers,
         params.ef_construction,
-        UnitCosineDistance,
+        params.max_layers,
+        Graph::default_level_scale(params.max_connections),
     )
 }
 
@@ -269,13 +329,7 @@ impl VectorIndex for HnswIndex {
     ) -> Result<(), SemanticError> {
         // Compaction is decided here (not by the table's own threshold) because it forces a rebuild.
         let replacement = self.table.replace_source(key, chunks, f64::INFINITY)?;
-        if replacement.compacted || (!self.deferred && self.needs_rebuild()) {
-            self.rebuild();
-        } else {
-            for row in replacement.new_rows {
-                self.graph.insert_slice((self.table.vector(row), row));
-            }
-        }
+        self.follow(replacement);
         Ok(())
     }
 
@@ -327,18 +381,14 @@ impl VectorIndex for HnswIndex {
             });
         }
         let admits =
-            |row: &usize| self.table.is_live(*row) && filter.admits(&self.table.meta(*row).source);
+            |row: usize| self.table.is_live(row) && filter.admits(&self.table.meta(row).source);
         let neighbours = self
             .graph
-            .search_filter(query, request.limit, width, Some(&admits));
+            .search(&self.table, query, request.limit, width, &admits);
         // Scores are recomputed from the stored vectors so both indexes rank with identical numbers.
         let mut hits: Vec<(usize, f32)> = neighbours
             .into_iter()
-            .filter(|neighbour| admits(&neighbour.d_id))
-            .map(|neighbour| {
-                let row = neighbour.d_id;
-                (row, dot(query, self.table.vector(row)))
-            })
+            .map(|(row, _)| (row, dot(query, self.table.vector(row))))
             .filter(|(_, score)| *score >= request.min_score)
             .collect();
         hits.sort_unstable_by(|left, right| {

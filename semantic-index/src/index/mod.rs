@@ -1,11 +1,12 @@
 //! The vector indexes: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`].
 //!
-//! Both hold chunk rows in a chunk table: metadata plus one contiguous buffer of normalized f32
-//! vectors, with tombstones for replaced chunks. Scores are cosine similarities (dot products of unit
+//! Both hold chunk rows in a chunk table: metadata plus normalized f32 vectors (shared between the
+//! tables holding the same rows), with tombstones for replaced chunks. Scores are cosine similarities (dot products of unit
 //! vectors). Results order by score, then source key, revision and chunk ordinal, so equal scores rank the
 //! same way in both indexes and across runs.
 
 mod exact;
+pub(crate) mod graph;
 mod hnsw;
 pub(crate) mod persist;
 pub(crate) mod table;
@@ -61,8 +62,8 @@ pub enum IndexKind {
 /// (a refresh that would pass `max_chunks` is refused with `TooLarge { limit: "max_chunks" }` and
 /// changes nothing). `max_floats` (`max_chunks * dimensions`) stays bounded by the hard ceiling
 /// [`MAX_INDEX_FLOATS_CEILING`]. At full default capacity and 384 dimensions one copy of the vectors
-/// is 1.5 GiB; the exact index keeps one, and the HNSW graph (hnsw_rs, which stores the vectors it
-/// is given) keeps its own.
+/// is 1.5 GiB. The exact index and the HNSW graph's table share each row's vector (one copy between
+/// them), and the graph itself holds none (hnsw_rs, which copies them, only builds it).
 ///
 /// Sources default to [`SOURCES_PER_CHUNK`] per chunk of capacity. The aggregate source-identity bound keeps the SPEC's
 /// 16 MiB up to [`SPEC_DEFAULT_CHUNKS`] chunks and is raised to its 64 MiB maximum above that:
@@ -348,9 +349,8 @@ pub(crate) fn scan_table(
     request: &SearchRequest,
     filter: SourceFilter<'_>,
 ) -> Vec<SearchHit> {
-    let dimensions = table.dimensions();
     let mut scored: Vec<(usize, f32)> = Vec::new();
-    for (row, vector) in table.all_vectors().chunks_exact(dimensions).enumerate() {
+    for (row, vector) in table.vectors().enumerate() {
         if !table.is_live(row) || !filter.admits(&table.meta(row).source) {
             continue;
         }
@@ -394,23 +394,11 @@ pub(crate) fn rank_order(left: (&ChunkMeta, f32), right: (&ChunkMeta, f32)) -> O
         .then_with(|| left.0.ordinal.cmp(&right.0.ordinal))
 }
 
-/// The dot product of two equal-length slices, with eight accumulators so the compiler vectorizes it.
+/// The dot product of two equal-length slices, on the best instruction set present
+/// ([`crate::kernels`]).
+#[inline]
 pub(crate) fn dot(left: &[f32], right: &[f32]) -> f32 {
-    let mut sums = [0.0f32; 8];
-    let left_chunks = left.chunks_exact(8);
-    let right_chunks = right.chunks_exact(8);
-    let left_rest = left_chunks.remainder();
-    let right_rest = right_chunks.remainder();
-    for (l, r) in left_chunks.zip(right_chunks) {
-        for lane in 0..8 {
-            sums[lane] += l[lane] * r[lane];
-        }
-    }
-    let mut total: f32 = sums.iter().sum();
-    for (l, r) in left_rest.iter().zip(right_rest) {
-        total += l * r;
-    }
-    total
+    crate::kernels::dot(left, right)
 }
 
 pub(crate) fn check_query(query: &[f32], dimensions: usize) -> Result<(), SemanticError> {

@@ -1,50 +1,38 @@
 //! The persisted form of an [`HnswIndex`]'s graph: a format of this crate's own, checked before
-//! hnsw_rs sees anything.
+//! anything is built from it.
 //!
-//! hnsw_rs's own dump is not safe to reload from bytes anyone could have written: its reader exits
-//! the process or reads out of bounds on malformed input, and it stores a second copy of every vector
-//! (the vector store already holds them). So a graph is encoded here as its neighbour lists only,
+//! A graph is encoded as its neighbour lists only (the vector store already holds the vectors),
 //! with points numbered by their chunk's position in the canonical order of the chunk set (source
 //! key, then ordinal), and a sha256 of the whole encoding at its end. Decoding checks the digest,
 //! every count against the bytes left and the table it is for, every point and neighbour reference,
-//! and every distance, and only then writes hnsw_rs's file format (graph and vectors, the vectors
-//! taken from the loaded table) into a temporary directory and reloads it with hnsw_rs (whose
-//! reload is file-based only).
+//! and every distance, and fills the [`Graph`] arrays directly: no temporary files, no copy of the
+//! vectors (the graph reads them from the table), no allocation per neighbour.
 //!
 //! Tombstoned points are left out of an encoding: a live point that listed one as a neighbour gets
 //! that point's live neighbours as candidates instead, keeping the closest (the usual HNSW deletion
 //! repair), so a graph reloaded over the stored vectors alone stays connected.
 //!
-//! hnsw_rs ties a reloaded graph's lifetime to its loader; the loader (a few hundred bytes: paths and
-//! options) is leaked so the graph can be `'static`, once per load.
+//! Every point carries one list per layer of the format ([`LAYERS`]); lists above a point's own
+//! level are empty when this crate writes them (graphs written by earlier versions, which reloaded
+//! through hnsw_rs, may hold some: they are checked and ignored, as searches never read them).
 
 use std::collections::HashSet;
-use std::io::Write;
 
-use hnsw_rs::hnsw::Hnsw;
-use hnsw_rs::hnswio::HnswIo;
 use sha2::{Digest, Sha256};
 
-use super::hnsw::{HnswIndex, HnswParams, UnitCosineDistance};
+use super::graph::{Graph, LAYERS, Neighbour};
+use super::hnsw::{HnswIndex, HnswParams};
 use super::table::ChunkTable;
 use super::{IndexBounds, dot};
 use crate::error::SemanticError;
 
 /// The first bytes of every encoding.
 const MAGIC: &[u8; 8] = b"SIHNSW01";
-/// Layers hnsw_rs keeps at most (its `NB_LAYER_MAX`).
-const LAYERS: usize = 16;
 /// Bytes of the header after the magic: dimensions, connections, ef, level scale, layers, points.
 const HEADER_BYTES: usize = 4 + 4 + 4 + 8 + 4 + 4;
 /// Bytes of one neighbour: its point and the distance to it.
 const NEIGHBOUR_BYTES: usize = 4 + 4;
 const DIGEST_BYTES: usize = 32;
-
-// hnsw_rs's file-format constants (hnswio.rs, format 4, "full" dump mode).
-const MAGIC_DESCRIPTION: u32 = 0x002a_6779;
-const MAGIC_LAYER: u32 = 0x000a_676f;
-const MAGIC_POINT: u32 = 0x000a_678f;
-const MAGIC_DATA: u32 = 0xa67f_0000;
 
 /// One encoded graph and what it was built over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,103 +74,60 @@ fn corrupt(reason: impl Into<String>) -> SemanticError {
     SemanticError::invalid("persisted graph", reason)
 }
 
-/// The most neighbours hnsw_rs keeps at `layer` for `connections` per node.
-fn neighbour_cap(layer: usize, connections: usize) -> usize {
-    if layer == 0 {
-        2 * connections
-    } else {
-        connections
-    }
-}
-
-/// A graph point's level and neighbour lists (data ids and distances), by its data id (row).
-type RowLists = Vec<Option<(usize, Vec<Vec<(usize, f32)>>)>>;
-
-/// One point of a graph: its row, and its neighbours (rows and distances) for every layer.
-struct PointLists {
-    row: u32,
-    lists: Vec<Vec<(u32, f32)>>,
-}
-
 /// Encodes `index`'s graph over its live rows.
 pub(crate) fn encode(index: &HnswIndex) -> Result<EncodedGraph, SemanticError> {
     let table = &index.table;
+    let graph = &index.graph;
+    if graph.rows() != table.rows() {
+        return Err(corrupt("the graph does not cover its table"));
+    }
     let order = table.canonical_order();
     let mut canonical = vec![u32::MAX; table.rows()];
     for (position, &row) in order.iter().enumerate() {
         canonical[row] = u32::try_from(position).map_err(|_| corrupt("too many points"))?;
     }
-    let connections = index.params.max_connections;
+    let connections = graph.connections();
     if connections > usize::from(u8::MAX) {
         return Err(SemanticError::invalid(
             "hnsw.max_connections",
             "graphs of more than 255 connections per node cannot be persisted",
         ));
     }
-    let indexation = index.graph.get_point_indexation();
-    let layers = index.graph.get_max_level().min(LAYERS);
-    // Neighbour lists of every point, tombstones included, by data id (row), for the repair.
-    let mut by_row: RowLists = vec![None; table.rows()];
-    for layer in 0..layers {
-        for point in indexation.get_layer_iterator(layer) {
-            let row = point.get_origin_id();
-            let Some(slot) = by_row.get_mut(row) else {
-                return Err(corrupt("graph point outside the table"));
-            };
-            // Every layer's list, not only those up to the point's own: hnsw_rs also keeps lists
-            // above it (points met while descending), and its searches read them.
-            let lists = point
-                .get_neighborhood_id()
-                .into_iter()
-                .take(LAYERS)
-                .map(|list| {
-                    list.into_iter()
-                        .map(|neighbour| (neighbour.d_id, neighbour.distance))
-                        .collect()
-                })
-                .collect();
-            *slot = Some((layer, lists));
-        }
+    // Points grouped by level, canonical order within a level, except that the entry point (when
+    // live) comes first in its group: a reload starts its searches from the first point of the
+    // highest level, so it starts where this graph does.
+    let mut per_layer: Vec<Vec<usize>> = vec![Vec::new(); LAYERS];
+    let entry = graph.entry().filter(|entry| table.is_live(*entry));
+    if let Some(entry) = entry {
+        per_layer[graph.level(entry)].push(entry);
     }
-    let mut per_layer: Vec<Vec<PointLists>> = (0..LAYERS).map(|_| Vec::new()).collect();
     for &row in &order {
-        let Some((level, lists)) = &by_row[row] else {
-            return Err(corrupt("a live row is missing from the graph"));
-        };
-        let mut repaired = Vec::with_capacity(lists.len());
-        for (layer, list) in lists.iter().enumerate() {
-            repaired.push(repair(
-                table,
-                &by_row,
-                &canonical,
-                row,
-                layer,
-                list,
-                neighbour_cap(layer, connections),
-            ));
+        if Some(row) != entry {
+            per_layer[graph.level(row)].push(row);
         }
-        per_layer[*level].push(PointLists {
-            row: canonical[row],
-            lists: repaired,
-        });
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(
+        MAGIC.len()
+            + HEADER_BYTES
+            + order.len() * (4 + 2 * LAYERS + 3 * connections * NEIGHBOUR_BYTES),
+    );
     bytes.extend_from_slice(MAGIC);
-    for value in [
-        table.dimensions(),
-        connections,
-        index.graph.get_ef_construction(),
-    ] {
+    for value in [table.dimensions(), connections, graph.ef_construction()] {
         bytes.extend_from_slice(&u32::try_from(value).unwrap_or(u32::MAX).to_le_bytes());
     }
-    bytes.extend_from_slice(&indexation.get_level_scale().to_le_bytes());
+    bytes.extend_from_slice(&graph.level_scale().to_le_bytes());
     bytes.extend_from_slice(&(LAYERS as u32).to_le_bytes());
     bytes.extend_from_slice(&(order.len() as u32).to_le_bytes());
-    for points in &per_layer {
-        bytes.extend_from_slice(&(points.len() as u32).to_le_bytes());
-        for point in points {
-            bytes.extend_from_slice(&point.row.to_le_bytes());
-            for list in &point.lists {
+    for (level, rows) in per_layer.iter().enumerate() {
+        bytes.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+        for &row in rows {
+            bytes.extend_from_slice(&canonical[row].to_le_bytes());
+            for layer in 0..LAYERS {
+                let list = if layer <= level {
+                    repair(table, graph, &canonical, row, layer)
+                } else {
+                    Vec::new()
+                };
                 bytes.extend_from_slice(&(list.len() as u16).to_le_bytes());
                 for (neighbour, distance) in list {
                     bytes.extend_from_slice(&neighbour.to_le_bytes());
@@ -201,21 +146,21 @@ pub(crate) fn encode(index: &HnswIndex) -> Result<EncodedGraph, SemanticError> {
 }
 
 /// `row`'s neighbour list at `layer` in canonical numbering, with tombstoned neighbours replaced by
-/// their live neighbours (closest first, at most `cap`).
+/// their live neighbours (closest first, at most the layer's cap).
 fn repair(
     table: &ChunkTable,
-    by_row: &RowLists,
+    graph: &Graph,
     canonical: &[u32],
     row: usize,
     layer: usize,
-    list: &[(usize, f32)],
-    cap: usize,
-) -> Vec<(u32, f32)> {
+) -> Vec<Neighbour> {
+    let list = graph.list(row, layer);
     let live = |candidate: usize| candidate != row && table.is_live(candidate);
     let mut seen: HashSet<usize> = HashSet::new();
     let mut kept: Vec<(usize, f32)> = Vec::with_capacity(list.len());
     let mut lost = false;
     for &(neighbour, distance) in list {
+        let neighbour = neighbour as usize;
         if live(neighbour) {
             if seen.insert(neighbour) {
                 kept.push((neighbour, distance));
@@ -226,24 +171,20 @@ fn repair(
     }
     if lost {
         for &(neighbour, _) in list {
-            if live(neighbour) {
+            let neighbour = neighbour as usize;
+            if live(neighbour) || neighbour >= graph.rows() {
                 continue;
             }
-            let Some(Some((_, lists))) = by_row.get(neighbour) else {
-                continue;
-            };
-            for &(candidate, _) in lists.get(layer).map_or(&[][..], Vec::as_slice) {
+            for &(candidate, _) in graph.list(neighbour, layer) {
+                let candidate = candidate as usize;
                 if live(candidate) && seen.insert(candidate) {
-                    let distance = UnitCosineDistanceValue::between(
-                        table.vector(row),
-                        table.vector(candidate),
-                    );
+                    let distance = unit_cosine_distance(table.vector(row), table.vector(candidate));
                     kept.push((candidate, distance));
                 }
             }
         }
         kept.sort_by(|left, right| left.1.total_cmp(&right.1));
-        kept.truncate(cap);
+        kept.truncate(graph.cap(layer));
     }
     kept.into_iter()
         .filter_map(|(neighbour, distance)| {
@@ -253,17 +194,13 @@ fn repair(
         .collect()
 }
 
-/// The distance hnsw_rs orders neighbours by, for two stored vectors.
-struct UnitCosineDistanceValue;
-
-impl UnitCosineDistanceValue {
-    fn between(left: &[f32], right: &[f32]) -> f32 {
-        let distance = 1.0 - dot(left, right);
-        if distance.is_nan() {
-            2.0
-        } else {
-            distance.clamp(0.0, 2.0)
-        }
+/// The distance graphs order neighbours by, for two stored vectors.
+fn unit_cosine_distance(left: &[f32], right: &[f32]) -> f32 {
+    let distance = 1.0 - dot(left, right);
+    if distance.is_nan() {
+        2.0
+    } else {
+        distance.clamp(0.0, 2.0)
     }
 }
 
@@ -311,23 +248,14 @@ impl Reader<'_> {
     }
 }
 
-/// A decoded, fully checked graph, ready to be written in hnsw_rs's format.
-struct CheckedGraph {
-    connections: usize,
-    ef_construction: usize,
-    level_scale: f64,
-    /// Per layer, its points in rank order.
-    layers: Vec<Vec<PointLists>>,
-    /// `(layer, rank)` of every row.
-    position_of: Vec<(u8, u32)>,
-}
-
-/// Decodes and checks `bytes` as a graph over `table` (compacted, in canonical order) for `params`.
-fn check(
+/// Decodes `bytes` as a graph over vectors of `dimensions` for `params`, checking every count,
+/// reference and distance before it is used. Which table it fits is checked by [`attach`]: this
+/// half needs none, so it can run while the vectors are still loading.
+pub(crate) fn decode_detached(
     bytes: &[u8],
-    table: &ChunkTable,
+    dimensions: usize,
     params: &HnswParams,
-) -> Result<CheckedGraph, SemanticError> {
+) -> Result<Graph, SemanticError> {
     if bytes.len() < MAGIC.len() + HEADER_BYTES + DIGEST_BYTES {
         return Err(corrupt("truncated"));
     }
@@ -339,13 +267,13 @@ fn check(
     if reader.take(MAGIC.len())? != MAGIC {
         return Err(corrupt("not a graph of this format"));
     }
-    let dimensions = reader.u32()? as usize;
+    let stored_dimensions = reader.u32()? as usize;
     let connections = reader.u32()? as usize;
     let ef_construction = reader.u32()? as usize;
     let level_scale = reader.f64()?;
     let layer_count = reader.u32()? as usize;
     let points = reader.u32()? as usize;
-    if dimensions != table.dimensions() {
+    if stored_dimensions != dimensions {
         return Err(corrupt("built for other dimensions"));
     }
     if connections != params.max_connections || ef_construction != params.ef_construction {
@@ -357,38 +285,50 @@ fn check(
     if layer_count != LAYERS {
         return Err(corrupt("layer count"));
     }
-    if points != table.rows() || points != table.live_count() || points == 0 {
-        return Err(corrupt("point count differs from the vectors"));
+    // Each point takes at least its row and one count per layer.
+    if points == 0 || points.saturating_mul(4 + 2 * LAYERS) > reader.remaining() {
+        return Err(corrupt("point count"));
     }
-    let mut position_of: Vec<(u8, u32)> = vec![(u8::MAX, u32::MAX); points];
-    let mut layers: Vec<Vec<PointLists>> = Vec::with_capacity(LAYERS);
+    let mut graph = Graph::new(connections, ef_construction, params.max_layers, level_scale);
+    graph.reserve(points);
+    for _ in 0..points {
+        graph.push_row(0);
+    }
+    let mut listed = vec![false; points];
+    let mut list: Vec<Neighbour> = Vec::with_capacity(2 * connections);
+    let mut entry = None;
     let mut total = 0usize;
-    for layer in 0..LAYERS {
+    for level in 0..LAYERS {
         let count = reader.u32()? as usize;
         total = total.saturating_add(count);
         // Each point takes at least its row and one count per layer.
         if total > points || count.saturating_mul(4 + 2 * LAYERS) > reader.remaining() {
             return Err(corrupt("layer size"));
         }
-        let mut layer_points = Vec::with_capacity(count);
+        if count > 0 && level >= params.max_layers {
+            return Err(corrupt("a point above the layers of the parameters"));
+        }
         for rank in 0..count {
-            let row = reader.u32()?;
-            let slot = position_of
-                .get_mut(row as usize)
+            let row = reader.u32()? as usize;
+            let seen = listed
+                .get_mut(row)
                 .ok_or_else(|| corrupt("point outside the vectors"))?;
-            if slot.0 != u8::MAX {
+            if *seen {
                 return Err(corrupt("point listed twice"));
             }
-            *slot = (layer as u8, rank as u32);
-            let mut lists = Vec::with_capacity(LAYERS);
-            for _ in 0..LAYERS {
+            *seen = true;
+            if rank == 0 {
+                entry = Some(row);
+            }
+            graph.raise_level(row, level);
+            for layer in 0..LAYERS {
                 let length = usize::from(reader.u16()?);
                 if length > 2 * connections
                     || length.saturating_mul(NEIGHBOUR_BYTES) > reader.remaining()
                 {
                     return Err(corrupt("neighbour list size"));
                 }
-                let mut list = Vec::with_capacity(length);
+                list.clear();
                 for _ in 0..length {
                     let neighbour = reader.u32()?;
                     let distance = reader.f32()?;
@@ -400,122 +340,49 @@ fn check(
                     }
                     list.push((neighbour, distance));
                 }
-                lists.push(list);
+                if layer <= level {
+                    graph.set_list(row, layer, &list);
+                }
             }
-            layer_points.push(PointLists { row, lists });
         }
-        layers.push(layer_points);
     }
     if total != points || reader.remaining() != 0 {
         return Err(corrupt("point count"));
     }
-    Ok(CheckedGraph {
-        connections,
-        ef_construction,
-        level_scale,
-        layers,
-        position_of,
-    })
+    if let Some(entry) = entry {
+        graph.set_entry(entry);
+    }
+    Ok(graph)
 }
 
-/// Reloads a graph from `bytes` over `table` (compacted, in canonical order: the rows the graph's
-/// points number), with `params` and `bounds`. Any defect is a typed error; nothing reaches hnsw_rs
-/// before every reference in it was checked.
-pub(crate) fn decode(
-    bytes: &[u8],
+/// The index answering with a decoded `graph` over `table` (compacted, in canonical order: the
+/// rows the graph's points number), with `params` and `bounds`; refused when the graph has another
+/// number of points.
+pub(crate) fn attach(
+    graph: Graph,
     table: ChunkTable,
     params: HnswParams,
     bounds: IndexBounds,
 ) -> Result<HnswIndex, SemanticError> {
     bounds.validate(table.dimensions())?;
     params.validate()?;
-    let checked = check(bytes, &table, &params)?;
-    let directory = tempfile::tempdir().map_err(|_| SemanticError::Task {
-        what: "graph reload directory",
-    })?;
-    write_hnsw_files(directory.path(), &checked, &table).map_err(|_| SemanticError::Task {
-        what: "graph reload files",
-    })?;
-    let loader: &'static HnswIo = Box::leak(Box::new(HnswIo::new(directory.path(), "graph")));
-    let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        loader.load_hnsw_with_dist(UnitCosineDistance)
-    }));
-    let graph: Hnsw<'static, f32, UnitCosineDistance> = match loaded {
-        Ok(Ok(graph)) => graph,
-        Ok(Err(_)) | Err(_) => return Err(corrupt("hnsw_rs refused the graph")),
-    };
+    if graph.rows() != table.rows() || graph.rows() != table.live_count() {
+        return Err(corrupt("point count differs from the vectors"));
+    }
     Ok(HnswIndex::from_parts(params, table, graph))
 }
 
-/// Writes `graph` in hnsw_rs's dump format: `graph.hnsw.graph` and `graph.hnsw.data`.
-fn write_hnsw_files(
-    directory: &std::path::Path,
-    graph: &CheckedGraph,
-    table: &ChunkTable,
-) -> std::io::Result<()> {
-    let mut out =
-        std::io::BufWriter::new(std::fs::File::create(directory.join("graph.hnsw.graph"))?);
-    let distance_name = std::any::type_name::<UnitCosineDistance>();
-    let value_name = std::any::type_name::<f32>();
-    out.write_all(&MAGIC_DESCRIPTION.to_ne_bytes())?;
-    out.write_all(&1u8.to_ne_bytes())?;
-    out.write_all(&(graph.connections as u8).to_ne_bytes())?;
-    out.write_all(&graph.level_scale.to_ne_bytes())?;
-    out.write_all(&(LAYERS as u8).to_ne_bytes())?;
-    out.write_all(&graph.ef_construction.to_ne_bytes())?;
-    out.write_all(&table.rows().to_ne_bytes())?;
-    out.write_all(&table.dimensions().to_ne_bytes())?;
-    for name in [distance_name, value_name] {
-        out.write_all(&name.len().to_ne_bytes())?;
-        out.write_all(name.as_bytes())?;
-    }
-    let mut data =
-        std::io::BufWriter::new(std::fs::File::create(directory.join("graph.hnsw.data"))?);
-    data.write_all(&MAGIC_DATA.to_ne_bytes())?;
-    data.write_all(&table.dimensions().to_ne_bytes())?;
-    out.write_all(&(LAYERS as u8).to_ne_bytes())?;
-    for (layer, points) in graph.layers.iter().enumerate() {
-        out.write_all(&MAGIC_LAYER.to_ne_bytes())?;
-        out.write_all(&points.len().to_ne_bytes())?;
-        for (rank, point) in points.iter().enumerate() {
-            let row = point.row as usize;
-            out.write_all(&MAGIC_POINT.to_ne_bytes())?;
-            out.write_all(&row.to_ne_bytes())?;
-            out.write_all(&(layer as u8).to_ne_bytes())?;
-            out.write_all(&(rank as i32).to_ne_bytes())?;
-            for list_layer in 0..LAYERS {
-                let list = point.lists.get(list_layer).map_or(&[][..], Vec::as_slice);
-                out.write_all(&list.len().to_ne_bytes())?;
-                for (neighbour, distance) in list {
-                    let (neighbour_layer, neighbour_rank) = graph.position_of[*neighbour as usize];
-                    out.write_all(&(*neighbour as usize).to_ne_bytes())?;
-                    out.write_all(&neighbour_layer.to_ne_bytes())?;
-                    out.write_all(&(neighbour_rank as i32).to_ne_bytes())?;
-                    out.write_all(&distance.to_ne_bytes())?;
-                }
-            }
-            let vector = table.vector(row);
-            data.write_all(&MAGIC_DATA.to_ne_bytes())?;
-            data.write_all(&(row as u64).to_ne_bytes())?;
-            data.write_all(&((vector.len() * 4) as u64).to_ne_bytes())?;
-            for value in vector {
-                data.write_all(&value.to_ne_bytes())?;
-            }
-        }
-    }
-    // The entry point: a point of the highest non-empty layer.
-    let (entry_layer, entry) = graph
-        .layers
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(layer, points)| points.first().map(|point| (layer, point)))
-        .ok_or_else(|| std::io::Error::other("empty graph"))?;
-    out.write_all(&(entry.row as usize).to_ne_bytes())?;
-    out.write_all(&(entry_layer as u8).to_ne_bytes())?;
-    out.write_all(&0i32.to_ne_bytes())?;
-    out.flush()?;
-    data.flush()
+/// Reloads a graph from `bytes` over `table` ([`decode_detached`], then [`attach`]). Any defect
+/// is a typed error.
+#[cfg(test)]
+pub(crate) fn decode(
+    bytes: &[u8],
+    table: ChunkTable,
+    params: HnswParams,
+    bounds: IndexBounds,
+) -> Result<HnswIndex, SemanticError> {
+    let graph = decode_detached(bytes, table.dimensions(), &params)?;
+    attach(graph, table, params, bounds)
 }
 
 #[cfg(test)]

@@ -1,29 +1,185 @@
-//! Chunk rows shared by both indexes: metadata, one contiguous vector buffer, and tombstones.
+//! Chunk rows shared by both indexes: metadata, normalized vectors in shared segments, and
+//! tombstones.
 //!
 //! Rows are appended; replacing or removing a source tombstones its rows. At most `max_live` rows are
-//! live (the index's capacity), and the buffer never holds more than `max_rows >= max_live` rows:
+//! live (the index's capacity), and the table never holds more than `max_rows >= max_live` rows:
 //! before an append would pass it, the table compacts (dropping tombstones, renumbering rows), so
 //! memory stays within `max_rows * dimensions` floats, a bound checked before construction. The
 //! exact index uses `max_rows == max_live`; an HNSW table whose rebuilds are deferred to a background
 //! build gets headroom for the tombstones that accumulate meanwhile.
+//!
+//! The vectors live in segments of [`SEGMENT_ROWS`] rows behind reference counts: few allocations
+//! (a restart's load decodes the stored vectors straight into them, [`LoadedVectors`], and freeing
+//! them is cheap), and a copy of a table (the HNSW graph's table taken from the exact index's at load,
+//! a build's snapshot, a compaction's unchanged prefix) shares them instead of copying them; a change
+//! to a shared segment copies that segment only. The source records share the rows'
+//! [`SourceVersion`]s the same way, so no key is copied. A source's rows are always contiguous (they
+//! are appended together and compaction keeps the order), so a source is recorded as a span.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use memory_core::{MemoryKey, NamespaceAddress};
+use memory_core::vectors::VectorSink;
+use memory_core::{MemoryError, MemoryKey, NamespaceAddress};
 
-use super::ChunkMeta;
+use super::{ChunkMeta, SourceVersion, dot};
 use crate::error::SemanticError;
+
+/// Rows per vector segment: 1.5 MiB at 384 dimensions, so sharing is coarse enough to be cheap and
+/// a copied segment small.
+pub(crate) const SEGMENT_ROWS: usize = 1024;
+
+/// The exponent bits of an `f32`: all set is infinity or NaN.
+const EXPONENT: u32 = 0x7f80_0000;
+
+/// A vector handed to both indexes (and to a running build's log) without copying it.
+pub(crate) type RowVector = Arc<Vec<f32>>;
+
+/// A vector as [`ChunkTable::replace_source`] and [`ChunkTable::replace_shared`] take it.
+trait RowData {
+    fn floats(&self) -> &[f32];
+}
+
+impl RowData for Vec<f32> {
+    fn floats(&self) -> &[f32] {
+        self
+    }
+}
+
+impl RowData for RowVector {
+    fn floats(&self) -> &[f32] {
+        self
+    }
+}
+
+/// A source's key, held through the rows' shared [`SourceVersion`] (no copy of the key's strings);
+/// hashes and compares as the key, so lookups take a `&MemoryKey`.
+#[derive(Debug, Clone)]
+struct SourceKey(Arc<SourceVersion>);
+
+impl PartialEq for SourceKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for SourceKey {}
+
+impl Hash for SourceKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
+    }
+}
+
+impl Borrow<MemoryKey> for SourceKey {
+    fn borrow(&self) -> &MemoryKey {
+        &self.0.key
+    }
+}
+
+/// A source's rows: `first..first + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RowSpan {
+    first: usize,
+    count: usize,
+}
+
+/// Floats of the segment starting at row `first` in a table of at most `max_rows` rows.
+fn segment_floats(first: usize, max_rows: usize, dimensions: usize) -> usize {
+    SEGMENT_ROWS.min(max_rows.saturating_sub(first).max(1)) * dimensions
+}
+
+/// The vectors of a load, decoded by the store straight into segments
+/// ([`memory_core::vectors::VectorStore::load_sources_into`]), for [`ChunkTable::load_rows`].
+#[derive(Debug)]
+pub(crate) struct LoadedVectors {
+    dimensions: usize,
+    max_rows: usize,
+    rows: usize,
+    segments: Vec<Vec<f32>>,
+}
+
+impl LoadedVectors {
+    /// Room for at most `max_rows` vectors of `dimensions`, taken as they arrive.
+    pub(crate) fn new(dimensions: usize, max_rows: usize) -> Self {
+        Self {
+            dimensions,
+            max_rows,
+            rows: 0,
+            segments: Vec::new(),
+        }
+    }
+}
+
+impl LoadedVectors {
+    /// The segment the next vector goes to, after checking its length and the bound.
+    fn next_segment(&mut self, floats: usize) -> Result<&mut Vec<f32>, MemoryError> {
+        if floats != self.dimensions {
+            return Err(MemoryError::Corrupt {
+                what: format!(
+                    "stored vector has {floats} dimensions, expected {}",
+                    self.dimensions
+                ),
+            });
+        }
+        if self.rows >= self.max_rows {
+            return Err(MemoryError::TooLarge {
+                limit: "stored chunks",
+                max: self.max_rows as u64,
+                actual: self.rows as u64 + 1,
+            });
+        }
+        if self.rows.is_multiple_of(SEGMENT_ROWS) {
+            self.segments.push(Vec::with_capacity(segment_floats(
+                self.rows,
+                self.max_rows,
+                self.dimensions,
+            )));
+        }
+        self.rows += 1;
+        self.segments
+            .last_mut()
+            .ok_or_else(|| MemoryError::Corrupt {
+                what: "no vector segment".to_owned(),
+            })
+    }
+}
+
+impl VectorSink for LoadedVectors {
+    fn push_vector(&mut self, vector: &[f32]) -> Result<(), MemoryError> {
+        self.next_segment(vector.len())?.extend_from_slice(vector);
+        Ok(())
+    }
+
+    fn push_le_bytes(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
+        if !bytes.len().is_multiple_of(4) {
+            return Err(MemoryError::Corrupt {
+                what: "stored vector length is not a multiple of 4".to_owned(),
+            });
+        }
+        // Decoded straight into the segment: no intermediate vector.
+        self.next_segment(bytes.len() / 4)?.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]])),
+        );
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct ChunkTable {
     dimensions: usize,
     max_live: usize,
     max_rows: usize,
-    vectors: Vec<f32>,
+    /// Row `r`'s vector is at `(r % SEGMENT_ROWS) * dimensions` in segment `r / SEGMENT_ROWS`.
+    segments: Vec<Arc<Vec<f32>>>,
     metas: Vec<ChunkMeta>,
     live: Vec<bool>,
     live_count: usize,
-    by_source: HashMap<MemoryKey, Vec<usize>>,
+    by_source: HashMap<SourceKey, RowSpan>,
     /// Live rows per namespace, so a namespace-filtered search knows how many chunks it will score
     /// before it scores any (its scan budget is checked up front, like an unfiltered one's).
     live_by_namespace: HashMap<NamespaceAddress, usize>,
@@ -46,13 +202,18 @@ impl ChunkTable {
             dimensions,
             max_live,
             max_rows: max_rows.max(max_live),
-            vectors: Vec::new(),
+            segments: Vec::new(),
             metas: Vec::new(),
             live: Vec::new(),
             live_count: 0,
             by_source: HashMap::new(),
             live_by_namespace: HashMap::new(),
         }
+    }
+
+    /// An empty table with this one's dimensions and bounds.
+    fn empty_like(&self, max_rows: usize) -> Self {
+        Self::new(self.dimensions, self.max_live, max_rows)
     }
 
     pub(crate) fn dimensions(&self) -> usize {
@@ -92,7 +253,7 @@ impl ChunkTable {
     }
 
     pub(crate) fn chunks_of(&self, key: &MemoryKey) -> usize {
-        self.by_source.get(key).map_or(0, Vec::len)
+        self.by_source.get(key).map_or(0, |span| span.count)
     }
 
     pub(crate) fn is_live(&self, row: usize) -> bool {
@@ -104,11 +265,15 @@ impl ChunkTable {
     }
 
     pub(crate) fn vector(&self, row: usize) -> &[f32] {
-        &self.vectors[row * self.dimensions..(row + 1) * self.dimensions]
+        let start = (row % SEGMENT_ROWS) * self.dimensions;
+        &self.segments[row / SEGMENT_ROWS][start..start + self.dimensions]
     }
 
-    pub(crate) fn all_vectors(&self) -> &[f32] {
-        &self.vectors
+    /// Every row's vector, live or not, in row order.
+    pub(crate) fn vectors(&self) -> impl Iterator<Item = &[f32]> {
+        self.segments
+            .iter()
+            .flat_map(|segment| segment.chunks_exact(self.dimensions))
     }
 
     /// Raises (or lowers, never below `max_live`) the most rows the buffer may hold.
@@ -116,63 +281,155 @@ impl ChunkTable {
         self.max_rows = max_rows.max(self.max_live);
     }
 
-    /// Floats the vector buffer has allocated room for.
+    /// Floats the vector segments have allocated room for.
     pub(crate) fn reserved_floats(&self) -> usize {
-        self.vectors.capacity()
+        self.segments.iter().map(|segment| segment.capacity()).sum()
+    }
+
+    /// Appends `vector` as the next row's (its metadata is pushed by the caller).
+    fn push_vector(&mut self, vector: &[f32]) {
+        let row = self.metas.len();
+        let room = segment_floats(row - row % SEGMENT_ROWS, self.max_rows, self.dimensions);
+        if row.is_multiple_of(SEGMENT_ROWS) {
+            self.segments.push(Arc::new(Vec::with_capacity(room)));
+        }
+        let Some(last) = self.segments.last_mut() else {
+            return;
+        };
+        if Arc::get_mut(last).is_none() {
+            // Shared with another table: this one gets its own copy of this segment only.
+            let mut copy = Vec::with_capacity(room.max(last.len()));
+            copy.extend_from_slice(last);
+            *last = Arc::new(copy);
+        }
+        if let Some(segment) = Arc::get_mut(last) {
+            if segment.len() + vector.len() > segment.capacity() {
+                segment.reserve_exact(room.max(segment.len() + vector.len()) - segment.len());
+            }
+            segment.extend_from_slice(vector);
+        }
+    }
+
+    /// Appends a live row (the caller records its source's span).
+    fn push_row(&mut self, meta: ChunkMeta, vector: &[f32]) {
+        self.push_vector(vector);
+        self.metas.push(meta);
+        self.live.push(true);
     }
 
     /// The live rows in canonical order: by source key, then ordinal. A persisted graph numbers its
     /// points in this order, which depends only on the chunk set, not on the order chunks arrived.
+    /// A table loaded from a store that returns sources in key order is already in it, which one
+    /// pass finds, without sorting.
     pub(crate) fn canonical_order(&self) -> Vec<usize> {
         let mut rows: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
-        rows.sort_by(|left, right| {
+        let order = |left: &usize, right: &usize| {
             let (left, right) = (&self.metas[*left], &self.metas[*right]);
             left.source
                 .key
                 .cmp(&right.source.key)
                 .then_with(|| left.ordinal.cmp(&right.ordinal))
-        });
+        };
+        if rows
+            .windows(2)
+            .any(|pair| order(&pair[0], &pair[1]) == std::cmp::Ordering::Greater)
+        {
+            rows.sort_by(order);
+        }
         rows
     }
 
-    /// A compacted copy holding `order`'s rows (live rows of this table), in that order.
+    /// Whether `order` lists every row of this table, each in its place (no tombstones, already in
+    /// that order).
+    fn is_identity(&self, order: &[usize]) -> bool {
+        order.len() == self.rows() && order.iter().enumerate().all(|(at, row)| at == *row)
+    }
+
+    /// A compacted copy holding `order`'s rows (live rows of this table), in that order. When that
+    /// is every row in place, the copy shares the vectors.
     pub(crate) fn reordered(&self, order: &[usize], max_rows: usize) -> Self {
-        let mut table = Self::new(self.dimensions, self.max_live, max_rows);
+        if self.is_identity(order) {
+            let mut table = self.clone();
+            table.set_max_rows(max_rows);
+            return table;
+        }
+        let mut table = self.empty_like(max_rows);
         table.reserve_rows(order.len());
         for &row in order {
             let meta = self.metas[row].clone();
-            let key = meta.source.key.clone();
-            table.vectors.extend_from_slice(self.vector(row));
-            table.metas.push(meta);
-            table.live.push(true);
-            let new_row = table.metas.len() - 1;
-            table.by_source.entry(key).or_default().push(new_row);
+            let new_row = table.rows();
+            match table.by_source.get_mut(&meta.source.key) {
+                Some(span) if span.first + span.count == new_row => span.count += 1,
+                _ => {
+                    table.by_source.insert(
+                        SourceKey(Arc::clone(&meta.source)),
+                        RowSpan {
+                            first: new_row,
+                            count: 1,
+                        },
+                    );
+                }
+            }
+            table.push_row(meta, self.vector(row));
         }
         table.live_count = order.len();
-        let namespaces: Vec<(NamespaceAddress, usize)> = table
-            .by_source
-            .iter()
-            .map(|(key, rows)| (key.namespace.clone(), rows.len()))
-            .collect();
-        for (namespace, count) in namespaces {
-            table.count_namespace(&namespace, count, 0);
-        }
+        table.live_by_namespace = self.live_by_namespace.clone();
         table
     }
 
     /// A copy holding only the live rows, in their order: a compaction built without changing
-    /// this table (so it can be answering queries meanwhile).
+    /// this table (so it can be answering queries meanwhile). Segments before the first tombstone
+    /// are shared, not copied.
     pub(crate) fn compacted_copy(&self) -> Self {
-        let live: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
-        self.reordered(&live, self.max_rows)
+        let Some(first_dead) = self.live.iter().position(|live| !live) else {
+            return self.clone();
+        };
+        let kept_segments = first_dead / SEGMENT_ROWS;
+        let kept_rows = kept_segments * SEGMENT_ROWS;
+        let mut table = self.empty_like(self.max_rows);
+        table.segments = self.segments[..kept_segments].to_vec();
+        table.reserve_rows(self.live_count);
+        table.metas.extend_from_slice(&self.metas[..kept_rows]);
+        table.live.resize(kept_rows, true);
+        for row in kept_rows..self.rows() {
+            if self.live[row] {
+                table.push_row(self.metas[row].clone(), self.vector(row));
+            }
+        }
+        table.live_count = self.live_count;
+        table.live_by_namespace = self.live_by_namespace.clone();
+        table.index_sources();
+        table
+    }
+
+    /// Rebuilds the source spans from the rows (all live).
+    fn index_sources(&mut self) {
+        self.by_source.clear();
+        let mut row = 0;
+        while row < self.metas.len() {
+            let source = &self.metas[row].source;
+            let mut end = row + 1;
+            while end < self.metas.len() && self.metas[end].source.key == source.key {
+                end += 1;
+            }
+            self.by_source.insert(
+                SourceKey(Arc::clone(source)),
+                RowSpan {
+                    first: row,
+                    count: end - row,
+                },
+            );
+            row = end;
+        }
     }
 
     /// Checks new chunks without changing anything.
-    fn check(
+    fn check<'c>(
         &self,
         key: &MemoryKey,
-        chunks: &[(ChunkMeta, Vec<f32>)],
+        chunks: impl ExactSizeIterator<Item = (&'c ChunkMeta, &'c [f32])>,
     ) -> Result<(), SemanticError> {
+        let count = chunks.len();
         for (meta, vector) in chunks {
             if &meta.source.key != key {
                 return Err(SemanticError::invalid(
@@ -180,25 +437,10 @@ impl ChunkTable {
                     "differs from the replaced source",
                 ));
             }
-            if vector.len() != self.dimensions {
-                return Err(SemanticError::invalid(
-                    "chunk vector",
-                    format!(
-                        "has {} dimensions, expected {}",
-                        vector.len(),
-                        self.dimensions
-                    ),
-                ));
-            }
-            if vector.iter().any(|value| !value.is_finite()) {
-                return Err(SemanticError::invalid(
-                    "chunk vector",
-                    "has a non-finite component",
-                ));
-            }
+            self.check_vector(vector)?;
         }
-        let old = self.by_source.get(key).map_or(0, Vec::len);
-        let live_after = self.live_count - old + chunks.len();
+        let old = self.chunks_of(key);
+        let live_after = self.live_count - old + count;
         if live_after > self.max_live {
             return Err(SemanticError::TooLarge {
                 limit: "max_chunks",
@@ -209,16 +451,41 @@ impl ChunkTable {
         Ok(())
     }
 
+    /// Checks one vector's length and that every component is finite.
+    fn check_vector(&self, vector: &[f32]) -> Result<(), SemanticError> {
+        if vector.len() != self.dimensions {
+            return Err(SemanticError::invalid(
+                "chunk vector",
+                format!(
+                    "has {} dimensions, expected {}",
+                    vector.len(),
+                    self.dimensions
+                ),
+            ));
+        }
+        // Folded without short-circuiting, so the check vectorizes.
+        let non_finite = vector.iter().fold(false, |found, value| {
+            found | (value.to_bits() & EXPONENT == EXPONENT)
+        });
+        if non_finite {
+            return Err(SemanticError::invalid(
+                "chunk vector",
+                "has a non-finite component",
+            ));
+        }
+        Ok(())
+    }
+
     pub(crate) fn remove_source(&mut self, key: &MemoryKey) -> usize {
-        let Some(rows) = self.by_source.remove(key) else {
+        let Some(span) = self.by_source.remove(key) else {
             return 0;
         };
-        for row in &rows {
-            self.live[*row] = false;
+        for live in &mut self.live[span.first..span.first + span.count] {
+            *live = false;
         }
-        self.live_count -= rows.len();
-        self.count_namespace(&key.namespace, 0, rows.len());
-        rows.len()
+        self.live_count -= span.count;
+        self.count_namespace(&key.namespace, 0, span.count);
+        span.count
     }
 
     /// Replaces `key`'s chunks: checks, tombstones the old rows, compacts when the new rows would not fit
@@ -229,9 +496,38 @@ impl ChunkTable {
         chunks: Vec<(ChunkMeta, Vec<f32>)>,
         compact_above: f64,
     ) -> Result<Replacement, SemanticError> {
-        self.check(key, &chunks)?;
+        self.check(
+            key,
+            chunks
+                .iter()
+                .map(|(meta, vector)| (meta, vector.as_slice())),
+        )?;
+        self.replace_checked(key, chunks, compact_above)
+    }
+
+    /// [`Self::replace_source`] with vectors shared with the caller (the same rows going into both
+    /// indexes, or into a graph being rebuilt); they are copied into this table's segments.
+    pub(crate) fn replace_shared(
+        &mut self,
+        key: &MemoryKey,
+        rows: Vec<(ChunkMeta, RowVector)>,
+        compact_above: f64,
+    ) -> Result<Replacement, SemanticError> {
+        self.check(
+            key,
+            rows.iter().map(|(meta, vector)| (meta, vector.as_slice())),
+        )?;
+        self.replace_checked(key, rows, compact_above)
+    }
+
+    fn replace_checked<V: RowData>(
+        &mut self,
+        key: &MemoryKey,
+        rows: Vec<(ChunkMeta, V)>,
+        compact_above: f64,
+    ) -> Result<Replacement, SemanticError> {
         self.remove_source(key);
-        let rows_after = self.rows() + chunks.len();
+        let rows_after = self.rows() + rows.len();
         let tombstone_share = if rows_after == 0 {
             0.0
         } else {
@@ -242,18 +538,17 @@ impl ChunkTable {
             self.compact();
         }
         let first = self.rows();
-        self.reserve_rows(chunks.len());
-        let mut rows = Vec::with_capacity(chunks.len());
-        for (meta, vector) in chunks {
-            rows.push(self.metas.len());
-            self.vectors.extend_from_slice(&vector);
-            self.metas.push(meta);
-            self.live.push(true);
+        self.reserve_rows(rows.len());
+        let count = rows.len();
+        let source = rows.first().map(|(meta, _)| Arc::clone(&meta.source));
+        for (meta, vector) in rows {
+            self.push_row(meta, vector.floats());
         }
-        self.live_count += rows.len();
-        self.count_namespace(&key.namespace, rows.len(), 0);
-        if !rows.is_empty() {
-            self.by_source.insert(key.clone(), rows);
+        self.live_count += count;
+        self.count_namespace(&key.namespace, count, 0);
+        if let Some(source) = source {
+            self.by_source
+                .insert(SourceKey(source), RowSpan { first, count });
         }
         Ok(Replacement {
             compacted,
@@ -261,11 +556,97 @@ impl ChunkTable {
         })
     }
 
-    /// Grows the buffer geometrically but never past `max_rows` rows (a bulk load reserves its exact
-    /// total once, so the 100,000-row buffer of a restart is never copied while it grows).
+    /// Fills an empty table with a restart's rows in one pass: `metas` in row order (each
+    /// source's rows consecutive, sharing one [`SourceVersion`]) and their vectors as the store
+    /// decoded them. A vector that is not of unit length (one not written by this crate) is
+    /// normalized, one that is not finite refused; a source appearing twice is refused (a store
+    /// returns each once). Nothing is compacted and no key is copied.
+    pub(crate) fn load_rows(
+        &mut self,
+        metas: Vec<ChunkMeta>,
+        vectors: LoadedVectors,
+    ) -> Result<(), SemanticError> {
+        if self.rows() > 0 || vectors.dimensions != self.dimensions {
+            return Err(SemanticError::invalid(
+                "chunk table",
+                "loads only into an empty table of the vectors' dimensions",
+            ));
+        }
+        if metas.len() != vectors.rows {
+            return Err(SemanticError::invalid(
+                "stored chunks",
+                "another number of vectors than of chunks",
+            ));
+        }
+        if metas.len() > self.max_live {
+            return Err(SemanticError::TooLarge {
+                limit: "max_chunks",
+                max: self.max_live as u64,
+                actual: metas.len() as u64,
+            });
+        }
+        let mut segments = vectors.segments;
+        for segment in &mut segments {
+            for vector in segment.chunks_exact_mut(self.dimensions) {
+                // Vectors are normalized before they are stored: one squared norm (the fast dot
+                // product) usually shows there is nothing to do, and the stored bits are kept. Any
+                // non-finite component makes it non-finite, so it is also the finiteness check.
+                let unit = (dot(vector, vector) - 1.0).abs() <= 1e-5;
+                if !unit {
+                    crate::embed::normalize(vector, self.dimensions)?;
+                }
+            }
+        }
+        self.segments = segments.into_iter().map(Arc::new).collect();
+        self.live = vec![true; metas.len()];
+        self.live_count = metas.len();
+        let mut start = 0;
+        // Rows of one namespace are counted together: a store returns them in key order, so a
+        // namespace is hashed once per run rather than once per source.
+        let mut namespace_run = (0usize, 0usize);
+        while start < metas.len() {
+            let source = &metas[start].source;
+            let mut end = start + 1;
+            while end < metas.len() && Arc::ptr_eq(&metas[end].source, source) {
+                end += 1;
+            }
+            let count = end - start;
+            if metas[namespace_run.0].source.key.namespace != source.key.namespace {
+                let namespace = &metas[namespace_run.0].source.key.namespace;
+                self.count_namespace(namespace, namespace_run.1, 0);
+                namespace_run = (start, 0);
+            }
+            namespace_run.1 += count;
+            let span = RowSpan {
+                first: start,
+                count,
+            };
+            if self
+                .by_source
+                .insert(SourceKey(Arc::clone(source)), span)
+                .is_some()
+            {
+                return Err(SemanticError::invalid(
+                    "stored sources",
+                    "a source is listed twice",
+                ));
+            }
+            start = end;
+        }
+        if namespace_run.1 > 0 {
+            let namespace = &metas[namespace_run.0].source.key.namespace;
+            self.count_namespace(namespace, namespace_run.1, 0);
+        }
+        self.metas = metas;
+        Ok(())
+    }
+
+    /// Room for `additional` more rows' metadata, never past `max_rows` rows (a bulk load reserves
+    /// its exact total once). Vectors need no reservation: segments are allocated whole as rows
+    /// reach them, and never move.
     pub(crate) fn reserve_rows(&mut self, additional: usize) {
         let needed_rows = self.rows() + additional;
-        let capacity_rows = self.vectors.capacity() / self.dimensions;
+        let capacity_rows = self.metas.capacity();
         if needed_rows <= capacity_rows {
             return;
         }
@@ -273,38 +654,14 @@ impl ChunkTable {
             .max(capacity_rows.saturating_mul(2))
             .min(self.max_rows)
             .max(needed_rows);
-        self.vectors
-            .reserve_exact(target_rows * self.dimensions - self.vectors.len());
         self.metas.reserve_exact(target_rows - self.metas.len());
         self.live.reserve_exact(target_rows - self.live.len());
     }
 
     /// Drops tombstones and renumbers rows in their existing order.
     pub(crate) fn compact(&mut self) {
-        let mut write = 0;
-        for read in 0..self.rows() {
-            if !self.live[read] {
-                continue;
-            }
-            if write != read {
-                self.vectors.copy_within(
-                    read * self.dimensions..(read + 1) * self.dimensions,
-                    write * self.dimensions,
-                );
-                self.metas.swap(write, read);
-            }
-            write += 1;
-        }
-        self.vectors.truncate(write * self.dimensions);
-        self.metas.truncate(write);
-        self.live.clear();
-        self.live.resize(write, true);
-        self.by_source.clear();
-        for (row, meta) in self.metas.iter().enumerate() {
-            self.by_source
-                .entry(meta.source.key.clone())
-                .or_default()
-                .push(row);
+        if self.tombstones() > 0 {
+            *self = self.compacted_copy();
         }
     }
 }
@@ -353,9 +710,135 @@ mod tests {
             .unwrap();
         assert!(replacement.compacted, "4 rows would exceed max_rows");
         assert_eq!(table.rows(), 2);
-        assert!(table.vectors.capacity() <= 3 * 2);
+        assert!(table.reserved_floats() <= 3 * 2);
         let wrong = vec![(meta("c", 0), vec![1.0, 0.0, 0.0])];
         assert!(table.replace_source(&key("c"), wrong, 0.5).is_err());
         assert_eq!(table.live_count(), 2);
+    }
+
+    #[test]
+    fn copies_share_vector_segments_until_one_changes() {
+        let rows = SEGMENT_ROWS + 10;
+        let mut table = ChunkTable::new(2, rows * 2, rows * 2);
+        for i in 0..rows {
+            let id = format!("s{i:05}");
+            let angle = i as f32 * 0.001;
+            table
+                .replace_source(
+                    &key(&id),
+                    vec![(meta(&id, 0), unit(&[angle.cos(), angle.sin()]))],
+                    1.0,
+                )
+                .unwrap();
+        }
+        let copy = table.reordered(&table.canonical_order(), rows * 2);
+        assert!(
+            Arc::ptr_eq(&copy.segments[0], &table.segments[0]),
+            "a copy in place shares the vectors"
+        );
+        let mut changed = copy.clone();
+        changed
+            .replace_source(&key("zz"), vec![(meta("zz", 0), unit(&[0.0, 1.0]))], 1.0)
+            .unwrap();
+        assert!(Arc::ptr_eq(&changed.segments[0], &table.segments[0]));
+        assert!(
+            !Arc::ptr_eq(&changed.segments[1], &table.segments[1]),
+            "the segment appended to is copied"
+        );
+        assert_eq!(table.rows(), rows, "the original is unchanged");
+        assert_eq!(changed.vector(rows), unit(&[0.0, 1.0]).as_slice());
+        assert_eq!(changed.vector(rows - 1), table.vector(rows - 1));
+
+        // Compaction shares the segments before the first tombstone.
+        changed.remove_source(&key(&format!("s{:05}", SEGMENT_ROWS + 3)));
+        let compacted = changed.compacted_copy();
+        assert!(Arc::ptr_eq(&compacted.segments[0], &table.segments[0]));
+        assert_eq!(compacted.rows(), rows);
+        assert_eq!(compacted.chunks_of(&key("zz")), 1);
+        assert_eq!(compacted.vector(rows - 1), unit(&[0.0, 1.0]).as_slice());
+        assert_eq!(
+            compacted.vector(SEGMENT_ROWS + 3),
+            table.vector(SEGMENT_ROWS + 4)
+        );
+        // A shuffled copy keeps every source's rows and counts.
+        let mut order = compacted.canonical_order();
+        order.reverse();
+        let reversed = compacted.reordered(&order, rows * 2);
+        assert_eq!(reversed.vector(0), unit(&[0.0, 1.0]).as_slice());
+        assert_eq!(reversed.chunks_of(&key("zz")), 1);
+        assert_eq!(reversed.live_in(&key("zz").namespace), rows);
+    }
+
+    #[test]
+    fn a_load_normalizes_checks_and_records_spans() {
+        let source = |id: &str| meta(id, 0).source;
+        let (a, b) = (source("a"), source("b"));
+        let row = |source: &Arc<SourceVersion>, ordinal: u32| ChunkMeta {
+            ordinal,
+            ..ChunkMeta {
+                source: Arc::clone(source),
+                ..meta("a", 0)
+            }
+        };
+        let mut vectors = LoadedVectors::new(2, 10);
+        for vector in [[3.0, 4.0], [1.0, 0.0]] {
+            vectors.push_vector(&vector).unwrap();
+        }
+        let stored: Vec<u8> = [0.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        vectors.push_le_bytes(&stored).unwrap();
+        assert!(vectors.push_vector(&[1.0, 0.0, 0.0]).is_err());
+        assert!(vectors.push_le_bytes(&stored[..7]).is_err());
+        let mut table = ChunkTable::new(2, 10, 10);
+        table
+            .load_rows(vec![row(&a, 0), row(&a, 1), row(&b, 0)], vectors)
+            .unwrap();
+        assert_eq!(
+            table.vector(0),
+            &[0.6, 0.8],
+            "an unnormalized vector is normalized"
+        );
+        assert_eq!(table.vector(2), &[0.0, 1.0]);
+        assert_eq!(
+            (table.chunks_of(&key("a")), table.chunks_of(&key("b"))),
+            (2, 1)
+        );
+        assert_eq!(table.live_in(&key("a").namespace), 3);
+
+        // Two namespaces, each counted.
+        let other = Arc::new(SourceVersion {
+            key: MemoryKey {
+                namespace: NamespaceAddress::parse(r#"[1,"other",1,{"user":"u"}]"#).unwrap(),
+                id: memory_core::DocumentId::new("c").unwrap(),
+            },
+            ..(*a).clone()
+        });
+        let mut mixed = LoadedVectors::new(2, 10);
+        for _ in 0..3 {
+            mixed.push_vector(&[1.0, 0.0]).unwrap();
+        }
+        let mut table = ChunkTable::new(2, 10, 10);
+        table
+            .load_rows(vec![row(&a, 0), row(&b, 0), row(&other, 0)], mixed)
+            .unwrap();
+        assert_eq!(table.live_in(&key("a").namespace), 2);
+        assert_eq!(table.live_in(&other.key.namespace), 1);
+
+        let mut bad = LoadedVectors::new(2, 10);
+        bad.push_vector(&[f32::NAN, 1.0]).unwrap();
+        assert!(
+            ChunkTable::new(2, 10, 10)
+                .load_rows(vec![row(&a, 0)], bad)
+                .is_err()
+        );
+        let mut twice = LoadedVectors::new(2, 10);
+        for _ in 0..3 {
+            twice.push_vector(&[1.0, 0.0]).unwrap();
+        }
+        assert!(
+            ChunkTable::new(2, 10, 10)
+                .load_rows(vec![row(&a, 0), row(&b, 0), row(&a, 1)], twice)
+                .is_err(),
+            "a source listed twice"
+        );
     }
 }

@@ -223,8 +223,7 @@ where
     let index = Arc::clone(index);
     let namespace = namespace.clone();
     let query = query.to_owned();
-    on_blocking_pool(async move { index.search_candidates_in(&query, &namespace, limits).await })
-        .await
+    on_blocking_pool(async move { index.search_candidates(&query, &namespace, limits).await }).await
 }
 
 /// Searches `index` for `query` and revalidates the chunk candidates against `reader` as `access`:
