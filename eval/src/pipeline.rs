@@ -79,7 +79,7 @@ impl Stores {
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         Ok(Self {
             path: path.to_owned(),
-            memory: Arc::new(SqliteStore::open_store(path)?),
+            memory: Arc::new(SqliteStore::open(path)?),
             log: Arc::new(SqliteThreadLog::open(path)?),
             progress: Arc::new(SqliteProgressStore::open(path)?),
             vectors: Arc::new(SqliteVectorStore::open(path)?),

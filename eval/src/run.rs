@@ -275,7 +275,7 @@ async fn cold_start<E: Embedder>(
     load: &impl Fn() -> anyhow::Result<E>,
 ) -> anyhow::Result<ColdStartFigures> {
     let started = Instant::now();
-    let store = Arc::new(SqliteStore::open_store(path)?);
+    let store = Arc::new(SqliteStore::open(path)?);
     let vectors = Arc::new(SqliteVectorStore::open(path)?);
     let open_store_ms = started.elapsed().as_secs_f64() * 1_000.0;
     let started = Instant::now();

@@ -149,7 +149,7 @@ fn run_operation(
     let semantic = matches!(operation, Operation::Recall | Operation::Sync);
     match database {
         Database::Sqlite(path) => {
-            let store = match SqliteStore::open_store(path) {
+            let store = match SqliteStore::open(path) {
                 Ok(store) => Arc::new(store),
                 Err(error) => return Ok(print_refusal(&Refusal::from(error))),
             };
@@ -209,7 +209,7 @@ fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<Exi
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     match database {
-        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+        Database::Sqlite(path) => match SqliteStore::open(path) {
             Ok(store) => thread_answer(&store, request),
             Err(error) => Ok(print_refusal(&Refusal::from(error))),
         },
@@ -293,7 +293,7 @@ fn run_import(database: &Database, arguments: &ImportArgs) -> anyhow::Result<Exi
     let length = file.metadata().map(|metadata| metadata.len()).ok();
     let reader = BufReader::with_capacity(1 << 20, file);
     match database {
-        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+        Database::Sqlite(path) => match SqliteStore::open(path) {
             Ok(store) => import_into(reader, length, &store),
             Err(error) => Ok(print_refusal(&Refusal::from(error))),
         },
@@ -380,16 +380,14 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
         .build()
         .context("could not start the async runtime")?;
     let answer = match database {
-        Database::Sqlite(path) => {
-            match (SqliteStore::open_store(path), SqliteVectorStore::open(path)) {
-                (Ok(store), Ok(vectors)) => runtime.block_on(memory_cli::status::status(
-                    Arc::new(store),
-                    Arc::new(vectors),
-                    max_chunks,
-                )),
-                (Err(error), _) | (_, Err(error)) => Err(Refusal::from(error)),
-            }
-        }
+        Database::Sqlite(path) => match (SqliteStore::open(path), SqliteVectorStore::open(path)) {
+            (Ok(store), Ok(vectors)) => runtime.block_on(memory_cli::status::status(
+                Arc::new(store),
+                Arc::new(vectors),
+                max_chunks,
+            )),
+            (Err(error), _) | (_, Err(error)) => Err(Refusal::from(error)),
+        },
         Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
             Ok(store) => {
                 let store = Arc::new(store);
@@ -433,7 +431,7 @@ fn run_serve(
         .context("could not start the async runtime")?;
     match database {
         Database::Sqlite(path) => {
-            let store = match SqliteStore::open_store(path) {
+            let store = match SqliteStore::open(path) {
                 Ok(store) => Arc::new(store),
                 Err(error) => return Ok(print_refusal(&Refusal::from(error))),
             };
@@ -511,7 +509,7 @@ fn run_list(database: &Database, arguments: &ListArgs) -> anyhow::Result<ExitCod
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     match database {
-        Database::Sqlite(path) => match SqliteStore::open_store(path) {
+        Database::Sqlite(path) => match SqliteStore::open(path) {
             Ok(store) => list_answer(Arc::new(store), &namespace, list_arguments),
             Err(error) => Ok(print_refusal(&Refusal::from(error))),
         },

@@ -187,7 +187,7 @@ impl Scores {
     }
 
     /// Records the scores of `passages` and answers them as a lookup.
-    fn take(&mut self, lookup: ScoredLookup) -> Result<MemoryLookup, String> {
+    fn take(&mut self, lookup: ScoredLookup) -> MemoryLookup {
         match lookup {
             ScoredLookup::Found(passages) => {
                 let passages = passages
@@ -201,10 +201,10 @@ impl Scores {
                         scored.passage
                     })
                     .collect();
-                Ok(MemoryLookup::Found { passages })
+                MemoryLookup::Found { passages }
             }
-            ScoredLookup::NoMatch => Ok(MemoryLookup::NoMatch),
-            ScoredLookup::Unavailable { reason } => Err(reason),
+            ScoredLookup::NoMatch => MemoryLookup::NoMatch,
+            ScoredLookup::Unavailable { reason } => MemoryLookup::Unavailable { reason },
         }
     }
 }
@@ -279,7 +279,6 @@ impl<S: Store> RecallService<S> {
         let store = Arc::new(self.recall_store().await?);
         let revalidation = RevalidationLimits::from(&limits);
         let scores: Mutex<Scores> = Mutex::new(Scores::default());
-        let unavailable: Mutex<Option<String>> = Mutex::new(None);
         let excerpts = self.excerpt_profile()?;
         let lookup = async {
             let scored = match (mode, index) {
@@ -325,28 +324,14 @@ impl<S: Store> RecallService<S> {
             let mut scores = scores
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            scores.take(scored).map_err(|reason| {
-                if let Ok(mut unavailable) = unavailable.lock() {
-                    unavailable.get_or_insert(reason);
-                }
-                // Answered as `unavailable` below, never as this placeholder.
-                RecallError::Source(MemoryError::Busy {
-                    operation: "semantic recall",
-                })
-            })
+            Ok::<_, RecallError>(scores.take(scored))
         };
+        // Optional, so its passages are fitted to the limits like any optional source's; an
+        // unavailable answer (the embedder failed) then reaches the outcome, and is refused here:
+        // the store is the recall's only source, so there is nothing else to answer with.
         let source = RecallSource::optional(SourceId::new(STORE_SOURCE_ID)?, lookup);
-        let recalled = match recall(vec![source], &limits, &ApproximateTokenCounter).await {
-            Ok(recalled) => recalled,
-            Err(error) => {
-                return Err(match unavailable.into_inner().ok().flatten() {
-                    Some(reason) => {
-                        Refusal::unavailable(format!("semantic recall is unavailable: {reason}"))
-                    }
-                    None => Refusal::from(error),
-                });
-            }
-        };
+        let recalled = recall(vec![source], &limits, &ApproximateTokenCounter).await?;
+        refuse_unavailable(&recalled)?;
         let scores = scores.into_inner().unwrap_or_default();
         let mut result = to_wire(recalled, |document, passage| scores.of(document, passage));
         result.answered_by = answered_by
@@ -727,9 +712,59 @@ fn outcome_to_wire(outcome: SourceOutcome) -> WireOutcome {
     }
 }
 
+/// Refuses a recall whose source answered unavailable (its reason in the message): the store is
+/// the only source, so an empty answer would pass for "nothing matched".
+fn refuse_unavailable(recalled: &RecalledMemory) -> Result<(), Refusal> {
+    match recalled
+        .outcomes
+        .iter()
+        .find_map(|outcome| match &outcome.status {
+            SourceStatus::Unavailable { reason } => Some(reason),
+            _ => None,
+        }) {
+        Some(reason) => Err(Refusal::unavailable(format!(
+            "semantic recall is unavailable: {reason}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unavailable_store_source_is_refused_as_unavailable_with_its_reason() {
+        let limits = RecallLimits::builder()
+            .max_sources(4)
+            .max_items(4)
+            .max_bytes(4_000)
+            .max_tokens(1_000)
+            .timeout_ms(1_000)
+            .build()
+            .expect("limits");
+        let answer = |lookup: MemoryLookup| async move {
+            let source =
+                RecallSource::optional(SourceId::new(STORE_SOURCE_ID).expect("id"), async move {
+                    Ok::<_, RecallError>(lookup)
+                });
+            let recalled = recall(vec![source], &limits, &ApproximateTokenCounter)
+                .await
+                .expect("an optional source never fails the recall");
+            refuse_unavailable(&recalled)
+        };
+        let refused = answer(MemoryLookup::Unavailable {
+            reason: "embedding model unavailable".to_owned(),
+        })
+        .await
+        .expect_err("refused");
+        assert_eq!(refused.kind(), ErrorKind::Unavailable);
+        assert!(
+            refused.message().contains("embedding model unavailable"),
+            "{refused}"
+        );
+        assert!(answer(MemoryLookup::NoMatch).await.is_ok());
+    }
 
     #[test]
     fn scores_are_kept_per_document_and_passage() {

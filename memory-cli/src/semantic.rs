@@ -558,7 +558,7 @@ mod tests {
     async fn missing_assets_are_unavailable_only_when_something_needs_the_model() {
         let directory = tempfile::tempdir().expect("temporary directory");
         let database = directory.path().join("memory.sqlite");
-        let store = Arc::new(SqliteStore::open_store(&database).expect("store"));
+        let store = Arc::new(SqliteStore::open(&database).expect("store"));
         let vectors = Arc::new(SqliteVectorStore::open(&database).expect("vectors"));
         let backend = SemanticBackend::catching_up_with_assets(
             store,

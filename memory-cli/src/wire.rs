@@ -5,6 +5,7 @@
 //! `too-large` and an empty one `invalid-input`, with the same words as the library. Their JSON Schemas
 //! (schemars) are the MCP tools' input schemas.
 
+use memory_core::StoreFault;
 use memory_core::{
     DocumentId, DynamicNamespace, MemoryContent, MemoryDocument, MemoryError, MemoryKey,
     MemoryScope, MemoryWrite, NamespaceAddress, OperationId, Revision, WriteOutcome,
@@ -358,9 +359,9 @@ impl WireDocument {
 /// Splits a canonical address `[1,name,version,identity]` back into its wire namespace.
 pub fn namespace_of(address: &NamespaceAddress) -> Result<DynamicNamespace, Refusal> {
     let corrupt = || {
-        Refusal::from(MemoryError::Corrupt {
+        Refusal::from(MemoryError::Store(StoreFault::Corrupt {
             what: "stored namespace address is not [1,name,version,identity]".to_owned(),
-        })
+        }))
     };
     let Ok(Value::Array(mut parts)) = serde_json::from_str::<Value>(address.as_str()) else {
         return Err(corrupt());

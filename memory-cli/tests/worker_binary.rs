@@ -62,7 +62,7 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let memory = memory_sqlite::open_store(&path).unwrap();
+    let memory = memory_sqlite::SqliteStore::open(&path).unwrap();
     assert!(runtime.block_on(memory.read(&key)).unwrap().is_some());
     let remembering = Arc::new(SqliteRememberingStore::open(&path).unwrap());
     let cleanup = SourceEvents::new(remembering.clone(), Arc::new(SystemClock))

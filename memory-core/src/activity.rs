@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::document::EpochMillis;
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, StoreFault};
 
 pub use intents::{
     Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
@@ -88,27 +88,9 @@ pub enum ActivityError {
         /// What disagreed, without user data.
         what: &'static str,
     },
-    /// Stored data contradicts itself.
-    #[error("corrupt data: {what}")]
-    Corrupt {
-        /// What was found inconsistent, without user data.
-        what: String,
-    },
-    /// The store is busy; the same call may succeed later.
-    #[error("store is busy: {operation}")]
-    Busy {
-        /// The operation that could not get the store.
-        operation: &'static str,
-    },
-    /// The storage layer failed.
-    #[error("storage failure during {operation}")]
-    Storage {
-        /// The operation that failed.
-        operation: &'static str,
-        /// The underlying error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// The store failed: busy, poisoned, corrupt or a storage failure.
+    #[error(transparent)]
+    Store(#[from] StoreFault),
 }
 
 impl ActivityError {
@@ -120,10 +102,10 @@ impl ActivityError {
         }
     }
 
-    /// Whether the same call may succeed later without any change (busy or storage failure). A lease
-    /// held by another worker is not: that work is someone else's until the lease expires.
+    /// Whether the same call may succeed later without any change ([`StoreFault::is_retryable`]). A
+    /// lease held by another worker is not: that work is someone else's until the lease expires.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Busy { .. } | Self::Storage { .. })
+        matches!(self, Self::Store(fault) if fault.is_retryable())
     }
 
     /// The coarse kind a caller (or a wire protocol) acts on: limits and input faults keep their kind;
@@ -133,14 +115,11 @@ impl ActivityError {
         match self {
             Self::TooLarge { .. } => ErrorKind::TooLarge,
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
-            Self::Busy { .. }
-            | Self::AtCapacity { .. }
-            | Self::LeaseHeld { .. }
-            | Self::StaleLease { .. } => ErrorKind::Unavailable,
-            Self::Noncontiguous { .. } | Self::ProgressMismatch { .. } | Self::Corrupt { .. } => {
-                ErrorKind::Corrupt
+            Self::AtCapacity { .. } | Self::LeaseHeld { .. } | Self::StaleLease { .. } => {
+                ErrorKind::Unavailable
             }
-            Self::Storage { .. } => ErrorKind::Storage,
+            Self::Noncontiguous { .. } | Self::ProgressMismatch { .. } => ErrorKind::Corrupt,
+            Self::Store(fault) => fault.kind(),
         }
     }
 }
@@ -325,9 +304,9 @@ mod tests {
                 false,
             ),
             (
-                ActivityError::Busy {
+                ActivityError::Store(StoreFault::Busy {
                     operation: "append",
-                },
+                }),
                 ErrorKind::Unavailable,
                 true,
             ),
@@ -359,17 +338,17 @@ mod tests {
                 false,
             ),
             (
-                ActivityError::Corrupt {
+                ActivityError::Store(StoreFault::Corrupt {
                     what: "x".to_owned(),
-                },
+                }),
                 ErrorKind::Corrupt,
                 false,
             ),
             (
-                ActivityError::Storage {
+                ActivityError::Store(StoreFault::Storage {
                     operation: "append",
                     source: "disk".into(),
-                },
+                }),
                 ErrorKind::Storage,
                 true,
             ),

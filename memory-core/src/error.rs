@@ -1,7 +1,11 @@
 //! Typed errors of the memory model and its stores.
 //!
 //! One enum per family: [`AddressError`] for namespace addresses, [`MemoryError`] for reads and writes.
-//! [`ErrorKind`] is the stable, coarse classification a caller (or a wire protocol) acts on.
+//! [`StoreFault`] is the leaf every store's failures share (busy, poisoned, corrupt, storage): it is
+//! embedded, unchanged, in [`MemoryError`], [`crate::activity::ActivityError`] and semantic-index's
+//! errors (the way redb embeds its `StorageError` in each operation's error), so a store fault
+//! keeps its kind through every translation. [`ErrorKind`] is the stable, coarse classification a
+//! caller (or a wire protocol) acts on.
 
 use crate::ids::{OperationId, Revision};
 
@@ -97,6 +101,15 @@ pub enum MemoryError {
     /// A namespace address or identity was refused.
     #[error(transparent)]
     Address(#[from] AddressError),
+    /// The store failed: busy, poisoned, corrupt or a storage failure.
+    #[error(transparent)]
+    Store(#[from] StoreFault),
+}
+
+/// What can go wrong in a store, whatever it stores: the one leaf of every store error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreFault {
     /// Stored data contradicts itself (for example a receipt that does not match its command).
     #[error("corrupt data: {what}")]
     Corrupt {
@@ -123,8 +136,8 @@ pub enum MemoryError {
     },
 }
 
-impl MemoryError {
-    /// Builds a [`MemoryError::Storage`] from any error.
+impl StoreFault {
+    /// Builds a [`StoreFault::Storage`] from any error.
     pub fn storage(
         operation: &'static str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -132,6 +145,51 @@ impl MemoryError {
         Self::Storage {
             operation,
             source: source.into(),
+        }
+    }
+
+    /// Builds a [`StoreFault::Corrupt`].
+    pub fn corrupt(what: impl Into<String>) -> Self {
+        Self::Corrupt { what: what.into() }
+    }
+
+    /// The coarse kind: a busy store is `unavailable` (retried later), a poisoned one or a failure
+    /// of the storage layer is `storage`, data that contradicts itself is `corrupt`.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Busy { .. } => ErrorKind::Unavailable,
+            Self::Poisoned | Self::Storage { .. } => ErrorKind::Storage,
+            Self::Corrupt { .. } => ErrorKind::Corrupt,
+        }
+    }
+
+    /// Whether the same call may succeed later without any change: a busy store, or a failure of the
+    /// storage layer that did not poison the store (a poisoned store needs reopening; corrupt data
+    /// stays corrupt).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Busy { .. } | Self::Storage { .. })
+    }
+}
+
+impl MemoryError {
+    /// Builds a storage failure ([`StoreFault::Storage`]) from any error.
+    pub fn storage(
+        operation: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Store(StoreFault::storage(operation, source))
+    }
+
+    /// Builds a corrupt-data fault ([`StoreFault::Corrupt`]).
+    pub fn corrupt(what: impl Into<String>) -> Self {
+        Self::Store(StoreFault::corrupt(what))
+    }
+
+    /// The store fault this error is, if it is one.
+    pub fn fault(&self) -> Option<&StoreFault> {
+        match self {
+            Self::Store(fault) => Some(fault),
+            _ => None,
         }
     }
 
@@ -154,9 +212,7 @@ impl MemoryError {
             Self::InvalidInput { .. } => ErrorKind::InvalidInput,
             Self::Address(AddressError::LimitExceeded { .. }) => ErrorKind::TooLarge,
             Self::Address(_) => ErrorKind::InvalidInput,
-            Self::Corrupt { .. } => ErrorKind::Corrupt,
-            Self::Busy { .. } => ErrorKind::Unavailable,
-            Self::Poisoned | Self::Storage { .. } => ErrorKind::Storage,
+            Self::Store(fault) => fault.kind(),
         }
     }
 }
@@ -204,6 +260,49 @@ impl ErrorKind {
             Self::Unavailable => "unavailable",
             Self::Storage => "storage",
             Self::Corrupt => "corrupt",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::ActivityError;
+
+    fn faults() -> Vec<(StoreFault, ErrorKind, bool)> {
+        vec![
+            (
+                StoreFault::Busy { operation: "read" },
+                ErrorKind::Unavailable,
+                true,
+            ),
+            (StoreFault::Poisoned, ErrorKind::Storage, false),
+            (StoreFault::corrupt("row"), ErrorKind::Corrupt, false),
+            (
+                StoreFault::storage("write", "disk"),
+                ErrorKind::Storage,
+                true,
+            ),
+        ]
+    }
+
+    /// A store fault keeps its kind and its retryability in every error that embeds it.
+    #[test]
+    fn a_store_fault_keeps_its_kind_in_every_error() {
+        for (fault, kind, retryable) in faults() {
+            assert_eq!(fault.kind(), kind, "{fault}");
+            assert_eq!(fault.is_retryable(), retryable, "{fault}");
+        }
+        for (fault, kind, _) in faults() {
+            let text = fault.to_string();
+            let error = MemoryError::from(fault);
+            assert_eq!(error.kind(), kind, "{text}");
+            assert_eq!(error.to_string(), text, "the leaf's message, unchanged");
+            assert!(error.fault().is_some());
+        }
+        for (fault, kind, retryable) in faults() {
+            let error = ActivityError::from(fault);
+            assert_eq!((error.kind(), error.is_retryable()), (kind, retryable));
         }
     }
 }

@@ -34,7 +34,7 @@ pub use document::{
     EpochMillis, MemoryAccess, MemoryAttribution, MemoryContent, MemoryDocument, MemoryKey,
     MemoryScope, Withdrawal,
 };
-pub use error::{AddressError, ErrorKind, MemoryError};
+pub use error::{AddressError, ErrorKind, MemoryError, StoreFault};
 pub use ids::{DocumentId, OperationId, Revision};
 pub use in_memory::InMemoryStore;
 pub use listing::{ListCursor, ListPage, MAX_LIST_LIMIT, MemoryLister};

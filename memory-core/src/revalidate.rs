@@ -19,6 +19,7 @@
 //! A passage that carries the whole current text has the document id as its passage id, so index hits
 //! for different chunks of one changed document collapse into one citation at recall.
 
+use crate::StoreFault;
 use std::collections::HashMap;
 
 use crate::document::{MemoryAccess, MemoryContent, MemoryDocument, MemoryKey};
@@ -167,21 +168,21 @@ pub async fn revalidate<R: MemoryReader>(
         group.extend(key_group.iter().map(|key| (*key).clone()));
         let documents = reader.read_many(&group).await?;
         if documents.len() != group.len() {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: format!(
                     "read_many answered {} documents for {} keys",
                     documents.len(),
                     group.len()
                 ),
-            }
+            })
             .into());
         }
         for (key, document) in key_group.iter().zip(documents) {
             let Some(document) = document else { continue };
             if document.key != **key {
-                return Err(MemoryError::Corrupt {
+                return Err(MemoryError::Store(StoreFault::Corrupt {
                     what: "read_many answered a document for another key".to_owned(),
-                }
+                })
                 .into());
             }
             if !document.is_visible_to(access) {
@@ -192,8 +193,10 @@ pub async fn revalidate<R: MemoryReader>(
                 else {
                     continue;
                 };
-                let encoded = passage.encoded_len().map_err(|_| MemoryError::Corrupt {
-                    what: "a stored document cannot be encoded as JSON".to_owned(),
+                let encoded = passage.encoded_len().map_err(|_| {
+                    MemoryError::Store(StoreFault::Corrupt {
+                        what: "a stored document cannot be encoded as JSON".to_owned(),
+                    })
                 })?;
                 retained_bytes = retained_bytes.saturating_add(encoded);
                 if retained_bytes > limits.max_input_bytes() {

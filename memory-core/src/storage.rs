@@ -4,14 +4,15 @@
 //! Bodies are stored as `serde_json` text, not canonical JSON: canonical JSON writes the float `5.0` as
 //! `5`, which would read back as an integer and no longer compare equal to what was written. Every value
 //! read back is parsed with the model's own validating deserializers and checked against the row's key
-//! columns; any disagreement is [`MemoryError::Corrupt`], never a panic.
+//! columns; any disagreement is [`crate::StoreFault::Corrupt`], never a panic.
 
+use crate::StoreFault;
 use crate::document::{MemoryDocument, MemoryKey};
 use crate::error::MemoryError;
 use crate::ids::{DocumentId, Revision};
 use crate::namespace::NamespaceAddress;
 use crate::ports::ChangeSequence;
-use crate::write::MemoryReceipt;
+use crate::write::{MemoryReceipt, MemoryWrite, PreparedWrite, WriteOutcome};
 
 /// Most writes in one batch.
 pub const MAX_BATCH_WRITES: usize = 10_000;
@@ -52,7 +53,7 @@ pub struct ConsistencyReport {
 
 /// A stored row that does not parse or contradicts itself.
 pub fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::Corrupt { what: what.into() }
+    MemoryError::Store(StoreFault::Corrupt { what: what.into() })
 }
 
 /// Serializes a document or receipt body.
@@ -189,7 +190,7 @@ mod tests {
     fn stored_columns_that_disagree_are_corrupt() {
         assert!(matches!(
             decode_sequence(-1),
-            Err(MemoryError::Corrupt { .. })
+            Err(MemoryError::Store(StoreFault::Corrupt { .. }))
         ));
         assert_eq!(decode_sequence(4).expect("valid"), ChangeSequence(4));
         assert!(decode_key("not an address", "d").is_err());
@@ -202,7 +203,10 @@ mod tests {
             locator: String::new(),
             body: "{".to_owned(),
         };
-        assert!(matches!(columns.decode(), Err(MemoryError::Corrupt { .. })));
+        assert!(matches!(
+            columns.decode(),
+            Err(MemoryError::Store(StoreFault::Corrupt { .. }))
+        ));
     }
 
     #[test]
@@ -213,5 +217,61 @@ mod tests {
             vector
         );
         assert!(decode_vector(&encode_vector(&vector), 4).is_err());
+    }
+}
+
+/// The answers of a batch whose valid writes went to one transaction: at each position, the write's
+/// own refusal (it did not prepare) or the next of the transaction's outcomes. Every store's
+/// `apply_batch` is [`prepare_batch`], its transaction over the prepared writes, then
+/// [`BatchAnswers::splice`].
+#[derive(Debug)]
+pub struct BatchAnswers(Vec<Option<Result<WriteOutcome, MemoryError>>>);
+
+/// Checks the batch's size ([`MAX_BATCH_WRITES`]) before any work, then prepares each write
+/// ([`PreparedWrite::prepare`], then the store's own `check`): the writes to run in one transaction,
+/// in order, and the answers the refused ones already have.
+pub fn prepare_batch(
+    writes: Vec<MemoryWrite>,
+    check: impl Fn(&PreparedWrite) -> Result<(), MemoryError>,
+) -> Result<(Vec<PreparedWrite>, BatchAnswers), MemoryError> {
+    if writes.len() > MAX_BATCH_WRITES {
+        return Err(MemoryError::TooLarge {
+            limit: "writes per batch",
+            max: MAX_BATCH_WRITES as u64,
+            actual: writes.len() as u64,
+        });
+    }
+    let mut answers = Vec::with_capacity(writes.len());
+    let mut prepared = Vec::with_capacity(writes.len());
+    for write in writes {
+        match PreparedWrite::prepare(write).and_then(|write| check(&write).map(|()| write)) {
+            Ok(write) => {
+                prepared.push(write);
+                answers.push(None);
+            }
+            Err(refusal) => answers.push(Some(Err(refusal))),
+        }
+    }
+    Ok((prepared, BatchAnswers(answers)))
+}
+
+impl BatchAnswers {
+    /// One answer per write of the batch, in order, with `outcomes` (one per prepared write, in
+    /// order) in the prepared writes' places. A missing outcome is a storage failure of that write.
+    pub fn splice(
+        self,
+        outcomes: Vec<Result<WriteOutcome, MemoryError>>,
+    ) -> Vec<Result<WriteOutcome, MemoryError>> {
+        let mut outcomes = outcomes.into_iter();
+        self.0
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    outcomes.next().unwrap_or_else(|| {
+                        Err(MemoryError::storage("write", "a write produced no outcome"))
+                    })
+                })
+            })
+            .collect()
     }
 }

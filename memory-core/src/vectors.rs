@@ -4,6 +4,7 @@
 //! in-memory indexes without calling the embedding model again. Rows of one profile are never returned for
 //! another: a profile change starts from an empty set and re-indexes from the start of the change feed.
 
+use crate::StoreFault;
 use std::fmt;
 use std::future::Future;
 
@@ -211,9 +212,9 @@ pub trait VectorSink: Send {
     /// [`Self::push_vector`]; a sink can decode straight into its own buffer instead.
     fn push_le_bytes(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
         if !bytes.len().is_multiple_of(4) {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: "stored vector length is not a multiple of 4".to_owned(),
-            });
+            }));
         }
         let vector: Vec<f32> = bytes
             .chunks_exact(4)
@@ -226,7 +227,7 @@ pub trait VectorSink: Send {
 /// Persistence of chunk vectors and indexer positions, per profile.
 pub trait VectorStore: Send + Sync {
     /// Every stored source of `profile`. Fails with [`MemoryError::TooLarge`] when the stored counts
-    /// exceed `limits`, before materializing a row past them, and with [`MemoryError::Corrupt`] when
+    /// exceed `limits`, before materializing a row past them, and with [`crate::StoreFault::Corrupt`] when
     /// a row is malformed (for example a vector of the wrong length).
     fn load_sources(
         &self,

@@ -14,6 +14,7 @@
 //! - `Put` with an expected revision on a missing document is a `Conflict { current: None }`; `Withdraw` of
 //!   a missing document is `NotFound`; any write other than a replay on a withdrawn id is `Withdrawn`.
 
+use crate::StoreFault;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -122,9 +123,9 @@ impl CommandDigest {
                 .bytes()
                 .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
         {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: "command digest is not 64 lower-case hex digits".to_owned(),
-            });
+            }));
         }
         Ok(Self(hex))
     }
@@ -229,9 +230,9 @@ impl PreparedWrite {
         if let Some(current) = current
             && current.key != *self.write.key()
         {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: "current document is stored under another key".to_owned(),
-            });
+            }));
         }
         let revision = self.revision();
         let document = match &self.write {
@@ -320,8 +321,10 @@ impl PreparedWrite {
 
     /// Checks a stored receipt against this (digest-equal) command; a mismatch means corrupt storage.
     pub fn verify_receipt(&self, receipt: &MemoryReceipt) -> Result<(), MemoryError> {
-        let corrupt = |what: &str| MemoryError::Corrupt {
-            what: format!("receipt does not match its command: {what}"),
+        let corrupt = |what: &str| {
+            MemoryError::Store(StoreFault::Corrupt {
+                what: format!("receipt does not match its command: {what}"),
+            })
         };
         let document = &receipt.document;
         if receipt.operation_id != *self.write.operation_id() {

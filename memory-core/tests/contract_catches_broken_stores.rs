@@ -1,6 +1,7 @@
 //! The contract suite and the model must fail on stores that break a rule: each broken store here wraps
 //! the in-memory store and breaks exactly one rule, and the suite must name that rule.
 
+use memory_core::StoreFault;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -111,7 +112,7 @@ impl MemoryWriter for BrokenStore {
             (Err(MemoryError::Conflict { .. }), Fault::ConflictWithoutWinner) => {
                 Err(MemoryError::Conflict { current: None })
             }
-            (Err(MemoryError::Corrupt { .. }), Fault::TrustsStoredReceipts) => {
+            (Err(MemoryError::Store(StoreFault::Corrupt { .. })), Fault::TrustsStoredReceipts) => {
                 let forged = self
                     .forged
                     .lock()
@@ -123,9 +124,9 @@ impl MemoryWriter for BrokenStore {
                         receipt,
                         replayed: true,
                     }),
-                    None => Err(MemoryError::Corrupt {
+                    None => Err(MemoryError::Store(StoreFault::Corrupt {
                         what: "unexpected".to_owned(),
-                    }),
+                    })),
                 }
             }
             (Err(error), _) => Err(error),

@@ -3,6 +3,7 @@
 
 mod recall_support;
 
+use memory_core::StoreFault;
 use std::time::Duration;
 
 use memory_core::recall::{MemoryLookup, RecallSource, SourceStatus};
@@ -54,9 +55,9 @@ async fn sources_are_read_concurrently_under_one_deadline() {
 #[tokio::test(start_paused = true)]
 async fn a_source_error_propagates_with_its_type_even_from_an_optional_source() {
     let failing = RecallSource::optional(source_id("flaky"), async {
-        Err(MemoryError::Busy {
+        Err(MemoryError::Store(StoreFault::Busy {
             operation: "search",
-        }
+        })
         .into())
     });
     let error = recall_with(vec![sleeping("slow", false, 10), failing], &limits(4))
@@ -65,9 +66,9 @@ async fn a_source_error_propagates_with_its_type_even_from_an_optional_source() 
     assert!(
         matches!(
             error,
-            RecallError::Source(MemoryError::Busy {
+            RecallError::Source(MemoryError::Store(StoreFault::Busy {
                 operation: "search"
-            })
+            }))
         ),
         "{error:?}"
     );
@@ -75,9 +76,9 @@ async fn a_source_error_propagates_with_its_type_even_from_an_optional_source() 
 }
 
 async fn flaky_search() -> Result<MemoryLookup, MemoryError> {
-    Err(MemoryError::Busy {
+    Err(MemoryError::Store(StoreFault::Busy {
         operation: "search",
-    })
+    }))
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,6 +3,7 @@
 
 mod recall_support;
 
+use memory_core::StoreFault;
 use std::sync::Mutex;
 
 use memory_core::recall::{LexicalRecall, SourceStatus, lexical_lookup};
@@ -37,9 +38,9 @@ impl LexicalSearch for IndexedStore {
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
         if self.fail_search {
-            return Err(MemoryError::Busy {
+            return Err(MemoryError::Store(StoreFault::Busy {
                 operation: "search",
-            });
+            }));
         }
         let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         let index = self.index.lock().unwrap();
@@ -208,9 +209,9 @@ async fn a_search_failure_keeps_its_type() {
     assert!(
         matches!(
             error,
-            RecallError::Source(MemoryError::Busy {
+            RecallError::Source(MemoryError::Store(StoreFault::Busy {
                 operation: "search"
-            })
+            }))
         ),
         "{error:?}"
     );

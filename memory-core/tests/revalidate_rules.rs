@@ -3,6 +3,7 @@
 
 mod recall_support;
 
+use memory_core::StoreFault;
 use std::sync::Mutex;
 
 use memory_core::recall::{Authority, PassageId};
@@ -389,10 +390,10 @@ async fn source_failures_stay_typed() {
     assert!(
         matches!(
             error,
-            RecallError::Source(MemoryError::Storage {
+            RecallError::Source(MemoryError::Store(StoreFault::Storage {
                 operation: "read_many",
                 ..
-            })
+            }))
         ),
         "{error:?}"
     );

@@ -8,6 +8,7 @@
 //! works from any executor, or none, and a caller whose future is dropped never leaves a transaction
 //! half-run (the spawned call finishes or rolls back on its own).
 
+use memory_core::StoreFault;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -199,10 +200,10 @@ impl From<Stopped> for MemoryError {
 
 impl From<Stopped> for ActivityError {
     fn from(_: Stopped) -> Self {
-        ActivityError::Storage {
+        ActivityError::Store(StoreFault::Storage {
             operation: "call",
             source: Box::new(PostgresFailure::RuntimeStopped),
-        }
+        })
     }
 }
 

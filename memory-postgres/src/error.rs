@@ -1,5 +1,5 @@
-//! The typed failures this crate puts inside [`MemoryError::Storage`] and [`ActivityError::Storage`], and
-//! how PostgreSQL errors are classified.
+//! The typed failures this crate puts inside a [`StoreFault::Storage`], and how PostgreSQL errors
+//! are classified into the [`StoreFault`] that a `MemoryError` or an `ActivityError` embeds.
 //!
 //! | what PostgreSQL or the pool reported | class | surfaces as |
 //! | --- | --- | --- |
@@ -14,11 +14,12 @@
 //! did commit is found by its receipt on the retry and answered as a replay, never applied twice.
 
 use memory_core::MemoryError;
+use memory_core::StoreFault;
 use memory_core::activity::ActivityError;
 use tokio_postgres::error::SqlState;
 
-/// What went wrong below the memory model. It is the `source` of a [`MemoryError::Storage`] or an
-/// [`ActivityError::Storage`]; callers that need the detail downcast to it (see [`postgres_failure`]).
+/// What went wrong below the memory model. It is the `source` of a [`StoreFault::Storage`]; callers
+/// that need the detail downcast to it (see [`postgres_failure`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PostgresFailure {
@@ -50,10 +51,12 @@ pub enum PostgresFailure {
     Postgres(#[from] tokio_postgres::Error),
 }
 
-/// The [`PostgresFailure`] inside a [`MemoryError::Storage`], if that is what the error carries.
+/// The [`PostgresFailure`] inside a [`StoreFault::Storage`], if that is what the error carries.
 pub fn postgres_failure(error: &MemoryError) -> Option<&PostgresFailure> {
     match error {
-        MemoryError::Storage { source, .. } => source.downcast_ref::<PostgresFailure>(),
+        MemoryError::Store(StoreFault::Storage { source, .. }) => {
+            source.downcast_ref::<PostgresFailure>()
+        }
         _ => None,
     }
 }
@@ -148,6 +151,22 @@ impl<E> Fail<E> {
         }
     }
 
+    /// The store fault, or the model's own error unchanged.
+    fn into_fault(self, operation: &'static str) -> Result<StoreFault, E> {
+        let class = self.class();
+        let failure = self.into_failure()?;
+        Ok(match class {
+            FailureClass::Retry | FailureClass::Unavailable => {
+                tracing::warn!(operation, error = %failure, "PostgreSQL unavailable");
+                StoreFault::Busy { operation }
+            }
+            FailureClass::Corrupt => StoreFault::Corrupt {
+                what: format!("PostgreSQL reported corruption during {operation}"),
+            },
+            FailureClass::Plain => StoreFault::storage(operation, failure),
+        })
+    }
+
     /// The storage-level failure, for errors that are not the model's.
     fn into_failure(self) -> Result<PostgresFailure, E> {
         match self {
@@ -165,49 +184,22 @@ impl<E> Fail<E> {
 impl Fail<MemoryError> {
     /// The error a caller of a memory port sees.
     pub(crate) fn into_memory(self, operation: &'static str) -> MemoryError {
-        let class = self.class();
-        match self.into_failure() {
-            Err(model) => model,
-            Ok(failure) => match class {
-                FailureClass::Retry | FailureClass::Unavailable => {
-                    tracing::warn!(operation, error = %failure, "PostgreSQL unavailable");
-                    MemoryError::Busy { operation }
-                }
-                FailureClass::Corrupt => MemoryError::Corrupt {
-                    what: format!("PostgreSQL reported corruption during {operation}"),
-                },
-                FailureClass::Plain => MemoryError::storage(operation, failure),
-            },
-        }
+        self.into_fault(operation)
+            .map_or_else(|model| model, MemoryError::Store)
     }
 }
 
 impl Fail<ActivityError> {
     /// The error a caller of an activity port sees.
     pub(crate) fn into_activity(self, operation: &'static str) -> ActivityError {
-        let class = self.class();
-        match self.into_failure() {
-            Err(model) => model,
-            Ok(failure) => match class {
-                FailureClass::Retry | FailureClass::Unavailable => {
-                    tracing::warn!(operation, error = %failure, "PostgreSQL unavailable");
-                    ActivityError::Busy { operation }
-                }
-                FailureClass::Corrupt => ActivityError::Corrupt {
-                    what: format!("PostgreSQL reported corruption during {operation}"),
-                },
-                FailureClass::Plain => ActivityError::Storage {
-                    operation,
-                    source: Box::new(failure),
-                },
-            },
-        }
+        self.into_fault(operation)
+            .map_or_else(|model| model, ActivityError::Store)
     }
 }
 
 /// A stored row that does not parse or contradicts itself.
 pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::Corrupt { what: what.into() }
+    MemoryError::corrupt(what)
 }
 
 pub(crate) use memory_core::activity::rules::{

@@ -30,7 +30,7 @@
 //! Serialization failures and deadlocks are retried; so is a lost connection (see [`error`]) when the
 //! attempt had not sent `COMMIT`, and for memory writes even when it had: a write whose commit did land
 //! is then answered from its receipt as a replay, never applied twice. After [`DEFAULT_RETRIES`] the
-//! caller gets [`memory_core::MemoryError::Busy`] (kind `unavailable`), which it may retry.
+//! caller gets [`memory_core::StoreFault::Busy`] (kind `unavailable`), which it may retry.
 //!
 //! # Durability
 //! A write is acknowledged after PostgreSQL acknowledged `COMMIT`, so it is as durable as the server's

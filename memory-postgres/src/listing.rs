@@ -5,6 +5,7 @@
 //! namespace fills the store.
 
 use deadpool_postgres::{GenericClient, Object};
+use memory_core::StoreFault;
 use memory_core::listing::{ListCursor, ListPage, MemoryLister, check_list_limit, page_of};
 use memory_core::{MemoryError, NamespaceAddress};
 
@@ -35,9 +36,9 @@ impl AsyncReadFn<Vec<(u64, memory_core::MemoryDocument)>> for ListDocuments {
         for row in rows {
             let sequence: i64 = row.try_get(6)?;
             let position = u64::try_from(sequence).map_err(|_| {
-                Fail::Model(MemoryError::Corrupt {
+                Fail::Model(MemoryError::Store(StoreFault::Corrupt {
                     what: "a revision has a negative sequence".to_owned(),
-                })
+                }))
             })?;
             documents.push((position, decode_document(&row).map_err(Fail::Model)?));
         }

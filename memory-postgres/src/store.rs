@@ -204,39 +204,8 @@ impl PostgresStore {
         &self,
         writes: Vec<MemoryWrite>,
     ) -> Result<Vec<Result<WriteOutcome, MemoryError>>> {
-        if writes.len() > MAX_BATCH_WRITES {
-            return Err(MemoryError::TooLarge {
-                limit: "writes per batch",
-                max: MAX_BATCH_WRITES as u64,
-                actual: writes.len() as u64,
-            });
-        }
-        let mut answers: Vec<Option<Result<WriteOutcome, MemoryError>>> =
-            Vec::with_capacity(writes.len());
-        let mut prepared = Vec::with_capacity(writes.len());
-        for write in writes {
-            match PreparedWrite::prepare(write).and_then(|write| {
-                check_storable(&write)?;
-                Ok(write)
-            }) {
-                Ok(write) => {
-                    prepared.push(write);
-                    answers.push(None);
-                }
-                Err(refusal) => answers.push(Some(Err(refusal))),
-            }
-        }
-        let mut outcomes = self.run_writes(prepared).await?.into_iter();
-        Ok(answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    outcomes.next().unwrap_or_else(|| {
-                        Err(MemoryError::storage("write", "a write produced no outcome"))
-                    })
-                })
-            })
-            .collect())
+        let (prepared, answers) = memory_core::storage::prepare_batch(writes, check_storable)?;
+        Ok(answers.splice(self.run_writes(prepared).await?))
     }
 
     async fn run_writes(&self, prepared: Vec<PreparedWrite>) -> Result<BatchOutcome> {
@@ -314,7 +283,7 @@ impl PostgresStore {
     /// document has the receipt that wrote it (and that receipt holds the very same document), every
     /// receipt has its revision and every revision its change, the change head is the last change, and
     /// the search vectors and scopes cover exactly the current, non-withdrawn documents. Any
-    /// disagreement is [`MemoryError::Corrupt`].
+    /// disagreement is [`memory_core::StoreFault::Corrupt`].
     pub async fn check_consistency(&self) -> Result<ConsistencyReport> {
         self.read_call("check consistency", Consistency).await
     }

@@ -1,18 +1,20 @@
-//! The typed storage failures this crate puts inside [`MemoryError::Storage`] and
-//! [`ActivityError::Storage`], and the one classification of SQLite errors (busy, poisoning, plain
-//! failure) that every store of this crate uses: the memory store, the vector store and the activity
-//! stores all call [`classify`], so a busy database is `unavailable` from each of them.
+//! The typed storage failures this crate puts inside a [`StoreFault::Storage`], and the one
+//! classification of SQLite errors (busy, poisoning, plain failure) that every store of this crate
+//! uses: the memory store, the vector store and the activity stores all call [`classify`] (through
+//! [`fault`]), and the [`StoreFault`] it gives is embedded unchanged in a `MemoryError` or an
+//! `ActivityError`, so a busy database is `unavailable` from each of them.
 
 use memory_core::MemoryError;
+use memory_core::StoreFault;
 use memory_core::activity::ActivityError;
 use rusqlite::ErrorCode;
 
-/// What went wrong below the memory model. It is the `source` of a [`MemoryError::Storage`]; callers that
-/// need the detail downcast to it (see [`storage_failure`]).
+/// What went wrong below the memory model. It is the `source` of a [`StoreFault::Storage`];
+/// callers that need the detail downcast to it (see [`storage_failure`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreFailure {
-    /// The file holds no memory store (a fresh or foreign database opened by [`crate::open_reader`]).
+    /// The file holds no memory store (a fresh or foreign database opened by [`crate::SqliteReader::open`]).
     #[error("the database holds no memory store schema")]
     SchemaMissing,
     /// The file was written with another storage format than this build reads and writes.
@@ -36,10 +38,12 @@ pub enum StoreFailure {
     Sqlite(#[from] rusqlite::Error),
 }
 
-/// The [`StoreFailure`] inside a [`MemoryError::Storage`], if that is what the error carries.
+/// The [`StoreFailure`] inside a [`StoreFault::Storage`], if that is what the error carries.
 pub fn storage_failure(error: &MemoryError) -> Option<&StoreFailure> {
     match error {
-        MemoryError::Storage { source, .. } => source.downcast_ref::<StoreFailure>(),
+        MemoryError::Store(StoreFault::Storage { source, .. }) => {
+            source.downcast_ref::<StoreFailure>()
+        }
         _ => None,
     }
 }
@@ -80,32 +84,30 @@ pub(crate) fn sqlite(operation: &'static str) -> impl Fn(rusqlite::Error) -> Mem
     move |error| MemoryError::storage(operation, StoreFailure::Sqlite(error))
 }
 
-/// The memory error of an SQLite error that is not retried: busy is [`MemoryError::Busy`] (kind
-/// `unavailable`), anything else a storage error carrying it.
-pub(crate) fn memory_error(operation: &'static str) -> impl Fn(rusqlite::Error) -> MemoryError {
-    move |error| match classify(&error) {
-        FailureClass::Busy => MemoryError::Busy { operation },
+/// The store fault of an SQLite error that is not retried: busy is [`StoreFault::Busy`] (kind
+/// `unavailable`), anything else a storage failure carrying it.
+pub(crate) fn fault(operation: &'static str, error: rusqlite::Error) -> StoreFault {
+    match classify(&error) {
+        FailureClass::Busy => StoreFault::Busy { operation },
         FailureClass::Poisoning | FailureClass::Plain => {
-            MemoryError::storage(operation, StoreFailure::Sqlite(error))
+            StoreFault::storage(operation, StoreFailure::Sqlite(error))
         }
     }
 }
 
-/// The activity error of an SQLite error: busy is [`ActivityError::Busy`] (kind `unavailable`),
-/// anything else a storage error carrying it.
+/// [`fault`] as a memory error, for `map_err`.
+pub(crate) fn memory_error(operation: &'static str) -> impl Fn(rusqlite::Error) -> MemoryError {
+    move |error| fault(operation, error).into()
+}
+
+/// [`fault`] as an activity error, for `map_err`.
 pub(crate) fn activity_error(operation: &'static str) -> impl Fn(rusqlite::Error) -> ActivityError {
-    move |error| match classify(&error) {
-        FailureClass::Busy => ActivityError::Busy { operation },
-        FailureClass::Poisoning | FailureClass::Plain => ActivityError::Storage {
-            operation,
-            source: Box::new(StoreFailure::Sqlite(error)),
-        },
-    }
+    move |error| fault(operation, error).into()
 }
 
 /// A stored row that does not parse or contradicts itself.
 pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::Corrupt { what: what.into() }
+    MemoryError::corrupt(what)
 }
 
 #[cfg(test)]

@@ -801,7 +801,7 @@ pub(crate) fn search(
 
 /// Checks the index against the current documents: exactly the live ones are indexed, each under its
 /// own namespace, every posting belongs to its document, and each namespace's counts are the sums of
-/// its documents'. Any disagreement is [`MemoryError::Corrupt`].
+/// its documents'. Any disagreement is [`memory_core::StoreFault::Corrupt`].
 pub(crate) fn check(connection: &Connection) -> Result<(), MemoryError> {
     const OPERATION: &str = "check consistency";
     let count = |sql: &str| -> Result<i64, MemoryError> {
@@ -1017,7 +1017,7 @@ mod tests {
         );
         assert!(matches!(
             decode_term_ids(&[1, 2, 3]),
-            Err(MemoryError::Corrupt { .. })
+            Err(MemoryError::Store(memory_core::StoreFault::Corrupt { .. }))
         ));
     }
 }

@@ -2,11 +2,12 @@
 //! (BM25 over FTS5 tokens, keyed by namespace) search, in one SQLite file.
 //!
 //! # Opening
-//! [`SqliteStore::open_store`] (or [`SqliteStore::builder`]) opens or creates a store: it creates only
-//! its own `memory_*` tables and records a storage format number ([`STORAGE_FORMAT`]); a file of another
-//! format is refused with [`StoreFailure::FormatMismatch`]. [`SqliteReader::open_reader`] opens a
-//! read-only view that creates nothing and starts no write transaction; it fails with
-//! [`StoreFailure::SchemaMissing`] on a file without the schema.
+//! [`SqliteStore::open`] opens or creates a store with the default options, and
+//! [`SqliteStore::builder`] with others (there is no third way in): it creates only its own
+//! `memory_*` tables and records a storage format number ([`STORAGE_FORMAT`]); a file of another
+//! format is refused with [`StoreFailure::FormatMismatch`]. [`SqliteReader::open`] (or the builder's
+//! `open_reader`) opens a read-only view that creates nothing and starts no write transaction; it
+//! fails with [`StoreFailure::SchemaMissing`] on a file without the schema.
 //!
 //! # Durability
 //! The file is in WAL mode with `synchronous=FULL` by default ([`Synchronous`]). Every write is one
@@ -20,7 +21,7 @@
 //!   power loss (never partially); process crashes still lose nothing.
 //!
 //! After an I/O error or a failed commit inside a write transaction, the store refuses every further
-//! write with [`memory_core::MemoryError::Poisoned`] until it is reopened, instead of writing on top of a
+//! write with [`memory_core::StoreFault::Poisoned`] until it is reopened, instead of writing on top of a
 //! state it no longer knows. Reads keep working.
 //!
 //! # Concurrency
@@ -60,20 +61,6 @@ pub use reader::{
 };
 pub use schema::STORAGE_FORMAT;
 pub use store::{MAX_BATCH_WRITES, SqliteStore};
-
-/// Opens (creating when needed) the store at `path` with default options; see [`SqliteStore::open_store`].
-pub fn open_store(
-    path: impl AsRef<std::path::Path>,
-) -> Result<SqliteStore, memory_core::MemoryError> {
-    SqliteStore::open_store(path)
-}
-
-/// Opens a read-only view of the store at `path`; see [`SqliteReader::open_reader`].
-pub fn open_reader(
-    path: impl AsRef<std::path::Path>,
-) -> Result<SqliteReader, memory_core::MemoryError> {
-    SqliteReader::open_reader(path)
-}
 
 // Other stores of this crate (thread log, progress, remembering) are declared below, one module each.
 pub mod progress;

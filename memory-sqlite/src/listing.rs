@@ -5,6 +5,7 @@
 //! one namespace costs about its own size; revisions of other namespaces and replaced revisions are
 //! skipped on the way.
 
+use memory_core::StoreFault;
 use memory_core::listing::{ListCursor, ListPage, MemoryLister, check_list_limit, page_of};
 use memory_core::{MemoryError, NamespaceAddress};
 
@@ -59,8 +60,10 @@ impl SqliteReader {
             let mut documents = Vec::new();
             for row in rows {
                 let (sequence, row) = row.map_err(sqlite("list documents"))?;
-                let position = u64::try_from(sequence).map_err(|_| MemoryError::Corrupt {
-                    what: "a revision has a negative sequence".to_owned(),
+                let position = u64::try_from(sequence).map_err(|_| {
+                    MemoryError::Store(StoreFault::Corrupt {
+                        what: "a revision has a negative sequence".to_owned(),
+                    })
                 })?;
                 documents.push((position, row.decode()?));
             }

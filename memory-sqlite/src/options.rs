@@ -75,7 +75,7 @@ impl SqliteStoreBuilder {
 
     /// How many more times a whole transaction is retried after SQLite reported busy past its timeout
     /// (default 4, with a short growing pause between tries). Only then does a caller see
-    /// [`MemoryError::Busy`].
+    /// [`memory_core::StoreFault::Busy`].
     pub fn busy_retries(mut self, retries: u32) -> Self {
         self.busy_retries = retries;
         self

@@ -5,6 +5,7 @@
 //! nor change anything. In WAL mode it never blocks the writer, and each call sees every transaction
 //! committed before it started.
 
+use memory_core::StoreFault;
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ impl SqliteReader {
     /// Opens a read-only view of the store at `path` with default options. Fails with a storage error
     /// ([`crate::StoreFailure::SchemaMissing`] or [`crate::StoreFailure::FormatMismatch`]) when the file
     /// does not hold this store's schema at this format; creates nothing.
-    pub fn open_reader(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
         SqliteStoreBuilder::default().open_reader(path)
     }
 
@@ -80,7 +81,9 @@ impl SqliteReader {
                     std::thread::sleep(backoff(attempt));
                     attempt += 1;
                 }
-                Err(error) if is_busy(&error) => return Err(MemoryError::Busy { operation }),
+                Err(error) if is_busy(&error) => {
+                    return Err(MemoryError::Store(StoreFault::Busy { operation }));
+                }
                 other => return other,
             }
         }
@@ -265,7 +268,7 @@ impl SqliteReader {
     /// decodes, every current document has the receipt that wrote it (and that receipt holds the very
     /// same document), every receipt has its revision and every revision its change, and the search
     /// index covers exactly the current, non-withdrawn documents. Any disagreement is
-    /// [`MemoryError::Corrupt`].
+    /// [`memory_core::StoreFault::Corrupt`].
     pub fn check_consistency(&self) -> Result<ConsistencyReport, MemoryError> {
         self.with_connection("check consistency", |connection| {
             let snapshot = connection

@@ -1,5 +1,6 @@
 //! The read-write store: one writing connection behind a mutex, plus a [`SqliteReader`] for reads.
 
+use memory_core::StoreFault;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,7 +47,7 @@ impl SqliteStore {
     /// Opens (creating when needed) the store at `path` with default options: WAL, `synchronous=FULL`,
     /// a 5 s busy timeout, the system clock. Fails with [`crate::StoreFailure::FormatMismatch`] inside a
     /// storage error when the file holds another storage format.
-    pub fn open_store(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
         Self::builder().open(path)
     }
 
@@ -118,36 +119,8 @@ impl SqliteStore {
         &self,
         writes: Vec<MemoryWrite>,
     ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
-        if writes.len() > MAX_BATCH_WRITES {
-            return Err(MemoryError::TooLarge {
-                limit: "writes per batch",
-                max: MAX_BATCH_WRITES as u64,
-                actual: writes.len() as u64,
-            });
-        }
-        let mut answers: Vec<Option<Result<WriteOutcome, MemoryError>>> =
-            Vec::with_capacity(writes.len());
-        let mut prepared = Vec::with_capacity(writes.len());
-        for write in writes {
-            match PreparedWrite::prepare(write) {
-                Ok(write) => {
-                    prepared.push(write);
-                    answers.push(None);
-                }
-                Err(refusal) => answers.push(Some(Err(refusal))),
-            }
-        }
-        let mut outcomes = self.run(&prepared)?.into_iter();
-        Ok(answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    outcomes.next().unwrap_or_else(|| {
-                        Err(MemoryError::storage("write", "a write produced no outcome"))
-                    })
-                })
-            })
-            .collect())
+        let (prepared, answers) = memory_core::storage::prepare_batch(writes, |_| Ok(()))?;
+        Ok(answers.splice(self.run(&prepared)?))
     }
 
     fn run(
@@ -155,7 +128,7 @@ impl SqliteStore {
         prepared: &[PreparedWrite],
     ) -> Result<Vec<Result<WriteOutcome, MemoryError>>, MemoryError> {
         if self.is_poisoned() {
-            return Err(MemoryError::Poisoned);
+            return Err(MemoryError::Store(StoreFault::Poisoned));
         }
         if prepared.is_empty() {
             return Ok(Vec::new());
@@ -163,11 +136,11 @@ impl SqliteStore {
         let Ok(mut connection) = self.writer.lock() else {
             // A thread panicked mid-transaction; the connection's state is not trusted any more.
             self.poisoned.store(true, Ordering::SeqCst);
-            return Err(MemoryError::Poisoned);
+            return Err(MemoryError::Store(StoreFault::Poisoned));
         };
         // Checked again under the lock: a writer that failed while this one waited poisons it too.
         if self.is_poisoned() {
-            return Err(MemoryError::Poisoned);
+            return Err(MemoryError::Store(StoreFault::Poisoned));
         }
         transaction::run(
             &mut connection,

@@ -6,6 +6,7 @@
 //! suppression or progress write is synced before it is acknowledged, so neither a process crash nor a
 //! power loss (on a disk that honours `fsync`) loses it.
 
+use memory_core::StoreFault;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -66,11 +67,11 @@ pub(crate) fn open_component(
     match recorded {
         Some(ACTIVITY_FORMAT) => {}
         Some(other) => {
-            return Err(ActivityError::Corrupt {
+            return Err(ActivityError::Store(StoreFault::Corrupt {
                 what: format!(
                     "{component} tables have storage format {other}, this build reads {ACTIVITY_FORMAT}"
                 ),
-            });
+            }));
         }
         None => {
             transaction
@@ -143,15 +144,16 @@ fn decode_record(
     digest: String,
 ) -> Result<ThreadRecord, ActivityError> {
     let sequence = Sequence(to_u64(sequence, "record sequence")?);
-    let record: NewRecord =
-        serde_json::from_str(record_json).map_err(|error| ActivityError::Corrupt {
+    let record: NewRecord = serde_json::from_str(record_json).map_err(|error| {
+        ActivityError::Store(StoreFault::Corrupt {
             what: format!("thread record does not parse: {error}"),
-        })?;
+        })
+    })?;
     let digest = RecordDigest::from_hex(digest)?;
     if RecordDigest::of(thread, sequence, &record) != digest {
-        return Err(ActivityError::Corrupt {
+        return Err(ActivityError::Store(StoreFault::Corrupt {
             what: format!("thread record {sequence} does not match its digest"),
-        });
+        }));
     }
     Ok(ThreadRecord {
         thread: thread.clone(),
@@ -291,8 +293,10 @@ impl SqliteThreadLog {
         let mut threads = Vec::new();
         for row in rows {
             let thread = row.map_err(sql_error("list threads"))?;
-            threads.push(ThreadId::new(thread).map_err(|_| ActivityError::Corrupt {
-                what: "stored thread id is invalid".to_owned(),
+            threads.push(ThreadId::new(thread).map_err(|_| {
+                ActivityError::Store(StoreFault::Corrupt {
+                    what: "stored thread id is invalid".to_owned(),
+                })
             })?);
         }
         Ok(threads)

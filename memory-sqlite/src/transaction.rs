@@ -4,9 +4,10 @@
 //! `BEGIN IMMEDIATE` takes the write lock up front, so a transaction never has to upgrade a read lock
 //! (the deferred-transaction `SQLITE_BUSY` that no wait can resolve). Waiting for the lock is SQLite's
 //! `busy_timeout`; if it still reports busy, the whole attempt is rolled back and retried a bounded number
-//! of times before [`MemoryError::Busy`] is returned. Plans are recomputed on every attempt, so a retry
+//! of times before [`memory_core::StoreFault::Busy`] is returned. Plans are recomputed on every attempt, so a retry
 //! sees what the competing writer committed.
 
+use memory_core::StoreFault;
 use memory_core::{
     Clock, MemoryDocument, MemoryError, MemoryReceipt, PreparedWrite, WriteOutcome, WritePlan,
 };
@@ -83,7 +84,10 @@ pub(crate) fn run(
                     attempt += 1;
                 }
                 FailureClass::Busy => {
-                    return Err((MemoryError::Busy { operation: "write" }, false));
+                    return Err((
+                        MemoryError::Store(StoreFault::Busy { operation: "write" }),
+                        false,
+                    ));
                 }
                 FailureClass::Poisoning => return Err((error.into_memory_error(), true)),
                 FailureClass::Plain => return Err((error.into_memory_error(), false)),
@@ -148,7 +152,9 @@ fn apply_one(
     let planned = match stored {
         // SQLite failing under a read fails the transaction; a row that does not decode refuses only
         // this write.
-        Err(error @ MemoryError::Storage { .. }) => return Err(TxError::Memory(error)),
+        Err(error @ MemoryError::Store(StoreFault::Storage { .. })) => {
+            return Err(TxError::Memory(error));
+        }
         Err(refusal) => Err(refusal),
         Ok((receipt, current)) => write.plan(receipt.as_ref(), current.as_ref(), now),
     };

@@ -12,6 +12,7 @@
 //! transaction) and `semantic_graphs` (one persisted search graph per profile, an opaque BLOB with the
 //! position and vector-set digest it was built over).
 
+use memory_core::StoreFault;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -90,7 +91,7 @@ impl std::fmt::Debug for SqliteVectorStore {
 use crate::error::memory_error as storage;
 
 fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::Corrupt { what: what.into() }
+    MemoryError::Store(StoreFault::Corrupt { what: what.into() })
 }
 
 impl SqliteVectorStore {
@@ -902,7 +903,7 @@ mod tests {
         };
         assert!(matches!(
             store.load_now(&profile, wrong, Some(&mut Collected(Vec::new()))),
-            Err(MemoryError::Corrupt { .. })
+            Err(MemoryError::Store(StoreFault::Corrupt { .. }))
         ));
     }
 
@@ -931,7 +932,7 @@ mod tests {
         };
         assert!(matches!(
             store.load_now(&profile, wrong, None),
-            Err(MemoryError::Corrupt { .. })
+            Err(MemoryError::Store(StoreFault::Corrupt { .. }))
         ));
     }
 
@@ -1025,7 +1026,7 @@ mod tests {
             .unwrap();
         assert!(matches!(
             store.load_now(&profile, limits(), None),
-            Err(MemoryError::Corrupt { .. })
+            Err(MemoryError::Store(StoreFault::Corrupt { .. }))
         ));
     }
 

@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use memory_core::StoreFault;
 use memory_core::{
     ErrorKind, LexicalSearch, MemoryContent, MemoryError, MemoryReader, MemoryWriter,
 };
@@ -115,7 +116,7 @@ async fn an_io_failure_inside_the_transaction_or_at_commit_poisons_the_store() {
         ] {
             assert!(matches!(
                 store.apply(write).await,
-                Err(MemoryError::Poisoned)
+                Err(MemoryError::Store(StoreFault::Poisoned))
             ));
         }
         assert!(matches!(
@@ -126,7 +127,7 @@ async fn an_io_failure_inside_the_transaction_or_at_commit_poisons_the_store() {
                 MemoryContent::text("z"),
                 &["s"]
             )]),
-            Err(MemoryError::Poisoned)
+            Err(MemoryError::Store(StoreFault::Poisoned))
         ));
         // Reads keep working.
         assert_eq!(

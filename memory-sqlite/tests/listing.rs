@@ -10,7 +10,7 @@ async fn sqlite_store_passes_the_listing_suite() {
     let report = run_listing_suite(|| {
         count += 1;
         let path = dir.path().join(format!("list-{count}.sqlite"));
-        async move { SqliteStore::open_store(&path).expect("store opens") }
+        async move { SqliteStore::open(&path).expect("store opens") }
     })
     .await;
     report.assert_all_passed();

@@ -9,6 +9,7 @@
 
 mod common;
 
+use memory_core::StoreFault;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -218,7 +219,7 @@ fn collect_acks(process: &mut Child, kill_after: Option<u64>) -> Vec<Ack> {
 }
 
 fn verify_after_crash(path: &Path, acks: &[Ack], seed: u64) -> u64 {
-    let store = SqliteStore::open_store(path).expect("reopens after crash");
+    let store = SqliteStore::open(path).expect("reopens after crash");
     let integrity: String = rusqlite::Connection::open(path)
         .expect("raw connection")
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
@@ -290,7 +291,7 @@ fn crash_text(rng: &mut Rng) -> String {
 fn child_crash_writer() -> i32 {
     let scenario = fail::FailScenario::setup();
     let (path, seed) = child_env();
-    let store = SqliteStore::open_store(&path).expect("child opens the store");
+    let store = SqliteStore::open(&path).expect("child opens the store");
     let mut rng = Rng(seed);
     let mut current: std::collections::HashMap<MemoryKey, Revision> = Default::default();
     let mut acked: Vec<MemoryWrite> = Vec::new();
@@ -355,7 +356,9 @@ fn child_crash_writer() -> i32 {
                     acked.push(write.clone());
                 }
                 Err(
-                    MemoryError::Storage { .. } | MemoryError::Busy { .. } | MemoryError::Poisoned,
+                    MemoryError::Store(StoreFault::Storage { .. })
+                    | MemoryError::Store(StoreFault::Busy { .. })
+                    | MemoryError::Store(StoreFault::Poisoned),
                 ) => {
                     return 3;
                 }
@@ -381,7 +384,7 @@ fn race_test() {
     let path = directory.join("memory.sqlite");
     let target = key("a", "contested");
     let mut revision = {
-        let store = SqliteStore::open_store(&path).expect("store");
+        let store = SqliteStore::open(&path).expect("store");
         store
             .apply_blocking(put(
                 &target,
@@ -437,7 +440,7 @@ fn race_test() {
         );
         revision = Revision::new(winners[0].clone()).expect("revision");
     }
-    let store = SqliteStore::open_store(&path).expect("store");
+    let store = SqliteStore::open(&path).expect("store");
     assert_eq!(
         store.reader().history(&target).expect("history").len() as u64,
         rounds + 1
@@ -450,7 +453,7 @@ fn child_racer() -> i32 {
     let go = PathBuf::from(std::env::var_os("MEMORY_SQLITE_RACE_GO").expect("go path"));
     let expected = Revision::new(std::env::var("MEMORY_SQLITE_RACE_EXPECTED").expect("revision"))
         .expect("revision");
-    let store = SqliteStore::open_store(&path).expect("racer opens the store");
+    let store = SqliteStore::open(&path).expect("racer opens the store");
     println!("ready");
     std::io::stdout().flush().expect("stdout");
     for _ in 0..10_000 {
@@ -483,8 +486,8 @@ const STEADY_WRITES: u64 = 80;
 
 fn reader_test() {
     let path = fresh_path();
-    drop(SqliteStore::open_store(&path).expect("create the store"));
-    let reader = SqliteReader::open_reader(&path).expect("reader opens");
+    drop(SqliteStore::open(&path).expect("create the store"));
+    let reader = SqliteReader::open(&path).expect("reader opens");
     let mut writer = child("steady-writer", &path, 7)
         .spawn()
         .expect("spawn writer");
@@ -493,7 +496,7 @@ fn reader_test() {
     std::thread::scope(|scope| {
         // Keeps a read going all the time, so a reader that blocked the writer would make it fail.
         let hammer = scope.spawn(|| {
-            let reader = SqliteReader::open_reader(&path).expect("second reader opens");
+            let reader = SqliteReader::open(&path).expect("second reader opens");
             let access = access("a", "s");
             let mut reads = 0_u64;
             while !done.load(std::sync::atomic::Ordering::SeqCst) {

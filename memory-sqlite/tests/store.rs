@@ -68,7 +68,7 @@ fn raw(path: &std::path::Path) -> rusqlite::Connection {
 #[test]
 fn open_reader_refuses_a_missing_file_and_creates_nothing() {
     let path = fresh_path();
-    let error = SqliteReader::open_reader(&path).expect_err("no file");
+    let error = SqliteReader::open(&path).expect_err("no file");
     assert_eq!(error.kind(), ErrorKind::Storage);
     assert!(!path.exists(), "the reader created the file");
 }
@@ -80,7 +80,7 @@ fn open_reader_refuses_a_foreign_database_without_touching_it() {
         .execute_batch("CREATE TABLE other (x INTEGER);")
         .expect("foreign schema");
     let before = std::fs::read(&path).expect("file");
-    let error = SqliteReader::open_reader(&path).expect_err("foreign schema");
+    let error = SqliteReader::open(&path).expect_err("foreign schema");
     assert!(matches!(
         storage_failure(&error),
         Some(StoreFailure::SchemaMissing)
@@ -96,8 +96,8 @@ fn another_storage_format_is_refused_by_store_and_reader() {
         .execute("UPDATE memory_meta SET value = value + 1", [])
         .expect("bump format");
     for error in [
-        SqliteStore::open_store(&path).expect_err("store refuses"),
-        SqliteReader::open_reader(&path).expect_err("reader refuses"),
+        SqliteStore::open(&path).expect_err("store refuses"),
+        SqliteReader::open(&path).expect_err("reader refuses"),
     ] {
         assert!(
             matches!(
@@ -548,7 +548,7 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
         .unwrap();
     drop(connection);
 
-    let refused = SqliteReader::open_reader(&path).expect_err("a reader does not migrate");
+    let refused = SqliteReader::open(&path).expect_err("a reader does not migrate");
     assert!(
         matches!(
             storage_failure(&refused),
@@ -571,5 +571,5 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
         )
         .unwrap();
     assert_eq!((format, fts_tables), (memory_sqlite::STORAGE_FORMAT, 0));
-    SqliteReader::open_reader(&path).expect("a reader opens the migrated file");
+    SqliteReader::open(&path).expect("a reader opens the migrated file");
 }

@@ -74,7 +74,7 @@ fn sqlite_stores(path: &std::path::Path) -> Stores<memory_sqlite::SqliteStore> {
         log: Arc::new(SqliteThreadLog::open(path).unwrap()),
         progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
         references: Arc::new(SqliteRememberingStore::open(path).unwrap()),
-        writer: Arc::new(memory_sqlite::open_store(path).unwrap()),
+        writer: Arc::new(memory_sqlite::SqliteStore::open(path).unwrap()),
     }
 }
 

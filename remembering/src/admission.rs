@@ -3,6 +3,7 @@
 //! the intent in a durable outbox and still returns, so a full queue never fails the user's request;
 //! [`Admission::retry_outbox`] admits parked intents later.
 
+use memory_core::StoreFault;
 use std::sync::Arc;
 
 use memory_core::Clock;
@@ -68,7 +69,7 @@ impl std::fmt::Debug for Admission {
 fn reason(error: &ActivityError) -> &'static str {
     match error {
         ActivityError::AtCapacity { .. } => "at-capacity",
-        ActivityError::Busy { .. } => "busy",
+        ActivityError::Store(StoreFault::Busy { .. }) => "busy",
         ActivityError::TooLarge { .. } => "too-large",
         ActivityError::InvalidInput { .. } => "invalid-input",
         _ => "storage",

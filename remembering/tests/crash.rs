@@ -68,7 +68,7 @@ fn child(spec: &str) {
         log: Arc::new(SqliteThreadLog::open(path).unwrap()),
         progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
         references: Arc::new(SqliteRememberingStore::open(path).unwrap()),
-        writer: Arc::new(memory_sqlite::open_store(path).unwrap()),
+        writer: Arc::new(memory_sqlite::SqliteStore::open(path).unwrap()),
         extractor: StatementExtractor::new(vec![MemoryScope::new("agent").unwrap()]),
         clock,
         processor: key().processor,
@@ -156,7 +156,7 @@ fn case(point: PassPoint, occurrence: usize) {
     assert_eq!(view.cursor, Sequence(5));
     assert_eq!(view.pending, None);
     let namespace = StatementExtractor::namespace(&thread()).unwrap();
-    let reader = memory_sqlite::open_reader(&path).unwrap();
+    let reader = memory_sqlite::SqliteReader::open(&path).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

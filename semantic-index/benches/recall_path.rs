@@ -221,7 +221,7 @@ async fn main() {
 
         let (centroids, label) = centroids(Some(&embedder));
         let populate = Instant::now();
-        let store = SqliteStore::open_store(&documents_path).unwrap();
+        let store = SqliteStore::open(&documents_path).unwrap();
         let vectors = SqliteVectorStore::open(&vectors_path).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         for batch_start in (0..chunks).step_by(WRITE_BATCH) {
@@ -254,7 +254,7 @@ async fn main() {
 
     // (c) cold start, exact: open the store, load the model, load the vectors, fill the exact index.
     let started = Instant::now();
-    let store = Arc::new(SqliteStore::open_store(&documents_path).unwrap());
+    let store = Arc::new(SqliteStore::open(&documents_path).unwrap());
     let opened = started.elapsed();
     let embedder = Arc::new(
         FastembedEmbedder::load(&assets, &profile).unwrap_or_else(|error| panic!("{error}")),

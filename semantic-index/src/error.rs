@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use memory_core::vectors::SourceGeneration;
-use memory_core::{ErrorKind, MemoryError};
+use memory_core::{ErrorKind, MemoryError, StoreFault};
 
 /// The command that installs the model assets; every missing-asset error names it.
 pub const FETCH_ASSETS_COMMAND: &str = "scripts/fetch-assets.sh";
@@ -153,6 +153,32 @@ impl SemanticError {
         Self::InvalidInput {
             field,
             reason: reason.into(),
+        }
+    }
+}
+
+impl From<StoreFault> for SemanticError {
+    /// A store fault of the vector store, inside the [`MemoryError`] its port returns.
+    fn from(fault: StoreFault) -> Self {
+        Self::Store(MemoryError::Store(fault))
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    /// A store fault keeps its kind through a semantic error.
+    #[test]
+    fn a_store_fault_keeps_its_kind_in_a_semantic_error() {
+        for fault in [
+            StoreFault::Busy { operation: "load" },
+            StoreFault::Poisoned,
+            StoreFault::corrupt("vector"),
+            StoreFault::storage("save", "disk"),
+        ] {
+            let kind = fault.kind();
+            assert_eq!(SemanticError::from(fault).kind(), kind);
         }
     }
 }

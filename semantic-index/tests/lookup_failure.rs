@@ -1,5 +1,6 @@
 //! `lookup_failure` keeps the kind of every semantic failure it translates into a recall answer.
 
+use memory_core::StoreFault;
 use memory_core::vectors::SourceGeneration;
 use memory_core::{ErrorKind, MemoryError, MemoryLookup};
 use semantic_index::recall::lookup_failure;
@@ -30,10 +31,10 @@ fn failures() -> Vec<SemanticError> {
         SemanticError::Divergent {
             generation: SourceGeneration(2),
         },
-        SemanticError::Store(MemoryError::Busy { operation: "read" }),
-        SemanticError::Store(MemoryError::Corrupt {
+        SemanticError::Store(MemoryError::Store(StoreFault::Busy { operation: "read" })),
+        SemanticError::Store(MemoryError::Store(StoreFault::Corrupt {
             what: "row".to_owned(),
-        }),
+        })),
     ]
 }
 

@@ -6,6 +6,7 @@
 
 mod common;
 
+use memory_core::StoreFault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -109,9 +110,9 @@ impl Store {
     /// Blocks the calling thread while stalled, as a slow synchronous store would.
     fn maybe_stall(&self) -> Result<(), MemoryError> {
         if self.stall.load(Ordering::SeqCst) && !self.released.wait() {
-            return Err(MemoryError::Busy {
+            return Err(MemoryError::Store(StoreFault::Busy {
                 operation: "stalled read",
-            });
+            }));
         }
         Ok(())
     }
@@ -158,9 +159,9 @@ impl LexicalSearch for Store {
         if self.meeting.armed.load(Ordering::SeqCst) {
             self.meeting.lexical.open();
             if !self.meeting.embedding.wait() {
-                return Err(MemoryError::Busy {
+                return Err(MemoryError::Store(StoreFault::Busy {
                     operation: "the embedding never started alongside",
-                });
+                }));
             }
         }
         let keys = self.lexical.lock().unwrap().clone();

@@ -170,7 +170,7 @@ async fn write_vectors(fixture: &Fixture, graph: bool) {
         DeterministicEmbedder, HnswStartup, IndexerOptions, SemanticIndex, SemanticIndexConfig,
         SemanticProfile,
     };
-    let store = std::sync::Arc::new(memory_sqlite::SqliteStore::open_store(&fixture.db).unwrap());
+    let store = std::sync::Arc::new(memory_sqlite::SqliteStore::open(&fixture.db).unwrap());
     let vectors =
         std::sync::Arc::new(memory_sqlite::vectors::SqliteVectorStore::open(&fixture.db).unwrap());
     let profile = SemanticProfile::minilm_l6_v2();

@@ -25,8 +25,7 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
 
 fn bench(criterion: &mut Criterion) {
     let directory = tempfile::tempdir().expect("temporary directory");
-    let store =
-        SqliteStore::open_store(directory.path().join("bench.sqlite")).expect("store opens");
+    let store = SqliteStore::open(directory.path().join("bench.sqlite")).expect("store opens");
     let namespace =
         NamespaceAddress::encode("bench", 1, &serde_json::json!({"tenant": "t"})).expect("address");
     let scope = MemoryScope::new("agent").expect("scope");

@@ -110,8 +110,7 @@ pub fn open_service(
     semantic: bool,
 ) -> anyhow::Result<(Arc<SqliteStore>, MemoryService<SqliteStore>)> {
     let store = Arc::new(
-        SqliteStore::open_store(database)
-            .with_context(|| format!("opening {}", database.display()))?,
+        SqliteStore::open(database).with_context(|| format!("opening {}", database.display()))?,
     );
     let recall = if semantic {
         let vectors =

@@ -195,7 +195,7 @@ struct Stores<W> {
 fn sqlite_stores(path: &std::path::Path) -> anyhow::Result<Stores<memory_sqlite::SqliteStore>> {
     let log = Arc::new(SqliteThreadLog::open(path).context("opening thread log")?);
     Ok(Stores {
-        memory: Arc::new(memory_sqlite::open_store(path).context("opening memory store")?),
+        memory: Arc::new(memory_sqlite::SqliteStore::open(path).context("opening memory store")?),
         log: log.clone(),
         listing: log,
         progress: Arc::new(SqliteProgressStore::open(path).context("opening progress")?),

@@ -152,7 +152,7 @@ impl Backend {
                         let path = path.clone();
                         let (store, vectors) = blocking(move || {
                             Ok((
-                                SqliteStore::open_store(&path).map_err(Refusal::from)?,
+                                SqliteStore::open(&path).map_err(Refusal::from)?,
                                 SqliteVectorStore::open(&path).map_err(Refusal::from)?,
                             ))
                         })
@@ -234,7 +234,7 @@ impl OpenedLog {
                 let path = path.clone();
                 blocking(move || {
                     if service {
-                        let store = SqliteStore::open_store(&path).map_err(Refusal::from)?;
+                        let store = SqliteStore::open(&path).map_err(Refusal::from)?;
                         let service = ThreadService::open(&store)?;
                         let log = store.open_thread_log().map_err(refusal_of)?;
                         Ok(Self {

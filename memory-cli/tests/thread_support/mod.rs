@@ -132,7 +132,7 @@ pub struct WorkerStores<W> {
 
 pub fn sqlite_worker(path: &Path) -> WorkerStores<memory_sqlite::SqliteStore> {
     WorkerStores {
-        memory: Arc::new(memory_sqlite::open_store(path).unwrap()),
+        memory: Arc::new(memory_sqlite::SqliteStore::open(path).unwrap()),
         log: Arc::new(SqliteThreadLog::open(path).unwrap()),
         progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
         remembering: Arc::new(SqliteRememberingStore::open(path).unwrap()),

@@ -13,6 +13,7 @@
 //! These are model-level pieces with no I/O of their own, kept here so every interface (the remembering
 //! worker, the `memory` command and server) hides exactly the same documents.
 
+use crate::StoreFault;
 use std::sync::Arc;
 
 use super::{ActivityError, IntentId, RememberingStore, SourceId, SourceRevision};
@@ -122,7 +123,9 @@ pub fn hide_suppressed(
 /// A busy store stays retryable; any other failure of the check is a storage failure of the read.
 fn suppression_failure(error: ActivityError) -> MemoryError {
     match error {
-        ActivityError::Busy { operation } => MemoryError::Busy { operation },
+        ActivityError::Store(StoreFault::Busy { operation }) => {
+            MemoryError::Store(StoreFault::Busy { operation })
+        }
         other => MemoryError::storage("check suppression", other),
     }
 }

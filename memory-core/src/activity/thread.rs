@@ -4,6 +4,7 @@
 //! time, speaker, observers, body) and deliberately not over its opaque cursor: a provider continuation
 //! token may be re-issued for the same content, and must not make the same statement look different.
 
+use crate::StoreFault;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -149,9 +150,9 @@ impl RecordDigest {
     pub fn from_hex(hex: impl Into<String>) -> Result<Self, ActivityError> {
         let hex = hex.into();
         if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(ActivityError::Corrupt {
+            return Err(ActivityError::Store(StoreFault::Corrupt {
                 what: "record digest is not 64 lower-case hex digits".to_owned(),
-            });
+            }));
         }
         Ok(Self(hex))
     }

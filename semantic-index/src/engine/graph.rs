@@ -423,6 +423,20 @@ mod tests {
     use crate::index::IndexKind;
     use crate::limits::QueryLimits;
 
+    /// Writes notes `d00`, `d01`, ... to `documents`; the sources to refresh them.
+    async fn put_notes(
+        documents: &InMemoryStore,
+        count: usize,
+    ) -> Vec<(memory_core::MemoryKey, SourceGeneration)> {
+        let mut sources = Vec::new();
+        for i in 0..count {
+            let id = format!("d{i:02}");
+            put(documents, &id, &format!("note number {i}"), i).await;
+            sources.push((key(&id), SourceGeneration(1)));
+        }
+        sources
+    }
+
     #[tokio::test]
     async fn queries_and_refreshes_do_not_wait_for_a_background_rebuild() {
         let directory = tempfile::tempdir().unwrap();
@@ -443,17 +457,7 @@ mod tests {
             .await
             .unwrap();
         let documents = InMemoryStore::default();
-        let mut sources = Vec::new();
-        for i in 0..40usize {
-            put(
-                &documents,
-                &format!("d{i:02}"),
-                &format!("note number {i}"),
-                i,
-            )
-            .await;
-            sources.push((key(&format!("d{i:02}")), SourceGeneration(1)));
-        }
+        let sources = put_notes(&documents, 40).await;
         index.refresh_many(&documents, &sources, 64).await.unwrap();
         index.hnsw_ready().await.unwrap();
         assert_eq!(index.stats().graph_builds, 1);
@@ -534,17 +538,7 @@ mod tests {
                 SemanticIndex::open(config(), Arc::new(DeterministicEmbedder::new(16)), store)
                     .await
                     .unwrap();
-            let mut sources = Vec::new();
-            for i in 0..30usize {
-                put(
-                    &documents,
-                    &format!("d{i:02}"),
-                    &format!("note number {i}"),
-                    i,
-                )
-                .await;
-                sources.push((key(&format!("d{i:02}")), SourceGeneration(1)));
-            }
+            let sources = put_notes(&documents, 30).await;
             index.refresh_many(&documents, &sources, 64).await.unwrap();
             index.persist_graph().await.unwrap();
         }

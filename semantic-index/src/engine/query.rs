@@ -2,6 +2,7 @@
 //! otherwise, and the answer says which), then revalidate every candidate against the current
 //! document (SPEC §4).
 
+use memory_core::StoreFault;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -151,9 +152,11 @@ pub(super) async fn read_documents<R: MemoryReader>(
     }
     let documents = reader.read_many(keys).await?;
     if documents.len() != keys.len() {
-        return Err(SemanticError::Store(memory_core::MemoryError::Corrupt {
-            what: "read_many answered another number of documents".to_owned(),
-        }));
+        return Err(SemanticError::Store(memory_core::MemoryError::Store(
+            StoreFault::Corrupt {
+                what: "read_many answered another number of documents".to_owned(),
+            },
+        )));
     }
     Ok(documents)
 }

@@ -16,6 +16,7 @@
 //! [`SourceVersion`]s the same way, so no key is copied. A source's rows are always contiguous (they
 //! are appended together and compaction keeps the order), so a source is recorded as a span.
 
+use memory_core::StoreFault;
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -117,12 +118,12 @@ impl LoadedVectors {
     /// The segment the next vector goes to, after checking its length and the bound.
     fn next_segment(&mut self, floats: usize) -> Result<&mut Vec<f32>, MemoryError> {
         if floats != self.dimensions {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: format!(
                     "stored vector has {floats} dimensions, expected {}",
                     self.dimensions
                 ),
-            });
+            }));
         }
         if self.rows >= self.max_rows {
             return Err(MemoryError::TooLarge {
@@ -139,11 +140,11 @@ impl LoadedVectors {
             )));
         }
         self.rows += 1;
-        self.segments
-            .last_mut()
-            .ok_or_else(|| MemoryError::Corrupt {
+        self.segments.last_mut().ok_or_else(|| {
+            MemoryError::Store(StoreFault::Corrupt {
                 what: "no vector segment".to_owned(),
             })
+        })
     }
 }
 
@@ -155,9 +156,9 @@ impl VectorSink for LoadedVectors {
 
     fn push_le_bytes(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
         if !bytes.len().is_multiple_of(4) {
-            return Err(MemoryError::Corrupt {
+            return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: "stored vector length is not a multiple of 4".to_owned(),
-            });
+            }));
         }
         // Decoded straight into the segment: no intermediate vector.
         self.next_segment(bytes.len() / 4)?.extend(

@@ -18,6 +18,7 @@
 //! - the grouped read runs on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous
 //!   store (SQLite) cannot hold the recall's deadline timer up.
 
+use memory_core::StoreFault;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -108,13 +109,13 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
         super::on_blocking_pool(async move { reader.read_many(&keys).await }).await??
     };
     if documents.len() != keys.len() {
-        return Err(MemoryError::Corrupt {
+        return Err(MemoryError::Store(StoreFault::Corrupt {
             what: format!(
                 "read_many answered {} documents for {} keys",
                 documents.len(),
                 keys.len()
             ),
-        }
+        })
         .into());
     }
     let authority = Authority::from(&access.namespace);
@@ -178,8 +179,10 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
             if !emitted.insert((candidate.key().clone(), made.passage_id.clone())) {
                 continue;
             }
-            let encoded = made.encoded_len().map_err(|_| MemoryError::Corrupt {
-                what: "a stored document cannot be encoded as JSON".to_owned(),
+            let encoded = made.encoded_len().map_err(|_| {
+                MemoryError::Store(StoreFault::Corrupt {
+                    what: "a stored document cannot be encoded as JSON".to_owned(),
+                })
             })?;
             retained_bytes = retained_bytes.saturating_add(encoded);
             if retained_bytes > limits.max_input_bytes() {

@@ -481,7 +481,7 @@ mod tests {
             let request = IntentClaimRequest::new(&owner, 10, 100).expect("valid");
             assert!(matches!(
                 request.plan(broken),
-                Err(ActivityError::Corrupt { .. })
+                Err(ActivityError::Store(crate::StoreFault::Corrupt { .. }))
             ));
         }
     }
@@ -511,7 +511,7 @@ mod tests {
         };
         assert!(matches!(
             bad.decode(&SourceId::new("s").expect("valid")),
-            Err(ActivityError::Corrupt { what }) if what.contains("namespace")
+            Err(ActivityError::Store(crate::StoreFault::Corrupt { what })) if what.contains("namespace")
         ));
     }
 }

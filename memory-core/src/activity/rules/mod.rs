@@ -16,6 +16,7 @@
 pub mod intents;
 pub mod progress;
 
+use crate::StoreFault;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -33,7 +34,7 @@ pub const RELEASE_WAIT: Duration = Duration::from_millis(500);
 
 /// A stored row that does not parse or contradicts itself.
 pub fn corrupt(what: impl Into<String>) -> ActivityError {
-    ActivityError::Corrupt { what: what.into() }
+    ActivityError::Store(StoreFault::Corrupt { what: what.into() })
 }
 
 /// A stored integer as an unsigned number; a negative one is corrupt (`negative {what}`).
@@ -140,7 +141,7 @@ mod tests {
         assert_eq!(stored_u64(3, "cursor").expect("valid"), 3);
         assert!(matches!(
             stored_u64(-1, "cursor"),
-            Err(ActivityError::Corrupt { what }) if what == "negative cursor"
+            Err(ActivityError::Store(StoreFault::Corrupt { what })) if what == "negative cursor"
         ));
         assert!(column_i64(u64::MAX, "cursor").is_err());
         assert!(check_page(0, MAX_PAGE_ROWS, "page").is_err());

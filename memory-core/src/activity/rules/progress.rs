@@ -48,7 +48,7 @@ pub struct StoredProgress {
 }
 
 impl ProgressColumns {
-    /// Decodes and checks a stored row; any disagreement is [`ActivityError::Corrupt`].
+    /// Decodes and checks a stored row; any disagreement is [`crate::StoreFault::Corrupt`].
     pub fn decode(self) -> Result<StoredProgress, ActivityError> {
         let pending = match (
             self.pending_sequence,
@@ -484,7 +484,7 @@ mod tests {
         ] {
             assert!(matches!(
                 broken.decode(),
-                Err(ActivityError::Corrupt { .. })
+                Err(ActivityError::Store(crate::StoreFault::Corrupt { .. }))
             ));
         }
         let key_columns = KeyColumns::of(&key()).expect("valid");

@@ -15,6 +15,7 @@ mod vectors;
 pub use activity::InMemoryActivity;
 pub use vectors::InMemoryVectorStore;
 
+use crate::StoreFault;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -26,7 +27,9 @@ fn stored<T: Serialize + DeserializeOwned>(
     value: &T,
 ) -> Result<T, ActivityError> {
     let json = canonical_progress_json(limit, value)?;
-    serde_json::from_str(&json).map_err(|error| ActivityError::Corrupt {
-        what: format!("{limit} does not parse back: {error}"),
+    serde_json::from_str(&json).map_err(|error| {
+        ActivityError::Store(StoreFault::Corrupt {
+            what: format!("{limit} does not parse back: {error}"),
+        })
     })
 }

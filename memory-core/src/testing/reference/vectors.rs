@@ -1,5 +1,6 @@
 //! The in-memory vector store.
 
+use crate::StoreFault;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -97,10 +98,10 @@ impl VectorStore for InMemoryVectorStore {
                     .iter()
                     .any(|chunk| chunk.vector.len() != limits.dimensions)
                 {
-                    return Err(MemoryError::Corrupt {
+                    return Err(MemoryError::Store(StoreFault::Corrupt {
                         what: "stored vector of another length than the profile's dimensions"
                             .to_owned(),
-                    });
+                    }));
                 }
             }
         }
