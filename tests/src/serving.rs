@@ -145,6 +145,25 @@ impl Drop for HttpServer {
     }
 }
 
+/// Waits (up to two minutes) until the server at `base` (`http://HOST:PORT`) says `/healthz`
+/// `ready`: its model and vectors are loaded, so a request's time is the request's own. From
+/// synchronous tests.
+pub fn wait_until_ready(base: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        for _ in 0..1_200 {
+            if get(&format!("{base}/healthz"), None).await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the server at {base} did not become ready");
+    });
+}
+
 /// A plain GET of `url` with an optional bearer token: the status and the body.
 pub async fn get(url: &str, token: Option<&str>) -> (u16, String) {
     let mut request = reqwest::Client::new().get(url);

@@ -452,6 +452,17 @@ fn a_running_server_answers_the_hook_and_a_stale_discovery_file_falls_back_to_on
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(discovery.exists(), "the server publishes its address");
+    // The server publishes its address while it loads the model; the hook's deadline is for the
+    // hook's own work, so wait until it is ready (a loaded machine may take seconds).
+    let published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&discovery).expect("the discovery file"))
+            .expect("discovery JSON");
+    let base = published["url"]
+        .as_str()
+        .expect("an MCP URL")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    integration_tests::serving::wait_until_ready(&base);
     // Without the model files the hook could not recall one-shot: an answer comes from the server.
     let no_assets = tempfile::tempdir().expect("empty assets folder");
     let transcript = fixture.dir.path().join("served.jsonl");

@@ -350,13 +350,26 @@ pub(crate) fn scan_table(
     filter: SourceFilter<'_>,
 ) -> Vec<SearchHit> {
     let mut scored: Vec<(usize, f32)> = Vec::new();
-    for (row, vector) in table.vectors().enumerate() {
-        if !table.is_live(row) || !filter.admits(&table.meta(row).source) {
-            continue;
+    match filter {
+        SourceFilter::All => {
+            for (row, vector) in table.vectors().enumerate() {
+                if table.is_live(row) {
+                    let score = dot(query, vector);
+                    if score >= request.min_score {
+                        scored.push((row, score));
+                    }
+                }
+            }
         }
-        let score = dot(query, vector);
-        if score >= request.min_score {
-            scored.push((row, score));
+        // Only the namespace's own rows are visited: the scan's cost follows the namespace, not
+        // the table (every row a namespace's sources span is live).
+        SourceFilter::Namespace(namespace) => {
+            for row in table.rows_in(namespace) {
+                let score = dot(query, table.vector(row));
+                if score >= request.min_score {
+                    scored.push((row, score));
+                }
+            }
         }
     }
     let order = |left: &(usize, f32), right: &(usize, f32)| {

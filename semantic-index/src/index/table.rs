@@ -18,7 +18,7 @@
 
 use memory_core::StoreFault;
 use std::borrow::Borrow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -181,9 +181,18 @@ pub(crate) struct ChunkTable {
     live: Vec<bool>,
     live_count: usize,
     by_source: HashMap<SourceKey, RowSpan>,
-    /// Live rows per namespace, so a namespace-filtered search knows how many chunks it will score
-    /// before it scores any (its scan budget is checked up front, like an unfiltered one's).
-    live_by_namespace: HashMap<NamespaceAddress, usize>,
+    /// Per namespace, its live rows and the sources holding them: a namespace-filtered search
+    /// visits only that namespace's rows (its cost follows the namespace, not the table), and
+    /// knows how many it will score before it scores any (its scan budget is checked up front,
+    /// like an unfiltered one's).
+    namespaces: HashMap<NamespaceAddress, NamespaceRows>,
+}
+
+/// A namespace's live rows: how many, and the sources whose spans hold them.
+#[derive(Debug, Clone, Default)]
+struct NamespaceRows {
+    live: usize,
+    sources: HashSet<SourceKey>,
 }
 
 /// What [`ChunkTable::replace_source`] did, so an index can keep its own structures in step.
@@ -208,7 +217,7 @@ impl ChunkTable {
             live: Vec::new(),
             live_count: 0,
             by_source: HashMap::new(),
-            live_by_namespace: HashMap::new(),
+            namespaces: HashMap::new(),
         }
     }
 
@@ -235,21 +244,43 @@ impl ChunkTable {
 
     /// Live rows whose source lies in `namespace`.
     pub(crate) fn live_in(&self, namespace: &NamespaceAddress) -> usize {
-        self.live_by_namespace.get(namespace).copied().unwrap_or(0)
+        self.namespaces.get(namespace).map_or(0, |rows| rows.live)
     }
 
-    fn count_namespace(&mut self, namespace: &NamespaceAddress, added: usize, removed: usize) {
-        if added == removed {
-            return;
-        }
+    /// The live rows of `namespace`'s sources, source by source (in no particular order of sources):
+    /// what a search filtered to the namespace scores, without visiting any other row.
+    pub(crate) fn rows_in<'t>(
+        &'t self,
+        namespace: &NamespaceAddress,
+    ) -> impl Iterator<Item = usize> + 't {
+        self.namespaces
+            .get(namespace)
+            .into_iter()
+            .flat_map(|rows| rows.sources.iter())
+            .filter_map(|source| self.by_source.get(&source.0.key))
+            .flat_map(|span| span.first..span.first + span.count)
+    }
+
+    /// Counts `rows` new live rows of `source` in its namespace.
+    fn add_to_namespace(&mut self, source: &Arc<SourceVersion>, rows: usize) {
+        let namespace = &source.key.namespace;
         // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
-        let count = match self.live_by_namespace.get_mut(namespace) {
-            Some(count) => count,
-            None => self.live_by_namespace.entry(namespace.clone()).or_insert(0),
+        let entry = match self.namespaces.get_mut(namespace) {
+            Some(entry) => entry,
+            None => self.namespaces.entry(namespace.clone()).or_default(),
         };
-        *count = (*count + added).saturating_sub(removed);
-        if *count == 0 {
-            self.live_by_namespace.remove(namespace);
+        entry.live += rows;
+        entry.sources.insert(SourceKey(Arc::clone(source)));
+    }
+
+    /// Forgets `key`'s `rows` live rows in its namespace.
+    fn remove_from_namespace(&mut self, key: &MemoryKey, rows: usize) {
+        if let Some(entry) = self.namespaces.get_mut(&key.namespace) {
+            entry.live = entry.live.saturating_sub(rows);
+            entry.sources.remove(key);
+            if entry.sources.is_empty() {
+                self.namespaces.remove(&key.namespace);
+            }
         }
     }
 
@@ -374,7 +405,7 @@ impl ChunkTable {
             table.push_row(meta, self.vector(row));
         }
         table.live_count = order.len();
-        table.live_by_namespace = self.live_by_namespace.clone();
+        table.namespaces = self.namespaces.clone();
         table
     }
 
@@ -398,7 +429,7 @@ impl ChunkTable {
             }
         }
         table.live_count = self.live_count;
-        table.live_by_namespace = self.live_by_namespace.clone();
+        table.namespaces = self.namespaces.clone();
         table.index_sources();
         table
     }
@@ -485,7 +516,7 @@ impl ChunkTable {
             *live = false;
         }
         self.live_count -= span.count;
-        self.count_namespace(&key.namespace, 0, span.count);
+        self.remove_from_namespace(key, span.count);
         span.count
     }
 
@@ -546,8 +577,8 @@ impl ChunkTable {
             self.push_row(meta, vector.floats());
         }
         self.live_count += count;
-        self.count_namespace(&key.namespace, count, 0);
         if let Some(source) = source {
+            self.add_to_namespace(&source, count);
             self.by_source
                 .insert(SourceKey(source), RowSpan { first, count });
         }
@@ -602,9 +633,6 @@ impl ChunkTable {
         self.live = vec![true; metas.len()];
         self.live_count = metas.len();
         let mut start = 0;
-        // Rows of one namespace are counted together: a store returns them in key order, so a
-        // namespace is hashed once per run rather than once per source.
-        let mut namespace_run = (0usize, 0usize);
         while start < metas.len() {
             let source = &metas[start].source;
             let mut end = start + 1;
@@ -612,12 +640,7 @@ impl ChunkTable {
                 end += 1;
             }
             let count = end - start;
-            if metas[namespace_run.0].source.key.namespace != source.key.namespace {
-                let namespace = &metas[namespace_run.0].source.key.namespace;
-                self.count_namespace(namespace, namespace_run.1, 0);
-                namespace_run = (start, 0);
-            }
-            namespace_run.1 += count;
+            self.add_to_namespace(source, count);
             let span = RowSpan {
                 first: start,
                 count,
@@ -633,10 +656,6 @@ impl ChunkTable {
                 ));
             }
             start = end;
-        }
-        if namespace_run.1 > 0 {
-            let namespace = &metas[namespace_run.0].source.key.namespace;
-            self.count_namespace(namespace, namespace_run.1, 0);
         }
         self.metas = metas;
         Ok(())
@@ -673,6 +692,77 @@ mod tests {
 
     use super::*;
     use crate::index::test_support::{key, meta, unit};
+
+    /// `id`'s key and chunk metadata in namespace `space`.
+    fn in_space(space: usize, id: &str, ordinal: u32) -> (MemoryKey, ChunkMeta) {
+        let key = MemoryKey {
+            namespace: NamespaceAddress::parse(&format!(r#"[1,"space{space}",1,{{"user":"u"}}]"#))
+                .unwrap(),
+            id: memory_core::DocumentId::new(id).unwrap(),
+        };
+        let mut chunk = meta(id, ordinal);
+        chunk.source = Arc::new(SourceVersion {
+            key: key.clone(),
+            ..(*chunk.source).clone()
+        });
+        (key, chunk)
+    }
+
+    /// The rows a namespace-filtered search visits are exactly that namespace's live rows, through
+    /// replacements, removals, compactions and a reordered copy.
+    #[test]
+    fn a_namespace_visits_exactly_its_own_live_rows() {
+        let brute = |table: &ChunkTable, space: &NamespaceAddress| {
+            let mut rows: Vec<usize> = (0..table.rows())
+                .filter(|row| {
+                    table.is_live(*row) && &table.meta(*row).source.key.namespace == space
+                })
+                .collect();
+            rows.sort_unstable();
+            rows
+        };
+        let check = |table: &ChunkTable| {
+            for space in 0..3 {
+                let namespace = in_space(space, "x", 0).0.namespace;
+                let mut visited: Vec<usize> = table.rows_in(&namespace).collect();
+                visited.sort_unstable();
+                let expected = brute(table, &namespace);
+                assert_eq!(visited, expected, "space {space}");
+                assert_eq!(table.live_in(&namespace), expected.len());
+            }
+        };
+        let mut table = ChunkTable::new(2, 64, 96);
+        // A fixed pseudo-random walk: which source, in which namespace, with how many chunks.
+        let mut state = 7u64;
+        for step in 0..200 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (state >> 33) as usize;
+            let (space, id, chunks) = (pick % 3, format!("d{}", (pick / 3) % 10), (pick / 30) % 4);
+            let (key, _) = in_space(space, &id, 0);
+            if step % 7 == 6 {
+                table.remove_source(&key);
+            } else {
+                let rows = (0..chunks)
+                    .map(|ordinal| (in_space(space, &id, ordinal as u32).1, unit(&[1.0, 0.5])))
+                    .collect();
+                if table.replace_source(&key, rows, 0.3).is_err() {
+                    table.remove_source(&key);
+                }
+            }
+            check(&table);
+        }
+        let live: Vec<usize> = (0..table.rows())
+            .filter(|row| table.is_live(*row))
+            .rev()
+            .collect();
+        let mut reordered = table.reordered(&live, 96);
+        check(&reordered);
+        reordered.compact();
+        check(&reordered);
+        check(&table.compacted_copy());
+    }
 
     #[test]
     fn replacement_checks_before_changing_and_compacts_within_bounds() {
