@@ -249,6 +249,7 @@ fn answer<S: Store>(
         None => RecallService::lexical_only(Arc::clone(&store)),
     };
     let service = MemoryService::new(Arc::clone(&store), recall);
+    let read_only = matches!(request, Request::Recall(_) | Request::Get(_));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -257,13 +258,20 @@ fn answer<S: Store>(
     // A recall refused at its deadline may leave a store call running on the blocking pool; its answer
     // is discarded, and waiting for it would hold the refusal's exit up. Every write was awaited above.
     runtime.shutdown_background();
-    match answer {
+    let code = match answer {
         Ok(answer) => {
             print_json(&answer)?;
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-        Err(refusal) => Ok(print_refusal(&refusal)),
+        Err(refusal) => print_refusal(&refusal),
+    };
+    if read_only {
+        // The answer is out and the process is about to exit: a read leaves the loaded index and
+        // model to the exit instead of freeing them one allocation at a time (0.3 s of a 1.2 s
+        // one-shot recall at 100,000 chunks). A read wrote nothing, so nothing is left unflushed.
+        std::mem::forget(service);
     }
+    Ok(code)
 }
 
 /// The argument inline, or standard input for `-`. Nothing reads standard input too, except that a

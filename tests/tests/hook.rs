@@ -432,37 +432,13 @@ fn a_running_server_answers_the_hook_and_a_stale_discovery_file_falls_back_to_on
         0
     );
     fixture.worker_pass();
-    let mut server = std::process::Command::new(integration_tests::product::memory_binary())
-        .env_remove("MEMORY_DB")
-        .arg("--db")
-        .arg(&fixture.db)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the server starts");
-    let mut discovery = fixture.db.as_os_str().to_owned();
-    discovery.push(".serve.json");
-    let discovery = std::path::PathBuf::from(discovery);
-    for _ in 0..1_200 {
-        if discovery.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // Stopped when dropped, so a failing assertion leaves no server behind.
+    let server = integration_tests::serving::HttpServer::start(&fixture, &[], &[]);
+    let discovery = server.discovery.clone();
     assert!(discovery.exists(), "the server publishes its address");
     // The server publishes its address while it loads the model; the hook's deadline is for the
     // hook's own work, so wait until it is ready (a loaded machine may take seconds).
-    let published: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&discovery).expect("the discovery file"))
-            .expect("discovery JSON");
-    let base = published["url"]
-        .as_str()
-        .expect("an MCP URL")
-        .trim_end_matches("/mcp")
-        .to_owned();
-    integration_tests::serving::wait_until_ready(&base);
+    integration_tests::serving::wait_until_ready(&server.base());
     // Without the model files the hook could not recall one-shot: an answer comes from the server.
     let no_assets = tempfile::tempdir().expect("empty assets folder");
     let transcript = fixture.dir.path().join("served.jsonl");
@@ -485,8 +461,7 @@ fn a_running_server_answers_the_hook_and_a_stale_discovery_file_falls_back_to_on
         2,
         "the server appended the prompt once"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.stop();
 
     // A killed server leaves its file behind: the hook says so and answers one-shot.
     std::fs::write(
