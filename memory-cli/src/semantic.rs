@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use memory_core::ChangeSequence;
 use memory_core::vectors::{ProfileDigest, VectorStore};
+use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
     EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswStartup, IndexBounds, Indexer,
@@ -415,17 +416,16 @@ impl<S: Store> SemanticBackend<S> {
         // indexer embeds on a low-priority thread, so a recall never waits for an indexing batch.
         // One-shot commands embed and then query, one after the other, on one session.
         let isolated = self.following.is_some();
-        // Reading and initializing the model takes a while; keep it off the async workers.
-        let embedder = tokio::task::spawn_blocking(move || {
+        // Reading and initializing the model takes a while; keep it off the async workers. The
+        // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
+        // longer of the two, not their sum.
+        let model = tokio::task::spawn_blocking(move || {
             if isolated {
                 FastembedEmbedder::load_isolated(&assets, &profile)
             } else {
                 FastembedEmbedder::load(&assets, &profile)
             }
-        })
-        .await
-        .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
-        .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
+        });
         // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
         // indexed twice are replays.
         let start = self.vectors.indexed_position(&self.digest).await?;
@@ -436,16 +436,23 @@ impl<S: Store> SemanticBackend<S> {
         } else {
             HnswStartup::LoadOnly
         };
-        let index = Arc::new(
-            SemanticIndex::open(
-                SemanticIndexConfig::new(self.profile.clone())
-                    .with_bounds(self.bounds)
-                    .with_hnsw_startup(startup),
-                Arc::new(embedder),
-                Arc::clone(&self.vectors),
-            )
+        let stored = StoredIndex::load(
+            SemanticIndexConfig::new(self.profile.clone())
+                .with_bounds(self.bounds)
+                .with_hnsw_startup(startup),
+            Arc::clone(&self.vectors),
+        )
+        .await;
+        // The model's failure is reported first, as when it was loaded alone: without it no
+        // semantic mode works, whatever the vectors.
+        let embedder = model
             .await
-            .map_err(refusal_of)?,
+            .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
+            .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
+        let index = Arc::new(
+            stored
+                .and_then(|stored| stored.with_embedder(Arc::new(embedder)))
+                .map_err(refusal_of)?,
         );
         let follower = match &self.following {
             None => Follower::CatchUp(Mutex::new(start)),

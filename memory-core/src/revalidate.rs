@@ -19,9 +19,9 @@
 //! A passage that carries the whole current text has the document id as its passage id, so index hits
 //! for different chunks of one changed document collapse into one citation at recall.
 
-use crate::StoreFault;
 use std::collections::HashMap;
 
+use crate::StoreFault;
 use crate::document::{MemoryAccess, MemoryContent, MemoryDocument, MemoryKey};
 use crate::error::MemoryError;
 use crate::ids::Revision;

@@ -4,10 +4,10 @@
 //! in-memory indexes without calling the embedding model again. Rows of one profile are never returned for
 //! another: a profile change starts from an empty set and re-indexes from the start of the change feed.
 
-use crate::StoreFault;
 use std::fmt;
 use std::future::Future;
 
+use crate::StoreFault;
 use crate::document::MemoryKey;
 use crate::error::MemoryError;
 use crate::ids::Revision;

@@ -1,10 +1,10 @@
 //! The contract suite and the model must fail on stores that break a rule: each broken store here wraps
 //! the in-memory store and breaks exactly one rule, and the suite must name that rule.
 
-use memory_core::StoreFault;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use memory_core::StoreFault;
 use memory_core::testing::{
     ExpectedChoice, ModelStep, ReceiptTamper, check_model_steps, run_contract_rules,
 };

@@ -3,9 +3,9 @@
 
 mod recall_support;
 
-use memory_core::StoreFault;
 use std::time::Duration;
 
+use memory_core::StoreFault;
 use memory_core::recall::{MemoryLookup, RecallSource, SourceStatus};
 use memory_core::{ErrorKind, MemoryError, RecallError};
 use recall_support::*;

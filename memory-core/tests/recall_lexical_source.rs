@@ -3,9 +3,9 @@
 
 mod recall_support;
 
-use memory_core::StoreFault;
 use std::sync::Mutex;
 
+use memory_core::StoreFault;
 use memory_core::recall::{LexicalRecall, SourceStatus, lexical_lookup};
 use memory_core::{
     InMemoryStore, LexicalHit, LexicalSearch, MemoryAccess, MemoryContent, MemoryDocument,

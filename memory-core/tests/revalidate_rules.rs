@@ -3,9 +3,9 @@
 
 mod recall_support;
 
-use memory_core::StoreFault;
 use std::sync::Mutex;
 
+use memory_core::StoreFault;
 use memory_core::recall::{Authority, PassageId};
 use memory_core::revalidate::{CandidatePassage, REVALIDATION_READ_BATCH};
 use memory_core::{

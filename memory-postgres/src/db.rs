@@ -8,13 +8,13 @@
 //! works from any executor, or none, and a caller whose future is dropped never leaves a transaction
 //! half-run (the spawned call finishes or rolls back on its own).
 
-use memory_core::StoreFault;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use memory_core::StoreFault;
 use memory_core::activity::ActivityError;
 use memory_core::{Clock, MemoryError};
 use tokio::task::JoinHandle;

@@ -5,10 +5,10 @@
 //! nor change anything. In WAL mode it never blocks the writer, and each call sees every transaction
 //! committed before it started.
 
-use memory_core::StoreFault;
 use std::path::Path;
 use std::time::Duration;
 
+use memory_core::StoreFault;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
     MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId,

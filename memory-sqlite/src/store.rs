@@ -1,10 +1,10 @@
 //! The read-write store: one writing connection behind a mutex, plus a [`SqliteReader`] for reads.
 
-use memory_core::StoreFault;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use memory_core::StoreFault;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter, PreparedWrite,

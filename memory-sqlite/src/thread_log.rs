@@ -6,11 +6,11 @@
 //! suppression or progress write is synced before it is acknowledged, so neither a process crash nor a
 //! power loss (on a disk that honours `fsync`) loses it.
 
-use memory_core::StoreFault;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use memory_core::StoreFault;
 use memory_core::activity::thread::MAX_PAGE_RECORDS;
 use memory_core::activity::{
     ActivityError, NewRecord, RecordDigest, Sequence, ThreadId, ThreadLog, ThreadRecord,

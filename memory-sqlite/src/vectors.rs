@@ -12,10 +12,10 @@
 //! transaction) and `semantic_graphs` (one persisted search graph per profile, an opaque BLOB with the
 //! position and vector-set digest it was built over).
 
-use memory_core::StoreFault;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+use memory_core::StoreFault;
 use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
     GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,

@@ -9,13 +9,13 @@
 
 mod common;
 
-use memory_core::StoreFault;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use memory_core::StoreFault;
 use memory_core::{
     MemoryContent, MemoryError, MemoryKey, MemoryReceipt, MemoryWrite, Revision, testing::TestScale,
 };

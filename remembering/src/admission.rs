@@ -3,10 +3,10 @@
 //! the intent in a durable outbox and still returns, so a full queue never fails the user's request;
 //! [`Admission::retry_outbox`] admits parked intents later.
 
-use memory_core::StoreFault;
 use std::sync::Arc;
 
 use memory_core::Clock;
+use memory_core::StoreFault;
 use memory_core::activity::{ActivityError, Intent, IntentId, RememberingStore};
 
 /// Default most open remember intents.

@@ -17,18 +17,16 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memory_core::vectors::SourceGeneration;
-use memory_core::{DocumentId, MemoryKey, NamespaceAddress, Revision};
+use memory_core::{DocumentId, MemoryKey, NamespaceAddress};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use semantic_index::index::{ChunkMeta, SourceChunks, SourceVersion};
+use semantic_index::index::SourceChunks;
 use semantic_index::{
     ExactIndex, HnswIndex, HnswParams, IndexBounds, SearchRequest, SourceFilter, VectorIndex,
 };
-use support::{DIMENSIONS, around, centroids, p50_p99};
+use support::{DIMENSIONS, around, centroids, keyed_sources, p50_p99};
 
 const NAMESPACE_CHUNKS: usize = 100;
 const QUERIES: usize = 400;
@@ -40,28 +38,10 @@ fn namespace(index: usize) -> NamespaceAddress {
 
 /// `size` one-chunk sources, source `i` in namespace `i % namespaces`.
 fn sources(size: usize, namespaces: usize, centroids: &[Vec<f32>]) -> Vec<SourceChunks> {
-    let mut rng = ChaCha8Rng::seed_from_u64(size as u64);
-    let revision = Revision::new("r").unwrap();
-    (0..size)
-        .map(|position| {
-            let key = MemoryKey {
-                namespace: namespace(position % namespaces),
-                id: DocumentId::new(format!("d{position:07}")).unwrap(),
-            };
-            let meta = ChunkMeta {
-                source: Arc::new(SourceVersion {
-                    key: key.clone(),
-                    revision: revision.clone(),
-                    generation: SourceGeneration(1),
-                }),
-                ordinal: 0,
-                start: 0,
-                end: 0,
-                excerpt_digest: [0; 32],
-            };
-            (key, vec![(meta, around(centroids, &mut rng))])
-        })
-        .collect()
+    keyed_sources(size, centroids, size as u64, |position| MemoryKey {
+        namespace: namespace(position % namespaces),
+        id: DocumentId::new(format!("d{position:07}")).unwrap(),
+    })
 }
 
 fn chunks_from(variable: &str, default: usize) -> usize {

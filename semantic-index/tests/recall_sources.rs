@@ -6,12 +6,12 @@
 
 mod common;
 
-use memory_core::StoreFault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use common::{FeedStore, ProbeEmbedder, access, key};
+use memory_core::StoreFault;
 use memory_core::recall::{LexicalRecall, PassageId, SourceId};
 use memory_core::vectors::SourceGeneration;
 use memory_core::{

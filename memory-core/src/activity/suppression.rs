@@ -13,7 +13,6 @@
 //! These are model-level pieces with no I/O of their own, kept here so every interface (the remembering
 //! worker, the `memory` command and server) hides exactly the same documents.
 
-use crate::StoreFault;
 use std::sync::Arc;
 
 use super::{ActivityError, IntentId, RememberingStore, SourceId, SourceRevision};
@@ -120,12 +119,11 @@ pub fn hide_suppressed(
     Ok(documents)
 }
 
-/// A busy store stays retryable; any other failure of the check is a storage failure of the read.
+/// A store fault of the check is the read's, unchanged (a busy store stays retryable, a corrupt
+/// one corrupt); any other failure of the check is a storage failure of the read.
 fn suppression_failure(error: ActivityError) -> MemoryError {
     match error {
-        ActivityError::Store(StoreFault::Busy { operation }) => {
-            MemoryError::Store(StoreFault::Busy { operation })
-        }
+        ActivityError::Store(fault) => MemoryError::Store(fault),
         other => MemoryError::storage("check suppression", other),
     }
 }
@@ -165,5 +163,31 @@ impl<R: MemoryReader> MemoryReader for SuppressingReader<R> {
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
         let documents = self.inner.read_many(keys).await?;
         hide_suppressed(&*self.store, documents)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, StoreFault};
+
+    /// The suppression check's store faults keep their kind in the read's error.
+    #[test]
+    fn a_store_fault_of_the_check_keeps_its_kind() {
+        for (fault, kind) in [
+            (
+                StoreFault::Busy { operation: "check" },
+                ErrorKind::Unavailable,
+            ),
+            (StoreFault::Poisoned, ErrorKind::Storage),
+            (StoreFault::corrupt("row"), ErrorKind::Corrupt),
+        ] {
+            assert_eq!(
+                suppression_failure(ActivityError::Store(fault)).kind(),
+                kind
+            );
+        }
+        let other = ActivityError::ProgressMismatch { what: "record" };
+        assert_eq!(suppression_failure(other).kind(), ErrorKind::Storage);
     }
 }

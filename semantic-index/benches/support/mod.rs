@@ -125,11 +125,21 @@ pub fn synthetic_key(position: usize) -> MemoryKey {
 
 /// `size` one-chunk synthetic sources with vectors around `centroids`.
 pub fn synthetic_sources(size: usize, centroids: &[Vec<f32>], seed: u64) -> Vec<SourceChunks> {
+    keyed_sources(size, centroids, seed, synthetic_key)
+}
+
+/// [`synthetic_sources`] with source `position` keyed by `key_of(position)`.
+pub fn keyed_sources(
+    size: usize,
+    centroids: &[Vec<f32>],
+    seed: u64,
+    key_of: impl Fn(usize) -> MemoryKey,
+) -> Vec<SourceChunks> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let revision = Revision::new("r").unwrap();
     (0..size)
         .map(|position| {
-            let key = synthetic_key(position);
+            let key = key_of(position);
             let meta = ChunkMeta {
                 source: Arc::new(SourceVersion {
                     key: key.clone(),

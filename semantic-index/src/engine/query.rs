@@ -2,10 +2,10 @@
 //! otherwise, and the answer says which), then revalidate every candidate against the current
 //! document (SPEC §4).
 
-use memory_core::StoreFault;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use memory_core::StoreFault;
 use memory_core::vectors::VectorStore;
 use memory_core::{MemoryAccess, MemoryDocument, MemoryKey, MemoryReader, NamespaceAddress};
 

@@ -16,12 +16,12 @@
 //! [`SourceVersion`]s the same way, so no key is copied. A source's rows are always contiguous (they
 //! are appended together and compaction keeps the order), so a source is recorded as a span.
 
-use memory_core::StoreFault;
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use memory_core::StoreFault;
 use memory_core::vectors::VectorSink;
 use memory_core::{MemoryError, MemoryKey, NamespaceAddress};
 

@@ -18,10 +18,10 @@
 //! - the grouped read runs on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous
 //!   store (SQLite) cannot hold the recall's deadline timer up.
 
-use memory_core::StoreFault;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use memory_core::StoreFault;
 use memory_core::recall::{Authority, PassageId};
 use memory_core::{
     MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryPassage, MemoryReader, RecallError,

@@ -16,12 +16,12 @@
 pub mod intents;
 pub mod progress;
 
-use crate::StoreFault;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
 use super::{ActivityError, FencingEpoch};
+use crate::StoreFault;
 use crate::document::EpochMillis;
 
 /// Most rows one page of references or outbox entries may hold (and most references or documents one

@@ -1,9 +1,9 @@
 //! The in-memory vector store.
 
-use crate::StoreFault;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::StoreFault;
 use crate::document::MemoryKey;
 use crate::error::MemoryError;
 use crate::ports::ChangeSequence;
