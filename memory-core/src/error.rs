@@ -180,19 +180,6 @@ impl MemoryError {
         Self::Store(StoreFault::storage(operation, source))
     }
 
-    /// Builds a corrupt-data fault ([`StoreFault::Corrupt`]).
-    pub fn corrupt(what: impl Into<String>) -> Self {
-        Self::Store(StoreFault::corrupt(what))
-    }
-
-    /// The store fault this error is, if it is one.
-    pub fn fault(&self) -> Option<&StoreFault> {
-        match self {
-            Self::Store(fault) => Some(fault),
-            _ => None,
-        }
-    }
-
     /// Builds a [`MemoryError::InvalidInput`].
     pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Self::InvalidInput {
@@ -298,7 +285,7 @@ mod tests {
             let error = MemoryError::from(fault);
             assert_eq!(error.kind(), kind, "{text}");
             assert_eq!(error.to_string(), text, "the leaf's message, unchanged");
-            assert!(error.fault().is_some());
+            assert!(matches!(error, MemoryError::Store(_)));
         }
         for (fault, kind, retryable) in faults() {
             let error = ActivityError::from(fault);

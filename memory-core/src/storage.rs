@@ -53,7 +53,7 @@ pub struct ConsistencyReport {
 
 /// A stored row that does not parse or contradicts itself.
 pub fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::Store(StoreFault::Corrupt { what: what.into() })
+    MemoryError::Store(StoreFault::corrupt(what))
 }
 
 /// Serializes a document or receipt body.

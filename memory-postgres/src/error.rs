@@ -197,10 +197,7 @@ impl Fail<ActivityError> {
     }
 }
 
-/// A stored row that does not parse or contradicts itself.
-pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::corrupt(what)
-}
+pub(crate) use memory_core::storage::corrupt;
 
 pub(crate) use memory_core::activity::rules::{
     column_i64 as to_i64, corrupt as activity_corrupt, stored_u64 as to_u64,

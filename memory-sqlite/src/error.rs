@@ -105,10 +105,7 @@ pub(crate) fn activity_error(operation: &'static str) -> impl Fn(rusqlite::Error
     move |error| fault(operation, error).into()
 }
 
-/// A stored row that does not parse or contradicts itself.
-pub(crate) fn corrupt(what: impl Into<String>) -> MemoryError {
-    MemoryError::corrupt(what)
-}
+pub(crate) use memory_core::storage::corrupt;
 
 #[cfg(test)]
 mod tests {
