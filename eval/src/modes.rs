@@ -39,7 +39,7 @@ pub enum Mode {
     Exact,
     /// HNSW approximate search.
     Hnsw,
-    /// Lexical and HNSW fused by weighted RRF.
+    /// Lexical and HNSW fused by the product's hybrid (normalized score fusion by default).
     Hybrid,
 }
 

@@ -130,7 +130,9 @@ pub fn peak_memory_kib() -> Option<u64> {
 /// The product's hybrid parameters, as the report records them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct HybridDefaults {
-    /// The rank damping `k`.
+    /// The fusion method.
+    pub method: semantic_index::FusionMethod,
+    /// The rank damping `k` (reciprocal rank fusion only).
     pub k: f64,
     /// Weight of the lexical ranking.
     pub lexical_weight: f64,
@@ -142,6 +144,7 @@ impl HybridDefaults {
     /// The parameters' fusion fields.
     pub fn of(params: &semantic_index::HybridParams) -> Self {
         Self {
+            method: params.method,
             k: params.k,
             lexical_weight: params.lexical_weight,
             embedding_weight: params.embedding_weight,
@@ -237,12 +240,22 @@ pub fn markdown(report: &Report) -> String {
         );
     }
     let h = &report.hybrid;
+    let fusion = match h.method {
+        semantic_index::FusionMethod::NormalizedScores => format!(
+            "normalized score fusion of lexical and HNSW rankings, each side's scores min-max \
+             normalized, lexical weight {}, embedding weight {}",
+            h.lexical_weight, h.embedding_weight
+        ),
+        semantic_index::FusionMethod::ReciprocalRank => format!(
+            "weighted reciprocal-rank fusion of lexical and HNSW rankings, `w_lex / (k + \
+             rank_lexical) + w_emb / (k + rank_hnsw)`: k = {}, lexical weight {}, embedding weight {}",
+            h.k, h.lexical_weight, h.embedding_weight
+        ),
+    };
     let _ = writeln!(
         md,
-        "\nHybrid = the product's hybrid recall with its defaults (weighted reciprocal-rank fusion of \
-         lexical and HNSW rankings, `w_lex / (k + rank_lexical) + w_emb / (k + rank_hnsw)`: k = {}, \
-         lexical weight {}, embedding weight {}; tuned on LoCoMo by `memory-eval locomo-tune`).\n",
-        h.k, h.lexical_weight, h.embedding_weight
+        "\nHybrid = the product's hybrid recall with its defaults ({fusion}; tuned on LoCoMo by \
+         `memory-eval locomo-tune`).\n"
     );
     let _ = writeln!(md, "![recall per mode](recall_by_mode.svg)\n");
     let _ = writeln!(

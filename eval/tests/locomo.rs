@@ -139,11 +139,17 @@ fn the_product_defaults_are_the_tuned_values() {
     assert_eq!(tuned.lexical_rm3, None, "the product has no RM3 feedback");
     let hybrid = HybridParams::default();
     assert_eq!(
-        (hybrid.k, hybrid.lexical_weight, hybrid.embedding_weight),
         (
+            hybrid.method,
+            hybrid.k,
+            hybrid.lexical_weight,
+            hybrid.embedding_weight
+        ),
+        (
+            tuned.fusion,
             tuned.rrf_k,
-            tuned.rrf_lexical_weight,
-            tuned.rrf_embedding_weight
+            tuned.lexical_weight,
+            tuned.embedding_weight
         )
     );
     assert_eq!(hybrid.lexical_candidates, tuned.lexical_candidates);

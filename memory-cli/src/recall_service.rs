@@ -9,7 +9,7 @@
 //!   passage id ([`semantic_index::recall::chunk_passage_id`]). Each passage's score is its chunk's
 //!   cosine similarity, as the source computed it.
 //! - `hybrid` (the default): semantic-index's hybrid source ([`HybridRecall`], HNSW side): the lexical
-//!   and embedding rankings of documents fused by reciprocal rank fusion with its default parameters
+//!   and embedding rankings of documents fused by normalized score fusion with its default parameters
 //!   (see [`semantic_index::recall::HybridParams`]); a document found lexically becomes a whole-document
 //!   passage, one found only by embedding its chunks. Each passage is scored by its document's fused
 //!   score, as the source computed it.

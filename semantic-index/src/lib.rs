@@ -10,8 +10,9 @@
 //! - [`engine`]: [`SemanticIndex`], refresh, withdrawal and revalidated query; [`limits`] bounds them.
 //! - [`indexer`]: the background task following the store's change feed, and [`catch_up`], the same
 //!   work done once in the calling task.
-//! - [`recall`](mod@recall): the embedding and hybrid (reciprocal rank fusion) recall sources for
-//!   [`memory_core::recall`](mod@memory_core::recall), revalidated against the document store.
+//! - [`recall`](mod@recall): the embedding and hybrid (normalized score or rank fusion) recall
+//!   sources for [`memory_core::recall`](mod@memory_core::recall), revalidated against the document
+//!   store.
 //! - [`tokens`]: [`TokenizerCounter`], exact token counts from the model's `tokenizer.json`.
 //!
 //! Bounds: an index holds [`DEFAULT_MAX_CHUNKS`] (1,000,000) live chunks by default, configurable with
@@ -61,8 +62,8 @@ pub use limits::{QueryLimits, RefreshLimits};
 pub use memory_core::vectors::{SourceGeneration, UnindexedReason};
 pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile};
 pub use recall::{
-    AnsweredLookup, HybridParams, HybridRecall, ScoredLookup, ScoredPassage, SemanticRecall,
-    hybrid_lookup, hybrid_lookup_answered, on_blocking_pool, reciprocal_rank_fusion,
+    AnsweredLookup, FusionMethod, HybridParams, HybridRecall, ScoredLookup, ScoredPassage,
+    SemanticRecall, fuse_rankings, hybrid_lookup, hybrid_lookup_answered, on_blocking_pool,
     semantic_lookup, semantic_lookup_answered,
 };
 pub use tokens::TokenizerCounter;

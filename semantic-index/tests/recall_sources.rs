@@ -586,8 +586,14 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
         partial[0].1 >= 0.3 && partial[0].1 < 1.0,
         "a partial match scores between min_score and 1: {partial:?}"
     );
-    // Each document is rank 1 of one list only: 1 / (k + 1) each.
-    let k = semantic_index::recall::DEFAULT_RRF_K;
+    // Normalized score fusion (the default): each document is the best (so 1) of one list only, and
+    // scores that list's share of the weights.
+    let params = HybridParams::default();
+    assert_eq!(
+        params.method,
+        semantic_index::FusionMethod::NormalizedScores
+    );
+    let share = |weight: f64| weight / (params.lexical_weight + params.embedding_weight);
     let fused = scores(
         fixture
             .hybrid("where does the cat sleep")
@@ -595,11 +601,20 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
             .await
             .unwrap(),
     );
-    assert_eq!(fused.len(), 2, "{fused:?}");
-    for (_, score) in &fused {
-        assert!((score - 1.0 / (k + 1.0)).abs() < 1e-12, "{fused:?}");
-    }
-    // Found by both lists at rank 1: 2 / (k + 1).
+    assert_eq!(
+        fused.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["lexical", "semantic"],
+        "{fused:?}"
+    );
+    assert!(
+        (fused[0].1 - share(params.lexical_weight)).abs() < 1e-12,
+        "{fused:?}"
+    );
+    assert!(
+        (fused[1].1 - share(params.embedding_weight)).abs() < 1e-12,
+        "{fused:?}"
+    );
+    // Found by both lists as their best: 1.
     fixture.store.script_lexical(&["semantic"]);
     let both = scores(
         fixture
@@ -609,7 +624,27 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
             .unwrap(),
     );
     assert_eq!(both[0].0, "semantic");
-    assert!((both[0].1 - 2.0 / (k + 1.0)).abs() < 1e-12, "{both:?}");
+    assert!((both[0].1 - 1.0).abs() < 1e-12, "{both:?}");
+    // Rank fusion: each document rank 1 of one list, 1 / (k + 1) each (weights 1:1).
+    let rank = HybridParams {
+        method: semantic_index::FusionMethod::ReciprocalRank,
+        lexical_weight: 1.0,
+        embedding_weight: 1.0,
+        ..params
+    };
+    fixture.store.script_lexical(&["lexical"]);
+    let fused = scores(
+        fixture
+            .hybrid("where does the cat sleep")
+            .params(rank)
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(fused.len(), 2, "{fused:?}");
+    for (_, score) in &fused {
+        assert!((score - 1.0 / (rank.k + 1.0)).abs() < 1e-12, "{fused:?}");
+    }
 }
 
 #[tokio::test]

@@ -1,18 +1,17 @@
 //! The rankings the tuning combines, one lever at a time: the product's lexical search under given
 //! [`LexicalRules`] (optionally with RM3-style feedback), embedding rankings of several embedded-text
-//! variants, and the fusion of the two by the product's [`reciprocal_rank_fusion`] (or, for
-//! comparison, normalized score fusion).
+//! variants, and the fusion of the two by the product's [`fuse_rankings`] (either of its methods).
 //!
 //! Rankings are per question, within the question's conversation, best first, each id once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
 use memory_core::{DynamicNamespace, MemoryAccess, MemoryScope};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{LexicalRules, is_stop_word};
-use semantic_index::{Embedder, HybridParams, reciprocal_rank_fusion};
+use semantic_index::{Embedder, FusionMethod, HybridParams, fuse_rankings};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -297,7 +296,7 @@ pub fn embedding_rankings(
         .collect()
 }
 
-/// How the two rankings are combined.
+/// How the two rankings are combined: one of the product's fusion methods with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "fusion", rename_all = "kebab-case")]
 pub enum Fusion {
@@ -308,14 +307,69 @@ pub enum Fusion {
         /// Weight of the lexical ranking (the embedding ranking weighs 1).
         lexical_weight: f64,
     },
-    /// Min-max normalized scores, `lexical_share * lexical + (1 - lexical_share) * embedding`.
+    /// The product's normalized score fusion.
     NormalizedScores {
-        /// Share of the lexical score.
-        lexical_share: f64,
+        /// Weight (share) of the lexical score.
+        lexical_weight: f64,
+        /// Weight (share) of the embedding score.
+        embedding_weight: f64,
     },
 }
 
-/// Fuses the top `lexical_depth` and `embedding_depth` of two rankings into turn ids, best first.
+impl Fusion {
+    /// The fusion `params` select.
+    pub fn of(params: &HybridParams) -> Self {
+        match params.method {
+            FusionMethod::ReciprocalRank => Self::Rrf {
+                k: params.k,
+                lexical_weight: params.lexical_weight / params.embedding_weight,
+            },
+            FusionMethod::NormalizedScores => Self::NormalizedScores {
+                lexical_weight: params.lexical_weight,
+                embedding_weight: params.embedding_weight,
+            },
+        }
+    }
+
+    /// The product's parameters for this fusion (depths and the rest at their defaults).
+    pub fn params(self) -> HybridParams {
+        let defaults = HybridParams::default();
+        match self {
+            Self::Rrf { k, lexical_weight } => HybridParams {
+                method: FusionMethod::ReciprocalRank,
+                k,
+                lexical_weight,
+                embedding_weight: 1.0,
+                ..defaults
+            },
+            Self::NormalizedScores {
+                lexical_weight,
+                embedding_weight,
+            } => HybridParams {
+                method: FusionMethod::NormalizedScores,
+                lexical_weight,
+                embedding_weight,
+                ..defaults
+            },
+        }
+    }
+
+    /// A label for reports.
+    pub fn describe(self) -> String {
+        match self {
+            Self::Rrf { k, lexical_weight } => {
+                format!("RRF k={k}, lexical weight {lexical_weight}")
+            }
+            Self::NormalizedScores {
+                lexical_weight,
+                embedding_weight,
+            } => format!("normalized score fusion, weights {lexical_weight}:{embedding_weight}"),
+        }
+    }
+}
+
+/// Fuses the top `lexical_depth` and `embedding_depth` of two rankings into turn ids, best first, by
+/// the product's [`fuse_rankings`].
 pub fn fuse(
     fusion: Fusion,
     lexical: &Ranking,
@@ -325,48 +379,8 @@ pub fn fuse(
 ) -> Vec<String> {
     let lexical = &lexical[..lexical.len().min(lexical_depth)];
     let embedding = &embedding[..embedding.len().min(embedding_depth)];
-    match fusion {
-        Fusion::Rrf { k, lexical_weight } => {
-            let params = HybridParams {
-                k,
-                lexical_weight,
-                embedding_weight: 1.0,
-                ..HybridParams::default()
-            };
-            let ids = |ranking: &[(String, f64)]| -> Vec<String> {
-                ranking.iter().map(|(id, _)| id.clone()).collect()
-            };
-            reciprocal_rank_fusion(&params, &ids(lexical), &ids(embedding))
-                .into_iter()
-                .map(|fused| fused.item)
-                .collect()
-        }
-        Fusion::NormalizedScores { lexical_share } => {
-            let mut scores: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
-            for (share, ranking) in [(lexical_share, lexical), (1.0 - lexical_share, embedding)] {
-                let high = ranking.first().map_or(0.0, |(_, score)| *score);
-                let low = ranking.last().map_or(0.0, |(_, score)| *score);
-                for (rank, (id, score)) in ranking.iter().enumerate() {
-                    let normalized = if high > low {
-                        (score - low) / (high - low)
-                    } else {
-                        1.0
-                    };
-                    let entry = scores.entry(id.as_str()).or_insert((0.0, usize::MAX));
-                    entry.0 += share * normalized;
-                    entry.1 = entry.1.min(rank);
-                }
-            }
-            let mut fused: Vec<(&str, (f64, usize))> = scores.into_iter().collect();
-            fused.sort_by(|left, right| {
-                right
-                    .1
-                    .0
-                    .total_cmp(&left.1.0)
-                    .then(left.1.1.cmp(&right.1.1))
-                    .then(left.0.cmp(right.0))
-            });
-            fused.into_iter().map(|(id, _)| id.to_owned()).collect()
-        }
-    }
+    fuse_rankings(&fusion.params(), lexical, embedding)
+        .into_iter()
+        .map(|fused| fused.item)
+        .collect()
 }

@@ -9,16 +9,20 @@
 //!   then RM3 feedback on top of them, then the embedded text, then the fusion and its depths.
 //! - A lever's challenger replaces the product's current setting only when it wins by at least
 //!   [`MARGIN`]: a change must buy something, not a hair that another corpus would not confirm.
-//! - The fusion's `k` and lexical weight are scored by their smoothed objective, the mean over the
-//!   setting and its grid neighbours, so the choice sits on a plateau rather than a spike. Among the
-//!   settings within [`MARGIN`] of the best smoothed objective, the least extreme one wins: weights
-//!   closest to 1:1, then the largest `k`, then the smallest candidate depths (the cheapest search).
+//! - The fusion is chosen among both of the product's methods: reciprocal rank fusion over `k`,
+//!   lexical weight and both depths, and normalized score fusion over its weights and both depths.
+//!   Each setting is scored by its smoothed objective, the mean over the setting and its grid
+//!   neighbours (`k` and weight for RRF, the weights for score fusion), so the choice sits on a
+//!   plateau rather than a spike. Within each method, among the settings within [`MARGIN`] of its
+//!   best smoothed objective, the least extreme one wins: weights closest to equal, then the largest
+//!   `k`, then the deepest candidate lists (see `least_extreme` for why). Between the two methods the
+//!   product's current one stays unless the other's smoothed objective beats it by [`MARGIN`].
 
 use std::collections::HashMap;
 
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::LexicalRules;
-use semantic_index::{Embedder, HybridParams, Preprocessing, SemanticProfile};
+use semantic_index::{Embedder, FusionMethod, HybridParams, Preprocessing, SemanticProfile};
 use serde::{Deserialize, Serialize};
 
 use super::data::Conversation;
@@ -41,8 +45,9 @@ pub const LEXICAL_WEIGHTS: [f64; 6] = [0.5, 0.75, 1.0, 1.25, 1.5, 2.0];
 /// twice the items a recall may cite (`memory_cli::recall_service::MIN_SEARCH_HITS` and more), so a
 /// shallower default would never take effect.
 pub const DEPTHS: [usize; 3] = [20, 40, 100];
-/// Lexical shares tried for normalized score fusion.
-pub const SCORE_SHARES: [f64; 5] = [0.3, 0.4, 0.5, 0.6, 0.7];
+/// Weights (lexical, embedding) tried for normalized score fusion: shares of the fused score.
+pub const SCORE_WEIGHTS: [(f64, f64); 5] =
+    [(0.3, 0.7), (0.4, 0.6), (0.5, 0.5), (0.6, 0.4), (0.7, 0.3)];
 /// Speaker-column weights tried.
 pub const SPEAKER_WEIGHTS: [f64; 5] = [0.0, 0.25, 0.5, 1.0, 2.0];
 /// RM3 feedback settings tried: (feedback documents, expansion terms).
@@ -63,12 +68,14 @@ pub struct Tuned {
     pub lexical_rm3: Option<(usize, usize)>,
     /// What is embedded for a turn.
     pub embedded_text: EmbeddedText,
-    /// The fusion's `k`.
+    /// The fusion method.
+    pub fusion: FusionMethod,
+    /// Reciprocal rank fusion's `k` (kept for that method when normalized scores are chosen).
     pub rrf_k: f64,
     /// Weight of the lexical ranking.
-    pub rrf_lexical_weight: f64,
+    pub lexical_weight: f64,
     /// Weight of the embedding ranking.
-    pub rrf_embedding_weight: f64,
+    pub embedding_weight: f64,
     /// Lexical candidates fused.
     pub lexical_candidates: usize,
     /// Embedding candidates fused.
@@ -304,7 +311,7 @@ pub fn tune<E: Embedder>(
         anyhow::bail!("no embedding variant was measured");
     };
 
-    // Fusion: the product's RRF over k, lexical weight and both depths; score fusion for comparison.
+    // Fusion: both of the product's methods over their parameters and both depths.
     let tuning_only = |ranked: &[Vec<String>]| {
         objective(&split.figures(ranked, |conversation| conversation < TUNING_CONVERSATIONS))
     };
@@ -320,9 +327,8 @@ pub fn tune<E: Embedder>(
         };
     let defaults = HybridParams::default();
     let bar = progress.bar("fusion grid", (DEPTHS.len() * DEPTHS.len()) as u64);
-    // (smoothed objective, k, weight, lexical depth, embedding depth) of every RRF setting.
-    let mut rrf_settings: Vec<(f64, f64, f64, usize, usize)> = Vec::new();
-    let mut best_scores: Option<(f64, f64, usize, usize)> = None;
+    let mut rrf_settings: Vec<FusionSetting> = Vec::new();
+    let mut score_settings: Vec<FusionSetting> = Vec::new();
     for lexical_depth in DEPTHS {
         for embedding_depth in DEPTHS {
             let mut grid = vec![vec![0.0; LEXICAL_WEIGHTS.len()]; RRF_K.len()];
@@ -337,147 +343,158 @@ pub fn tune<E: Embedder>(
             }
             for (ki, k) in RRF_K.iter().enumerate() {
                 for (wi, lexical_weight) in LEXICAL_WEIGHTS.iter().enumerate() {
-                    rrf_settings.push((
-                        neighbourhood_mean(&grid, ki, wi),
-                        *k,
-                        *lexical_weight,
+                    rrf_settings.push(FusionSetting {
+                        smoothed: neighbourhood_mean(&grid, ki, wi),
+                        fusion: Fusion::Rrf {
+                            k: *k,
+                            lexical_weight: *lexical_weight,
+                        },
                         lexical_depth,
                         embedding_depth,
-                    ));
+                    });
                 }
             }
-            for share in SCORE_SHARES {
-                let fusion = Fusion::NormalizedScores {
-                    lexical_share: share,
-                };
-                let score = tuning_only(&fused_all(fusion, lexical_depth, embedding_depth));
-                if best_scores
-                    .as_ref()
-                    .is_none_or(|(best, ..)| score > best + 1e-12)
-                {
-                    best_scores = Some((score, share, lexical_depth, embedding_depth));
-                }
+            let shares: Vec<f64> = SCORE_WEIGHTS
+                .iter()
+                .map(|(lexical_weight, embedding_weight)| {
+                    let fusion = Fusion::NormalizedScores {
+                        lexical_weight: *lexical_weight,
+                        embedding_weight: *embedding_weight,
+                    };
+                    tuning_only(&fused_all(fusion, lexical_depth, embedding_depth))
+                })
+                .collect();
+            let grid = vec![shares];
+            for (wi, (lexical_weight, embedding_weight)) in SCORE_WEIGHTS.iter().enumerate() {
+                score_settings.push(FusionSetting {
+                    smoothed: neighbourhood_mean(&grid, 0, wi),
+                    fusion: Fusion::NormalizedScores {
+                        lexical_weight: *lexical_weight,
+                        embedding_weight: *embedding_weight,
+                    },
+                    lexical_depth,
+                    embedding_depth,
+                });
             }
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    let best_smoothed = rrf_settings
-        .iter()
-        .map(|setting| setting.0)
-        .fold(f64::MIN, f64::max);
-    let best_rrf = rrf_settings
-        .iter()
-        .filter(|setting| setting.0 >= best_smoothed - MARGIN)
-        .min_by(|left, right| {
-            left.2
-                .ln()
-                .abs()
-                .total_cmp(&right.2.ln().abs())
-                .then(right.1.total_cmp(&left.1))
-                .then((left.3 + left.4).cmp(&(right.3 + right.4)))
-        })
-        .copied();
-    let Some((smoothed, k, lexical_weight, lexical_candidates, embedding_candidates)) = best_rrf
+    let (Some(best_rrf), Some(best_scores)) =
+        (least_extreme(&rrf_settings), least_extreme(&score_settings))
     else {
         anyhow::bail!("no fusion was measured");
     };
-    let old = Fusion::Rrf {
-        k: defaults.k,
-        lexical_weight: defaults.lexical_weight / defaults.embedding_weight,
+    // The product's current method defends its place: the other must win by the margin.
+    let (incumbent, challenger) = match defaults.method {
+        FusionMethod::ReciprocalRank => (best_rrf, best_scores),
+        FusionMethod::NormalizedScores => (best_scores, best_rrf),
     };
+    let chosen = if challenger.smoothed >= incumbent.smoothed + MARGIN {
+        challenger
+    } else {
+        incumbent
+    };
+    let current = Fusion::of(&defaults);
     rows.push(split.row(
         "fusion",
         format!(
-            "previous default: RRF k={}, weights 1:1, depths 20/20",
-            defaults.k
+            "product's current default: {}, depths {}/{}",
+            current.describe(),
+            defaults.lexical_candidates,
+            defaults.embedding_candidates
         ),
-        &fused_all(old, 20, 20),
+        &fused_all(
+            current,
+            defaults.lexical_candidates,
+            defaults.embedding_candidates,
+        ),
     ));
-    let chosen = Fusion::Rrf { k, lexical_weight };
-    let chosen_ranked = fused_all(chosen, lexical_candidates, embedding_candidates);
-    let mut row = split.row(
-        "fusion",
-        format!(
-            "chosen: RRF k={k}, lexical weight {lexical_weight}, depths {lexical_candidates}/{embedding_candidates}"
-        ),
-        &chosen_ranked,
-    );
-    row.objective = smoothed;
-    rows.push(row);
-    if let Some((_, share, lexical_depth, embedding_depth)) = best_scores {
-        rows.push(split.row(
+    for (label, setting) in [
+        ("best RRF", best_rrf),
+        ("best normalized score fusion", best_scores),
+        ("chosen", chosen),
+    ] {
+        let mut row = split.row(
             "fusion",
             format!(
-                "best normalized score fusion: lexical share {share}, depths {lexical_depth}/{embedding_depth}"
+                "{label}: {}, depths {}/{} (objective smoothed over neighbouring settings)",
+                setting.fusion.describe(),
+                setting.lexical_depth,
+                setting.embedding_depth
             ),
             &fused_all(
-                Fusion::NormalizedScores {
-                    lexical_share: share,
-                },
-                lexical_depth,
-                embedding_depth,
+                setting.fusion,
+                setting.lexical_depth,
+                setting.embedding_depth,
             ),
-        ));
+        );
+        row.objective = setting.smoothed;
+        rows.push(row);
     }
-    for (label, fusion) in [
-        (
-            "RRF k=60, chosen weight and depths",
-            Fusion::Rrf {
-                k: 60.0,
-                lexical_weight,
-            },
-        ),
-        (
-            "RRF chosen k, weights 1:1, chosen depths",
-            Fusion::Rrf {
-                k,
-                lexical_weight: 1.0,
-            },
-        ),
-    ] {
-        rows.push(split.row(
-            "fusion",
-            label.to_owned(),
-            &fused_all(fusion, lexical_candidates, embedding_candidates),
-        ));
-    }
+    let rrf_weight = match best_rrf.fusion {
+        Fusion::Rrf { lexical_weight, .. } => lexical_weight,
+        Fusion::NormalizedScores { .. } => 1.0,
+    };
+    let rrf_k = match best_rrf.fusion {
+        Fusion::Rrf { k, .. } => k,
+        Fusion::NormalizedScores { .. } => defaults.k,
+    };
     for other_k in RRF_K {
         rows.push(split.row(
-            "fusion k",
-            format!("RRF k={other_k}, chosen weight and depths"),
+            "fusion RRF k",
+            format!("RRF k={other_k}, best RRF's weight and depths"),
             &fused_all(
                 Fusion::Rrf {
                     k: other_k,
-                    lexical_weight,
+                    lexical_weight: rrf_weight,
                 },
-                lexical_candidates,
-                embedding_candidates,
+                best_rrf.lexical_depth,
+                best_rrf.embedding_depth,
             ),
         ));
     }
     for weight in LEXICAL_WEIGHTS {
         rows.push(split.row(
-            "fusion weight",
-            format!("RRF lexical weight {weight}, chosen k and depths"),
+            "fusion RRF weight",
+            format!("RRF lexical weight {weight}, best RRF's k and depths"),
             &fused_all(
                 Fusion::Rrf {
-                    k,
+                    k: rrf_k,
                     lexical_weight: weight,
                 },
-                lexical_candidates,
-                embedding_candidates,
+                best_rrf.lexical_depth,
+                best_rrf.embedding_depth,
+            ),
+        ));
+    }
+    for (lexical_weight, embedding_weight) in SCORE_WEIGHTS {
+        rows.push(split.row(
+            "fusion score weights",
+            format!(
+                "normalized score fusion, weights {lexical_weight}:{embedding_weight}, best score \
+                 fusion's depths"
+            ),
+            &fused_all(
+                Fusion::NormalizedScores {
+                    lexical_weight,
+                    embedding_weight,
+                },
+                best_scores.lexical_depth,
+                best_scores.embedding_depth,
             ),
         ));
     }
     for depth in DEPTHS {
         rows.push(split.row(
             "fusion depth",
-            format!("chosen RRF, both depths {depth}"),
-            &fused_all(chosen, depth, depth),
+            format!("chosen fusion, both depths {depth}"),
+            &fused_all(chosen.fusion, depth, depth),
         ));
     }
+    let chosen_ranked = fused_all(chosen.fusion, chosen.lexical_depth, chosen.embedding_depth);
     let chosen_all = split.figures(&chosen_ranked, |_| true);
+    let params = chosen.fusion.params();
     Ok(TuneReport {
         tuned: Tuned {
             tuned_on: format!(
@@ -488,15 +505,65 @@ pub fn tune<E: Embedder>(
             lexical_speaker_weight: rules.speaker_weight,
             lexical_rm3,
             embedded_text,
-            rrf_k: k,
-            rrf_lexical_weight: lexical_weight,
-            rrf_embedding_weight: 1.0,
-            lexical_candidates,
-            embedding_candidates,
+            fusion: params.method,
+            rrf_k,
+            lexical_weight: params.lexical_weight,
+            embedding_weight: params.embedding_weight,
+            lexical_candidates: chosen.lexical_depth,
+            embedding_candidates: chosen.embedding_depth,
         },
         rows,
         chosen_all,
     })
+}
+
+/// One fusion setting of the grid and its smoothed objective on the tuning conversations.
+#[derive(Debug, Clone, Copy)]
+struct FusionSetting {
+    smoothed: f64,
+    fusion: Fusion,
+    lexical_depth: usize,
+    embedding_depth: usize,
+}
+
+/// Among `settings` within [`MARGIN`] of the best smoothed objective, the least extreme: weights
+/// closest to equal, then the largest `k`, then the deepest lists, then the first listed.
+///
+/// Deepest, not cheapest: normalized score fusion maps each list's last score to 0, so the shallower
+/// the list the more its normalization depends on where it was cut (at depth 20 the 20th lexical hit
+/// counts for nothing, however close its BM25 score is to the first's); rank fusion only gains
+/// candidates. A deeper list costs little: the lexical search scores every matching row whatever its
+/// limit, and the embedding search's candidate list (HNSW `ef_search`, 128 by default) is already
+/// past 100.
+fn least_extreme(settings: &[FusionSetting]) -> Option<FusionSetting> {
+    let best = settings
+        .iter()
+        .map(|setting| setting.smoothed)
+        .fold(f64::MIN, f64::max);
+    let skew = |setting: &FusionSetting| match setting.fusion {
+        Fusion::Rrf { lexical_weight, .. } => lexical_weight.ln().abs(),
+        Fusion::NormalizedScores {
+            lexical_weight,
+            embedding_weight,
+        } => (lexical_weight / embedding_weight).ln().abs(),
+    };
+    let k = |setting: &FusionSetting| match setting.fusion {
+        Fusion::Rrf { k, .. } => k,
+        Fusion::NormalizedScores { .. } => 0.0,
+    };
+    settings
+        .iter()
+        .filter(|setting| setting.smoothed >= best - MARGIN)
+        .min_by(|left, right| {
+            skew(left)
+                .total_cmp(&skew(right))
+                .then(k(right).total_cmp(&k(left)))
+                .then(
+                    (right.lexical_depth + right.embedding_depth)
+                        .cmp(&(left.lexical_depth + left.embedding_depth)),
+                )
+        })
+        .copied()
 }
 
 /// The mean of `grid[row][column]` and its neighbours (up to one step in each direction).

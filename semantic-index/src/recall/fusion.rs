@@ -1,39 +1,67 @@
-//! Reciprocal rank fusion (Cormack, Clarke and Büttcher, 2009) of a lexical and an embedding ranking.
+//! Fusion of a lexical and an embedding ranking into one document ranking, by one of two methods
+//! ([`FusionMethod`]):
 //!
-//! An item at 1-based rank `r` of a list with weight `w` scores `w / (k + r)`; an item's fused score is
-//! the sum over the lists that rank it. Only ranks matter, so BM25 scores and cosine similarities, which
-//! live on unrelated scales, never need calibrating against each other.
+//! - **Normalized score fusion** (the default): each list's scores are min-max normalized over the
+//!   list (its best item 1, its last 0; a list whose scores are all equal gives each item 1), and an
+//!   item's fused score is `(w_lex * lexical + w_emb * embedding) / (w_lex + w_emb)`, 0 for a list
+//!   that does not hold it. The fused score lies in `[0, 1]`. Min-max is invariant under any positive
+//!   affine change of a side's scores, so BM25's corpus-dependent scale and the cosine's never need
+//!   calibrating against each other; what the fusion keeps, and rank fusion throws away, is how far
+//!   apart a list's items are: a BM25 first place far above the rest outweighs an embedding list
+//!   whose top cosines are all alike.
+//! - **Reciprocal rank fusion** (Cormack, Clarke and Büttcher, 2009): an item at 1-based rank `r` of
+//!   a list with weight `w` scores `w / (k + r)`, summed over the lists that rank it. Only ranks
+//!   matter.
 //!
 //! The defaults are tuned, not the paper's: `memory-eval locomo-tune` chose them on LoCoMo's first five
 //! conversations (real long chats, one document per turn) and `eval/locomo-tuned.json` records the
 //! choice, which a test checks against these constants. Measured there (hit@10 / evidence share@10 on
-//! conversations 1-5, then on the held-out 6-10):
-//! - `k`: small is much better. With one candidate list shallow and the other weak (MiniLM alone finds
-//!   the evidence in the top 10 about half the time), a large `k` flattens ranks so far that two
-//!   mediocre ranks outvote one first place: k = 60 0.691 / 0.621, then 0.659 / 0.584 held out;
-//!   k = 1 0.720 / 0.651, then 0.702 / 0.619. k = 1 and 2 are level; from 5 up it falls steadily.
-//! - Weights: equal. The lexical ranking is the better one on conversations, but weighting it 1.25-2
-//!   trades hit@5 for hit@1 and leaves hit@10 where it is; 0.5-0.75 loses everywhere.
-//! - Depths: 20 lexical hits and 40 embedding chunks. Deeper embedding lists add a little (the
-//!   embedding side's evidence often ranks 20-40); 100 adds nothing. The product asks each side for at
-//!   least twice the items a recall may cite, so these are floors.
-//! - Normalized score fusion (min-max scores, 0.6 lexical) won 0.008 of the objective on the tuning
-//!   half and nothing on the held-out half; it depends on the score scales of both sides (BM25 values
-//!   change with corpus and query length), so rank fusion stays.
+//! conversations 1-5, then on the held-out 6-10; the eval crate's `locomo` module has the whole table):
+//! - Method: normalized score fusion, 0.742 / 0.673, then 0.718 / 0.638 held out, against the best
+//!   rank fusion's 0.725 / 0.658, then 0.697 / 0.614 (RRF k = 5, 1:1, same depths), and hit@1 0.375
+//!   against 0.320 (0.332 against 0.271 held out): rank fusion cannot tell a lexical first place far
+//!   ahead of the rest from one level with it, and on conversations a clear BM25 winner is usually
+//!   the evidence.
+//! - Weights: 0.6 lexical, 0.4 embedding, on a plateau: 0.5 and 0.7 lexical are 0.729 and 0.737;
+//!   0.4 and 0.3 fall to 0.703 and 0.651 (the embedding side alone is the weaker ranking).
+//! - Depths: 100 lexical hits and 100 embedding chunks. Both depths 20: 0.733 / 0.664, then 0.688 /
+//!   0.610 held out; 40: 0.737 / 0.671; 100: 0.742 / 0.673. The product asks each side for at least
+//!   twice the items a recall may cite, so these are floors.
+//! - RRF's `k` (used only when [`FusionMethod::ReciprocalRank`] is chosen): small is much better.
+//!   With one list weak (MiniLM alone finds the evidence in the top 10 about half the time), a large
+//!   `k` flattens ranks so far that two mediocre ranks outvote one first place: k = 60 0.655 / 0.588,
+//!   k = 5 0.725 / 0.658 at depths 100/100; k = 1 to 10 are level, from 20 up it falls steadily. Its
+//!   tuned weights are 1:1, not the score fusion's 0.6:0.4 defaults.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::SemanticError;
 
-/// The rank damping constant, tuned (see the module docs; the paper's 60 lost 0.03 of hit@10).
-pub const DEFAULT_RRF_K: f64 = 1.0;
-/// Default weight of each ranking: equal, as tuned (SPEC §4).
-pub const DEFAULT_RANKING_WEIGHT: f64 = 1.0;
+/// How hybrid recall combines its two rankings (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FusionMethod {
+    /// Min-max normalized scores, weighted; the default, as tuned.
+    NormalizedScores,
+    /// Weighted reciprocal rank fusion with [`HybridParams::k`].
+    ReciprocalRank,
+}
+
+/// The fusion method, as tuned.
+pub const DEFAULT_FUSION: FusionMethod = FusionMethod::NormalizedScores;
+/// The rank damping constant of reciprocal rank fusion, tuned (the paper's 60 lost 0.03 of hit@10).
+pub const DEFAULT_RRF_K: f64 = 5.0;
+/// Default weight of the lexical ranking, as tuned (its share of a normalized score).
+pub const DEFAULT_LEXICAL_WEIGHT: f64 = 0.6;
+/// Default weight of the embedding ranking, as tuned.
+pub const DEFAULT_EMBEDDING_WEIGHT: f64 = 0.4;
 /// Default number of lexical hits asked for, as tuned.
-pub const DEFAULT_LEXICAL_CANDIDATES: usize = 20;
+pub const DEFAULT_LEXICAL_CANDIDATES: usize = 100;
 /// Default number of embedding chunks asked for, as tuned.
-pub const DEFAULT_EMBEDDING_CANDIDATES: usize = 40;
+pub const DEFAULT_EMBEDDING_CANDIDATES: usize = 100;
 /// Default number of fused documents kept (and so read once each by revalidation).
 pub const DEFAULT_MAX_DOCUMENTS: usize = 16;
 /// Largest accepted `lexical_candidates` and `max_documents`: revalidation reads every kept document in
@@ -46,7 +74,10 @@ pub const MAX_RRF_PARAMETER: f64 = 1e6;
 /// module docs for what each did).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HybridParams {
-    /// The rank damping constant, finite and in `[0, 1e6]`.
+    /// How the rankings are combined.
+    pub method: FusionMethod,
+    /// The rank damping constant of [`FusionMethod::ReciprocalRank`], finite and in `[0, 1e6]`;
+    /// normalized score fusion does not use it.
     pub k: f64,
     /// Weight of the lexical ranking, finite and in `[0, 1e6]`.
     pub lexical_weight: f64,
@@ -64,9 +95,10 @@ pub struct HybridParams {
 impl Default for HybridParams {
     fn default() -> Self {
         Self {
+            method: DEFAULT_FUSION,
             k: DEFAULT_RRF_K,
-            lexical_weight: DEFAULT_RANKING_WEIGHT,
-            embedding_weight: DEFAULT_RANKING_WEIGHT,
+            lexical_weight: DEFAULT_LEXICAL_WEIGHT,
+            embedding_weight: DEFAULT_EMBEDDING_WEIGHT,
             lexical_candidates: DEFAULT_LEXICAL_CANDIDATES,
             embedding_candidates: DEFAULT_EMBEDDING_CANDIDATES,
             max_documents: DEFAULT_MAX_DOCUMENTS,
@@ -134,25 +166,37 @@ impl<K> Fused<K> {
     }
 }
 
-/// Fuses two rankings (best first; repeats after an item's first occurrence are ignored) with `params`'
-/// `k` and weights. The result is ordered by fused score, then by best rank in either list, then by the
-/// items' own order, so equal inputs always fuse the same way. Weight 0 keeps a list's items without
-/// letting them score.
-pub fn reciprocal_rank_fusion<K: Clone + Eq + Hash + Ord>(
+/// Fuses two rankings (best first, each item with its score, higher better; repeats after an item's
+/// first occurrence are ignored) by `params`' method and weights. The result is ordered by fused score,
+/// then by best rank in either list, then by the items' own order, so equal inputs always fuse the
+/// same way. Weight 0 keeps a list's items without letting them score. Reciprocal rank fusion ignores
+/// the scores; normalized score fusion takes a score that is not a number as the list's lowest.
+pub fn fuse_rankings<K: Clone + Eq + Hash + Ord>(
     params: &HybridParams,
-    lexical: &[K],
-    embedding: &[K],
+    lexical: &[(K, f64)],
+    embedding: &[(K, f64)],
 ) -> Vec<Fused<K>> {
     let mut fused: Vec<Fused<K>> = Vec::with_capacity(lexical.len() + embedding.len());
     let mut position: HashMap<&K, usize> = HashMap::with_capacity(fused.capacity());
+    let total_weight = params.lexical_weight + params.embedding_weight;
     for (is_lexical, list) in [(true, lexical), (false, embedding)] {
         let weight = if is_lexical {
             params.lexical_weight
         } else {
             params.embedding_weight
         };
+        // The range of the list's first occurrences: a repeat neither ranks nor stretches it.
+        let mut first = HashSet::with_capacity(list.len());
+        let (low, high) = list
+            .iter()
+            .filter(|(item, _)| first.insert(item))
+            .map(|(_, score)| *score)
+            .filter(|score| score.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), score| {
+                (low.min(score), high.max(score))
+            });
         let mut rank = 0usize;
-        for item in list {
+        for (item, score) in list {
             let slot = match position.get(item) {
                 Some(&slot) => slot,
                 None => {
@@ -177,7 +221,12 @@ pub fn reciprocal_rank_fusion<K: Clone + Eq + Hash + Ord>(
             }
             rank += 1;
             *seen = Some(rank);
-            entry.score += weight / (params.k + rank as f64);
+            entry.score += match params.method {
+                FusionMethod::ReciprocalRank => weight / (params.k + rank as f64),
+                FusionMethod::NormalizedScores => {
+                    weight / total_weight * normalized(*score, low, high)
+                }
+            };
         }
     }
     fused.sort_by(|left, right| {
@@ -190,6 +239,18 @@ pub fn reciprocal_rank_fusion<K: Clone + Eq + Hash + Ord>(
     fused
 }
 
+/// `score` min-max normalized into `[0, 1]` over a list whose finite scores span `low..=high`: 1 for
+/// every item of a list without spread, 0 for a score that is not a number.
+fn normalized(score: f64, low: f64, high: f64) -> f64 {
+    if score.is_nan() {
+        0.0
+    } else if high > low {
+        ((score - low) / (high - low)).clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,19 +259,36 @@ mod tests {
         (left - right).abs() < 1e-12
     }
 
+    fn rrf(lexical_weight: f64, embedding_weight: f64) -> HybridParams {
+        HybridParams {
+            method: FusionMethod::ReciprocalRank,
+            k: 1.0,
+            lexical_weight,
+            embedding_weight,
+            ..HybridParams::default()
+        }
+    }
+
+    /// A ranking of `items` with descending, evenly spaced scores (rank fusion ignores them).
+    fn ranked<'a>(items: &[&'a str]) -> Vec<(&'a str, f64)> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| (*item, -(index as f64)))
+            .collect()
+    }
+
     #[test]
-    fn fusion_matches_a_hand_computed_case() {
+    fn rank_fusion_matches_a_hand_computed_case() {
         // k = 1, lexical weight 2, embedding weight 1.
         // lexical  : a(1) b(2) c(3)        -> a 2/2 = 1, b 2/3, c 2/4 = 0.5
         // embedding: c(1) d(2) a(3) c(dup) -> c 1/2, d 1/3, a 1/4
         // fused    : a 1.25, c 1.0, b 0.6667, d 0.3333
-        let params = HybridParams {
-            k: 1.0,
-            lexical_weight: 2.0,
-            embedding_weight: 1.0,
-            ..HybridParams::default()
-        };
-        let fused = reciprocal_rank_fusion(&params, &["a", "b", "c"], &["c", "d", "a", "c"]);
+        let fused = fuse_rankings(
+            &rrf(2.0, 1.0),
+            &ranked(&["a", "b", "c"]),
+            &ranked(&["c", "d", "a", "c"]),
+        );
         let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
         assert_eq!(order, ["a", "c", "b", "d"]);
         let scores: Vec<f64> = fused.iter().map(|item| item.score).collect();
@@ -223,23 +301,86 @@ mod tests {
     }
 
     #[test]
-    fn ties_break_by_best_rank_then_item() {
-        let params = HybridParams::default();
-        // x: lexical 1 and embedding 2; y: lexical 2 and embedding 1: equal scores, equal best rank.
-        let fused = reciprocal_rank_fusion(&params, &["y", "x", "z"], &["x", "y"]);
+    fn score_fusion_matches_a_hand_computed_case() {
+        // Weights 0.6 / 0.4 (shares, as they sum to 1).
+        // lexical BM25  : a 12, b 4, c 2        -> normalized a 1, b 0.2, c 0
+        // embedding cos : c 0.9, d 0.8, a 0.4   -> normalized c 1, d 0.8, a 0
+        // fused         : a 0.6, c 0.4, d 0.32, b 0.12
+        let params = HybridParams {
+            method: FusionMethod::NormalizedScores,
+            lexical_weight: 0.6,
+            embedding_weight: 0.4,
+            ..HybridParams::default()
+        };
+        let fused = fuse_rankings(
+            &params,
+            &[("a", 12.0), ("b", 4.0), ("c", 2.0)],
+            &[("c", 0.9), ("d", 0.8), ("a", 0.4), ("c", 0.1)],
+        );
         let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
-        assert_eq!(order, ["x", "y", "z"]);
-        let zero_lexical = HybridParams {
-            lexical_weight: 0.0,
+        assert_eq!(order, ["a", "c", "d", "b"]);
+        let scores: Vec<f64> = fused.iter().map(|item| item.score).collect();
+        for (actual, expected) in scores.iter().zip([0.6, 0.4, 0.32, 0.12]) {
+            assert!((actual - expected).abs() < 1e-9, "{scores:?}");
+        }
+        // Any positive affine change of one side's scores fuses the same way.
+        let rescaled = fuse_rankings(
+            &params,
+            &[("a", 120.0 + 7.0), ("b", 40.0 + 7.0), ("c", 20.0 + 7.0)],
+            &[("c", 0.9), ("d", 0.8), ("a", 0.4)],
+        );
+        assert_eq!(
+            rescaled.iter().map(|item| item.item).collect::<Vec<_>>(),
+            order
+        );
+        // Doubling both weights changes nothing: they are shares.
+        let doubled = HybridParams {
+            lexical_weight: 1.2,
+            embedding_weight: 0.8,
             ..params
         };
-        let fused = reciprocal_rank_fusion(&zero_lexical, &["b", "a"], &["c"]);
-        let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
-        assert_eq!(
-            order,
-            ["c", "b", "a"],
-            "zero-weight items rank by their own rank"
+        let again = fuse_rankings(&doubled, &[("a", 12.0), ("b", 4.0)], &[("b", 0.5)]);
+        assert!(
+            close(again[0].score, 0.6) && close(again[1].score, 0.4),
+            "{again:?}"
         );
+    }
+
+    #[test]
+    fn a_list_without_spread_or_with_a_nan_score_still_fuses() {
+        let params = HybridParams::default();
+        // One lexical hit: it normalizes to 1; a NaN embedding score counts as the list's lowest.
+        let fused = fuse_rankings(
+            &params,
+            &[("a", 3.0)],
+            &[("b", f64::NAN), ("c", 0.5), ("d", 0.2)],
+        );
+        let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
+        assert_eq!(order, ["a", "c", "b", "d"]);
+        assert!(fused.iter().all(|item| (0.0..=1.0).contains(&item.score)));
+    }
+
+    #[test]
+    fn ties_break_by_best_rank_then_item() {
+        let params = rrf(1.0, 1.0);
+        // x: lexical 1 and embedding 2; y: lexical 2 and embedding 1: equal scores, equal best rank.
+        let fused = fuse_rankings(&params, &ranked(&["y", "x", "z"]), &ranked(&["x", "y"]));
+        let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
+        assert_eq!(order, ["x", "y", "z"]);
+        for method in [FusionMethod::ReciprocalRank, FusionMethod::NormalizedScores] {
+            let zero_lexical = HybridParams {
+                method,
+                lexical_weight: 0.0,
+                ..params
+            };
+            let fused = fuse_rankings(&zero_lexical, &ranked(&["b", "a"]), &ranked(&["c"]));
+            let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
+            assert_eq!(
+                order,
+                ["c", "b", "a"],
+                "zero-weight items rank by their own rank ({method:?})"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!   exact current text, the source revision, and a passage id from the chunk id
 //!   ([`chunk_passage_id`]; a chunk that is the whole text takes the document id instead).
 //! - Hybrid recall asks the lexical search and the embedding index, fuses their document rankings by
-//!   [`reciprocal_rank_fusion`] (an embedding ranking ranks each document by its best chunk), keeps
+//!   [`fuse_rankings`] (normalized score fusion by default; an embedding ranking ranks and scores
+//!   each document by its best chunk), keeps
 //!   [`HybridParams::max_documents`] documents and revalidates them ONCE: one grouped read of all the
 //!   kept documents. A document the lexical search found becomes its whole current text when it fits
 //!   one chunk, else its chunks that match the query best ([`excerpt_passages`]: the lexical match may
@@ -38,7 +39,7 @@
 //!
 //! Each passage keeps the score its ranking gave it ([`ScoredLookup`], [`SemanticRecall::lookup_scored`],
 //! [`HybridRecall::lookup_scored`]): the chunk's cosine similarity with the query for the embedding
-//! source, the document's fused reciprocal-rank score for hybrid recall (all of a document's passages
+//! source, the document's fused score for hybrid recall (all of a document's passages
 //! share it). [`RecallSource`]s carry no scores; callers that report them use `lookup_scored`.
 //!
 //! Which index ranked the embedding candidates (`Exact` for an HNSW lookup while no graph is ready)
@@ -67,9 +68,9 @@ pub use excerpts::{
     ExcerptRules, FOLD_CHARS, MAX_EXCERPTS_PER_DOCUMENT, excerpt_passages, matching_chunks,
 };
 pub use fusion::{
-    DEFAULT_EMBEDDING_CANDIDATES, DEFAULT_LEXICAL_CANDIDATES, DEFAULT_MAX_DOCUMENTS,
-    DEFAULT_RANKING_WEIGHT, DEFAULT_RRF_K, Fused, HybridParams, MAX_HYBRID_DOCUMENTS,
-    MAX_RRF_PARAMETER, reciprocal_rank_fusion,
+    DEFAULT_EMBEDDING_CANDIDATES, DEFAULT_EMBEDDING_WEIGHT, DEFAULT_FUSION,
+    DEFAULT_LEXICAL_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_MAX_DOCUMENTS, DEFAULT_RRF_K,
+    Fused, FusionMethod, HybridParams, MAX_HYBRID_DOCUMENTS, MAX_RRF_PARAMETER, fuse_rankings,
 };
 pub use passages::chunk_passage_id;
 
@@ -119,8 +120,8 @@ fn scored_failure(error: SemanticError) -> Result<ScoredLookup, RecallError> {
 pub struct ScoredPassage {
     /// The passage, built from the current document.
     pub passage: MemoryPassage,
-    /// Cosine similarity with the query (embedding source) or the document's fused reciprocal-rank
-    /// score (hybrid recall); higher is better.
+    /// Cosine similarity with the query (embedding source) or the document's fused score (hybrid
+    /// recall, see [`fuse_rankings`]); higher is better.
     pub score: f64,
 }
 
@@ -310,14 +311,16 @@ async fn deadline<T>(
         .map_err(|_| RecallError::Deadline { timeout_ms })?
 }
 
-/// The documents of `hits` in the order of their best chunk, with each document's chunks best first.
-fn documents_by_best_chunk(
-    hits: Vec<SearchHit>,
-    access: &MemoryAccess,
-) -> (
-    Vec<MemoryKey>,
+/// An embedding search's documents: their ranking (each scored by its best chunk's similarity) and
+/// each document's chunks, best first.
+type DocumentsByBestChunk = (
+    Vec<(MemoryKey, f64)>,
     std::collections::HashMap<MemoryKey, Vec<Candidate>>,
-) {
+);
+
+/// The documents of `hits` in the order of their best chunk, each scored by that chunk's similarity,
+/// with each document's chunks best first.
+fn documents_by_best_chunk(hits: Vec<SearchHit>, access: &MemoryAccess) -> DocumentsByBestChunk {
     let mut order = Vec::new();
     let mut chunks: std::collections::HashMap<MemoryKey, Vec<Candidate>> =
         std::collections::HashMap::new();
@@ -328,7 +331,7 @@ fn documents_by_best_chunk(
             continue;
         }
         if !chunks.contains_key(key) {
-            order.push(key.clone());
+            order.push((key.clone(), f64::from(hit.score)));
         }
         chunks
             .entry(key.clone())
@@ -339,7 +342,7 @@ fn documents_by_best_chunk(
 }
 
 /// Hybrid recall of `query` for `access`: lexical hits from `store` and embedding candidates from
-/// `index`, fused by reciprocal rank fusion, revalidated with one grouped read of `store`. `Found` (in
+/// `index`, fused by `params` ([`fuse_rankings`]), revalidated with one grouped read of `store`. `Found` (in
 /// fused order, each passage scored by its document's fused score) or `NoMatch`. The lexical search
 /// and the query embedding + vector search run concurrently on the blocking pool; the whole lookup
 /// runs under `limits.timeout_ms`.
@@ -402,14 +405,16 @@ where
             Err(error) => return scored_failure(error).map(AnsweredLookup::unranked),
         };
         let answered_by = embedding.answered_by;
-        let mut lexical_keys: Vec<MemoryKey> = Vec::with_capacity(lexical.len());
+        let mut lexical_keys: Vec<(MemoryKey, f64)> = Vec::with_capacity(lexical.len());
         for hit in lexical {
-            if hit.key.namespace == access.namespace && !lexical_keys.contains(&hit.key) {
-                lexical_keys.push(hit.key);
+            // Another namespace's hit could never survive revalidation; it must not take a rank
+            // (nor set the lexical scores' range).
+            if hit.key.namespace == access.namespace {
+                lexical_keys.push((hit.key, hit.score));
             }
         }
         let (embedding_keys, mut chunks) = documents_by_best_chunk(embedding.hits, access);
-        let mut fused = reciprocal_rank_fusion(params, &lexical_keys, &embedding_keys);
+        let mut fused = fuse_rankings(params, &lexical_keys, &embedding_keys);
         fused.truncate(params.max_documents);
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
