@@ -8,7 +8,8 @@
 //! - [`modes`], [`quality`]: direct, lexical, exact, HNSW and hybrid recall through memory-core's
 //!   `recall` with revalidation; quality and warm latency; hybrid weight tuning.
 //! - [`faults`], [`lag`], [`sweep`]: slow and failing sources, commit-to-recallable lag, latency against
-//!   corpus size and the comparison script's vector files.
+//!   corpus size and the comparison script's vector files; [`tenants`]: the multi-tenant point
+//!   (`namespace_isolation_ratio` of the exact index, HNSW and the lexical search).
 //! - [`report`], [`run`], [`progress`]: the report files, the main job, progress bars.
 //! - [`locomo`]: the LoCoMo benchmark through the product, and the tuning of its recall defaults.
 
@@ -25,3 +26,4 @@ pub mod quality;
 pub mod report;
 pub mod run;
 pub mod sweep;
+pub mod tenants;

@@ -43,6 +43,23 @@ struct Cli {
     /// A smaller, faster run for development.
     #[arg(long)]
     quick: bool,
+    /// Adds a multi-tenant point of 1,000,000 chunks in 10,000 namespaces to the default one (100,000
+    /// chunks, or 10,000 with --quick). Building its HNSW graph takes long on a small machine.
+    #[arg(long)]
+    tenants_1m: bool,
+}
+
+/// Sizes of the multi-tenant points.
+fn tenant_sizes(quick: bool, large: bool) -> Vec<usize> {
+    let mut sizes = vec![if quick {
+        10_000
+    } else {
+        eval::tenants::DEFAULT_TENANT_CHUNKS
+    }];
+    if large {
+        sizes.push(eval::tenants::LARGE_TENANT_CHUNKS);
+    }
+    sizes
 }
 
 #[derive(Debug, Subcommand)]
@@ -134,6 +151,7 @@ fn main() -> anyhow::Result<()> {
                         vec![1_000, 10_000, 100_000]
                     }
                 }),
+                tenant_sizes: tenant_sizes(cli.quick, cli.tenants_1m),
                 quick: cli.quick,
                 lag_samples: if cli.quick { 10 } else { 30 },
                 progress: Progress::for_terminal(),

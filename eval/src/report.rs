@@ -21,6 +21,8 @@ pub struct Settings {
     pub people: usize,
     /// Corpus sizes of the latency sweep, in chunks.
     pub sizes: Vec<usize>,
+    /// Sizes of the multi-tenant points, in chunks.
+    pub tenant_sizes: Vec<usize>,
     /// Whether `--quick` was given.
     pub quick: bool,
     /// The embedder that produced the vectors.
@@ -112,6 +114,8 @@ pub struct Report {
     pub cold_start: ColdStartFigures,
     /// Latency against corpus size.
     pub sweep: Vec<SizePoint>,
+    /// Multi-tenant points: `namespace_isolation_ratio` of each index and of the lexical search.
+    pub tenants: Vec<crate::tenants::TenantPoint>,
     /// Peak resident memory of the process (VmHWM), KiB; `None` where /proc is absent.
     pub peak_memory_kib: Option<u64>,
     /// Wall time of the whole run.
@@ -419,7 +423,47 @@ pub fn markdown(report: &Report) -> String {
         );
     }
     let _ = writeln!(md, "\n![latency against corpus size](latency_vs_size.svg)");
+    tenants_section(&mut md, &report.tenants);
     md
+}
+
+fn tenants_section(md: &mut String, points: &[crate::tenants::TenantPoint]) {
+    if points.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## Many tenants: namespace_isolation_ratio\n");
+    let _ = writeln!(
+        md,
+        "p50 of a top-10 search in one {}-chunk namespace of a store whose chunks are spread over \
+         100-chunk namespaces, written round-robin, over the p50 of the same search in a store holding \
+         that namespace alone; the two alternate query by query. Vectors derived from the corpus's \
+         real-model vectors; lexical documents are the corpus's statements. Goal: at most 1.3.\n",
+        crate::tenants::NAMESPACE_CHUNKS
+    );
+    let _ = writeln!(
+        md,
+        "| chunks | namespaces | exact ratio | exact p50 ms (alone) | hnsw ratio | hnsw p50 ms (alone) | lexical ratio | lexical p50 ms (alone) | lexical answers equal |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    for point in points {
+        let cells = |figure: &crate::tenants::Isolation| {
+            format!(
+                "{:.2} | {:.4} ({:.4})",
+                figure.namespace_isolation_ratio, figure.crowded_p50_ms, figure.alone_p50_ms
+            )
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {}/{} |",
+            point.chunks,
+            point.namespaces,
+            cells(&point.exact),
+            cells(&point.hnsw),
+            cells(&point.lexical),
+            point.lexical_same_answers,
+            point.lexical_compared
+        );
+    }
 }
 
 /// A plotted series: its legend name and how to read its value.

@@ -34,6 +34,8 @@ pub struct RunOptions {
     pub people: usize,
     /// Sweep sizes, in chunks.
     pub sizes: Vec<usize>,
+    /// Sizes of the multi-tenant points (`namespace_isolation_ratio`), in chunks.
+    pub tenant_sizes: Vec<usize>,
     /// Whether this is a `--quick` run (recorded in the report).
     pub quick: bool,
     /// Commits measured per lag figure.
@@ -206,12 +208,37 @@ pub async fn run<E: Embedder>(
     let base = VectorSet::from_rows(dimensions, &statement_vectors);
     let queries = VectorSet::from_rows(dimensions, &query_vectors[..query_vectors.len().min(200)]);
     let sweep_points = sweep(&base, &queries, &options.sizes, options.seed, progress)?;
+    let tenant_inputs = crate::tenants::TenantInputs {
+        base: &base,
+        queries: &queries,
+        texts: &statement_texts,
+        query_texts: &query_texts,
+        seed: options.seed,
+    };
+    let mut tenant_points = Vec::with_capacity(options.tenant_sizes.len());
+    for &chunks in &options.tenant_sizes {
+        let point = crate::tenants::measure(
+            &options.out.join("tenants"),
+            chunks,
+            tenant_inputs,
+            progress,
+        )?;
+        eprintln!(
+            "memory-eval: namespace_isolation_ratio at {} chunks: exact {:.2}, hnsw {:.2}, lexical {:.2}",
+            point.chunks,
+            point.exact.namespace_isolation_ratio,
+            point.hnsw.namespace_isolation_ratio,
+            point.lexical.namespace_isolation_ratio
+        );
+        tenant_points.push(point);
+    }
 
     Ok(Report {
         settings: Settings {
             seed: options.seed,
             people: options.people,
             sizes: options.sizes.clone(),
+            tenant_sizes: options.tenant_sizes.clone(),
             quick: options.quick,
             embedder: embedder_name.to_owned(),
             store_file: store_path.display().to_string(),
@@ -227,6 +254,7 @@ pub async fn run<E: Embedder>(
         lag: lag_figures,
         cold_start,
         sweep: sweep_points,
+        tenants: tenant_points,
         peak_memory_kib: crate::report::peak_memory_kib(),
         total_seconds: run_started.elapsed().as_secs_f64(),
     })

@@ -129,11 +129,19 @@ fn the_product_defaults_are_the_tuned_values() {
             .expect("a tuning choice");
     let rules = LexicalRules::default();
     assert_eq!(
-        (rules.stop_words, rules.text_weight, rules.speaker_weight),
+        (
+            rules.stop_words,
+            rules.text_weight,
+            rules.speaker_weight,
+            rules.k1,
+            rules.b
+        ),
         (
             tuned.lexical_stop_words,
             tuned.lexical_text_weight,
-            tuned.lexical_speaker_weight
+            tuned.lexical_speaker_weight,
+            tuned.lexical_k1,
+            tuned.lexical_b
         )
     );
     assert_eq!(tuned.lexical_rm3, None, "the product has no RM3 feedback");

@@ -14,6 +14,7 @@ fn tiny_corpus_end_to_end() {
         seed: 7,
         people: 6,
         sizes: vec![50, 200],
+        tenant_sizes: vec![1_000],
         quick: true,
         lag_samples: 2,
         progress: Progress::hidden(),
@@ -45,6 +46,21 @@ fn tiny_corpus_end_to_end() {
     assert!(report.corpus.withdrawn_queries + report.corpus.corrected_queries > 0);
     assert_eq!(report.lag.thread_record.samples, 2);
     assert_eq!(report.sweep.len(), 2);
+    let [tenants] = report.tenants.as_slice() else {
+        panic!("one multi-tenant point: {:?}", report.tenants);
+    };
+    assert_eq!((tenants.chunks, tenants.namespaces), (1_000, 10));
+    for figure in [&tenants.exact, &tenants.hnsw, &tenants.lexical] {
+        assert!(
+            figure.namespace_isolation_ratio.is_finite() && figure.namespace_isolation_ratio > 0.0,
+            "{tenants:?}"
+        );
+    }
+    assert!(tenants.lexical_compared > 0, "{tenants:?}");
+    assert!(
+        !out.path().join("tenants").exists(),
+        "the lexical stores are removed"
+    );
     assert_eq!(report.preprocessing.len(), 2);
     for row in &report.preprocessing {
         assert_eq!(row.quality.contradictory, 0, "{row:?}");

@@ -24,11 +24,17 @@
 //! - Tokens are FTS5's own: text is tokenized by an FTS5 table with `porter unicode61` in a private
 //!   in-memory database (one per thread) and read back through `fts5vocab`, so stemming, case and
 //!   diacritic folding are exactly SQLite's, for documents and queries alike.
-//! - The score is FTS5's `bm25()` formula (k1 = 1.2, b = 0.75, its IDF floor and column weights),
-//!   computed in the same order of operations, over the caller's namespace: its documents (all scopes),
-//!   their average length and each term's document count there. For a namespace alone in a file, the
-//!   scores are the ones FTS5's `bm25()` gave (a test compares them); other namespaces' documents
-//!   never change a namespace's scores or ranking, so a score tells a tenant nothing about another.
+//! - The score is FTS5's `bm25()` formula (its IDF floor and column weights) with the rules' `k1` and
+//!   `b`, computed in the same order of operations, over the caller's namespace: its documents (all
+//!   scopes), their average length and each term's document count there. With FTS5's own `k1` = 1.2
+//!   and `b` = 0.75 ([`FTS5_K1`], [`FTS5_B`]), a namespace alone in a file scores exactly as FTS5's
+//!   `bm25()` did (a test compares them); other namespaces' documents never change a namespace's
+//!   scores or ranking, so a score tells a tenant nothing about another.
+//! - The default `b` is 0.1, not 0.75 (`memory-eval locomo-tune`, the eval crate's `locomo` module
+//!   has the figures): on conversations a turn's length measures how talkative its speaker was, not
+//!   how many topics it covers, and full length normalization buries the longer, informative turns
+//!   under one-line replies that share a word with the question. `k1` hardly matters there and stays
+//!   FTS5's.
 //!
 //! # Queries
 //! - Query text is words, never syntax: it is cut at every character that is not alphanumeric; each
@@ -74,6 +80,16 @@ pub const DEFAULT_TEXT_WEIGHT: f64 = 1.0;
 pub const DEFAULT_SPEAKER_WEIGHT: f64 = 1.0;
 /// Largest accepted column weight.
 pub const MAX_COLUMN_WEIGHT: f64 = 1_000.0;
+/// FTS5's `bm25()` term-frequency saturation `k1`.
+pub const FTS5_K1: f64 = 1.2;
+/// FTS5's `bm25()` length normalization `b`.
+pub const FTS5_B: f64 = 0.75;
+/// BM25's `k1` in [`LexicalRules::default`]: FTS5's, which tuning kept.
+pub const DEFAULT_K1: f64 = FTS5_K1;
+/// BM25's `b` in [`LexicalRules::default`], tuned (see the module docs).
+pub const DEFAULT_B: f64 = 0.1;
+/// Largest accepted `k1`.
+pub const MAX_K1: f64 = 10.0;
 
 /// English function words dropped from queries (sorted, lower case): the classic list of pronouns,
 /// articles, auxiliaries, prepositions, conjunctions and question words, plus the fragments that
@@ -245,6 +261,11 @@ pub struct LexicalRules {
     pub text_weight: f64,
     /// BM25 weight of the speaker column, finite, in `[0, MAX_COLUMN_WEIGHT]`.
     pub speaker_weight: f64,
+    /// BM25's term-frequency saturation, finite, in `(0, MAX_K1]`.
+    pub k1: f64,
+    /// BM25's length normalization, in `[0, 1]`: 0 ignores a document's length, 1 divides its term
+    /// frequencies by its length relative to the namespace's average.
+    pub b: f64,
 }
 
 impl Default for LexicalRules {
@@ -253,6 +274,8 @@ impl Default for LexicalRules {
             stop_words: DEFAULT_STOP_WORDS,
             text_weight: DEFAULT_TEXT_WEIGHT,
             speaker_weight: DEFAULT_SPEAKER_WEIGHT,
+            k1: DEFAULT_K1,
+            b: DEFAULT_B,
         }
     }
 }
@@ -275,6 +298,18 @@ impl LexicalRules {
             return Err(MemoryError::InvalidInput {
                 field: "lexical speaker_weight",
                 reason: format!("must be finite and in [0, {MAX_COLUMN_WEIGHT}]"),
+            });
+        }
+        if !(self.k1 > 0.0 && self.k1 <= MAX_K1) {
+            return Err(MemoryError::InvalidInput {
+                field: "lexical k1",
+                reason: format!("must be finite and in (0, {MAX_K1}]"),
+            });
+        }
+        if !(0.0..=1.0).contains(&self.b) {
+            return Err(MemoryError::InvalidInput {
+                field: "lexical b",
+                reason: "must be in [0, 1]".to_owned(),
             });
         }
         Ok(())
@@ -363,9 +398,6 @@ pub(crate) const TABLES: [&str; 4] = [
     "memory_lexical_documents",
 ];
 
-/// FTS5's constants in `bm25()`.
-const K1: f64 = 1.2;
-const B: f64 = 0.75;
 /// FTS5's floor for an IDF that would be zero or negative (a term in half the documents or more).
 const IDF_FLOOR: f64 = 1e-6;
 /// Bytes of one term id in a document's term list.
@@ -751,8 +783,8 @@ pub(crate) fn search(
             }
             let length = posting.tokens as f64;
             let part = idf
-                * ((frequency * (K1 + 1.0))
-                    / (frequency + K1 * (1.0 - B + B * length / average_length)));
+                * ((frequency * (rules.k1 + 1.0))
+                    / (frequency + rules.k1 * (1.0 - rules.b + rules.b * length / average_length)));
             *scores.entry(posting.entry).or_insert(0.0) += part;
         }
     }
@@ -860,6 +892,8 @@ mod tests {
         stop_words: false,
         text_weight: 1.0,
         speaker_weight: 1.0,
+        k1: FTS5_K1,
+        b: FTS5_B,
     };
 
     fn words(list: &[&str]) -> Vec<String> {
@@ -932,6 +966,30 @@ mod tests {
             },
             LexicalRules {
                 speaker_weight: f64::NAN,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                k1: 0.0,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                k1: f64::NAN,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                k1: MAX_K1 * 2.0,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                b: -0.1,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                b: 1.5,
+                ..ALL_WORDS
+            },
+            LexicalRules {
+                b: f64::NAN,
                 ..ALL_WORDS
             },
         ] {

@@ -374,6 +374,63 @@ fn store_answers(
         .collect()
 }
 
+/// `b` is BM25's length normalization: at 0 a term counts the same in a one-word turn and a long one;
+/// at 1 the short one wins by its length. `k1` saturates repeated terms.
+#[test]
+fn the_rules_k1_and_b_shape_the_scores() {
+    use memory_sqlite::lexical::LexicalRules;
+    let store = open(&fresh_path());
+    let corpus = [
+        ("ada".to_owned(), "Bob".to_owned()),
+        (
+            "ada wrote about lunch budgets gardening and the quarterly review".to_owned(),
+            "Bob".to_owned(),
+        ),
+        ("ada ada ada".to_owned(), "Bob".to_owned()),
+        ("nothing here".to_owned(), "Bob".to_owned()),
+    ];
+    let writes = corpus
+        .iter()
+        .enumerate()
+        .map(|(row, (text, speaker))| {
+            let id = format!("d{row}");
+            put(
+                &key("lengths", &id),
+                &format!("op-{id}"),
+                None,
+                said(text, speaker),
+                &["s"],
+            )
+        })
+        .collect::<Vec<_>>();
+    for outcome in store.apply_batch(writes).unwrap() {
+        outcome.unwrap();
+    }
+    let score = |rules: &LexicalRules, row: usize| {
+        store_answers(&store, "lengths", "ada", rules)
+            .into_iter()
+            .find(|(found, _)| *found == row)
+            .map(|(_, score)| score)
+            .unwrap()
+    };
+    let no_length = LexicalRules {
+        b: 0.0,
+        ..LexicalRules::default()
+    };
+    assert!((score(&no_length, 0) - score(&no_length, 1)).abs() < 1e-12);
+    let full_length = LexicalRules {
+        b: 1.0,
+        ..LexicalRules::default()
+    };
+    assert!(score(&full_length, 0) > score(&full_length, 1) * 1.5);
+    // Three occurrences against one: the larger k1, the larger the gain.
+    let gain = |k1: f64| {
+        let rules = LexicalRules { k1, ..no_length };
+        score(&rules, 2) / score(&rules, 0)
+    };
+    assert!(gain(0.5) < gain(2.0), "{} {}", gain(0.5), gain(2.0));
+}
+
 /// A namespace alone ranks and scores exactly as FTS5's `bm25()` did over the same documents (format
 /// 1), under the default rules and other column weights; filling other namespaces with the same words
 /// changes neither.
@@ -401,16 +458,23 @@ fn a_namespace_alone_scores_as_fts5_did_and_others_change_nothing() {
     for outcome in store.apply_batch(writes("alone", &corpus)).unwrap() {
         outcome.unwrap();
     }
+    // FTS5's bm25() has k1 = 1.2 and b = 0.75; the product's default b differs (tuned).
+    let fts5 = LexicalRules {
+        k1: memory_sqlite::lexical::FTS5_K1,
+        b: memory_sqlite::lexical::FTS5_B,
+        ..LexicalRules::default()
+    };
     let all_rules = [
-        LexicalRules::default(),
+        fts5,
         LexicalRules {
             stop_words: false,
             text_weight: 2.5,
             speaker_weight: 0.3,
+            ..fts5
         },
         LexicalRules {
             speaker_weight: 0.0,
-            ..LexicalRules::default()
+            ..fts5
         },
     ];
     let mut before = Vec::new();

@@ -6,7 +6,8 @@
 //! - The objective is the mean of hit@5, hit@10 and evidence share@10 on the tuning conversations (the
 //!   goal's figures; hit@1 alone is too noisy on a few hundred questions).
 //! - Each lever is chosen in turn, the earlier ones fixed: lexical rules (stop words, speaker weight),
-//!   then RM3 feedback on top of them, then the embedded text, then the fusion and its depths.
+//!   then BM25's `k1` and `b` (smoothed over their grid), then RM3 feedback on top of them, then the
+//!   embedded text, then the fusion and its depths.
 //! - A lever's challenger replaces the product's current setting only when it wins by at least
 //!   [`MARGIN`]: a change must buy something, not a hair that another corpus would not confirm.
 //! - The fusion is chosen among both of the product's methods: reciprocal rank fusion over `k`,
@@ -21,7 +22,7 @@
 use std::collections::HashMap;
 
 use memory_sqlite::SqliteStore;
-use memory_sqlite::lexical::LexicalRules;
+use memory_sqlite::lexical::{FTS5_B, FTS5_K1, LexicalRules};
 use semantic_index::{Embedder, FusionMethod, HybridParams, Preprocessing, SemanticProfile};
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +51,10 @@ pub const SCORE_WEIGHTS: [(f64, f64); 5] =
     [(0.3, 0.7), (0.4, 0.6), (0.5, 0.5), (0.6, 0.4), (0.7, 0.3)];
 /// Speaker-column weights tried.
 pub const SPEAKER_WEIGHTS: [f64; 5] = [0.0, 0.25, 0.5, 1.0, 2.0];
+/// BM25 `k1` values tried.
+pub const BM25_K1: [f64; 5] = [0.5, 0.9, 1.2, 1.6, 2.0];
+/// BM25 `b` values tried.
+pub const BM25_B: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.75, 0.9];
 /// RM3 feedback settings tried: (feedback documents, expansion terms).
 pub const RM3: [(usize, usize); 4] = [(3, 5), (5, 5), (5, 10), (10, 10)];
 
@@ -64,6 +69,10 @@ pub struct Tuned {
     pub lexical_text_weight: f64,
     /// BM25 weight of the speaker column.
     pub lexical_speaker_weight: f64,
+    /// BM25's `k1`.
+    pub lexical_k1: f64,
+    /// BM25's `b`.
+    pub lexical_b: f64,
     /// RM3 feedback `(documents, terms)`, or `None` when it did not help.
     pub lexical_rm3: Option<(usize, usize)>,
     /// What is embedded for a turn.
@@ -181,6 +190,7 @@ pub fn tune<E: Embedder>(
                 stop_words,
                 text_weight: 1.0,
                 speaker_weight,
+                ..current_rules
             };
             if !candidates.contains(&rules) {
                 candidates.push(rules);
@@ -203,9 +213,75 @@ pub fn tune<E: Embedder>(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let Some((lexical_objective, rules, mut lexical)) = best else {
+    let Some((_, mut rules, mut lexical)) = best else {
         anyhow::bail!("no lexical setting was measured");
     };
+
+    // BM25's k1 and b on top of them, smoothed over the grid; the current setting is kept unless the
+    // challenger beats it by the margin.
+    let bar = progress.bar("BM25 k1 and b", (BM25_K1.len() * BM25_B.len()) as u64);
+    let mut grid = vec![vec![0.0; BM25_B.len()]; BM25_K1.len()];
+    let mut bm25_rows = Vec::new();
+    let mut bm25_rankings = Vec::new();
+    for (ki, k1) in BM25_K1.iter().enumerate() {
+        for (bi, b) in BM25_B.iter().enumerate() {
+            let candidate = LexicalRules {
+                k1: *k1,
+                b: *b,
+                ..rules
+            };
+            let rankings = lexical_rankings(store, conversations, questions, &candidate, &plain)?;
+            let row = split.row("lexical BM25", format!("k1 {k1}, b {b}"), &ids(&rankings));
+            grid[ki][bi] = row.objective;
+            bm25_rows.push(row);
+            bm25_rankings.push((candidate, rankings));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let smoothed =
+        |index: usize| neighbourhood_mean(&grid, index / BM25_B.len(), index % BM25_B.len());
+    let current = bm25_rankings
+        .iter()
+        .position(|(candidate, _)| candidate.k1 == rules.k1 && candidate.b == rules.b);
+    // The challenger: among the settings within the margin of the best smoothed objective, the
+    // closest to FTS5's own (b first, then k1), the way the fusion's least extreme setting is chosen.
+    let best_smoothed = (0..bm25_rankings.len())
+        .map(smoothed)
+        .fold(f64::MIN, f64::max);
+    let distance = |index: usize| {
+        let (candidate, _) = &bm25_rankings[index];
+        (
+            (candidate.b - FTS5_B).abs(),
+            (candidate.k1 / FTS5_K1).ln().abs(),
+        )
+    };
+    let challenger = (0..bm25_rankings.len())
+        .filter(|index| smoothed(*index) >= best_smoothed - MARGIN)
+        .min_by(|left, right| {
+            let (left, right) = (distance(*left), distance(*right));
+            left.0.total_cmp(&right.0).then(left.1.total_cmp(&right.1))
+        })
+        .unwrap_or(0);
+    let chosen_bm25 = match current {
+        Some(current) if smoothed(challenger) < smoothed(current) + MARGIN => current,
+        _ => challenger,
+    };
+    for (index, mut row) in bm25_rows.into_iter().enumerate() {
+        row.objective = smoothed(index);
+        if index == chosen_bm25 {
+            row.setting.push_str(" (chosen)");
+        }
+        rows.push(row);
+    }
+    let (chosen_rules, chosen_rankings) = bm25_rankings.swap_remove(chosen_bm25);
+    if chosen_rules != rules {
+        rules = chosen_rules;
+        lexical = chosen_rankings;
+    }
+    let lexical_objective = objective(&split.figures(&ids(&lexical), |conversation| {
+        conversation < TUNING_CONVERSATIONS
+    }));
 
     // RM3 feedback on top of the chosen rules.
     let mut rm3 = None;
@@ -503,6 +579,8 @@ pub fn tune<E: Embedder>(
             lexical_stop_words: rules.stop_words,
             lexical_text_weight: rules.text_weight,
             lexical_speaker_weight: rules.speaker_weight,
+            lexical_k1: rules.k1,
+            lexical_b: rules.b,
             lexical_rm3,
             embedded_text,
             fusion: params.method,

@@ -17,21 +17,21 @@
 //! conversations (real long chats, one document per turn) and `eval/locomo-tuned.json` records the
 //! choice, which a test checks against these constants. Measured there (hit@10 / evidence share@10 on
 //! conversations 1-5, then on the held-out 6-10; the eval crate's `locomo` module has the whole table):
-//! - Method: normalized score fusion, 0.742 / 0.673, then 0.718 / 0.638 held out, against the best
-//!   rank fusion's 0.725 / 0.658, then 0.697 / 0.614 (RRF k = 5, 1:1, same depths), and hit@1 0.375
-//!   against 0.320 (0.332 against 0.271 held out): rank fusion cannot tell a lexical first place far
+//! - Method: normalized score fusion, 0.745 / 0.679, then 0.729 / 0.644 held out, against the best
+//!   rank fusion's 0.733 / 0.664, then 0.697 / 0.617 (RRF k = 2, 1:1, same depths), and hit@1 0.413
+//!   against 0.350 (0.379 against 0.291 held out): rank fusion cannot tell a lexical first place far
 //!   ahead of the rest from one level with it, and on conversations a clear BM25 winner is usually
 //!   the evidence.
-//! - Weights: 0.6 lexical, 0.4 embedding, on a plateau: 0.5 and 0.7 lexical are 0.729 and 0.737;
-//!   0.4 and 0.3 fall to 0.703 and 0.651 (the embedding side alone is the weaker ranking).
-//! - Depths: 100 lexical hits and 100 embedding chunks. Both depths 20: 0.733 / 0.664, then 0.688 /
-//!   0.610 held out; 40: 0.737 / 0.671; 100: 0.742 / 0.673. The product asks each side for at least
+//! - Weights: 0.6 lexical, 0.4 embedding, on a plateau: 0.5 and 0.7 lexical are 0.743 and 0.739;
+//!   0.4 and 0.3 fall to 0.713 and 0.679 (the embedding side alone is the weaker ranking).
+//! - Depths: 100 lexical hits and 100 embedding chunks. Both depths 20: 0.734 / 0.665, then 0.705 /
+//!   0.623 held out; 40: 0.743 / 0.674; 100: 0.745 / 0.679. The product asks each side for at least
 //!   twice the items a recall may cite, so these are floors.
 //! - RRF's `k` (used only when [`FusionMethod::ReciprocalRank`] is chosen): small is much better.
 //!   With one list weak (MiniLM alone finds the evidence in the top 10 about half the time), a large
-//!   `k` flattens ranks so far that two mediocre ranks outvote one first place: k = 60 0.655 / 0.588,
-//!   k = 5 0.725 / 0.658 at depths 100/100; k = 1 to 10 are level, from 20 up it falls steadily. Its
-//!   tuned weights are 1:1, not the score fusion's 0.6:0.4 defaults.
+//!   `k` flattens ranks so far that two mediocre ranks outvote one first place: k = 60 0.661 / 0.593,
+//!   k = 2 0.733 / 0.664 at depths 100/100; k = 1 to 5 are level, from 10 up it falls. Its tuned
+//!   weights are 1:1, not the score fusion's 0.6:0.4 defaults.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -53,7 +53,7 @@ pub enum FusionMethod {
 /// The fusion method, as tuned.
 pub const DEFAULT_FUSION: FusionMethod = FusionMethod::NormalizedScores;
 /// The rank damping constant of reciprocal rank fusion, tuned (the paper's 60 lost 0.03 of hit@10).
-pub const DEFAULT_RRF_K: f64 = 5.0;
+pub const DEFAULT_RRF_K: f64 = 2.0;
 /// Default weight of the lexical ranking, as tuned (its share of a normalized score).
 pub const DEFAULT_LEXICAL_WEIGHT: f64 = 0.6;
 /// Default weight of the embedding ranking, as tuned.
