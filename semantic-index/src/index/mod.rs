@@ -68,7 +68,8 @@ pub enum IndexKind {
 /// (a refresh that would pass `max_chunks` is refused with `TooLarge { limit: "max_chunks" }` and
 /// changes nothing). `max_floats` (`max_chunks * dimensions`) stays bounded by the hard ceiling
 /// [`MAX_INDEX_FLOATS_CEILING`]. At full default capacity and 384 dimensions one copy of the vectors
-/// is 1.5 GiB. The exact index and the HNSW graph's table share each row's vector (one copy between
+/// is 1.5 GiB (370 MiB as [`CompactVectors::Int8`] codes; `benches/compact_rss.rs` measures the
+/// process). The exact index and the HNSW graph's table share each row's vector (one copy between
 /// them), and the graph itself holds none (hnsw_rs, which copies them, only builds it).
 ///
 /// Sources default to [`SOURCES_PER_CHUNK`] per chunk of capacity. The aggregate source-identity bound keeps the SPEC's

@@ -21,9 +21,21 @@ fn in_space(space: usize, id: &str, ordinal: u32) -> (MemoryKey, ChunkMeta) {
 }
 
 /// The rows a namespace-filtered search visits are exactly that namespace's live rows, through
-/// replacements, removals, compactions and a reordered copy.
+/// replacements, removals, compactions and a reordered copy, and each visited row still holds its
+/// own vector: in f32 and in compact tables alike.
 #[test]
 fn a_namespace_visits_exactly_its_own_live_rows() {
+    for compact in [CompactVectors::F32, CompactVectors::int8()] {
+        namespace_walk(compact);
+    }
+}
+
+/// Every chunk of namespace `space` has this vector, so a row moved to the wrong place shows.
+fn space_vector(space: usize) -> Vec<f32> {
+    unit(&[1.0, space as f32])
+}
+
+fn namespace_walk(compact: CompactVectors) {
     let brute = |table: &ChunkTable, space: &NamespaceAddress| {
         let mut rows: Vec<usize> = (0..table.rows())
             .filter(|row| table.is_live(*row) && &table.meta(*row).source.key.namespace == space)
@@ -37,11 +49,19 @@ fn a_namespace_visits_exactly_its_own_live_rows() {
             let mut visited: Vec<usize> = table.rows_in(&namespace).collect();
             visited.sort_unstable();
             let expected = brute(table, &namespace);
-            assert_eq!(visited, expected, "space {space}");
+            assert_eq!(visited, expected, "space {space}, {compact:?}");
             assert_eq!(table.live_in(&namespace), expected.len());
+            for row in visited {
+                let held = table.vector(row);
+                let own = space_vector(space);
+                assert!(
+                    held.iter().zip(&own).all(|(h, o)| (h - o).abs() < 0.01),
+                    "row {row} of space {space} holds {held:?}, {compact:?}"
+                );
+            }
         }
     };
-    let mut table = ChunkTable::new(2, 64, 96);
+    let mut table = ChunkTable::with_encoding(2, 64, 96, compact);
     // A fixed pseudo-random walk: which source, in which namespace, with how many chunks.
     let mut state = 7u64;
     for step in 0..200 {
@@ -55,7 +75,7 @@ fn a_namespace_visits_exactly_its_own_live_rows() {
             table.remove_source(&key);
         } else {
             let rows = (0..chunks)
-                .map(|ordinal| (in_space(space, &id, ordinal as u32).1, unit(&[1.0, 0.5])))
+                .map(|ordinal| (in_space(space, &id, ordinal as u32).1, space_vector(space)))
                 .collect();
             if table.replace_source(&key, rows, 0.3).is_err() {
                 table.remove_source(&key);
