@@ -17,9 +17,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use semantic_index::index::{ChunkMeta, SearchOutcome, SourceVersion, rescore};
 use semantic_index::{
-    CompactVectors, Embedder, ExactIndex, FastembedEmbedder, HnswIndex, HnswParams, IndexBounds,
-    IndexKind, ModelAssets, QueryLimits, SearchRequest, SemanticIndex, SemanticIndexConfig,
-    SemanticProfile, SourceFilter, VectorIndex,
+    CompactVectors, Embedder, ExactIndex, FastembedEmbedder, HnswIndex, HnswParams, HnswStartup,
+    IndexBounds, IndexKind, ModelAssets, QueryLimits, SearchRequest, SemanticIndex,
+    SemanticIndexConfig, SemanticProfile, SourceFilter, VectorIndex,
 };
 
 const CORPUS: usize = 2_000;
@@ -357,8 +357,10 @@ async fn the_engine_rescores_compact_candidates_from_the_store() {
     );
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("v.sqlite");
+    // Blocking: the graph (built from the codes, decoded for hnsw_rs) answers the HNSW queries.
     let config = SemanticIndexConfig::new(SemanticProfile::minilm_l6_v2())
-        .with_compact_vectors(CompactVectors::int8());
+        .with_compact_vectors(CompactVectors::int8())
+        .with_hnsw_startup(HnswStartup::Blocking);
     let documents = FeedStore::default();
     let corpus = texts(300, 5, &HashSet::new());
     {
@@ -390,6 +392,7 @@ async fn the_engine_rescores_compact_candidates_from_the_store() {
                 )
                 .await
                 .unwrap();
+            assert_eq!(result.answered_by, kind);
             assert_eq!(
                 result.hits[0].key.id.as_str(),
                 format!("doc-{position}"),
