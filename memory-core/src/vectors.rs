@@ -110,6 +110,22 @@ pub struct VectorLoadLimits {
     pub max_chunks: usize,
 }
 
+/// One stored chunk named for [`VectorStore::load_chunk_vectors`]: the source, the revision the
+/// caller indexed, and the chunk's ordinal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkVectorRef {
+    /// The source document's key.
+    pub key: MemoryKey,
+    /// The revision whose chunk is wanted; a source stored at another revision has no such chunk.
+    pub revision: Revision,
+    /// The chunk's ordinal within that revision.
+    pub ordinal: u32,
+}
+
+/// Most chunks one [`VectorStore::load_chunk_vectors`] call may name: a rescoring reads a few
+/// hundred, and a bound keeps one call from materializing the store.
+pub const MAX_CHUNK_VECTORS_PER_CALL: usize = 65_536;
+
 /// What [`VectorStore::replace_source`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplaceOutcome {
@@ -322,6 +338,19 @@ pub trait VectorStore: Send + Sync {
         &self,
         profile: &ProfileDigest,
     ) -> impl Future<Output = Result<Vec<(UnindexedReason, u64)>, MemoryError>> + Send;
+
+    /// The stored vectors of `chunks` under `profile`, in the order named: `None` for a chunk that
+    /// is not stored (its source is withdrawn, unknown, or stored at another revision, or the
+    /// revision has no such ordinal). A semantic index holding compact vectors in memory reads its
+    /// candidates' exact vectors through this. Refused with [`MemoryError::TooLarge`] past
+    /// [`MAX_CHUNK_VECTORS_PER_CALL`] chunks, and with [`crate::StoreFault::Corrupt`] when a stored
+    /// vector is not `dimensions` long.
+    fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> impl Future<Output = Result<Vec<Option<Vec<f32>>>, MemoryError>> + Send;
 
     /// Stores `graph` as `profile`'s persisted graph, replacing the previous one.
     fn save_graph(

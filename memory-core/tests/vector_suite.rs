@@ -4,7 +4,7 @@
 use memory_core::testing::InMemoryVectorStore;
 use memory_core::testing::vectors::{VECTOR_RULES, run_vector_rules, run_vector_suite};
 use memory_core::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
+    ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
     StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey};
@@ -26,6 +26,9 @@ enum Fault {
     RefreshesWithdrawn,
     /// Graph loads ignore their byte bound.
     GraphUnbounded,
+    /// Chunk vectors are read whatever revision is named (a replaced revision's candidate would
+    /// be rescored with its successor's vector).
+    ChunkVectorsIgnoreRevision,
 }
 
 struct Broken {
@@ -134,6 +137,45 @@ impl VectorStore for Broken {
         self.inner.save_graph(profile, graph).await
     }
 
+    async fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        if self.fault != Fault::ChunkVectorsIgnoreRevision {
+            return self
+                .inner
+                .load_chunk_vectors(profile, chunks, dimensions)
+                .await;
+        }
+        // The stored revision stands in for whichever one was named.
+        let limits = VectorLoadLimits {
+            dimensions,
+            max_sources: usize::MAX,
+            max_chunks: usize::MAX,
+        };
+        let stored = self.inner.load_sources(profile, limits).await?;
+        let mut answered = Vec::with_capacity(chunks.len());
+        for wanted in chunks {
+            let current = stored.iter().find(|source| source.key == wanted.key);
+            let revision = match current.map(|source| &source.state) {
+                Some(StoredSourceState::Indexed { revision, .. }) => revision.clone(),
+                _ => wanted.revision.clone(),
+            };
+            let named = ChunkVectorRef {
+                revision,
+                ..wanted.clone()
+            };
+            answered.extend(
+                self.inner
+                    .load_chunk_vectors(profile, &[named], dimensions)
+                    .await?,
+            );
+        }
+        Ok(answered)
+    }
+
     async fn load_graph(
         &self,
         profile: &ProfileDigest,
@@ -155,6 +197,10 @@ async fn each_broken_vector_store_fails_the_rule_it_breaks() {
         (
             Fault::GraphUnbounded,
             "graphs-are-kept-per-profile-and-bounded-on-load",
+        ),
+        (
+            Fault::ChunkVectorsIgnoreRevision,
+            "chunk-vectors-are-read-by-key-revision-and-ordinal",
         ),
     ] {
         let report = run_vector_rules(

@@ -9,8 +9,9 @@
 
 use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
-    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
+    SourceGeneration, StoredChunk, StoredSource, StoredSourceState, UnindexedReason,
+    UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 
@@ -574,6 +575,75 @@ impl VectorStore for PostgresVectorStore {
                     Ok(())
                 })
                 .map_err(|error| error.into_memory("save graph"))
+            })
+            .await
+    }
+
+    async fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
+            return Err(MemoryError::TooLarge {
+                limit: "chunk vectors per call",
+                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
+                actual: chunks.len() as u64,
+            });
+        }
+        let profile = profile.0.to_vec();
+        let namespaces: Vec<String> = chunks
+            .iter()
+            .map(|chunk| chunk.key.namespace.as_str().to_owned())
+            .collect();
+        let ids: Vec<String> = chunks
+            .iter()
+            .map(|chunk| chunk.key.id.as_str().to_owned())
+            .collect();
+        let ordinals: Vec<i64> = chunks
+            .iter()
+            .map(|chunk| i64::from(chunk.ordinal))
+            .collect();
+        let revisions: Vec<String> = chunks
+            .iter()
+            .map(|chunk| chunk.revision.as_str().to_owned())
+            .collect();
+        let count = chunks.len();
+        let db = self.handle.db.clone();
+        self.handle
+            .run(async move {
+                with_retries!(db, idempotent = true, |client, _commit_sent| {
+                    // One round trip: the wanted chunks as arrays, joined to their source (so
+                    // only the named revision of a source that is not withdrawn answers) and to
+                    // the chunk rows by primary key.
+                    let rows = client
+                        .query(
+                            "SELECT w.at, c.vector \
+                             FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) \
+                             WITH ORDINALITY AS w(namespace, document_id, ordinal, revision, at) \
+                             JOIN semantic_sources s ON s.profile = $1 \
+                             AND s.namespace = w.namespace AND s.document_id = w.document_id \
+                             AND NOT s.withdrawn AND s.revision = w.revision \
+                             JOIN semantic_chunks c ON c.profile = $1 \
+                             AND c.namespace = w.namespace AND c.document_id = w.document_id \
+                             AND c.ordinal = w.ordinal",
+                            &[&profile, &namespaces, &ids, &ordinals, &revisions],
+                        )
+                        .await?;
+                    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; count];
+                    for row in rows {
+                        let at: i64 = row.try_get(0)?;
+                        let bytes: &[u8] = row.try_get(1)?;
+                        let slot = usize::try_from(at - 1)
+                            .ok()
+                            .and_then(|at| vectors.get_mut(at))
+                            .ok_or_else(|| model(corrupt("chunk vector row out of range")))?;
+                        *slot = Some(decode_vector(bytes, dimensions).map_err(model)?);
+                    }
+                    Ok(vectors)
+                })
+                .map_err(|error| error.into_memory("read chunk vectors"))
             })
             .await
     }

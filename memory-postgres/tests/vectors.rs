@@ -6,8 +6,8 @@ mod common;
 use common::{TestStore, server_url, store_at};
 use memory_core::testing::vectors::run_vector_suite;
 use memory_core::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource, UnindexedReason,
-    UnindexedSource, VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
+    UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey};
 
@@ -100,6 +100,18 @@ impl VectorStore for SchemaVectors {
         graph: &GraphSnapshot,
     ) -> Result<(), MemoryError> {
         self.0.vectors().save_graph(profile, graph).await
+    }
+
+    async fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        self.0
+            .vectors()
+            .load_chunk_vectors(profile, chunks, dimensions)
+            .await
     }
 
     async fn load_graph(

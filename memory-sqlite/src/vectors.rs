@@ -18,8 +18,9 @@ use std::sync::{Mutex, MutexGuard};
 use memory_core::StoreFault;
 use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
-    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorSink, VectorStore,
+    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
+    SourceGeneration, StoredChunk, StoredSource, StoredSourceState, UnindexedReason,
+    UnindexedSource, VectorLoadLimits, VectorSink, VectorStore,
 };
 use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -337,6 +338,64 @@ impl SqliteVectorStore {
             .commit()
             .map_err(storage("commit vector source"))?;
         Ok(ReplaceOutcome::Replaced)
+    }
+
+    /// One primary-key lookup per chunk, joined to its source so only the named revision of an
+    /// indexed (not withdrawn) source answers; all in one read transaction, so the answers are of
+    /// one state of the store.
+    fn chunk_vectors_now(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
+            return Err(MemoryError::TooLarge {
+                limit: "chunk vectors per call",
+                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
+                actual: chunks.len() as u64,
+            });
+        }
+        let mut connection = self.lock();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(storage("read chunk vectors"))?;
+        let mut vectors = Vec::with_capacity(chunks.len());
+        {
+            let mut statement = transaction
+                .prepare_cached(
+                    "SELECT c.vector FROM semantic_chunks c JOIN semantic_sources s \
+                     ON s.profile = c.profile AND s.namespace = c.namespace \
+                     AND s.document_id = c.document_id \
+                     WHERE c.profile = ?1 AND c.namespace = ?2 AND c.document_id = ?3 \
+                     AND c.ordinal = ?4 AND s.withdrawn = 0 AND s.revision = ?5",
+                )
+                .map_err(storage("read chunk vectors"))?;
+            for chunk in chunks {
+                let bytes: Option<Vec<u8>> = statement
+                    .query_row(
+                        params![
+                            &profile.0[..],
+                            chunk.key.namespace.as_str(),
+                            chunk.key.id.as_str(),
+                            i64::from(chunk.ordinal),
+                            chunk.revision.as_str(),
+                        ],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(storage("read chunk vectors"))?;
+                vectors.push(
+                    bytes
+                        .map(|bytes| decode_vector(&bytes, dimensions))
+                        .transpose()?,
+                );
+            }
+        }
+        transaction
+            .commit()
+            .map_err(storage("read chunk vectors"))?;
+        Ok(vectors)
     }
 
     fn position_now(&self, profile: &ProfileDigest) -> Result<ChangeSequence, MemoryError> {
@@ -748,6 +807,15 @@ impl VectorStore for SqliteVectorStore {
         profile: &ProfileDigest,
     ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
         self.unindexed_counts_now(profile)
+    }
+
+    async fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        self.chunk_vectors_now(profile, chunks, dimensions)
     }
 
     async fn save_graph(

@@ -18,7 +18,14 @@
 //! `MEMORY_SIMD_KERNEL` (`avx512`, `avx2+fma` or `portable`) caps the level at start-up, so one
 //! binary can be measured on each kernel; a level the CPU lacks falls back to the best it has.
 //!
-//! Numerics: every kernel sums in f32 with several independent accumulators, in a different order
+//! [`dot_i8`] is the int8 kernel of the compact vectors (`index::quantized`): codes widen to i32
+//! and sum exactly, so every level gives the very same integer (the property test asserts
+//! equality, with no tolerance). Its SIMD levels run the portable loop inside `pulp`'s
+//! target-feature functions, where the compiler vectorizes it with that level's widening
+//! multiply-adds (`vpmaddwd`); a hand-written `Simd` body would need integer widening operations
+//! that `pulp`'s portable trait does not offer.
+//!
+//! Numerics: every f32 kernel sums in f32 with several independent accumulators, in a different order
 //! from the others, so results differ from the portable kernel only by rounding (the property test
 //! in this module states the bound).
 
@@ -111,6 +118,17 @@ impl Dispatch {
             Self::Portable => dot_portable(left, right),
         }
     }
+
+    #[inline]
+    fn dot_i8(self, left: &[i8], right: &[i8]) -> i32 {
+        match self {
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Self::V4(simd) => Simd::vectorize(simd, DotI8 { left, right }),
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Self::V3(simd) => Simd::vectorize(simd, DotI8 { left, right }),
+            Self::Portable => dot_i8_portable(left, right),
+        }
+    }
 }
 
 fn dispatch() -> Dispatch {
@@ -163,6 +181,56 @@ pub fn dot_at(level: KernelLevel, left: &[f32], right: &[f32]) -> Option<f32> {
         _ => return None,
     };
     Some(run.dot(left, right))
+}
+
+/// Longest int8 slices whose dot product cannot overflow i32: every product is at most
+/// 128 * 128 = 2^14 in magnitude, so 2^17 of them stay below 2^31.
+pub const MAX_I8_DOT_LEN: usize = 1 << 17;
+
+/// The dot product of two int8 code slices over their common length, summed exactly in i32, on the
+/// best instruction set present. Exact for slices of at most [`MAX_I8_DOT_LEN`] codes (the
+/// quantized rows refuse longer vectors); longer ones wrap instead of panicking.
+#[inline]
+pub fn dot_i8(left: &[i8], right: &[i8]) -> i32 {
+    dispatch().dot_i8(left, right)
+}
+
+/// [`dot_i8`] on a given level; `None` when this CPU cannot run it.
+pub fn dot_i8_at(level: KernelLevel, left: &[i8], right: &[i8]) -> Option<i32> {
+    let run = match level {
+        KernelLevel::Portable => Dispatch::Portable,
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        KernelLevel::Avx512 => Dispatch::V4(pulp::x86::V4::try_new()?),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        KernelLevel::Avx2Fma => Dispatch::V3(pulp::x86::V3::try_new()?),
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        _ => return None,
+    };
+    Some(run.dot_i8(left, right))
+}
+
+/// The portable int8 kernel: products widened to i32, summed in order (integer sums are exact, so
+/// the order does not matter below [`MAX_I8_DOT_LEN`]).
+#[inline(always)]
+pub fn dot_i8_portable(left: &[i8], right: &[i8]) -> i32 {
+    left.iter().zip(right).fold(0i32, |sum, (l, r)| {
+        sum.wrapping_add(i32::from(*l) * i32::from(*r))
+    })
+}
+
+/// The int8 kernel under a level's target features: the portable loop, vectorized there.
+struct DotI8<'a> {
+    left: &'a [i8],
+    right: &'a [i8],
+}
+
+impl WithSimd for DotI8<'_> {
+    type Output = i32;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) -> i32 {
+        dot_i8_portable(self.left, self.right)
+    }
 }
 
 /// The portable kernel: eight accumulators, which the compiler maps onto the baseline target's
@@ -303,6 +371,45 @@ mod tests {
                     level.name()
                 );
             }
+        }
+    }
+
+    fn codes() -> impl Strategy<Value = (Vec<i8>, Vec<i8>)> {
+        length().prop_flat_map(|len| {
+            (
+                prop::collection::vec(-127i8..=127, len),
+                prop::collection::vec(any::<i8>(), len),
+            )
+        })
+    }
+
+    proptest! {
+        /// Tolerance: none. Integer products and sums are exact below `MAX_I8_DOT_LEN`, so every
+        /// level must give the portable kernel's very integer, and that integer must be the
+        /// widened sum computed independently here in i64.
+        #[test]
+        fn every_level_gives_the_exact_int8_dot_product((left, right) in codes()) {
+            let exact: i64 = left.iter().zip(&right).map(|(l, r)| i64::from(*l) * i64::from(*r)).sum();
+            prop_assert_eq!(i64::from(dot_i8_portable(&left, &right)), exact);
+            for level in available_levels() {
+                let got = dot_i8_at(level, &left, &right).expect("an available level runs");
+                prop_assert_eq!(i64::from(got), exact, "{} at length {}", level.name(), left.len());
+            }
+            prop_assert_eq!(i64::from(dot_i8(&left, &right)), exact);
+        }
+    }
+
+    #[test]
+    fn int8_extremes_sum_exactly_at_the_length_bound() {
+        let left = vec![-128i8; MAX_I8_DOT_LEN - 1];
+        let right = vec![-128i8; MAX_I8_DOT_LEN - 1];
+        for level in available_levels() {
+            assert_eq!(
+                dot_i8_at(level, &left, &right).map(i64::from),
+                Some((MAX_I8_DOT_LEN as i64 - 1) * 16_384),
+                "{}",
+                level.name()
+            );
         }
     }
 

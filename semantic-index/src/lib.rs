@@ -5,8 +5,9 @@
 //! - [`chunk`]: the chunker and [`ChunkId`].
 //! - [`embed`], [`fastembed_embedder`], [`assets`]: the [`Embedder`] trait, the local fastembed model and
 //!   where its files are found (`MEMORY_ASSETS_DIR`, installed by `scripts/fetch-assets.sh`).
-//! - [`index`]: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`]; [`kernels`]: their distance
-//!   kernels, dispatched at run time to AVX-512, AVX2+FMA or a portable kernel.
+//! - [`index`]: [`ExactIndex`] and [`HnswIndex`] behind [`VectorIndex`], holding f32 vectors or
+//!   int8 codes ([`CompactVectors`]); [`kernels`]: their distance kernels, dispatched at run time
+//!   to AVX-512, AVX2+FMA or a portable kernel.
 //! - [`engine`]: [`SemanticIndex`], refresh, withdrawal and revalidated query; [`limits`] bounds them.
 //! - [`indexer`]: the background task following the store's change feed, and [`catch_up`], the same
 //!   work done once in the calling task.
@@ -52,7 +53,7 @@ pub use engine::{
 pub use error::{EmbedError, FETCH_ASSETS_COMMAND, SemanticError};
 pub use fastembed_embedder::FastembedEmbedder;
 pub use index::{
-    DEFAULT_MAX_CHUNKS, ExactIndex, HnswIndex, HnswParams, IndexBounds, IndexKind,
+    CompactVectors, DEFAULT_MAX_CHUNKS, ExactIndex, HnswIndex, HnswParams, IndexBounds, IndexKind,
     MAX_INDEX_FLOATS, MAX_INDEX_FLOATS_CEILING, SearchRequest, SourceFilter, VectorIndex,
 };
 pub use indexer::{

@@ -1,6 +1,6 @@
 //! The vector store suite (feature `testing`): the rules of [`crate::vectors::VectorStore`] every
 //! store keeps: profiles never mix, the generation fence, load limits, monotonic positions, unindexed
-//! sources and persisted graphs.
+//! sources, persisted graphs, and reads of single chunks' vectors.
 //!
 //! ```no_run
 //! use memory_core::testing::InMemoryVectorStore;
@@ -24,8 +24,9 @@ use crate::ids::{DocumentId, Revision};
 use crate::namespace::NamespaceAddress;
 use crate::ports::ChangeSequence;
 use crate::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk, StoredSource,
-    StoredSourceState, UnindexedReason, VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
+    SourceGeneration, StoredChunk, StoredSource, StoredSourceState, UnindexedReason,
+    VectorLoadLimits, VectorStore,
 };
 
 /// Every rule [`run_vector_suite`] checks, in order.
@@ -38,6 +39,7 @@ pub const VECTOR_RULES: &[&str] = &[
     "unindexed-sources-are-recorded-paged-and-cleared",
     "clearing-an-unindexed-record-spares-a-newer-one",
     "graphs-are-kept-per-profile-and-bounded-on-load",
+    "chunk-vectors-are-read-by-key-revision-and-ordinal",
 ];
 
 /// Runs every rule of [`VECTOR_RULES`], each on a fresh, empty store from `factory`.
@@ -68,7 +70,8 @@ where
             "positions-never-move-backwards" => positions(&store).await,
             "unindexed-sources-are-recorded-paged-and-cleared" => unindexed(&store).await,
             "clearing-an-unindexed-record-spares-a-newer-one" => clearing(&store).await,
-            _ => graphs(&store).await,
+            "graphs-are-kept-per-profile-and-bounded-on-load" => graphs(&store).await,
+            _ => chunk_vectors(&store).await,
         };
         report.record(rule, result.map_err(|failure| failure.0));
     }
@@ -166,6 +169,97 @@ async fn replace<S: VectorStore>(
 
 async fn load<S: VectorStore>(store: &S) -> Result<Vec<StoredSource>, Failure> {
     ok(store.load_sources(&PROFILE, LIMITS).await, "load")
+}
+
+fn chunk_ref(id: &str, revision: &str, ordinal: u32) -> Result<ChunkVectorRef, Failure> {
+    Ok(ChunkVectorRef {
+        key: key("notes", id)?,
+        revision: Revision::new(revision)?,
+        ordinal,
+    })
+}
+
+/// A compact index rescores its candidates with their stored vectors: each named chunk comes back
+/// in the order named, exactly as stored, only at the revision named, never from another profile,
+/// a withdrawn source or a missing ordinal; an oversized request is refused.
+async fn chunk_vectors<S: VectorStore>(store: &S) -> Checked {
+    let a = indexed("a", 1, "r1", &[[0.6, 0.8], [1.0, 0.0]])?;
+    let b = indexed("b", 1, "r1", &[[0.0, 1.0]])?;
+    for source in [&a, &b] {
+        replace(store, source).await?;
+    }
+    let wanted = [
+        chunk_ref("b", "r1", 0)?,
+        chunk_ref("a", "r1", 1)?,
+        chunk_ref("a", "r2", 0)?,
+        chunk_ref("a", "r1", 5)?,
+        chunk_ref("missing", "r1", 0)?,
+        chunk_ref("a", "r1", 0)?,
+    ];
+    let read = ok(
+        store.load_chunk_vectors(&PROFILE, &wanted, 2).await,
+        "read chunk vectors",
+    )?;
+    let expected = vec![
+        Some(vec![0.0, 1.0]),
+        Some(vec![1.0, 0.0]),
+        None,
+        None,
+        None,
+        Some(vec![0.6, 0.8]),
+    ];
+    ensure!(read == expected, "chunk vectors read as {read:?}");
+    let other = ok(
+        store
+            .load_chunk_vectors(&OTHER_PROFILE, &wanted[..1], 2)
+            .await,
+        "read another profile",
+    )?;
+    ensure!(
+        other == [None],
+        "another profile reads this profile's vectors: {other:?}"
+    );
+    let replaced = indexed("a", 2, "r2", &[[0.8, 0.6]])?;
+    replace(store, &replaced).await?;
+    let after = ok(
+        store
+            .load_chunk_vectors(
+                &PROFILE,
+                &[chunk_ref("a", "r1", 0)?, chunk_ref("a", "r2", 0)?],
+                2,
+            )
+            .await,
+        "read after a replacement",
+    )?;
+    ensure!(
+        after == [None, Some(vec![0.8, 0.6])],
+        "a replaced revision's vectors read as {after:?}"
+    );
+    replace(store, &withdrawn("b", 3)?).await?;
+    let gone = ok(
+        store
+            .load_chunk_vectors(&PROFILE, &[chunk_ref("b", "r1", 0)?], 2)
+            .await,
+        "read a withdrawn source",
+    )?;
+    ensure!(
+        gone == [None],
+        "a withdrawn source's vectors read as {gone:?}"
+    );
+    refused(
+        store
+            .load_chunk_vectors(&PROFILE, &[chunk_ref("a", "r2", 0)?], 3)
+            .await,
+        ErrorKind::Corrupt,
+        "a read at the wrong dimensions",
+    )?;
+    let too_many = vec![chunk_ref("a", "r2", 0)?; MAX_CHUNK_VECTORS_PER_CALL + 1];
+    refused(
+        store.load_chunk_vectors(&PROFILE, &too_many, 2).await,
+        ErrorKind::TooLarge,
+        "an oversized read",
+    )?;
+    Ok(())
 }
 
 async fn round_trip<S: VectorStore>(store: &S) -> Checked {

@@ -71,7 +71,8 @@ use crate::embed::Embedder;
 use crate::error::SemanticError;
 use crate::index::table::LoadedVectors;
 use crate::index::{
-    ChunkMeta, ExactIndex, HnswParams, IndexBounds, IndexKind, SourceVersion, VectorIndex,
+    ChunkMeta, CompactVectors, ExactIndex, HnswParams, IndexBounds, IndexKind, SourceVersion,
+    VectorIndex,
 };
 use crate::limits::RefreshLimits;
 use crate::profile::SemanticProfile;
@@ -94,6 +95,10 @@ pub struct SemanticIndexConfig {
     pub refresh: RefreshLimits,
     /// What [`SemanticIndex::open`] does about the HNSW graph.
     pub hnsw_startup: HnswStartup,
+    /// How both indexes hold the vectors in memory: f32 by default, or int8 codes whose
+    /// candidates each query rescores with their stored f32 vectors (see
+    /// [`crate::index::quantized`]).
+    pub compact_vectors: CompactVectors,
 }
 
 impl SemanticIndexConfig {
@@ -106,7 +111,15 @@ impl SemanticIndexConfig {
             hnsw: HnswParams::default(),
             refresh: RefreshLimits::default(),
             hnsw_startup: HnswStartup::default(),
+            compact_vectors: CompactVectors::default(),
         }
+    }
+
+    /// The same configuration with `compact` vectors in memory (checked when the index opens).
+    #[must_use]
+    pub fn with_compact_vectors(mut self, compact: CompactVectors) -> Self {
+        self.compact_vectors = compact;
+        self
     }
 
     /// The same configuration with `bounds` (for example `IndexBounds::with_max_chunks(d, n)`).
@@ -434,7 +447,8 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
         config.profile.validate()?;
         config.refresh.validate()?;
         let dimensions = config.profile.dimensions;
-        let mut exact = ExactIndex::new(dimensions, config.bounds)?;
+        let mut exact =
+            ExactIndex::with_compact(dimensions, config.bounds, config.compact_vectors)?;
         // Checked before any loading: hnsw_rs exits the process on some bad values.
         config.hnsw.validate()?;
         let digest = config.profile.digest()?;
@@ -450,7 +464,11 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
         )
         .await?;
         // The vectors go straight into the exact index's segments as the store reads them.
-        let mut vectors = LoadedVectors::new(dimensions, config.bounds.max_chunks);
+        let mut vectors = LoadedVectors::with_encoding(
+            dimensions,
+            config.bounds.max_chunks,
+            config.compact_vectors,
+        );
         let stored = store
             .load_sources_into(
                 &digest,

@@ -1,12 +1,14 @@
 //! Queries: embed the text, search one index (HNSW only while its graph is ready; the exact index
 //! otherwise, and the answer says which), then revalidate every candidate against the current
-//! document (SPEC §4).
+//! document (SPEC §4). An index holding compact vectors answers with candidates scored by their
+//! codes; their f32 vectors are then read from the store, for those candidates only, and rescored
+//! ([`crate::index::rescore`]) before anything else sees them.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use memory_core::StoreFault;
-use memory_core::vectors::VectorStore;
+use memory_core::vectors::{ChunkVectorRef, VectorStore};
 use memory_core::{MemoryAccess, MemoryDocument, MemoryKey, MemoryReader, NamespaceAddress};
 
 use super::{EmbeddingUsage, SemanticHit, SemanticIndex, SemanticQueryResult, excerpt_digest};
@@ -118,6 +120,25 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                     IndexKind::Exact,
                 ),
             }
+        };
+        let outcome = if outcome.rescore {
+            // After the state lock is released: the read is the store's, and no refresh waits on it.
+            let wanted: Vec<ChunkVectorRef> = outcome
+                .hits
+                .iter()
+                .map(|hit| ChunkVectorRef {
+                    key: hit.chunk.source.key.clone(),
+                    revision: hit.chunk.source.revision.clone(),
+                    ordinal: hit.chunk.ordinal,
+                })
+                .collect();
+            let exact = self
+                .store
+                .load_chunk_vectors(&self.digest, &wanted, self.profile.dimensions)
+                .await?;
+            crate::index::rescore(&vector, outcome, &request, exact)?
+        } else {
+            outcome
         };
         Ok(SemanticCandidates {
             hits: outcome.hits,

@@ -10,11 +10,15 @@
 //! builds a compacted copy from a shared snapshot of the rows with no lock held and swaps it in. The
 //! engine does this while it holds its apply lock, so the rows cannot change meanwhile and the shared
 //! snapshot is never copied on write.
+//!
+//! With compact vectors ([`ExactIndex::with_compact`]) the scan scores int8 codes and returns the
+//! best `rescore_factor * limit` rows for [`super::rescore`] (see [`super::quantized`]).
 
 use std::sync::Arc;
 
 use memory_core::MemoryKey;
 
+use super::quantized::CompactVectors;
 use super::table::{ChunkTable, LoadedVectors, RowVector};
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchOutcome, SearchRequest, SourceChunks, SourceFilter,
@@ -35,14 +39,35 @@ pub struct ExactIndex {
 impl ExactIndex {
     /// An empty index for vectors of `dimensions` within `bounds` (checked here, before allocating).
     pub fn new(dimensions: usize, bounds: IndexBounds) -> Result<Self, SemanticError> {
+        Self::with_compact(dimensions, bounds, CompactVectors::F32)
+    }
+
+    /// [`Self::new`] holding the vectors as `compact` says; `compact` is checked with the bounds.
+    pub fn with_compact(
+        dimensions: usize,
+        bounds: IndexBounds,
+        compact: CompactVectors,
+    ) -> Result<Self, SemanticError> {
         bounds.validate(dimensions)?;
+        compact.validate(dimensions)?;
         Ok(Self {
-            table: Arc::new(ChunkTable::new(
+            table: Arc::new(ChunkTable::with_encoding(
                 dimensions,
                 bounds.max_chunks,
                 bounds.max_chunks,
+                compact,
             )),
         })
+    }
+
+    /// How the vectors are held in memory.
+    pub fn compact(&self) -> CompactVectors {
+        self.table.encoding()
+    }
+
+    /// Bytes the vectors take in memory (codes and scales for a compact index).
+    pub fn reserved_vector_bytes(&self) -> usize {
+        self.table.reserved_bytes()
     }
 
     /// The rows, copied on the next change if shared meanwhile (the engine changes them only while
@@ -167,6 +192,7 @@ impl VectorIndex for ExactIndex {
         Ok(SearchOutcome {
             hits: scan_table(&self.table, query, &request, filter),
             scanned_chunks: scanned,
+            rescore: self.table.encoding().is_compact(),
         })
     }
 

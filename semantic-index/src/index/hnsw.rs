@@ -11,17 +11,22 @@
 //! thread while this one keeps answering, so no query waits for a rebuild. hnsw_rs exits the
 //! process on some parameter values and asserts that distances are non-negative and never NaN, so
 //! parameters are validated before any graph is built and the distance is clamped.
+//!
+//! With compact vectors ([`HnswIndex::with_compact`]) the graph walks int8 codes and a search
+//! returns its best `rescore_factor * limit` candidates for [`super::rescore`] (its candidate list
+//! is at least that wide). hnsw_rs takes f32 points and copies them, so a build decodes the codes
+//! into its own f32 copies, which live only as long as the build.
 
 use hnsw_rs::anndists::dist::distances::Distance;
 use hnsw_rs::hnsw::Hnsw;
 use memory_core::MemoryKey;
 
 use super::graph::Graph;
+use super::quantized::CompactVectors;
 use super::table::{ChunkTable, Replacement, RowVector};
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchHit, SearchOutcome, SearchRequest, SourceChunks,
-    SourceFilter, VectorIndex, admitted_rows, check_query, check_request, dot, rank_order,
-    scan_table,
+    SourceFilter, VectorIndex, admitted_rows, check_query, check_request, rank_order, scan_table,
 };
 use crate::error::SemanticError;
 
@@ -155,12 +160,28 @@ impl HnswIndex {
         bounds: IndexBounds,
         params: HnswParams,
     ) -> Result<Self, SemanticError> {
+        Self::with_compact(dimensions, bounds, params, CompactVectors::F32)
+    }
+
+    /// [`Self::new`] holding the vectors as `compact` says (checked with the rest).
+    pub fn with_compact(
+        dimensions: usize,
+        bounds: IndexBounds,
+        params: HnswParams,
+        compact: CompactVectors,
+    ) -> Result<Self, SemanticError> {
         bounds.validate(dimensions)?;
         params.validate()?;
+        compact.validate(dimensions)?;
         Ok(Self {
             graph: empty_graph(&params),
             params,
-            table: ChunkTable::new(dimensions, bounds.max_chunks, bounds.max_chunks),
+            table: ChunkTable::with_encoding(
+                dimensions,
+                bounds.max_chunks,
+                bounds.max_chunks,
+                compact,
+            ),
             deferred: false,
         })
     }
@@ -275,14 +296,19 @@ fn build_graph(
         params.ef_construction,
         UnitCosineDistance,
     );
-    let points: Vec<(&[f32], usize)> = (0..table.rows())
-        .map(|row| (table.vector(row), row))
-        .collect();
-    for batch in points.chunks(BUILD_BATCH) {
+    let rows: Vec<usize> = (0..table.rows()).collect();
+    for batch in rows.chunks(BUILD_BATCH) {
         if cancelled() {
             return None;
         }
-        built.parallel_insert_slice(&batch.to_vec());
+        // Decoded (or copied) one batch at a time: hnsw_rs keeps its own copy of each point.
+        let vectors: Vec<Vec<f32>> = batch.iter().map(|row| table.vector(*row)).collect();
+        let points: Vec<(&[f32], usize)> = vectors
+            .iter()
+            .zip(batch)
+            .map(|(vector, row)| (vector.as_slice(), *row))
+            .collect();
+        built.parallel_insert_slice(&points);
     }
     if let Some(graph) = Graph::from_hnsw(&built, table.rows(), params.max_layers) {
         return Some(graph);
@@ -360,7 +386,9 @@ impl VectorIndex for HnswIndex {
     ) -> Result<SearchOutcome, SemanticError> {
         check_request(&request)?;
         check_query(query, self.table.dimensions())?;
-        let width = self.params.ef_search.max(request.limit);
+        let compact = self.table.encoding();
+        let keep = compact.candidates(request.limit);
+        let width = self.params.ef_search.max(keep);
         if width > request.max_scanned_chunks {
             return Err(SemanticError::Budget {
                 limit: "max_scanned_chunks",
@@ -378,18 +406,24 @@ impl VectorIndex for HnswIndex {
             return Ok(SearchOutcome {
                 hits: scan_table(&self.table, query, &request, filter),
                 scanned_chunks: admitted,
+                rescore: compact.is_compact(),
             });
         }
         let admits =
             |row: usize| self.table.is_live(row) && filter.admits(&self.table.meta(row).source);
-        let neighbours = self
-            .graph
-            .search(&self.table, query, request.limit, width, &admits);
-        // Scores are recomputed from the stored vectors so both indexes rank with identical numbers.
+        let neighbours = self.graph.search(&self.table, query, keep, width, &admits);
+        // Scores are recomputed from the rows so both indexes rank with identical numbers (code
+        // scores for a compact table, which are then rescored, unfiltered, by the caller).
+        let prepared = super::quantized::QueryRow::prepare(compact, query);
+        let min_score = if compact.is_compact() {
+            f32::NEG_INFINITY
+        } else {
+            request.min_score
+        };
         let mut hits: Vec<(usize, f32)> = neighbours
             .into_iter()
-            .map(|(row, _)| (row, dot(query, self.table.vector(row))))
-            .filter(|(_, score)| *score >= request.min_score)
+            .map(|(row, _)| (row, prepared.as_row().similarity(self.table.row(row))))
+            .filter(|(_, score)| *score >= min_score)
             .collect();
         hits.sort_unstable_by(|left, right| {
             rank_order(
@@ -397,10 +431,10 @@ impl VectorIndex for HnswIndex {
                 (self.table.meta(right.0), right.1),
             )
         });
-        hits.truncate(request.limit);
+        hits.truncate(keep);
         let scanned = width.min(admitted);
         if filter != SourceFilter::All
-            && hits.len() < request.limit
+            && hits.len() < keep
             && scanned + admitted <= request.max_scanned_chunks
         {
             // hnsw_rs's filtered walk can come back short when the admitted nodes are a small,
@@ -409,6 +443,7 @@ impl VectorIndex for HnswIndex {
             return Ok(SearchOutcome {
                 hits: scan_table(&self.table, query, &request, filter),
                 scanned_chunks: scanned + admitted,
+                rescore: compact.is_compact(),
             });
         }
         Ok(SearchOutcome {
@@ -420,6 +455,7 @@ impl VectorIndex for HnswIndex {
                 })
                 .collect(),
             scanned_chunks: scanned,
+            rescore: compact.is_compact(),
         })
     }
 }

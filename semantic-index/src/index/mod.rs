@@ -4,11 +4,16 @@
 //! tables holding the same rows), with tombstones for replaced chunks. Scores are cosine similarities (dot products of unit
 //! vectors). Results order by score, then source key, revision and chunk ordinal, so equal scores rank the
 //! same way in both indexes and across runs.
+//!
+//! Either index may hold its rows as int8 codes instead ([`CompactVectors`], [`quantized`]): its
+//! searches then return candidates by code score, marked [`SearchOutcome::rescore`], that
+//! [`rescore`] turns into f32-scored hits with the stored vectors. f32 is the default.
 
 mod exact;
 pub(crate) mod graph;
 mod hnsw;
 pub(crate) mod persist;
+pub mod quantized;
 pub(crate) mod table;
 
 use std::cmp::Ordering;
@@ -19,6 +24,7 @@ use memory_core::{MemoryKey, NamespaceAddress, Revision};
 
 pub use exact::{EXACT_COMPACT_TOMBSTONE_FRACTION, ExactIndex};
 pub use hnsw::{HnswIndex, HnswParams, UnitCosineDistance};
+pub use quantized::{CompactVectors, DEFAULT_RESCORE_FACTOR, MAX_RESCORE_FACTOR, rescore};
 
 use crate::error::SemanticError;
 
@@ -62,7 +68,8 @@ pub enum IndexKind {
 /// (a refresh that would pass `max_chunks` is refused with `TooLarge { limit: "max_chunks" }` and
 /// changes nothing). `max_floats` (`max_chunks * dimensions`) stays bounded by the hard ceiling
 /// [`MAX_INDEX_FLOATS_CEILING`]. At full default capacity and 384 dimensions one copy of the vectors
-/// is 1.5 GiB. The exact index and the HNSW graph's table share each row's vector (one copy between
+/// is 1.5 GiB (370 MiB as [`CompactVectors::Int8`] codes; `benches/compact_rss.rs` measures the
+/// process). The exact index and the HNSW graph's table share each row's vector (one copy between
 /// them), and the graph itself holds none (hnsw_rs, which copies them, only builds it).
 ///
 /// Sources default to [`SOURCES_PER_CHUNK`] per chunk of capacity. The aggregate source-identity bound keeps the SPEC's
@@ -289,6 +296,9 @@ pub struct SearchOutcome {
     pub hits: Vec<SearchHit>,
     /// Chunks scored: every live chunk for the exact index, the candidate-list width for HNSW.
     pub scanned_chunks: usize,
+    /// The hits are a compact index's candidates, ranked and scored by their int8 codes, more than
+    /// the request's limit and not yet filtered by its `min_score`: [`rescore`] gives the result.
+    pub rescore: bool,
 }
 
 /// A cosine index over chunk vectors.
@@ -349,13 +359,24 @@ pub(crate) fn scan_table(
     request: &SearchRequest,
     filter: SourceFilter<'_>,
 ) -> Vec<SearchHit> {
+    let compact = table.encoding();
+    // A compact table's code scores are approximate: its candidates are filtered by `min_score`
+    // only once rescored, or a chunk just above it could be lost to rounding.
+    let min_score = if compact.is_compact() {
+        f32::NEG_INFINITY
+    } else {
+        request.min_score
+    };
+    let keep = compact.candidates(request.limit);
+    let prepared = quantized::QueryRow::prepare(compact, query);
+    let query = prepared.as_row();
     let mut scored: Vec<(usize, f32)> = Vec::new();
     match filter {
         SourceFilter::All => {
-            for (row, vector) in table.vectors().enumerate() {
+            for (row, vector) in table.row_refs().enumerate() {
                 if table.is_live(row) {
-                    let score = dot(query, vector);
-                    if score >= request.min_score {
+                    let score = query.similarity(vector);
+                    if score >= min_score {
                         scored.push((row, score));
                     }
                 }
@@ -365,8 +386,8 @@ pub(crate) fn scan_table(
         // the table (every row a namespace's sources span is live).
         SourceFilter::Namespace(namespace) => {
             for row in table.rows_in(namespace) {
-                let score = dot(query, table.vector(row));
-                if score >= request.min_score {
+                let score = query.similarity(table.row(row));
+                if score >= min_score {
                     scored.push((row, score));
                 }
             }
@@ -375,9 +396,9 @@ pub(crate) fn scan_table(
     let order = |left: &(usize, f32), right: &(usize, f32)| {
         rank_order((table.meta(left.0), left.1), (table.meta(right.0), right.1))
     };
-    if scored.len() > request.limit {
-        scored.select_nth_unstable_by(request.limit - 1, order);
-        scored.truncate(request.limit);
+    if scored.len() > keep {
+        scored.select_nth_unstable_by(keep - 1, order);
+        scored.truncate(keep);
     }
     scored.sort_unstable_by(order);
     scored

@@ -20,10 +20,10 @@ use std::collections::HashSet;
 
 use sha2::{Digest, Sha256};
 
-use super::graph::{Graph, LAYERS, Neighbour};
+use super::IndexBounds;
+use super::graph::{Graph, LAYERS, Neighbour, distance as graph_distance};
 use super::hnsw::{HnswIndex, HnswParams};
 use super::table::ChunkTable;
-use super::{IndexBounds, dot};
 use crate::error::SemanticError;
 
 /// The first bytes of every encoding.
@@ -178,7 +178,7 @@ fn repair(
             for &(candidate, _) in graph.list(neighbour, layer) {
                 let candidate = candidate as usize;
                 if live(candidate) && seen.insert(candidate) {
-                    let distance = unit_cosine_distance(table.vector(row), table.vector(candidate));
+                    let distance = graph_distance(table.row(row), table.row(candidate));
                     kept.push((candidate, distance));
                 }
             }
@@ -192,16 +192,6 @@ fn repair(
             (position != u32::MAX).then_some((position, distance))
         })
         .collect()
-}
-
-/// The distance graphs order neighbours by, for two stored vectors.
-fn unit_cosine_distance(left: &[f32], right: &[f32]) -> f32 {
-    let distance = 1.0 - dot(left, right);
-    if distance.is_nan() {
-        2.0
-    } else {
-        distance.clamp(0.0, 2.0)
-    }
 }
 
 /// A bounds-checked reader over an encoding.

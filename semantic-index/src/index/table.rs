@@ -15,6 +15,10 @@
 //! to a shared segment copies that segment only. The source records share the rows'
 //! [`SourceVersion`]s the same way, so no key is copied. A source's rows are always contiguous (they
 //! are appended together and compaction keeps the order), so a source is recorded as a span.
+//!
+//! A table holds its rows in one encoding: f32, or int8 codes ([`super::quantized`], the compact
+//! vectors), chosen at construction; rows are coded as they are appended or loaded, so a compact
+//! table never holds a row in f32.
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
@@ -25,6 +29,7 @@ use memory_core::StoreFault;
 use memory_core::vectors::VectorSink;
 use memory_core::{MemoryError, MemoryKey, NamespaceAddress};
 
+use super::quantized::{CompactVectors, RowRef, Segment};
 use super::{ChunkMeta, SourceVersion, dot};
 use crate::error::SemanticError;
 
@@ -87,9 +92,9 @@ struct RowSpan {
     count: usize,
 }
 
-/// Floats of the segment starting at row `first` in a table of at most `max_rows` rows.
-fn segment_floats(first: usize, max_rows: usize, dimensions: usize) -> usize {
-    SEGMENT_ROWS.min(max_rows.saturating_sub(first).max(1)) * dimensions
+/// Rows of the segment starting at row `first` in a table of at most `max_rows` rows.
+fn segment_rows(first: usize, max_rows: usize) -> usize {
+    SEGMENT_ROWS.min(max_rows.saturating_sub(first).max(1))
 }
 
 /// The vectors of a load, decoded by the store straight into segments
@@ -99,24 +104,54 @@ pub(crate) struct LoadedVectors {
     dimensions: usize,
     max_rows: usize,
     rows: usize,
-    segments: Vec<Vec<f32>>,
+    compact: CompactVectors,
+    segments: Vec<Segment>,
+    /// A compact load codes each vector as it arrives, so a non-finite one is only remembered
+    /// here and refused by [`ChunkTable::load_rows`].
+    non_finite: bool,
 }
 
 impl LoadedVectors {
-    /// Room for at most `max_rows` vectors of `dimensions`, taken as they arrive.
+    /// Room for at most `max_rows` f32 vectors of `dimensions`, taken as they arrive.
+    #[cfg(test)]
     pub(crate) fn new(dimensions: usize, max_rows: usize) -> Self {
+        Self::with_encoding(dimensions, max_rows, CompactVectors::F32)
+    }
+
+    /// [`Self::new`] in `compact`'s encoding: compact vectors are coded as they arrive, so a
+    /// restart never holds the f32 vectors of more than one chunk.
+    pub(crate) fn with_encoding(
+        dimensions: usize,
+        max_rows: usize,
+        compact: CompactVectors,
+    ) -> Self {
         Self {
             dimensions,
             max_rows,
             rows: 0,
+            compact,
             segments: Vec::new(),
+            non_finite: false,
         }
+    }
+
+    /// Codes one f32 vector into a compact segment, normalized first unless already unit length.
+    fn push_coded(&mut self, vector: &[f32]) -> Result<(), MemoryError> {
+        let mut unit = vector.to_vec();
+        // Written so a non-finite norm also takes the normalization, which refuses it.
+        let is_unit = (dot(&unit, &unit) - 1.0).abs() <= 1e-5;
+        if !is_unit && crate::embed::normalize(&mut unit, self.dimensions).is_err() {
+            self.non_finite = true;
+        }
+        self.next_segment(vector.len())?
+            .push(RowRef::F32(&unit), SEGMENT_ROWS);
+        Ok(())
     }
 }
 
 impl LoadedVectors {
     /// The segment the next vector goes to, after checking its length and the bound.
-    fn next_segment(&mut self, floats: usize) -> Result<&mut Vec<f32>, MemoryError> {
+    fn next_segment(&mut self, floats: usize) -> Result<&mut Segment, MemoryError> {
         if floats != self.dimensions {
             return Err(MemoryError::Store(StoreFault::Corrupt {
                 what: format!(
@@ -133,11 +168,11 @@ impl LoadedVectors {
             });
         }
         if self.rows.is_multiple_of(SEGMENT_ROWS) {
-            self.segments.push(Vec::with_capacity(segment_floats(
-                self.rows,
-                self.max_rows,
+            self.segments.push(Segment::with_rows(
+                self.compact,
+                segment_rows(self.rows, self.max_rows),
                 self.dimensions,
-            )));
+            ));
         }
         self.rows += 1;
         self.segments.last_mut().ok_or_else(|| {
@@ -150,7 +185,11 @@ impl LoadedVectors {
 
 impl VectorSink for LoadedVectors {
     fn push_vector(&mut self, vector: &[f32]) -> Result<(), MemoryError> {
-        self.next_segment(vector.len())?.extend_from_slice(vector);
+        if self.compact.is_compact() {
+            return self.push_coded(vector);
+        }
+        self.next_segment(vector.len())?
+            .push(RowRef::F32(vector), SEGMENT_ROWS);
         Ok(())
     }
 
@@ -160,12 +199,15 @@ impl VectorSink for LoadedVectors {
                 what: "stored vector length is not a multiple of 4".to_owned(),
             }));
         }
+        let decode = |quad: &[u8]| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+        if self.compact.is_compact() {
+            let vector: Vec<f32> = bytes.chunks_exact(4).map(decode).collect();
+            return self.push_coded(&vector);
+        }
         // Decoded straight into the segment: no intermediate vector.
-        self.next_segment(bytes.len() / 4)?.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|quad| f32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]])),
-        );
+        if let Segment::F32(floats) = self.next_segment(bytes.len() / 4)? {
+            floats.extend(bytes.chunks_exact(4).map(decode));
+        }
         Ok(())
     }
 }
@@ -175,8 +217,9 @@ pub(crate) struct ChunkTable {
     dimensions: usize,
     max_live: usize,
     max_rows: usize,
-    /// Row `r`'s vector is at `(r % SEGMENT_ROWS) * dimensions` in segment `r / SEGMENT_ROWS`.
-    segments: Vec<Arc<Vec<f32>>>,
+    compact: CompactVectors,
+    /// Row `r`'s vector is row `r % SEGMENT_ROWS` of segment `r / SEGMENT_ROWS`.
+    segments: Vec<Arc<Segment>>,
     metas: Vec<ChunkMeta>,
     live: Vec<bool>,
     live_count: usize,
@@ -207,11 +250,23 @@ pub(crate) struct Replacement {
 impl ChunkTable {
     /// An empty table holding at most `max_live` live rows in a buffer of at most `max_rows` rows
     /// (raised to `max_live` if smaller); the caller has validated `max_rows * dimensions`.
+    #[cfg(test)]
     pub(crate) fn new(dimensions: usize, max_live: usize, max_rows: usize) -> Self {
+        Self::with_encoding(dimensions, max_live, max_rows, CompactVectors::F32)
+    }
+
+    /// [`Self::new`] holding its rows in `compact`'s encoding (validated by the caller).
+    pub(crate) fn with_encoding(
+        dimensions: usize,
+        max_live: usize,
+        max_rows: usize,
+        compact: CompactVectors,
+    ) -> Self {
         Self {
             dimensions,
             max_live,
             max_rows: max_rows.max(max_live),
+            compact,
             segments: Vec::new(),
             metas: Vec::new(),
             live: Vec::new(),
@@ -223,7 +278,12 @@ impl ChunkTable {
 
     /// An empty table with this one's dimensions and bounds.
     fn empty_like(&self, max_rows: usize) -> Self {
-        Self::new(self.dimensions, self.max_live, max_rows)
+        Self::with_encoding(self.dimensions, self.max_live, max_rows, self.compact)
+    }
+
+    /// How the rows are held.
+    pub(crate) fn encoding(&self) -> CompactVectors {
+        self.compact
     }
 
     pub(crate) fn dimensions(&self) -> usize {
@@ -296,16 +356,21 @@ impl ChunkTable {
         &self.metas[row]
     }
 
-    pub(crate) fn vector(&self, row: usize) -> &[f32] {
-        let start = (row % SEGMENT_ROWS) * self.dimensions;
-        &self.segments[row / SEGMENT_ROWS][start..start + self.dimensions]
+    /// Row `row`'s vector as held (f32 or codes).
+    pub(crate) fn row(&self, row: usize) -> RowRef<'_> {
+        self.segments[row / SEGMENT_ROWS].row(row % SEGMENT_ROWS, self.dimensions)
+    }
+
+    /// Row `row`'s vector in f32 (decoded from its codes in a compact table).
+    pub(crate) fn vector(&self, row: usize) -> Vec<f32> {
+        self.row(row).to_f32()
     }
 
     /// Every row's vector, live or not, in row order.
-    pub(crate) fn vectors(&self) -> impl Iterator<Item = &[f32]> {
+    pub(crate) fn row_refs(&self) -> impl Iterator<Item = RowRef<'_>> {
         self.segments
             .iter()
-            .flat_map(|segment| segment.chunks_exact(self.dimensions))
+            .flat_map(|segment| segment.rows(self.dimensions))
     }
 
     /// Raises (or lowers, never below `max_live`) the most rows the buffer may hold.
@@ -313,40 +378,54 @@ impl ChunkTable {
         self.max_rows = max_rows.max(self.max_live);
     }
 
-    /// Floats the vector segments have allocated room for.
-    pub(crate) fn reserved_floats(&self) -> usize {
-        self.segments.iter().map(|segment| segment.capacity()).sum()
+    /// Bytes the vector segments have allocated room for.
+    pub(crate) fn reserved_bytes(&self) -> usize {
+        self.segments
+            .iter()
+            .map(|segment| segment.reserved_bytes())
+            .sum()
     }
 
-    /// Appends `vector` as the next row's (its metadata is pushed by the caller).
-    fn push_vector(&mut self, vector: &[f32]) {
+    /// [`Self::reserved_bytes`] in f32 units (4 bytes).
+    pub(crate) fn reserved_floats(&self) -> usize {
+        self.reserved_bytes() / 4
+    }
+
+    /// Appends `vector` as the next row's (its metadata is pushed by the caller), coding it in a
+    /// compact table. A row of this table's own encoding (a copy between tables) goes in as it is:
+    /// decoding and recoding codes could move them by a step.
+    fn push_vector(&mut self, vector: RowRef<'_>) {
         let row = self.metas.len();
-        let room = segment_floats(row - row % SEGMENT_ROWS, self.max_rows, self.dimensions);
+        let room = segment_rows(row - row % SEGMENT_ROWS, self.max_rows);
         if row.is_multiple_of(SEGMENT_ROWS) {
-            self.segments.push(Arc::new(Vec::with_capacity(room)));
+            self.segments.push(Arc::new(Segment::with_rows(
+                self.compact,
+                room,
+                self.dimensions,
+            )));
         }
         let Some(last) = self.segments.last_mut() else {
             return;
         };
         if Arc::get_mut(last).is_none() {
             // Shared with another table: this one gets its own copy of this segment only.
-            let mut copy = Vec::with_capacity(room.max(last.len()));
-            copy.extend_from_slice(last);
-            *last = Arc::new(copy);
+            *last = Arc::new(last.copy_with_room(room, self.dimensions));
         }
         if let Some(segment) = Arc::get_mut(last) {
-            if segment.len() + vector.len() > segment.capacity() {
-                segment.reserve_exact(room.max(segment.len() + vector.len()) - segment.len());
-            }
-            segment.extend_from_slice(vector);
+            segment.push(vector, room);
         }
+    }
+
+    /// Appends a live row in this table's encoding (a copy from a table of the same encoding).
+    fn push_row_ref(&mut self, meta: ChunkMeta, row: RowRef<'_>) {
+        self.push_vector(row);
+        self.metas.push(meta);
+        self.live.push(true);
     }
 
     /// Appends a live row (the caller records its source's span).
     fn push_row(&mut self, meta: ChunkMeta, vector: &[f32]) {
-        self.push_vector(vector);
-        self.metas.push(meta);
-        self.live.push(true);
+        self.push_row_ref(meta, RowRef::F32(vector));
     }
 
     /// The live rows in canonical order: by source key, then ordinal. A persisted graph numbers its
@@ -402,7 +481,7 @@ impl ChunkTable {
                     );
                 }
             }
-            table.push_row(meta, self.vector(row));
+            table.push_row_ref(meta, self.row(row));
         }
         table.live_count = order.len();
         table.namespaces = self.namespaces.clone();
@@ -425,7 +504,7 @@ impl ChunkTable {
         table.live.resize(kept_rows, true);
         for row in kept_rows..self.rows() {
             if self.live[row] {
-                table.push_row(self.metas[row].clone(), self.vector(row));
+                table.push_row_ref(self.metas[row].clone(), self.row(row));
             }
         }
         table.live_count = self.live_count;
@@ -617,9 +696,19 @@ impl ChunkTable {
                 actual: metas.len() as u64,
             });
         }
+        if vectors.compact != self.compact || vectors.non_finite {
+            return Err(SemanticError::invalid(
+                "stored chunks",
+                "a vector is not finite, or the load's encoding is not the table's",
+            ));
+        }
         let mut segments = vectors.segments;
         for segment in &mut segments {
-            for vector in segment.chunks_exact_mut(self.dimensions) {
+            let Segment::F32(floats) = segment else {
+                // Compact segments were normalized before they were coded.
+                continue;
+            };
+            for vector in floats.chunks_exact_mut(self.dimensions) {
                 // Vectors are normalized before they are stored: one squared norm (the fast dot
                 // product) usually shows there is nothing to do, and the stored bits are kept. Any
                 // non-finite component makes it non-finite, so it is also the finiteness check.
@@ -687,249 +776,4 @@ impl ChunkTable {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-    use crate::index::test_support::{key, meta, unit};
-
-    /// `id`'s key and chunk metadata in namespace `space`.
-    fn in_space(space: usize, id: &str, ordinal: u32) -> (MemoryKey, ChunkMeta) {
-        let key = MemoryKey {
-            namespace: NamespaceAddress::parse(&format!(r#"[1,"space{space}",1,{{"user":"u"}}]"#))
-                .unwrap(),
-            id: memory_core::DocumentId::new(id).unwrap(),
-        };
-        let mut chunk = meta(id, ordinal);
-        chunk.source = Arc::new(SourceVersion {
-            key: key.clone(),
-            ..(*chunk.source).clone()
-        });
-        (key, chunk)
-    }
-
-    /// The rows a namespace-filtered search visits are exactly that namespace's live rows, through
-    /// replacements, removals, compactions and a reordered copy.
-    #[test]
-    fn a_namespace_visits_exactly_its_own_live_rows() {
-        let brute = |table: &ChunkTable, space: &NamespaceAddress| {
-            let mut rows: Vec<usize> = (0..table.rows())
-                .filter(|row| {
-                    table.is_live(*row) && &table.meta(*row).source.key.namespace == space
-                })
-                .collect();
-            rows.sort_unstable();
-            rows
-        };
-        let check = |table: &ChunkTable| {
-            for space in 0..3 {
-                let namespace = in_space(space, "x", 0).0.namespace;
-                let mut visited: Vec<usize> = table.rows_in(&namespace).collect();
-                visited.sort_unstable();
-                let expected = brute(table, &namespace);
-                assert_eq!(visited, expected, "space {space}");
-                assert_eq!(table.live_in(&namespace), expected.len());
-            }
-        };
-        let mut table = ChunkTable::new(2, 64, 96);
-        // A fixed pseudo-random walk: which source, in which namespace, with how many chunks.
-        let mut state = 7u64;
-        for step in 0..200 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let pick = (state >> 33) as usize;
-            let (space, id, chunks) = (pick % 3, format!("d{}", (pick / 3) % 10), (pick / 30) % 4);
-            let (key, _) = in_space(space, &id, 0);
-            if step % 7 == 6 {
-                table.remove_source(&key);
-            } else {
-                let rows = (0..chunks)
-                    .map(|ordinal| (in_space(space, &id, ordinal as u32).1, unit(&[1.0, 0.5])))
-                    .collect();
-                if table.replace_source(&key, rows, 0.3).is_err() {
-                    table.remove_source(&key);
-                }
-            }
-            check(&table);
-        }
-        let live: Vec<usize> = (0..table.rows())
-            .filter(|row| table.is_live(*row))
-            .rev()
-            .collect();
-        let mut reordered = table.reordered(&live, 96);
-        check(&reordered);
-        reordered.compact();
-        check(&reordered);
-        check(&table.compacted_copy());
-    }
-
-    #[test]
-    fn replacement_checks_before_changing_and_compacts_within_bounds() {
-        let mut table = ChunkTable::new(2, 3, 3);
-        table
-            .replace_source(
-                &key("a"),
-                vec![
-                    (meta("a", 0), unit(&[1.0, 0.0])),
-                    (meta("a", 1), unit(&[0.0, 1.0])),
-                ],
-                0.5,
-            )
-            .unwrap();
-        let too_many = vec![
-            (meta("b", 0), unit(&[1.0, 1.0])),
-            (meta("b", 1), unit(&[1.0, 1.0])),
-        ];
-        assert!(matches!(
-            table.replace_source(&key("b"), too_many, 0.5),
-            Err(SemanticError::TooLarge {
-                limit: "max_chunks",
-                ..
-            })
-        ));
-        assert_eq!(table.live_count(), 2);
-        let replacement = table
-            .replace_source(
-                &key("a"),
-                vec![
-                    (meta("a", 0), unit(&[1.0, 1.0])),
-                    (meta("a", 1), unit(&[1.0, 1.0])),
-                ],
-                0.9,
-            )
-            .unwrap();
-        assert!(replacement.compacted, "4 rows would exceed max_rows");
-        assert_eq!(table.rows(), 2);
-        assert!(table.reserved_floats() <= 3 * 2);
-        let wrong = vec![(meta("c", 0), vec![1.0, 0.0, 0.0])];
-        assert!(table.replace_source(&key("c"), wrong, 0.5).is_err());
-        assert_eq!(table.live_count(), 2);
-    }
-
-    #[test]
-    fn copies_share_vector_segments_until_one_changes() {
-        let rows = SEGMENT_ROWS + 10;
-        let mut table = ChunkTable::new(2, rows * 2, rows * 2);
-        for i in 0..rows {
-            let id = format!("s{i:05}");
-            let angle = i as f32 * 0.001;
-            table
-                .replace_source(
-                    &key(&id),
-                    vec![(meta(&id, 0), unit(&[angle.cos(), angle.sin()]))],
-                    1.0,
-                )
-                .unwrap();
-        }
-        let copy = table.reordered(&table.canonical_order(), rows * 2);
-        assert!(
-            Arc::ptr_eq(&copy.segments[0], &table.segments[0]),
-            "a copy in place shares the vectors"
-        );
-        let mut changed = copy.clone();
-        changed
-            .replace_source(&key("zz"), vec![(meta("zz", 0), unit(&[0.0, 1.0]))], 1.0)
-            .unwrap();
-        assert!(Arc::ptr_eq(&changed.segments[0], &table.segments[0]));
-        assert!(
-            !Arc::ptr_eq(&changed.segments[1], &table.segments[1]),
-            "the segment appended to is copied"
-        );
-        assert_eq!(table.rows(), rows, "the original is unchanged");
-        assert_eq!(changed.vector(rows), unit(&[0.0, 1.0]).as_slice());
-        assert_eq!(changed.vector(rows - 1), table.vector(rows - 1));
-
-        // Compaction shares the segments before the first tombstone.
-        changed.remove_source(&key(&format!("s{:05}", SEGMENT_ROWS + 3)));
-        let compacted = changed.compacted_copy();
-        assert!(Arc::ptr_eq(&compacted.segments[0], &table.segments[0]));
-        assert_eq!(compacted.rows(), rows);
-        assert_eq!(compacted.chunks_of(&key("zz")), 1);
-        assert_eq!(compacted.vector(rows - 1), unit(&[0.0, 1.0]).as_slice());
-        assert_eq!(
-            compacted.vector(SEGMENT_ROWS + 3),
-            table.vector(SEGMENT_ROWS + 4)
-        );
-        // A shuffled copy keeps every source's rows and counts.
-        let mut order = compacted.canonical_order();
-        order.reverse();
-        let reversed = compacted.reordered(&order, rows * 2);
-        assert_eq!(reversed.vector(0), unit(&[0.0, 1.0]).as_slice());
-        assert_eq!(reversed.chunks_of(&key("zz")), 1);
-        assert_eq!(reversed.live_in(&key("zz").namespace), rows);
-    }
-
-    #[test]
-    fn a_load_normalizes_checks_and_records_spans() {
-        let source = |id: &str| meta(id, 0).source;
-        let (a, b) = (source("a"), source("b"));
-        let row = |source: &Arc<SourceVersion>, ordinal: u32| ChunkMeta {
-            ordinal,
-            ..ChunkMeta {
-                source: Arc::clone(source),
-                ..meta("a", 0)
-            }
-        };
-        let mut vectors = LoadedVectors::new(2, 10);
-        for vector in [[3.0, 4.0], [1.0, 0.0]] {
-            vectors.push_vector(&vector).unwrap();
-        }
-        let stored: Vec<u8> = [0.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        vectors.push_le_bytes(&stored).unwrap();
-        assert!(vectors.push_vector(&[1.0, 0.0, 0.0]).is_err());
-        assert!(vectors.push_le_bytes(&stored[..7]).is_err());
-        let mut table = ChunkTable::new(2, 10, 10);
-        table
-            .load_rows(vec![row(&a, 0), row(&a, 1), row(&b, 0)], vectors)
-            .unwrap();
-        assert_eq!(
-            table.vector(0),
-            &[0.6, 0.8],
-            "an unnormalized vector is normalized"
-        );
-        assert_eq!(table.vector(2), &[0.0, 1.0]);
-        assert_eq!(
-            (table.chunks_of(&key("a")), table.chunks_of(&key("b"))),
-            (2, 1)
-        );
-        assert_eq!(table.live_in(&key("a").namespace), 3);
-
-        // Two namespaces, each counted.
-        let other = Arc::new(SourceVersion {
-            key: MemoryKey {
-                namespace: NamespaceAddress::parse(r#"[1,"other",1,{"user":"u"}]"#).unwrap(),
-                id: memory_core::DocumentId::new("c").unwrap(),
-            },
-            ..(*a).clone()
-        });
-        let mut mixed = LoadedVectors::new(2, 10);
-        for _ in 0..3 {
-            mixed.push_vector(&[1.0, 0.0]).unwrap();
-        }
-        let mut table = ChunkTable::new(2, 10, 10);
-        table
-            .load_rows(vec![row(&a, 0), row(&b, 0), row(&other, 0)], mixed)
-            .unwrap();
-        assert_eq!(table.live_in(&key("a").namespace), 2);
-        assert_eq!(table.live_in(&other.key.namespace), 1);
-
-        let mut bad = LoadedVectors::new(2, 10);
-        bad.push_vector(&[f32::NAN, 1.0]).unwrap();
-        assert!(
-            ChunkTable::new(2, 10, 10)
-                .load_rows(vec![row(&a, 0)], bad)
-                .is_err()
-        );
-        let mut twice = LoadedVectors::new(2, 10);
-        for _ in 0..3 {
-            twice.push_vector(&[1.0, 0.0]).unwrap();
-        }
-        assert!(
-            ChunkTable::new(2, 10, 10)
-                .load_rows(vec![row(&a, 0), row(&b, 0), row(&a, 1)], twice)
-                .is_err(),
-            "a source listed twice"
-        );
-    }
-}
+mod tests;

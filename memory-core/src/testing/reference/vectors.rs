@@ -8,8 +8,9 @@ use crate::document::MemoryKey;
 use crate::error::MemoryError;
 use crate::ports::ChangeSequence;
 use crate::vectors::{
-    GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
-    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
+    SourceGeneration, StoredSource, StoredSourceState, UnindexedReason, UnindexedSource,
+    VectorLoadLimits, VectorStore,
 };
 
 /// Sources are kept in (namespace, document id) text order, as the SQL stores load them.
@@ -242,6 +243,48 @@ impl VectorStore for InMemoryVectorStore {
     ) -> Result<(), MemoryError> {
         self.lock().entry(*profile).or_default().graph = Some(graph.clone());
         Ok(())
+    }
+
+    async fn load_chunk_vectors(
+        &self,
+        profile: &ProfileDigest,
+        chunks: &[ChunkVectorRef],
+        dimensions: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
+        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
+            return Err(MemoryError::TooLarge {
+                limit: "chunk vectors per call",
+                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
+                actual: chunks.len() as u64,
+            });
+        }
+        let profiles = self.lock();
+        let sources = profiles.get(profile).map(|stored| &stored.sources);
+        let mut vectors = Vec::with_capacity(chunks.len());
+        for wanted in chunks {
+            let found = sources
+                .and_then(|sources| sources.get(&slot(&wanted.key)))
+                .and_then(|source| match &source.state {
+                    StoredSourceState::Indexed { revision, chunks }
+                        if *revision == wanted.revision =>
+                    {
+                        chunks.iter().find(|chunk| chunk.ordinal == wanted.ordinal)
+                    }
+                    _ => None,
+                });
+            if let Some(chunk) = found
+                && chunk.vector.len() != dimensions
+            {
+                return Err(MemoryError::Store(StoreFault::Corrupt {
+                    what: format!(
+                        "stored vector has {} dimensions, expected {dimensions}",
+                        chunk.vector.len()
+                    ),
+                }));
+            }
+            vectors.push(found.map(|chunk| chunk.vector.clone()));
+        }
+        Ok(vectors)
     }
 
     async fn load_graph(
