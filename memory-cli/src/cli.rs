@@ -213,12 +213,25 @@ pub struct Cli {
     /// sync that would pass it is refused (too-large, naming max_chunks); `memory status` shows use.
     #[arg(long, global = true, env = "MEMORY_MAX_CHUNKS", value_name = "N")]
     pub max_chunks: Option<usize>,
+    /// Hold the semantic index's vectors in memory as int8 codes (about a quarter of the memory of
+    /// f32), rescoring each query's candidates with their stored f32 vectors, so scores stay exact.
+    /// Off by default; for stores of hundreds of thousands of chunks and more.
+    #[arg(long, global = true, env = "MEMORY_COMPACT_VECTORS")]
+    pub compact_vectors: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
 impl Cli {
+    /// What the index flags ask of every semantic index the command opens.
+    pub fn index_options(&self) -> crate::semantic::IndexOptions {
+        crate::semantic::IndexOptions {
+            max_chunks: self.max_chunks,
+            compact_vectors: self.compact_vectors,
+        }
+    }
+
     /// The database `--db` and `--schema` select; see [`Database::select`].
     pub fn database(&self) -> Result<Database, Refusal> {
         Database::select(&self.db, self.schema.as_deref())

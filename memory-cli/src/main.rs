@@ -16,7 +16,7 @@ use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
-use memory_cli::semantic::SemanticBackend;
+use memory_cli::semantic::{IndexOptions, SemanticBackend};
 use memory_cli::serve::ServeOptions;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
@@ -74,7 +74,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Ok(database) => database,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    let max_chunks = cli.max_chunks;
+    let index = cli.index_options();
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),
         Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
@@ -82,16 +82,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(arguments) => (Operation::Recall, arguments),
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
-        Command::Serve(arguments) => return run_serve(&database, max_chunks, &arguments),
+        Command::Serve(arguments) => return run_serve(&database, index, &arguments),
         Command::List(arguments) => return run_list(&database, &arguments),
         Command::Doctor => return run_doctor(),
-        Command::Status => return run_status(&database, max_chunks),
+        Command::Status => return run_status(&database, index),
         Command::Thread(command) => return run_thread(&database, command),
         Command::Hook(arguments) => {
-            return Ok(memory_cli::hook::run(&database, max_chunks, arguments));
+            return Ok(memory_cli::hook::run(&database, index, arguments));
         }
     };
-    run_operation(&database, operation.0, operation.1, max_chunks)
+    run_operation(&database, operation.0, operation.1, index)
 }
 
 /// Connects to PostgreSQL (migrating the schema on first use). A server that cannot be reached or
@@ -131,7 +131,7 @@ fn run_operation(
     database: &Database,
     operation: Operation,
     arguments: OperationArgs,
-    max_chunks: Option<usize>,
+    index: IndexOptions,
 ) -> anyhow::Result<ExitCode> {
     let text = match read_argument(arguments.json) {
         Ok(text) => text,
@@ -158,7 +158,7 @@ fn run_operation(
                     .map_err(Refusal::from)
                     .and_then(|vectors| {
                         SemanticBackend::catching_up(Arc::clone(&store), Arc::new(vectors))
-                            .and_then(|backend| backend.with_max_chunks(max_chunks))
+                            .and_then(|backend| backend.with_index_options(index))
                     });
                 match opened {
                     Ok(backend) => Some(backend),
@@ -177,7 +177,7 @@ fn run_operation(
             let semantic = if semantic {
                 let vectors = Arc::new(store.vectors());
                 match SemanticBackend::catching_up(Arc::clone(&store), vectors)
-                    .and_then(|backend| backend.with_max_chunks(max_chunks))
+                    .and_then(|backend| backend.with_index_options(index))
                 {
                     Ok(backend) => Some(backend),
                     Err(refusal) => return Ok(print_refusal(&refusal)),
@@ -382,7 +382,7 @@ impl ImportObserver for ImportProgress {
     }
 }
 
-fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<ExitCode> {
+fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -392,7 +392,7 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
             (Ok(store), Ok(vectors)) => runtime.block_on(memory_cli::status::status(
                 Arc::new(store),
                 Arc::new(vectors),
-                max_chunks,
+                index,
             )),
             (Err(error), _) | (_, Err(error)) => Err(Refusal::from(error)),
         },
@@ -400,7 +400,7 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
             Ok(store) => {
                 let store = Arc::new(store);
                 let vectors = Arc::new(store.vectors());
-                runtime.block_on(memory_cli::status::status(store, vectors, max_chunks))
+                runtime.block_on(memory_cli::status::status(store, vectors, index))
             }
             Err(refusal) => Err(refusal),
         },
@@ -424,7 +424,7 @@ fn run_status(database: &Database, max_chunks: Option<usize>) -> anyhow::Result<
 
 fn run_serve(
     database: &Database,
-    max_chunks: Option<usize>,
+    index: IndexOptions,
     arguments: &ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     // Flags are checked before the store is opened: a refused one touches no file and no server.
@@ -451,7 +451,7 @@ fn run_serve(
                 .map_err(Refusal::from)
                 .and_then(|vectors| {
                     SemanticBackend::following(Arc::clone(&store), Arc::new(vectors), feed)
-                        .and_then(|backend| backend.with_max_chunks(max_chunks))
+                        .and_then(|backend| backend.with_index_options(index))
                 });
             match semantic {
                 Ok(semantic) => serve(runtime, store, semantic, Some(commits), options),
@@ -471,7 +471,7 @@ fn run_serve(
             };
             let vectors = Arc::new(store.vectors());
             match SemanticBackend::following(Arc::clone(&store), vectors, follower)
-                .and_then(|backend| backend.with_max_chunks(max_chunks))
+                .and_then(|backend| backend.with_index_options(index))
             {
                 Ok(semantic) => serve(runtime, store, semantic, None, options),
                 Err(refusal) => Ok(print_refusal(&refusal)),

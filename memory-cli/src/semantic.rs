@@ -47,8 +47,8 @@ use memory_core::vectors::{ProfileDigest, VectorStore};
 use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
-    EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswStartup, IndexBounds, Indexer,
-    IndexerOptions, ModelAssets, SemanticError, SemanticIndex, SemanticIndexConfig,
+    CompactVectors, EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswStartup, IndexBounds,
+    Indexer, IndexerOptions, ModelAssets, SemanticError, SemanticIndex, SemanticIndexConfig,
     SemanticProfile, UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
@@ -105,6 +105,8 @@ pub struct SemanticBackend<S: Store> {
     digest: ProfileDigest,
     /// Capacity and the other bounds of the index (`--max-chunks`).
     bounds: IndexBounds,
+    /// How the index holds its vectors in memory (`--compact-vectors`).
+    compact: CompactVectors,
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
@@ -185,16 +187,18 @@ impl<S: Store> SemanticBackend<S> {
             profile,
             digest,
             bounds,
+            compact: CompactVectors::default(),
             following,
             loaded: OnceCell::new(),
         })
     }
 
-    /// Sets the index's capacity to `max_chunks` chunks (`--max-chunks`; `None` keeps the default,
-    /// [`semantic_index::DEFAULT_MAX_CHUNKS`]). Refused (`invalid-input` or `too-large`) when the index
-    /// cannot be bounded that way; nothing is allocated for it up front.
-    pub fn with_max_chunks(mut self, max_chunks: Option<usize>) -> Result<Self, Refusal> {
-        self.bounds = index_bounds(&self.profile, max_chunks)?;
+    /// Sets the index's capacity and how it holds its vectors ([`IndexOptions`]: `--max-chunks`,
+    /// `--compact-vectors`). Refused (`invalid-input` or `too-large`) when the index cannot be
+    /// bounded that way; nothing is allocated for it up front.
+    pub fn with_index_options(mut self, options: IndexOptions) -> Result<Self, Refusal> {
+        self.bounds = index_bounds(&self.profile, options.max_chunks)?;
+        self.compact = options.compact();
         Ok(self)
     }
 
@@ -439,7 +443,8 @@ impl<S: Store> SemanticBackend<S> {
         let stored = StoredIndex::load(
             SemanticIndexConfig::new(self.profile.clone())
                 .with_bounds(self.bounds)
-                .with_hnsw_startup(startup),
+                .with_hnsw_startup(startup)
+                .with_compact_vectors(self.compact),
             Arc::clone(&self.vectors),
         )
         .await;
@@ -514,6 +519,27 @@ impl<S: Store> SemanticBackend<S> {
             .map_err(refusal_of)?;
         *position = caught.position;
         Ok(())
+    }
+}
+
+/// What the global index flags ask of every semantic index a command opens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// Most chunks (`--max-chunks`; `None`: [`semantic_index::DEFAULT_MAX_CHUNKS`]).
+    pub max_chunks: Option<usize>,
+    /// Hold the vectors as int8 codes, each query's candidates rescored with their stored f32
+    /// vectors (`--compact-vectors`; see `semantic_index::index::quantized`). Off by default.
+    pub compact_vectors: bool,
+}
+
+impl IndexOptions {
+    /// The index's in-memory encoding.
+    pub fn compact(&self) -> CompactVectors {
+        if self.compact_vectors {
+            CompactVectors::int8()
+        } else {
+            CompactVectors::F32
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::cli::Database;
 use crate::hook::state::{HookErrors, dir_for, read_errors};
 use crate::refusal::Refusal;
-use crate::semantic::{index_bounds, refusal_of};
+use crate::semantic::{IndexOptions, index_bounds, refusal_of};
 use crate::service::{Store, on_blocking_pool};
 
 /// The answer of `memory status`.
@@ -74,6 +74,8 @@ pub struct ChunkStatus {
     pub tombstones: usize,
     /// Sources known, withdrawn ones included.
     pub sources: usize,
+    /// How the index holds the vectors in memory: `f32`, or `int8` codes (`--compact-vectors`).
+    pub encoding: &'static str,
 }
 
 /// Unindexed documents.
@@ -115,20 +117,21 @@ impl Embedder for NoModel {
     }
 }
 
-/// Reads the status of `store` and its vectors with the index bounded to `max_chunks` (`None`: the
-/// default capacity).
+/// Reads the status of `store` and its vectors with the index `options` ask for (bounds and
+/// encoding, as the other commands open it).
 pub async fn status<S: Store>(
     store: Arc<S>,
     vectors: Arc<S::Vectors>,
-    max_chunks: Option<usize>,
+    options: IndexOptions,
 ) -> Result<StatusResult, Refusal> {
     let profile = SemanticProfile::minilm_l6_v2();
-    let bounds = index_bounds(&profile, max_chunks)?;
+    let bounds = index_bounds(&profile, options.max_chunks)?;
     let head = on_blocking_pool(async move { store.head().await }).await??;
     let embedder = Arc::new(NoModel(profile.dimensions));
     let config = SemanticIndexConfig::new(profile)
         .with_bounds(bounds)
-        .with_hnsw_startup(HnswStartup::LoadOnly);
+        .with_hnsw_startup(HnswStartup::LoadOnly)
+        .with_compact_vectors(options.compact());
     let index = SemanticIndex::open(config, embedder, vectors)
         .await
         .map_err(refusal_of)?;
@@ -138,6 +141,7 @@ pub async fn status<S: Store>(
         live_chunks,
         tombstones,
         max_chunks,
+        compact_vectors,
         hnsw,
         hnsw_origin,
         graph_loads_rejected,
@@ -154,6 +158,7 @@ pub async fn status<S: Store>(
             capacity: max_chunks,
             tombstones,
             sources,
+            encoding: if compact_vectors { "int8" } else { "f32" },
         },
         unindexed: UnindexedStatus {
             total: by_reason.values().sum(),

@@ -269,3 +269,77 @@ fn a_forgotten_record_is_never_recalled_from_acknowledgement_on_in_any_mode() {
         );
     }
 }
+
+/// `count` distinct sentences: who, did what, where.
+fn varied(count: usize) -> Vec<Value> {
+    const WHO: [&str; 6] = [
+        "My sister",
+        "The old fisherman",
+        "Our neighbour",
+        "A young doctor",
+        "The chef",
+        "The pilot",
+    ];
+    const DID: [&str; 5] = [
+        "repaired a wooden boat",
+        "baked rye bread",
+        "learned the violin",
+        "planted tomatoes",
+        "ran a marathon",
+    ];
+    const WHERE: [&str; 4] = [
+        "by the harbor",
+        "in the mountains",
+        "at the old school",
+        "after the storm",
+    ];
+    (0..count)
+        .map(|n| {
+            let text = format!(
+                "{} {} {} (note {n}).",
+                WHO[n % WHO.len()],
+                DID[(n / WHO.len()) % DID.len()],
+                WHERE[(n / (WHO.len() * DID.len())) % WHERE.len()]
+            );
+            put(&format!("v{n}"), &text)
+        })
+        .collect()
+}
+
+/// `--compact-vectors` holds int8 codes in memory and rescores each query's candidates with their
+/// stored f32 vectors: every mode cites the same passages, in the same order, with the same scores as
+/// the f32 index over the same store.
+#[test]
+fn compact_vectors_recall_what_f32_recalls_from_the_shell() {
+    let fixture = Fixture::new();
+    fixture.import(&varied(120)).success();
+    fixture.call("sync", &json!({})).success();
+    let compact = Fixture {
+        dir: tempfile::tempdir().unwrap(),
+        db: fixture.db.clone(),
+        options: vec!["--compact-vectors".to_owned()],
+    };
+    assert_eq!(
+        fixture.run(&["status"]).success()["chunks"]["encoding"],
+        "f32"
+    );
+    assert_eq!(
+        compact.run(&["status"]).success()["chunks"]["encoding"],
+        "int8"
+    );
+    for (query, mode) in [
+        ("who fixed a boat near the sea", "exact"),
+        ("music lessons", "hnsw"),
+        ("a doctor running a long race", "hybrid"),
+    ] {
+        let f32_answer = fixture.call("recall", &recall(query, mode, 8));
+        let compact_answer = compact.call("recall", &recall(query, mode, 8));
+        let (f32_answer, compact_answer) = (f32_answer.success(), compact_answer.success());
+        assert_eq!(cited_documents(f32_answer).len(), 8, "{f32_answer:#}");
+        assert_eq!(
+            f32_answer["passages"], compact_answer["passages"],
+            "{mode}: {f32_answer:#} against {compact_answer:#}"
+        );
+        assert_eq!(f32_answer["answered_by"], compact_answer["answered_by"]);
+    }
+}

@@ -20,7 +20,7 @@ use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
 use crate::recall_service::{RecallQuery, RecallService};
 use crate::refusal::Refusal;
-use crate::semantic::SemanticBackend;
+use crate::semantic::{IndexOptions, SemanticBackend};
 use crate::service::Store;
 use crate::thread::{ThreadAppendResult, ThreadService, refusal_of};
 use crate::wire::{RecallArguments, RecallMode, RecallResult};
@@ -39,8 +39,8 @@ pub enum Backend {
     OneShot {
         /// The database.
         database: Database,
-        /// `--max-chunks`.
-        max_chunks: Option<usize>,
+        /// `--max-chunks`, `--compact-vectors`.
+        index: IndexOptions,
     },
 }
 
@@ -57,10 +57,10 @@ impl Backend {
     /// The server of `database` when its discovery file names one that answers; one-shot otherwise
     /// (no file, a stale one, `--no-server`). A stale file is said on standard error; a malformed one
     /// too, and then the hook answers one-shot rather than not at all.
-    pub async fn find(database: &Database, max_chunks: Option<usize>, no_server: bool) -> Self {
+    pub async fn find(database: &Database, index: IndexOptions, no_server: bool) -> Self {
         let one_shot = Self::OneShot {
             database: database.clone(),
-            max_chunks,
+            index,
         };
         if no_server {
             return one_shot;
@@ -142,10 +142,7 @@ impl Backend {
                     Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
                 })?)
             }
-            Self::OneShot {
-                database,
-                max_chunks,
-            } => {
+            Self::OneShot { database, index } => {
                 let query = RecallQuery::new(arguments)?;
                 match database {
                     Database::Sqlite(path) => {
@@ -158,14 +155,14 @@ impl Backend {
                         })
                         .await?;
                         Ok(
-                            one_shot_recall(Arc::new(store), Arc::new(vectors), *max_chunks, query)
+                            one_shot_recall(Arc::new(store), Arc::new(vectors), *index, query)
                                 .await?,
                         )
                     }
                     Database::Postgres { .. } => {
                         let store = Arc::new(open_postgres(database.clone()).await?);
                         let vectors = Arc::new(store.vectors());
-                        Ok(one_shot_recall(store, vectors, *max_chunks, query).await?)
+                        Ok(one_shot_recall(store, vectors, *index, query).await?)
                     }
                 }
             }
@@ -200,14 +197,14 @@ async fn tool(session: &mut ServerSession, name: &str, arguments: Value) -> Resu
 async fn one_shot_recall<S: Store>(
     store: Arc<S>,
     vectors: Arc<S::Vectors>,
-    max_chunks: Option<usize>,
+    index: IndexOptions,
     query: RecallQuery,
 ) -> Result<RecallResult, Refusal> {
     let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
         RecallService::lexical_only(store)
     } else {
-        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?
-            .with_max_chunks(max_chunks)?;
+        let semantic =
+            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
         RecallService::with_semantic(store, Arc::new(semantic))
     };
     recall.recall(query).await

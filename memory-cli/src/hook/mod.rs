@@ -71,6 +71,7 @@ use crate::hook::backend::{Backend, OpenedLog};
 use crate::hook::input::{HookInput, MAX_HOOK_INPUT_BYTES, hex_digest};
 use crate::hook::state::{HookErrorLine, SessionLock};
 use crate::refusal::Refusal;
+use crate::semantic::IndexOptions;
 use crate::wire::{RecallArguments, RecallMode, WireRecallLimits};
 
 /// Thread records looked back through for a retried prompt's identity.
@@ -110,7 +111,7 @@ impl From<Refusal> for Failure {
 
 /// Runs one hook. Always exits 0: the answer is on standard output, or nothing and the reason on
 /// standard error (and in the error log).
-pub fn run(database: &Database, max_chunks: Option<usize>, args: HookArgs) -> ExitCode {
+pub fn run(database: &Database, index: IndexOptions, args: HookArgs) -> ExitCode {
     let event: Arc<OnceLock<HookEvent>> = Arc::new(OnceLock::new());
     let outcome = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -119,11 +120,7 @@ pub fn run(database: &Database, max_chunks: Option<usize>, args: HookArgs) -> Ex
         Ok(runtime) => {
             let budget = Duration::from_millis(args.timeout_ms);
             let answered = runtime.block_on(async {
-                tokio::time::timeout(
-                    budget,
-                    hook(database, max_chunks, &args, Arc::clone(&event)),
-                )
-                .await
+                tokio::time::timeout(budget, hook(database, index, &args, Arc::clone(&event))).await
             });
             // A store call stuck past the deadline may still hold a blocking thread: do not wait.
             runtime.shutdown_background();
@@ -175,7 +172,7 @@ pub fn run(database: &Database, max_chunks: Option<usize>, args: HookArgs) -> Ex
 /// What one hook answers on standard output, if anything.
 async fn hook(
     database: &Database,
-    max_chunks: Option<usize>,
+    index: IndexOptions,
     args: &HookArgs,
     event_seen: Arc<OnceLock<HookEvent>>,
 ) -> Result<Option<String>, Failure> {
@@ -197,7 +194,7 @@ async fn hook(
         |scope| scope.as_str().to_owned(),
     );
     let limits = Limits::new(args)?;
-    let mut backend = Backend::find(database, max_chunks, args.no_server).await;
+    let mut backend = Backend::find(database, index, args.no_server).await;
     let answer = match input.event {
         HookEvent::Prompt => {
             let appended = prompt_append(database, &mut backend, &thread, &input, args).await?;

@@ -309,6 +309,8 @@ pub struct IndexStats {
     pub tombstones: usize,
     /// The capacity: most live chunks ([`IndexBounds::max_chunks`]).
     pub max_chunks: usize,
+    /// Whether the vectors are held as int8 codes ([`CompactVectors::Int8`]) rather than f32.
+    pub compact_vectors: bool,
     /// Aggregate bytes of source identities.
     pub identity_bytes: usize,
     /// Whether the HNSW graph answers.
@@ -674,6 +676,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             live_chunks: state.exact.live_chunks(),
             tombstones: state.exact.tombstones(),
             max_chunks: self.bounds.max_chunks,
+            compact_vectors: state.exact.compact() != CompactVectors::F32,
             identity_bytes: state.identity_bytes,
             hnsw: graph.status(),
             hnsw_origin: graph.current().and(graph.origin()),
