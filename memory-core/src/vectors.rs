@@ -126,6 +126,19 @@ pub struct ChunkVectorRef {
 /// hundred, and a bound keeps one call from materializing the store.
 pub const MAX_CHUNK_VECTORS_PER_CALL: usize = 65_536;
 
+/// The size rule of [`VectorStore::load_chunk_vectors`], one place for every store: refused with
+/// [`MemoryError::TooLarge`] past [`MAX_CHUNK_VECTORS_PER_CALL`] chunks, before anything is read.
+pub fn check_chunk_vectors_request(chunks: &[ChunkVectorRef]) -> Result<(), MemoryError> {
+    if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
+        return Err(MemoryError::TooLarge {
+            limit: "chunk vectors per call",
+            max: MAX_CHUNK_VECTORS_PER_CALL as u64,
+            actual: chunks.len() as u64,
+        });
+    }
+    Ok(())
+}
+
 /// What [`VectorStore::replace_source`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplaceOutcome {

@@ -9,9 +9,9 @@
 
 use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
-    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
-    SourceGeneration, StoredChunk, StoredSource, StoredSourceState, UnindexedReason,
-    UnindexedSource, VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk,
+    StoredSource, StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits,
+    VectorStore, check_chunk_vectors_request,
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 
@@ -585,13 +585,7 @@ impl VectorStore for PostgresVectorStore {
         chunks: &[ChunkVectorRef],
         dimensions: usize,
     ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
-        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
-            return Err(MemoryError::TooLarge {
-                limit: "chunk vectors per call",
-                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
-                actual: chunks.len() as u64,
-            });
-        }
+        check_chunk_vectors_request(chunks)?;
         let profile = profile.0.to_vec();
         let namespaces: Vec<String> = chunks
             .iter()

@@ -18,9 +18,9 @@ use std::sync::{Mutex, MutexGuard};
 use memory_core::StoreFault;
 use memory_core::storage::{decode_vector, decode_vector_key as parse_key, encode_vector};
 use memory_core::vectors::{
-    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
-    SourceGeneration, StoredChunk, StoredSource, StoredSourceState, UnindexedReason,
-    UnindexedSource, VectorLoadLimits, VectorSink, VectorStore,
+    ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredChunk,
+    StoredSource, StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits,
+    VectorSink, VectorStore, check_chunk_vectors_request,
 };
 use memory_core::{ChangeSequence, DocumentId, MemoryError, MemoryKey, NamespaceAddress, Revision};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -349,13 +349,7 @@ impl SqliteVectorStore {
         chunks: &[ChunkVectorRef],
         dimensions: usize,
     ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
-        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
-            return Err(MemoryError::TooLarge {
-                limit: "chunk vectors per call",
-                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
-                actual: chunks.len() as u64,
-            });
-        }
+        check_chunk_vectors_request(chunks)?;
         let mut connection = self.lock();
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Deferred)

@@ -8,9 +8,9 @@ use crate::document::MemoryKey;
 use crate::error::MemoryError;
 use crate::ports::ChangeSequence;
 use crate::vectors::{
-    ChunkVectorRef, GraphSnapshot, MAX_CHUNK_VECTORS_PER_CALL, ProfileDigest, ReplaceOutcome,
-    SourceGeneration, StoredSource, StoredSourceState, UnindexedReason, UnindexedSource,
-    VectorLoadLimits, VectorStore,
+    ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
+    StoredSourceState, UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
+    check_chunk_vectors_request,
 };
 
 /// Sources are kept in (namespace, document id) text order, as the SQL stores load them.
@@ -251,13 +251,7 @@ impl VectorStore for InMemoryVectorStore {
         chunks: &[ChunkVectorRef],
         dimensions: usize,
     ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
-        if chunks.len() > MAX_CHUNK_VECTORS_PER_CALL {
-            return Err(MemoryError::TooLarge {
-                limit: "chunk vectors per call",
-                max: MAX_CHUNK_VECTORS_PER_CALL as u64,
-                actual: chunks.len() as u64,
-            });
-        }
+        check_chunk_vectors_request(chunks)?;
         let profiles = self.lock();
         let sources = profiles.get(profile).map(|stored| &stored.sources);
         let mut vectors = Vec::with_capacity(chunks.len());
