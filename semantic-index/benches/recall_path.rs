@@ -38,7 +38,7 @@ use semantic_index::index::{ChunkMeta, SourceVersion};
 use semantic_index::{
     Embedder, ExactIndex, FastembedEmbedder, HybridRecall, IndexBounds, IndexKind, Indexer,
     IndexerOptions, ModelAssets, QueryLimits, SemanticIndex, SemanticIndexConfig, SemanticProfile,
-    SemanticRecall, TokenizerCounter, VectorIndex, chunk_text,
+    SemanticRecall, VectorIndex, chunk_text,
 };
 use sha2::{Digest, Sha256};
 use support::{DIMENSIONS, around, centroids, p50_p99};
@@ -347,8 +347,9 @@ async fn main() {
         ),
     );
 
-    // (b) warm recall path.
-    let counter = TokenizerCounter::from_assets(&assets).unwrap();
+    // (b) warm recall path, with the token counter `memory` renders with (memory-cli's recall
+    // service uses the approximate one; the model's tokenizer would measure a path nobody runs).
+    let counter = memory_core::ApproximateTokenCounter;
     let recall_limits = RecallLimits::builder()
         .max_sources(TOP_K as u32)
         .max_items(TOP_K as u32)
