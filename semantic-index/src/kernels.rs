@@ -81,21 +81,24 @@ impl Dispatch {
     }
 
     fn best(allowed: impl Fn(KernelLevel) -> bool) -> Self {
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        {
-            if allowed(KernelLevel::Avx512)
-                && let Some(simd) = pulp::x86::V4::try_new()
-            {
-                return Self::V4(simd);
-            }
-            if allowed(KernelLevel::Avx2Fma)
-                && let Some(simd) = pulp::x86::V3::try_new()
-            {
-                return Self::V3(simd);
-            }
+        [KernelLevel::Avx512, KernelLevel::Avx2Fma]
+            .into_iter()
+            .filter(|level| allowed(*level))
+            .find_map(Self::at)
+            .unwrap_or(Self::Portable)
+    }
+
+    /// The kernels of `level`; `None` when this CPU cannot run it.
+    fn at(level: KernelLevel) -> Option<Self> {
+        match level {
+            KernelLevel::Portable => Some(Self::Portable),
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            KernelLevel::Avx512 => pulp::x86::V4::try_new().map(Self::V4),
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            KernelLevel::Avx2Fma => pulp::x86::V3::try_new().map(Self::V3),
+            #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+            _ => None,
         }
-        let _ = &allowed;
-        Self::Portable
     }
 
     fn level(self) -> KernelLevel {
@@ -171,16 +174,7 @@ pub fn dot(left: &[f32], right: &[f32]) -> f32 {
 /// [`dot`] on a given level; `None` when this CPU cannot run it. For tests and benchmarks that
 /// compare the kernels with one another.
 pub fn dot_at(level: KernelLevel, left: &[f32], right: &[f32]) -> Option<f32> {
-    let run = match level {
-        KernelLevel::Portable => Dispatch::Portable,
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        KernelLevel::Avx512 => Dispatch::V4(pulp::x86::V4::try_new()?),
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        KernelLevel::Avx2Fma => Dispatch::V3(pulp::x86::V3::try_new()?),
-        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
-        _ => return None,
-    };
-    Some(run.dot(left, right))
+    Some(Dispatch::at(level)?.dot(left, right))
 }
 
 /// Longest int8 slices whose dot product cannot overflow i32: every product is at most
@@ -197,16 +191,7 @@ pub fn dot_i8(left: &[i8], right: &[i8]) -> i32 {
 
 /// [`dot_i8`] on a given level; `None` when this CPU cannot run it.
 pub fn dot_i8_at(level: KernelLevel, left: &[i8], right: &[i8]) -> Option<i32> {
-    let run = match level {
-        KernelLevel::Portable => Dispatch::Portable,
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        KernelLevel::Avx512 => Dispatch::V4(pulp::x86::V4::try_new()?),
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        KernelLevel::Avx2Fma => Dispatch::V3(pulp::x86::V3::try_new()?),
-        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
-        _ => return None,
-    };
-    Some(run.dot_i8(left, right))
+    Some(Dispatch::at(level)?.dot_i8(left, right))
 }
 
 /// The portable int8 kernel: products widened to i32, summed in order (integer sums are exact, so

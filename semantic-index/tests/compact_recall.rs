@@ -9,12 +9,10 @@ mod common;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use common::{FeedStore, access, key};
+use common::{FeedStore, access, key, sentences};
 use memory_core::vectors::SourceGeneration;
 use memory_core::{DocumentId, MemoryKey, NamespaceAddress, Revision};
 use memory_sqlite::vectors::SqliteVectorStore;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use semantic_index::index::{ChunkMeta, SearchOutcome, SourceVersion, rescore};
 use semantic_index::{
     CompactVectors, Embedder, ExactIndex, FastembedEmbedder, HnswIndex, HnswParams, HnswStartup,
@@ -26,119 +24,6 @@ const CORPUS: usize = 2_000;
 const QUERIES: usize = 150;
 const NAMESPACES: usize = 5;
 const K: usize = 10;
-
-const SUBJECTS: [&str; 16] = [
-    "My sister",
-    "The old fisherman",
-    "Our neighbour",
-    "A young doctor",
-    "The project manager",
-    "My grandfather",
-    "The new intern",
-    "A street musician",
-    "The librarian",
-    "Our landlord",
-    "The pilot",
-    "A tired student",
-    "The chef",
-    "The mayor",
-    "The gardener",
-    "A software engineer",
-];
-const VERBS: [&str; 14] = [
-    "bought",
-    "repaired",
-    "painted",
-    "lost",
-    "found",
-    "sold",
-    "borrowed",
-    "cleaned",
-    "described",
-    "forgot",
-    "ordered",
-    "returned",
-    "delivered",
-    "built",
-];
-const OBJECTS: [&str; 16] = [
-    "a red bicycle",
-    "the kitchen table",
-    "an old violin",
-    "a box of letters",
-    "the garden fence",
-    "a pair of boots",
-    "the broken laptop",
-    "a bag of apples",
-    "a wooden boat",
-    "the office printer",
-    "a winter coat",
-    "the train tickets",
-    "a jar of honey",
-    "the ceiling lamp",
-    "a chess board",
-    "a leather wallet",
-];
-const PLACES: [&str; 10] = [
-    "at the market",
-    "near the harbour",
-    "in the basement",
-    "behind the station",
-    "at the airport",
-    "by the river",
-    "in a small village",
-    "in the mountains",
-    "at the beach",
-    "in the park",
-];
-/// Other kinds of text, so the corpus is not one template: questions, notes, facts.
-const NOTES: [&str; 12] = [
-    "Remember to renew the passport before {p}.",
-    "Why did {s} say the {o} was too expensive?",
-    "Meeting notes: {s} will handle {o} next week.",
-    "The invoice for {o} is still unpaid, {p}.",
-    "Reminder: call {s} about {o}.",
-    "I think {s} prefers tea over coffee, especially {p}.",
-    "Bug report: the app crashes when {s} uploads a photo of {o}.",
-    "Recipe idea from {s}: roast vegetables with honey {p}.",
-    "How long does it take to get to {p} by train?",
-    "{s} recommended a book about {o}.",
-    "Password hint: the name of the {o} {s} lost.",
-    "Weather {p} was cold and windy; {s} stayed inside.",
-];
-
-fn text(rng: &mut ChaCha8Rng) -> String {
-    fn pick(rng: &mut ChaCha8Rng, list: &[&'static str]) -> &'static str {
-        list[rng.random_range(0..list.len())]
-    }
-    let (s, v, o, p) = (
-        pick(rng, &SUBJECTS),
-        pick(rng, &VERBS),
-        pick(rng, &OBJECTS),
-        pick(rng, &PLACES),
-    );
-    match rng.random_range(0..4) {
-        0 => format!("{s} {v} {o} {p}."),
-        1 => format!("{p}, {s} {v} {o}."),
-        _ => pick(rng, &NOTES)
-            .replace("{s}", &s.to_lowercase())
-            .replace("{o}", o)
-            .replace("{p}", p),
-    }
-}
-
-fn texts(count: usize, seed: u64, exclude: &HashSet<String>) -> Vec<String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut seen = exclude.clone();
-    let mut out = Vec::with_capacity(count);
-    while out.len() < count {
-        let text = text(&mut rng);
-        if seen.insert(text.clone()) {
-            out.push(text);
-        }
-    }
-    out
-}
 
 fn namespace(space: usize) -> NamespaceAddress {
     NamespaceAddress::parse(&format!(r#"[1,"compact{space}",1,{{"user":"u"}}]"#)).unwrap()
@@ -174,8 +59,8 @@ fn fixture() -> Fixture {
     let embedder =
         FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
             .unwrap_or_else(|error| panic!("{error}"));
-    let corpus = texts(CORPUS, 17, &HashSet::new());
-    let queries = texts(QUERIES, 18, &corpus.iter().cloned().collect());
+    let corpus = sentences(CORPUS, 17, &HashSet::new());
+    let queries = sentences(QUERIES, 18, &corpus.iter().cloned().collect());
     let embed = |texts: &[String]| {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         semantic_index::checked_embeddings(embedder.embed(&refs).unwrap(), texts.len(), 384)
@@ -362,7 +247,7 @@ async fn the_engine_rescores_compact_candidates_from_the_store() {
         .with_compact_vectors(CompactVectors::int8())
         .with_hnsw_startup(HnswStartup::Blocking);
     let documents = FeedStore::default();
-    let corpus = texts(300, 5, &HashSet::new());
+    let corpus = sentences(300, 5, &HashSet::new());
     {
         let store = Arc::new(SqliteVectorStore::open(&path).unwrap());
         let index = SemanticIndex::open(config.clone(), Arc::clone(&embedder), store)

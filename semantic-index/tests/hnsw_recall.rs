@@ -3,13 +3,15 @@
 //! `scripts/fetch-assets.sh` (embedding 10,000 short sentences takes a few minutes on two cores).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
+
+use common::sentences;
 use std::sync::Arc;
 
 use memory_core::vectors::SourceGeneration;
 use memory_core::{DocumentId, MemoryKey, NamespaceAddress, Revision};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use semantic_index::index::{ChunkMeta, SourceVersion};
 use semantic_index::{
     Embedder, ExactIndex, FastembedEmbedder, HnswIndex, HnswParams, IndexBounds, ModelAssets,
@@ -19,141 +21,6 @@ use semantic_index::{
 const CORPUS: usize = 10_000;
 const QUERIES: usize = 200;
 const K: usize = 10;
-
-const SUBJECTS: [&str; 24] = [
-    "My sister",
-    "The old fisherman",
-    "Our neighbour",
-    "A young doctor",
-    "The project manager",
-    "My grandfather",
-    "The new intern",
-    "A street musician",
-    "The librarian",
-    "Our landlord",
-    "The pilot",
-    "A tired student",
-    "The chef",
-    "My best friend",
-    "The mayor",
-    "A retired teacher",
-    "The gardener",
-    "Our dentist",
-    "The bus driver",
-    "A famous painter",
-    "The night nurse",
-    "My cousin",
-    "The shop owner",
-    "A software engineer",
-];
-const VERBS: [&str; 20] = [
-    "bought",
-    "repaired",
-    "painted",
-    "lost",
-    "found",
-    "sold",
-    "borrowed",
-    "cleaned",
-    "photographed",
-    "described",
-    "forgot",
-    "ordered",
-    "returned",
-    "measured",
-    "hid",
-    "carried",
-    "delivered",
-    "tested",
-    "built",
-    "ignored",
-];
-const OBJECTS: [&str; 24] = [
-    "a red bicycle",
-    "the kitchen table",
-    "an old violin",
-    "a box of letters",
-    "the garden fence",
-    "a pair of boots",
-    "the broken laptop",
-    "a bag of apples",
-    "the wedding cake",
-    "a wooden boat",
-    "the office printer",
-    "a winter coat",
-    "the train tickets",
-    "a stack of invoices",
-    "the family car",
-    "a blue umbrella",
-    "the spare keys",
-    "a jar of honey",
-    "the ceiling lamp",
-    "a set of maps",
-    "the birthday present",
-    "a chess board",
-    "the water heater",
-    "a leather wallet",
-];
-const PLACES: [&str; 16] = [
-    "at the market",
-    "near the harbour",
-    "in the basement",
-    "behind the station",
-    "at the airport",
-    "in the city centre",
-    "by the river",
-    "at the hospital",
-    "in a small village",
-    "at school",
-    "in the mountains",
-    "at the beach",
-    "in the garage",
-    "at the library",
-    "on the rooftop",
-    "in the park",
-];
-const TIMES: [&str; 12] = [
-    "yesterday",
-    "last winter",
-    "this morning",
-    "on Sunday",
-    "two weeks ago",
-    "after lunch",
-    "during the storm",
-    "before the holidays",
-    "late at night",
-    "in early spring",
-    "last year",
-    "at dawn",
-];
-
-fn sentence(rng: &mut ChaCha8Rng) -> String {
-    let pick =
-        |rng: &mut ChaCha8Rng, list: &[&str]| list[rng.random_range(0..list.len())].to_owned();
-    let subject = pick(rng, &SUBJECTS);
-    let verb = pick(rng, &VERBS);
-    let object = pick(rng, &OBJECTS);
-    let place = pick(rng, &PLACES);
-    let time = pick(rng, &TIMES);
-    match rng.random_range(0..3) {
-        0 => format!("{subject} {verb} {object} {place} {time}."),
-        1 => format!("{time}, {subject} {verb} {object} {place}."),
-        _ => format!("{subject} {verb} {object} {time}, {place}."),
-    }
-}
-
-fn sentences(count: usize, seed: u64, exclude: &HashSet<String>) -> Vec<String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut seen = exclude.clone();
-    let mut out = Vec::with_capacity(count);
-    while out.len() < count {
-        let text = sentence(&mut rng);
-        if seen.insert(text.clone()) {
-            out.push(text);
-        }
-    }
-    out
-}
 
 fn meta(position: usize) -> (MemoryKey, ChunkMeta) {
     let key = MemoryKey {

@@ -2,6 +2,7 @@
 //! or fail on demand.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -10,6 +11,8 @@ use memory_core::{
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope, MemoryWrite, MemoryWriter,
     NamespaceAddress, OperationId, Revision,
 };
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use semantic_index::{EmbedError, Embedder};
 
 pub const NAMESPACE: &str = r#"[1,"semantic-tests",1,{"user":"ada"}]"#;
@@ -158,4 +161,144 @@ impl<E: Embedder> Embedder for ProbeEmbedder<E> {
         }
         self.inner.embed(texts)
     }
+}
+
+// Varied English sentences for the real-model tests: 24 subjects, 20 verbs, 24 objects, 16 places and
+// 12 times in three word orders, so the vectors spread the way real text does.
+
+pub const SUBJECTS: [&str; 24] = [
+    "My sister",
+    "The old fisherman",
+    "Our neighbour",
+    "A young doctor",
+    "The project manager",
+    "My grandfather",
+    "The new intern",
+    "A street musician",
+    "The librarian",
+    "Our landlord",
+    "The pilot",
+    "A tired student",
+    "The chef",
+    "My best friend",
+    "The mayor",
+    "A retired teacher",
+    "The gardener",
+    "Our dentist",
+    "The bus driver",
+    "A famous painter",
+    "The night nurse",
+    "My cousin",
+    "The shop owner",
+    "A software engineer",
+];
+pub const VERBS: [&str; 20] = [
+    "bought",
+    "repaired",
+    "painted",
+    "lost",
+    "found",
+    "sold",
+    "borrowed",
+    "cleaned",
+    "photographed",
+    "described",
+    "forgot",
+    "ordered",
+    "returned",
+    "measured",
+    "hid",
+    "carried",
+    "delivered",
+    "tested",
+    "built",
+    "ignored",
+];
+pub const OBJECTS: [&str; 24] = [
+    "a red bicycle",
+    "the kitchen table",
+    "an old violin",
+    "a box of letters",
+    "the garden fence",
+    "a pair of boots",
+    "the broken laptop",
+    "a bag of apples",
+    "the wedding cake",
+    "a wooden boat",
+    "the office printer",
+    "a winter coat",
+    "the train tickets",
+    "a stack of invoices",
+    "the family car",
+    "a blue umbrella",
+    "the spare keys",
+    "a jar of honey",
+    "the ceiling lamp",
+    "a set of maps",
+    "the birthday present",
+    "a chess board",
+    "the water heater",
+    "a leather wallet",
+];
+pub const PLACES: [&str; 16] = [
+    "at the market",
+    "near the harbour",
+    "in the basement",
+    "behind the station",
+    "at the airport",
+    "in the city centre",
+    "by the river",
+    "at the hospital",
+    "in a small village",
+    "at school",
+    "in the mountains",
+    "at the beach",
+    "in the garage",
+    "at the library",
+    "on the rooftop",
+    "in the park",
+];
+pub const TIMES: [&str; 12] = [
+    "yesterday",
+    "last winter",
+    "this morning",
+    "on Sunday",
+    "two weeks ago",
+    "after lunch",
+    "during the storm",
+    "before the holidays",
+    "late at night",
+    "in early spring",
+    "last year",
+    "at dawn",
+];
+
+/// One random sentence: who did what, where and when.
+pub fn sentence(rng: &mut ChaCha8Rng) -> String {
+    let pick =
+        |rng: &mut ChaCha8Rng, list: &[&str]| list[rng.random_range(0..list.len())].to_owned();
+    let subject = pick(rng, &SUBJECTS);
+    let verb = pick(rng, &VERBS);
+    let object = pick(rng, &OBJECTS);
+    let place = pick(rng, &PLACES);
+    let time = pick(rng, &TIMES);
+    match rng.random_range(0..3) {
+        0 => format!("{subject} {verb} {object} {place} {time}."),
+        1 => format!("{time}, {subject} {verb} {object} {place}."),
+        _ => format!("{subject} {verb} {object} {time}, {place}."),
+    }
+}
+
+/// `count` distinct sentences drawn from `seed`, none of them in `exclude`.
+pub fn sentences(count: usize, seed: u64, exclude: &HashSet<String>) -> Vec<String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut seen = exclude.clone();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let text = sentence(&mut rng);
+        if seen.insert(text.clone()) {
+            out.push(text);
+        }
+    }
+    out
 }
