@@ -21,13 +21,19 @@ ordered by token count and cut into model calls of at most `batch` texts and `ma
 padded tokens, and ONNX Runtime keeps its default threading (as fastembed does). The two sides take
 turns, `--rounds` times on each set, and each side's best round counts, so load from other processes
 weighs on both alike. Plain batches in input order are timed once, for reference.
+
+Sync: `memory sync` (the binary) of mixed.jsonl, the mixed-length set as an import file, against our
+embedder alone on exactly the texts that sync embeds; see `sync_comparison`.
 """
 
 import argparse
 import json
+import os
+import statistics
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -172,11 +178,96 @@ def ours_embed(eval_binary, path):
     return json.loads(result.stdout)
 
 
+def mib(size):
+    return "n/a" if size is None else f"{size / 2**20:.0f} MiB"
+
+
+def timed_child(command, env=None):
+    """Wall seconds, peak RSS bytes and standard output of one child process.
+
+    The peak is the child's VmHWM, read from /proc every 20 ms until it exits (the last reading
+    before it is reaped counts). wait4's ru_maxrss would not do: Linux carries the forking process's
+    peak across exec, and this process holds the vectors and an ONNX Runtime session."""
+    started = time.perf_counter()
+    child = subprocess.Popen([str(part) for part in command], stdout=subprocess.PIPE, env=env)
+    peak = [0]
+    exited = threading.Event()
+
+    def sample():
+        status = Path(f"/proc/{child.pid}/status")
+        while not exited.is_set():
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+            except OSError:
+                pass
+            exited.wait(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out = child.stdout.read()
+    # Waits for the exit without reaping, so the sampler never reads a reused pid.
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    seconds = time.perf_counter() - started
+    exited.set()
+    sampler.join()
+    if child.wait() != 0:
+        raise SystemExit(f"{command[0]} {command[1:]} exited with {child.returncode}")
+    return seconds, peak[0] or None, out.decode()
+
+
+def sync_comparison(memory, eval_binary, folder, rounds, env):
+    """`memory sync` of the mixed-length import against the embedder alone on the texts it embeds.
+
+    Each round imports mixed.jsonl into a fresh store with `memory import`, times `memory sync` (wall
+    time of the process: start, model load, reading, chunking, embedding, writing every vector), then
+    times `memory-eval bench-embed` on the texts that sync embedded (`memory-eval sync-texts`: every
+    chunk with its speaker). The ratio is the median over rounds of the sync's wall time over the
+    embedder's embedding time in the same round (the two run back to back, so a change in the
+    machine's load falls on both; this machine's embedding rounds varied by a third); the best over
+    the best is kept beside it. Peak RSS is each process's own."""
+    texts_file = folder / "sync_texts.txt"
+    subprocess.run([str(eval_binary), "sync-texts", "--import", str(folder / "mixed.jsonl"),
+                    "--out", str(texts_file)], check=True, env=env)
+    syncs, embeds = [], []
+    for _ in range(max(rounds, 1)):
+        store = folder / "sync.sqlite"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{store}{suffix}").unlink(missing_ok=True)
+        subprocess.run([str(memory), "--db", str(store), "import", str(folder / "mixed.jsonl")],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
+        seconds, rss, out = timed_child([memory, "--db", store, "sync", "{}"], env)
+        syncs.append({"seconds": seconds, "peak_rss_bytes": rss, "answer": out.strip()})
+        _, rss, out = timed_child([eval_binary, "bench-embed", "--texts", texts_file], env)
+        embed = json.loads(out)
+        embeds.append({"seconds": embed["seconds"], "peak_rss_bytes": rss,
+                       "texts": embed["texts"], "batch": embed["batch"],
+                       "max_batch_tokens": embed["max_batch_tokens"]})
+    sync_best = min(round["seconds"] for round in syncs)
+    embed_best = min(round["seconds"] for round in embeds)
+    return {
+        "documents": len(read_texts(folder / "mixed.txt")),
+        "embedded_texts": embeds[0]["texts"],
+        "rounds": len(syncs),
+        "sync_seconds": sync_best,
+        "sync_peak_rss_bytes": max((round["peak_rss_bytes"] or 0) for round in syncs) or None,
+        "embed_seconds": embed_best,
+        "embed_peak_rss_bytes": max((round["peak_rss_bytes"] or 0) for round in embeds) or None,
+        "ratio": statistics.median(sync["seconds"] / embed["seconds"]
+                                   for sync, embed in zip(syncs, embeds)),
+        "best_over_best_ratio": sync_best / embed_best,
+        "sync_rounds": syncs,
+        "embed_rounds": embeds,
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True)
     parser.add_argument("--assets", default="assets")
     parser.add_argument("--eval", required=True, help="the memory-eval binary")
+    parser.add_argument("--memory", required=True, help="the memory binary")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     folder = Path(args.dir)
@@ -254,11 +345,21 @@ def main():
             f"best of {len(mine_rounds)} rounds each; our peak RSS {embedding[name]['ours_peak_rss_bytes']}")
     log(f"  mean cosine between the two sides' vectors: {embedding['eval_texts']['mean_cosine_agreement']:.4f}")
 
+    env = dict(os.environ, MEMORY_ASSETS_DIR=str(Path(args.assets).resolve()))
+    sync = sync_comparison(args.memory, args.eval, folder, args.rounds, env)
+    log(f"memory sync of {sync['documents']} mixed-length documents ({sync['embedded_texts']} texts embedded): "
+        f"best {sync['sync_seconds']:.1f} s, peak RSS {mib(sync['sync_peak_rss_bytes'])}; the embedder alone "
+        f"on the same texts best {sync['embed_seconds']:.1f} s, peak RSS {mib(sync['embed_peak_rss_bytes'])}; "
+        f"ratio {sync['ratio']:.2f} (median of {sync['rounds']} rounds; best over best "
+        f"{sync['best_over_best_ratio']:.2f})")
+
     summary = {
         "hnsw_qps_ratio_at_recall_0.95": headline,
         "hnsw_build_time_ratio": ours_hnsw["build_seconds"] / theirs_build,
         "exact_scan_bandwidth_share": scan["share"],
         "embed_throughput_ratio": {name: figures["ratio"] for name, figures in embedding.items()},
+        "sync_embed_time_ratio": sync["ratio"],
+        "sync_peak_rss_bytes": sync["sync_peak_rss_bytes"],
     }
     (folder / "compare.json").write_text(json.dumps({
         "summary": summary,
@@ -266,6 +367,7 @@ def main():
                  "at_recall": at_recall},
         "exact_scan": scan,
         "embedding": embedding,
+        "sync": sync,
     }, indent=2))
     print(json.dumps(summary, indent=2))
 

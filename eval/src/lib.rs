@@ -10,6 +10,8 @@
 //! - [`faults`], [`lag`], [`sweep`]: slow and failing sources, commit-to-recallable lag, latency against
 //!   corpus size and the comparison script's vector files; [`tenants`]: the multi-tenant point
 //!   (`namespace_isolation_ratio` of the exact index, HNSW and the lexical search).
+//! - [`sync_bench`]: `memory sync` against the embedder alone on the same texts (the comparison
+//!   script's import file and the texts a sync of it embeds).
 //! - [`report`], [`run`], [`progress`]: the report files, the main job, progress bars.
 //! - [`locomo`]: the LoCoMo benchmark through the product, and the tuning of its recall defaults.
 
@@ -26,4 +28,5 @@ pub mod quality;
 pub mod report;
 pub mod run;
 pub mod sweep;
+pub mod sync_bench;
 pub mod tenants;

@@ -4,7 +4,7 @@
 //! folder, the local all-MiniLM-L6-v2 model from `assets/`) and writes `report.md`, `report.json` and the
 //! SVG plots to `--out` (default `eval-report/`). `locomo` measures recall on LoCoMo through the product
 //! and `locomo-tune` chooses the product's recall defaults on it (see [`eval::locomo`]). `dump-vectors`,
-//! `bench-hnsw` and `bench-embed` serve `scripts/compare.sh`.
+//! `bench-hnsw`, `bench-embed` and `sync-texts` serve `scripts/compare.sh`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -66,7 +66,8 @@ fn tenant_sizes(quick: bool, large: bool) -> Vec<usize> {
 enum Command {
     /// Writes real-model vectors (derived up to --size) and queries to DIR/vectors.bin, the corpus
     /// statements to DIR/texts.txt and a mixed-length set (one text in ten a pasted page of 200+
-    /// tokens) to DIR/mixed.txt, for the comparison script.
+    /// tokens) to DIR/mixed.txt and the same texts as a `memory import` file (DIR/mixed.jsonl), for
+    /// the comparison script.
     DumpVectors {
         /// Output folder.
         #[arg(long, default_value = "eval-report/compare")]
@@ -109,6 +110,17 @@ enum Command {
         /// Where the choice is written (the committed file the product's defaults are checked against).
         #[arg(long, default_value = "eval/locomo-tuned.json")]
         tuned: PathBuf,
+    },
+    /// Writes the texts a `memory sync` of an import file embeds (every chunk, with its speaker, under
+    /// the product's profile), one per line, for `bench-embed`: the comparison script times the sync
+    /// and the embedder alone on the same work.
+    SyncTexts {
+        /// The import file (`memory import`'s JSON Lines).
+        #[arg(long)]
+        import: PathBuf,
+        /// Where the texts go.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Times our embedder (fastembed) on a text file, one text per line, in embedder calls of
     /// --batch texts (as the indexer makes them); prints JSON with the peak RSS.
@@ -188,6 +200,10 @@ fn main() -> anyhow::Result<()> {
             let counter = TokenizerCounter::from_assets(&ModelAssets::from_env())?;
             let mixed = mixed_length_texts(&statements, MIXED_TEXTS, &counter);
             std::fs::write(dir.join("mixed.txt"), mixed.join("\n") + "\n")?;
+            std::fs::write(
+                dir.join("mixed.jsonl"),
+                eval::sync_bench::import_lines(&mixed).join("\n") + "\n",
+            )?;
             eprintln!(
                 "memory-eval: wrote {size} vectors and {} queries to {}",
                 queries.len(),
@@ -203,6 +219,18 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Locomo { data }) => runtime.block_on(locomo(&data, &cli.out)),
         Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
+        Some(Command::SyncTexts { import, out }) => {
+            let texts =
+                eval::sync_bench::embedded_texts(&import, &SemanticProfile::minilm_l6_v2())?;
+            std::fs::write(&out, texts.join("\n") + "\n")?;
+            eprintln!(
+                "memory-eval: {} texts a sync of {} embeds, written to {}",
+                texts.len(),
+                import.display(),
+                out.display()
+            );
+            Ok(())
+        }
         Some(Command::BenchEmbed {
             texts,
             batch,

@@ -156,7 +156,9 @@ pub fn import(
     Ok(summary)
 }
 
-fn decode_put(line: &[u8]) -> Result<MemoryWrite, Refusal> {
+/// One import line as the write it asks for (a `memory_put` argument object), or why it is refused:
+/// what [`import`] applies for each line.
+pub fn decode_put(line: &[u8]) -> Result<MemoryWrite, Refusal> {
     match Request::decode(Operation::Put, RawArguments::Text(line))? {
         Request::Write(write) => Ok(write),
         _ => Err(Refusal::invalid_input(

@@ -15,8 +15,8 @@
 //! ever resident. The int8 child rescores its queries' candidates with the f32 vectors regenerated
 //! from their positions (a stand-in for the store's read, which holds nothing in memory either).
 //! The model is not loaded (a server adds its fixed size), and the HNSW graph is not built: its
-//! layer-0 lists take `2 * max_connections * 8` bytes a row (384 at the default 24), whatever the
-//! encoding. Asserts nothing.
+//! layer-0 lists take `2 * max_connections * 4` bytes a row (192 at the default 24; the graph keeps
+//! neighbour rows only, no distances), whatever the encoding. Asserts nothing.
 //!
 //! Run: `cargo bench -p semantic-index --bench compact_rss`, or at the size
 //! `SEMANTIC_BENCH_COMPACT_CHUNKS=1000000 cargo bench -p semantic-index --bench compact_rss`.

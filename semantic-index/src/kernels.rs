@@ -2,7 +2,7 @@
 //! (x86-64-v4), AVX2 with FMA (x86-64-v3), or a portable kernel that the compiler vectorizes for
 //! the baseline target.
 //!
-//! Both the exact scan (`index::dot`) and the HNSW distance (`index::UnitCosineDistance`) score
+//! Both the exact scan (`index::dot`) and the HNSW distance (`index::graph::distance`) score
 //! through [`dot`], so the two indexes keep ranking with identical numbers.
 //!
 //! **Why `pulp`.** The workspace forbids `unsafe`, so the intrinsics cannot be written here. Of the

@@ -1,11 +1,13 @@
 //! The semantic profile: everything that decides what a vector means. Its digest keys stored vectors, so
 //! vectors of different profiles never mix.
 
+use memory_core::MemoryContent;
 use memory_core::canonical::to_canonical_string;
 pub use memory_core::vectors::ProfileDigest;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::chunk::chunk_text;
 use crate::error::SemanticError;
 
 /// How source text is cut into chunks.
@@ -96,6 +98,26 @@ impl SemanticProfile {
             });
         }
         Ok(())
+    }
+
+    /// What is embedded for `chunk`, a chunk of `content`'s text, under [`Self::preprocessing`].
+    pub fn embedded_text(&self, content: &MemoryContent, chunk: &str) -> String {
+        match (self.preprocessing, content.attributions.first()) {
+            (Preprocessing::SpeakerThenText, Some(attribution)) => {
+                format!("{}: {chunk}", attribution.speaker)
+            }
+            _ => chunk.to_owned(),
+        }
+    }
+
+    /// Every text the index embeds for `content`, in chunk order: its chunks under
+    /// [`Self::chunking`], each through [`Self::embedded_text`]. A refresh embeds exactly these, so
+    /// a benchmark can give the embedder alone the same work (`memory-eval sync-texts`).
+    pub fn embedded_texts(&self, content: &MemoryContent) -> Vec<String> {
+        chunk_text(&content.text, self.chunking)
+            .iter()
+            .map(|chunk| self.embedded_text(content, chunk.text(&content.text)))
+            .collect()
     }
 
     /// The sha256 of the profile's RFC 8785 canonical JSON.

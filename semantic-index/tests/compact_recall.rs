@@ -242,7 +242,7 @@ async fn the_engine_rescores_compact_candidates_from_the_store() {
     );
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("v.sqlite");
-    // Blocking: the graph (built from the codes, decoded for hnsw_rs) answers the HNSW queries.
+    // Blocking: the graph (built over the codes) answers the HNSW queries.
     let config = SemanticIndexConfig::new(SemanticProfile::minilm_l6_v2())
         .with_compact_vectors(CompactVectors::int8())
         .with_hnsw_startup(HnswStartup::Blocking);

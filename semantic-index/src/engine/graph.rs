@@ -334,7 +334,7 @@ fn build_in_background<S: VectorStore>(job: BuildJob<S>) {
         hook();
     }
     let cancelled = || job.state.strong_count() == 0;
-    // A panic inside hnsw_rs must not leave the build running forever (its change log would grow
+    // A panic inside the build must not leave it running forever (its change log would grow
     // with every refresh and `hnsw_ready` would never return): it ends as a failed build.
     let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         HnswIndex::build_from_table(snapshot, job.bounds, job.params, &cancelled)

@@ -451,7 +451,7 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
         let dimensions = config.profile.dimensions;
         let mut exact =
             ExactIndex::with_compact(dimensions, config.bounds, config.compact_vectors)?;
-        // Checked before any loading: hnsw_rs exits the process on some bad values.
+        // Checked before any loading, so a bad value costs no load.
         config.hnsw.validate()?;
         let digest = config.profile.digest()?;
         let counters = Arc::new(GraphCounters::default());

@@ -16,7 +16,6 @@ use crate::chunk::chunk_text;
 use crate::embed::{Embedder, checked_embeddings};
 use crate::error::SemanticError;
 use crate::index::{ChunkMeta, SourceVersion, VectorIndex};
-use crate::profile::Preprocessing;
 
 /// [`Embedder::embed`] or [`Embedder::embed_query`].
 type EmbedCall<E> = fn(&E, &[&str]) -> Result<Vec<Vec<f32>>, crate::error::EmbedError>;
@@ -129,18 +128,6 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         .await
         .map_err(|_| SemanticError::Task { what: "embedding" })??;
         Ok(checked_embeddings(vectors, count, self.profile.dimensions)?)
-    }
-
-    fn embedded_text(&self, document: &MemoryDocument, chunk: &str) -> String {
-        match (
-            self.profile.preprocessing,
-            document.content.attributions.first(),
-        ) {
-            (Preprocessing::SpeakerThenText, Some(attribution)) => {
-                format!("{}: {chunk}", attribution.speaker)
-            }
-            _ => chunk.to_owned(),
-        }
     }
 
     /// Re-embeds `key` from `reader` at `generation` and replaces its chunks atomically.
@@ -309,7 +296,10 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         self.check_chunk_capacity(key, chunks.len())?;
         let texts: Vec<String> = chunks
             .iter()
-            .map(|chunk| self.embedded_text(&document, chunk.text(text)))
+            .map(|chunk| {
+                self.profile
+                    .embedded_text(&document.content, chunk.text(text))
+            })
             .collect();
         let usage = EmbeddingUsage {
             texts: texts.len(),

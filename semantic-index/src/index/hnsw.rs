@@ -1,24 +1,20 @@
 //! The approximate index: an HNSW graph ([`Graph`]) over the rows of a [`ChunkTable`].
 //!
-//! hnsw_rs builds the graph (its parallel insertion), which is then converted to this crate's flat
-//! form and dropped: searches, the increments applied to a built or loaded graph, and persistence
-//! use [`Graph`], which reads the vectors from the table instead of keeping a copy. Deleting points
+//! [`Graph`] holds the neighbour lists and reads the vectors from the table instead of keeping a
+//! copy; a build inserts every row on every core ([`Graph::insert_all`]), and the increments applied
+//! to a built or loaded graph insert one row at a time. Deleting points
 //! is not supported, so replaced chunks stay in the graph as tombstones that the search filter
 //! skips; once tombstones pass [`HnswParams::rebuild_tombstone_fraction`] of the rows (or new rows
 //! would not fit the table), the table is compacted and the graph rebuilt from the live rows. A
 //! standalone index rebuilds inline; the one a [`crate::SemanticIndex`] holds defers rebuilds
 //! ([`HnswIndex::needs_rebuild`]): the engine builds a new graph from a snapshot on a background
-//! thread while this one keeps answering, so no query waits for a rebuild. hnsw_rs exits the
-//! process on some parameter values and asserts that distances are non-negative and never NaN, so
-//! parameters are validated before any graph is built and the distance is clamped.
+//! thread while this one keeps answering, so no query waits for a rebuild. Parameters are
+//! validated before any graph is built.
 //!
 //! With compact vectors ([`HnswIndex::with_compact`]) the graph walks int8 codes and a search
 //! returns its best `rescore_factor * limit` candidates for [`super::rescore`] (its candidate list
-//! is at least that wide). hnsw_rs takes f32 points and copies them, so a build decodes the codes
-//! into its own f32 copies, which live only as long as the build.
+//! is at least that wide). A build reads the codes as they are: no f32 copy of a row is made.
 
-use hnsw_rs::anndists::dist::distances::Distance;
-use hnsw_rs::hnsw::Hnsw;
 use memory_core::MemoryKey;
 
 use super::graph::Graph;
@@ -30,38 +26,19 @@ use super::{
 };
 use crate::error::SemanticError;
 
-/// Layers hnsw_rs supports at most.
-const MAX_LAYERS: usize = 16;
-/// hnsw_rs exits the process above this many connections per node.
+/// Layers a graph may have (the persisted format's).
+const MAX_LAYERS: usize = super::graph::LAYERS;
+/// Most connections per node: the persisted format counts them in a byte, and far past any useful
+/// graph.
 const MAX_CONNECTIONS_LIMIT: usize = 256;
 /// Upper bound on `ef_construction` and `ef_search`: beyond this the graph is slower than a scan.
 const MAX_EF: usize = 10_000;
-/// Points inserted between two checks of a build's cancellation: small enough that a dropped engine
-/// stops its background build within a fraction of a second, large enough to keep the parallel
-/// insertion busy.
-const BUILD_BATCH: usize = 4_096;
-
-/// Cosine distance for unit vectors, `1 - dot` clamped to [0, 2]: rounding can push a dot product of unit
-/// vectors slightly past 1, and hnsw_rs panics on negative or NaN distances.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UnitCosineDistance;
-
-impl Distance<f32> for UnitCosineDistance {
-    fn eval(&self, left: &[f32], right: &[f32]) -> f32 {
-        let distance = 1.0 - crate::kernels::dot(left, right);
-        if distance.is_nan() {
-            2.0
-        } else {
-            distance.clamp(0.0, 2.0)
-        }
-    }
-}
 
 /// HNSW parameters. The defaults reach recall@10 of at least 0.95 against the exact index on 10,000
 /// all-MiniLM-L6-v2 vectors (the crate's `hnsw_recall` test).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HnswParams {
-    /// Neighbours kept per node and layer (hnsw_rs's `max_nb_connection`), 2 to 256.
+    /// Neighbours kept per node and layer (twice that at layer 0), 2 to 256.
     pub max_connections: usize,
     /// Candidate-list width while building, at least `max_connections`.
     pub ef_construction: usize,
@@ -86,7 +63,7 @@ impl Default for HnswParams {
 }
 
 impl HnswParams {
-    /// Checks every parameter against what hnsw_rs accepts without exiting or panicking.
+    /// Checks every parameter's range.
     pub fn validate(&self) -> Result<(), SemanticError> {
         if !(2..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
             return Err(SemanticError::invalid(
@@ -278,52 +255,17 @@ impl HnswIndex {
     }
 }
 
-/// A graph over every row of a compacted `table`, or `None` when `cancelled` said so between batches.
-/// hnsw_rs builds it (in parallel); its own structure, which holds a copy of every vector, lives
-/// only until the conversion.
+/// A graph over every row of a compacted `table`, inserted on every core, or `None` when
+/// `cancelled` said so between batches.
 fn build_graph(
     table: &ChunkTable,
     params: &HnswParams,
     cancelled: &dyn Fn() -> bool,
 ) -> Option<Graph> {
-    if table.rows() == 0 {
-        return Some(empty_graph(params));
-    }
-    let built: Hnsw<'_, f32, UnitCosineDistance> = Hnsw::new(
-        params.max_connections,
-        table.rows(),
-        params.max_layers,
-        params.ef_construction,
-        UnitCosineDistance,
-    );
-    let rows: Vec<usize> = (0..table.rows()).collect();
-    for batch in rows.chunks(BUILD_BATCH) {
-        if cancelled() {
-            return None;
-        }
-        // Decoded (or copied) one batch at a time: hnsw_rs keeps its own copy of each point.
-        let vectors: Vec<Vec<f32>> = batch.iter().map(|row| table.vector(*row)).collect();
-        let points: Vec<(&[f32], usize)> = vectors
-            .iter()
-            .zip(batch)
-            .map(|(vector, row)| (vector.as_slice(), *row))
-            .collect();
-        built.parallel_insert_slice(&points);
-    }
-    if let Some(graph) = Graph::from_hnsw(&built, table.rows(), params.max_layers) {
-        return Some(graph);
-    }
-    // hnsw_rs lost a point (it never should): insert them one by one instead, which cannot.
-    tracing::warn!("hnsw_rs build incomplete; inserting sequentially");
     let mut graph = empty_graph(params);
     graph.reserve(table.rows());
-    for _ in 0..table.rows() {
-        if graph.rows().is_multiple_of(BUILD_BATCH) && cancelled() {
-            return None;
-        }
-        graph.insert(table);
-    }
-    Some(graph)
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    graph.insert_all(table, threads, cancelled).then_some(graph)
 }
 
 fn empty_graph(params: &HnswParams) -> Graph {
@@ -437,7 +379,7 @@ impl VectorIndex for HnswIndex {
             && hits.len() < keep
             && scanned + admitted <= request.max_scanned_chunks
         {
-            // hnsw_rs's filtered walk can come back short when the admitted nodes are a small,
+            // A filtered walk can come back short when the admitted nodes are a small,
             // poorly connected share of the graph; a scan of the admitted rows, when the budget
             // allows it, returns the full candidate count instead.
             return Ok(SearchOutcome {
@@ -468,15 +410,7 @@ mod tests {
     use crate::index::test_support::{key, meta, unit};
 
     #[test]
-    fn distance_never_goes_negative_or_nan() {
-        let v = unit(&[1.0, 1.0, 1.0]);
-        let scaled: Vec<f32> = v.iter().map(|x| x * 1.000_01).collect();
-        assert_eq!(UnitCosineDistance.eval(&v, &scaled), 0.0);
-        assert_eq!(UnitCosineDistance.eval(&[f32::NAN], &[1.0]), 2.0);
-    }
-
-    #[test]
-    fn bad_parameters_are_refused_before_hnsw_rs_sees_them() {
+    fn bad_parameters_are_refused_before_any_graph_is_built() {
         let bounds = IndexBounds::for_dimensions(2);
         for params in [
             HnswParams {

@@ -23,7 +23,7 @@ use memory_core::vectors::SourceGeneration;
 use memory_core::{MemoryKey, NamespaceAddress, Revision};
 
 pub use exact::{EXACT_COMPACT_TOMBSTONE_FRACTION, ExactIndex};
-pub use hnsw::{HnswIndex, HnswParams, UnitCosineDistance};
+pub use hnsw::{HnswIndex, HnswParams};
 pub use quantized::{CompactVectors, DEFAULT_RESCORE_FACTOR, MAX_RESCORE_FACTOR, rescore};
 
 use crate::error::SemanticError;
@@ -70,7 +70,7 @@ pub enum IndexKind {
 /// [`MAX_INDEX_FLOATS_CEILING`]. At full default capacity and 384 dimensions one copy of the vectors
 /// is 1.5 GiB (370 MiB as [`CompactVectors::Int8`] codes; `benches/compact_rss.rs` measures the
 /// process). The exact index and the HNSW graph's table share each row's vector (one copy between
-/// them), and the graph itself holds none (hnsw_rs, which copies them, only builds it).
+/// them), and the graph itself holds none.
 ///
 /// Sources default to [`SOURCES_PER_CHUNK`] per chunk of capacity. The aggregate source-identity bound keeps the SPEC's
 /// 16 MiB up to [`SPEC_DEFAULT_CHUNKS`] chunks and is raised to its 64 MiB maximum above that:

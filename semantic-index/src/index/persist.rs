@@ -8,6 +8,10 @@
 //! and every distance, and fills the [`Graph`] arrays directly: no temporary files, no copy of the
 //! vectors (the graph reads them from the table), no allocation per neighbour.
 //!
+//! Each neighbour is written with its distance to the list's owner. The in-memory [`Graph`] keeps
+//! no distances, so encoding computes them from the table and decoding checks and drops them; they
+//! stay in the format so that graphs persisted before the graph dropped them still load.
+//!
 //! Tombstoned points are left out of an encoding: a live point that listed one as a neighbour gets
 //! that point's live neighbours as candidates instead, keeping the closest (the usual HNSW deletion
 //! repair), so a graph reloaded over the stored vectors alone stays connected.
@@ -145,37 +149,41 @@ pub(crate) fn encode(index: &HnswIndex) -> Result<EncodedGraph, SemanticError> {
     })
 }
 
-/// `row`'s neighbour list at `layer` in canonical numbering, with tombstoned neighbours replaced by
-/// their live neighbours (closest first, at most the layer's cap).
+/// `row`'s neighbour list at `layer` in canonical numbering with each neighbour's distance (the
+/// graph keeps none; they are computed from the table), tombstoned neighbours replaced by their
+/// live neighbours (closest first, at most the layer's cap).
 fn repair(
     table: &ChunkTable,
     graph: &Graph,
     canonical: &[u32],
     row: usize,
     layer: usize,
-) -> Vec<Neighbour> {
+) -> Vec<(u32, f32)> {
     let list = graph.list(row, layer);
     let live = |candidate: usize| candidate != row && table.is_live(candidate);
     let mut seen: HashSet<usize> = HashSet::new();
     let mut kept: Vec<(usize, f32)> = Vec::with_capacity(list.len());
     let mut lost = false;
-    for &(neighbour, distance) in list {
+    for &neighbour in list {
         let neighbour = neighbour as usize;
         if live(neighbour) {
             if seen.insert(neighbour) {
-                kept.push((neighbour, distance));
+                kept.push((
+                    neighbour,
+                    graph_distance(table.row(row), table.row(neighbour)),
+                ));
             }
         } else {
             lost = true;
         }
     }
     if lost {
-        for &(neighbour, _) in list {
+        for &neighbour in list {
             let neighbour = neighbour as usize;
             if live(neighbour) || neighbour >= graph.rows() {
                 continue;
             }
-            for &(candidate, _) in graph.list(neighbour, layer) {
+            for &candidate in graph.list(neighbour, layer) {
                 let candidate = candidate as usize;
                 if live(candidate) && seen.insert(candidate) {
                     let distance = graph_distance(table.row(row), table.row(candidate));
@@ -328,7 +336,7 @@ pub(crate) fn decode_detached(
                     if !(0.0..=2.0).contains(&distance) {
                         return Err(corrupt("distance out of range"));
                     }
-                    list.push((neighbour, distance));
+                    list.push(neighbour);
                 }
                 if layer <= level {
                     graph.set_list(row, layer, &list);

@@ -33,7 +33,7 @@
 //! matched exact f32 search exactly (recall@10 1.0, exact scan and HNSW, filtered or not), and the
 //! codes' own top 10 already reached 0.999. The reasons are the costs: every query adds a read
 //! through the port (a round trip for a PostgreSQL store) not yet measured against the issue's
-//! warm-recall latency goal, a graph build decodes every row for hnsw_rs, and below a few hundred
+//! warm-recall latency goal, and below a few hundred
 //! thousand chunks the memory saved does not matter. A deployment at the million-chunk scale turns
 //! it on (`SemanticIndexConfig::with_compact_vectors`).
 
@@ -271,7 +271,7 @@ impl RowRef<'_> {
         }
     }
 
-    /// The row in f32 (decoded, for codes): what hnsw_rs, which takes f32 points, builds from.
+    /// The row in f32 (decoded, for codes).
     pub(crate) fn to_f32(self) -> Vec<f32> {
         match self {
             Self::F32(floats) => floats.to_vec(),

@@ -50,6 +50,12 @@ fn namespace_walk(compact: CompactVectors) {
             visited.sort_unstable();
             let expected = brute(table, &namespace);
             assert_eq!(visited, expected, "space {space}, {compact:?}");
+            // Both ways of finding the rows, whichever `rows_in` chose for this share.
+            let mut by_source: Vec<usize> = table.rows_by_source(&namespace).collect();
+            by_source.sort_unstable();
+            assert_eq!(by_source, expected, "by source: space {space}, {compact:?}");
+            let in_order: Vec<usize> = table.rows_in_order(&namespace).collect();
+            assert_eq!(in_order, expected, "in order: space {space}, {compact:?}");
             assert_eq!(table.live_in(&namespace), expected.len());
             for row in visited {
                 let held = table.vector(row);
