@@ -468,13 +468,15 @@ impl Graph {
             let batch = (start / BATCH_SHARE)
                 .clamp(1, MAX_BATCH)
                 .min(table.rows() - start);
-            if threads == 1 || start < SEQUENTIAL_ROWS || batch < 2 * threads {
+            if start < SEQUENTIAL_ROWS {
                 for _ in 0..batch {
                     self.insert(table);
                 }
                 continue;
             }
-            let per_thread = batch.div_ceil(threads);
+            // The batches and their plans depend on the rows only, never on `threads`: every
+            // machine builds the same graph from the same rows.
+            let per_thread = batch.div_ceil(threads.min(batch));
             let frozen = &*self;
             let plans: Vec<Plan> = std::thread::scope(|scope| {
                 let workers: Vec<_> = (start..start + batch)
@@ -651,6 +653,20 @@ mod tests {
         for row in 0..parallel.rows() {
             for layer in 0..=parallel.level(row) {
                 assert!(parallel.list(row, layer).len() <= parallel.cap(layer));
+            }
+        }
+        // The same graph whatever the number of threads.
+        let mut single = Graph::new(8, 64, 16, Graph::default_level_scale(8));
+        assert!(single.insert_all(&table, 1, &|| false));
+        assert_eq!(single.entry(), parallel.entry());
+        for row in 0..table.rows() {
+            assert_eq!(single.level(row), parallel.level(row));
+            for layer in 0..=single.level(row) {
+                assert_eq!(
+                    single.list(row, layer),
+                    parallel.list(row, layer),
+                    "row {row}"
+                );
             }
         }
     }
