@@ -37,14 +37,24 @@ use crate::error::SemanticError;
 /// a copied segment small.
 pub(crate) const SEGMENT_ROWS: usize = 1024;
 
-/// A namespace holding at least one row in this many of the table's is visited by a pass over all
-/// rows ([`ChunkTable::rows_in`]). Walking it source by source costs a hash lookup of the source's
-/// key and a jump to its span per source, about 400 ns each, against a few nanoseconds a row for
-/// the pass. With 100,000 one-chunk sources in one namespace, the `recall_path` bench's exact
-/// `embed + search + revalidate` row was 42 ms above its `embed + search` row walking by source
-/// (the revalidation itself is about 1 ms, as the HNSW rows show), and 4 ms above it with the
-/// pass. Below one row in eight, the walk visits few enough sources that the pass would cost more.
+/// A namespace of at least [`DENSE_NAMESPACE_ROWS`] live rows holding at least one row in this
+/// many of the table's is visited by a pass over all rows ([`ChunkTable::rows_in`]). Walking it
+/// source by source costs a hash lookup of the source's key and a jump to its span per source,
+/// about 400 ns each in a large table, against a few nanoseconds a row for the pass. With 100,000
+/// one-chunk sources in one namespace, the `recall_path` bench's exact `embed + search +
+/// revalidate` row was 42 ms above its `embed + search` row walking by source (the revalidation
+/// itself is about 1 ms, as the HNSW rows show), and 4 ms above it with the pass. Below one row in
+/// eight, the walk visits few enough sources that the pass would cost more.
 const DENSE_NAMESPACE_SHARE: usize = 8;
+
+/// A namespace with fewer live rows is always walked source by source, whatever else the table
+/// holds: a small tenant's search then takes the same path, at the same cost, in a crowded table
+/// as in a table of its own (the multi-tenant point's `namespace_isolation_ratio` compares exactly
+/// that), and a walk of a few thousand sources costs well under a millisecond. With the share
+/// alone deciding, a 100-row namespace alone took the pass and its crowded twin the walk, and the
+/// ratio at 100,000 chunks went from 1.13 to 2.04 (exact) and 1.08 to 2.00 (HNSW, whose small
+/// namespaces are scanned).
+const DENSE_NAMESPACE_ROWS: usize = 4_096;
 
 /// The exponent bits of an `f32`: all set is infinity or NaN.
 const EXPONENT: u32 = 0x7f80_0000;
@@ -317,19 +327,15 @@ impl ChunkTable {
     }
 
     /// The live rows of `namespace`: what a search filtered to the namespace scores. A namespace
-    /// holding less than [`DENSE_NAMESPACE_SHARE`] of the table is walked source by source (in no
-    /// particular order of sources), visiting no other row, so its cost follows the namespace; a
-    /// larger one is found by one pass over the rows in order, which is cheaper than a hash lookup
-    /// per source and a jump per span.
+    /// below [`DENSE_NAMESPACE_ROWS`] rows or [`DENSE_NAMESPACE_SHARE`] of the table is walked
+    /// source by source (in no particular order of sources), visiting no other row, so its cost
+    /// follows the namespace; a larger one is found by one pass over the rows in order, which is
+    /// cheaper than a hash lookup per source and a jump per span.
     pub(crate) fn rows_in<'t>(
         &'t self,
         namespace: &'t NamespaceAddress,
     ) -> impl Iterator<Item = usize> + 't {
-        let dense = self
-            .live_in(namespace)
-            .saturating_mul(DENSE_NAMESPACE_SHARE)
-            >= self.rows();
-        let (by_source, in_order) = if dense {
+        let (by_source, in_order) = if self.is_dense(namespace) {
             (None, Some(self.rows_in_order(namespace)))
         } else {
             (Some(self.rows_by_source(namespace)), None)
@@ -338,6 +344,12 @@ impl ChunkTable {
             .into_iter()
             .flatten()
             .chain(in_order.into_iter().flatten())
+    }
+
+    /// Whether [`Self::rows_in`] finds `namespace`'s rows by a pass over every row.
+    fn is_dense(&self, namespace: &NamespaceAddress) -> bool {
+        let live = self.live_in(namespace);
+        live >= DENSE_NAMESPACE_ROWS && live.saturating_mul(DENSE_NAMESPACE_SHARE) >= self.rows()
     }
 
     /// [`Self::rows_in`] source by source.

@@ -30,6 +30,41 @@ fn a_namespace_visits_exactly_its_own_live_rows() {
     }
 }
 
+/// A namespace is passed over in row order only when it is large and a large share of the table:
+/// a small one takes the same path alone as among many others.
+#[test]
+fn only_a_large_dominant_namespace_is_found_by_a_pass() {
+    let rows = DENSE_NAMESPACE_ROWS + DENSE_NAMESPACE_ROWS / 2;
+    let mut table = ChunkTable::new(2, rows * 10, rows * 10);
+    let fill = |table: &mut ChunkTable, space: usize, count: usize| {
+        for index in 0..count {
+            let (key, chunk) = in_space(space, &format!("s{space}-{index}"), 0);
+            table
+                .replace_source(&key, vec![(chunk, space_vector(space))], 1.0)
+                .unwrap();
+        }
+    };
+    let namespace = |space: usize| in_space(space, "x", 0).0.namespace;
+    fill(&mut table, 0, 100);
+    // Alone, a small namespace is walked by source.
+    assert!(!table.is_dense(&namespace(0)));
+    fill(&mut table, 1, rows);
+    assert!(table.is_dense(&namespace(1)));
+    assert!(!table.is_dense(&namespace(0)));
+    // A large namespace that became a small share of the table is walked by source again.
+    fill(&mut table, 2, rows * DENSE_NAMESPACE_SHARE);
+    assert!(!table.is_dense(&namespace(1)));
+    assert!(table.is_dense(&namespace(2)));
+    for space in 0..3 {
+        let mut found: Vec<usize> = table.rows_in(&namespace(space)).collect();
+        found.sort_unstable();
+        let expected: Vec<usize> = (0..table.rows())
+            .filter(|row| table.meta(*row).source.key.namespace == namespace(space))
+            .collect();
+        assert_eq!(found, expected, "space {space}");
+    }
+}
+
 /// Every chunk of namespace `space` has this vector, so a row moved to the wrong place shows.
 fn space_vector(space: usize) -> Vec<f32> {
     unit(&[1.0, space as f32])
