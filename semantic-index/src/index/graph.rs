@@ -13,8 +13,9 @@
 //! search of layer 0 with a candidate list of `ef`; rows the filter refuses are walked through but
 //! never returned. Insertion follows the HNSW paper as hnsw_rs implements it: a search with
 //! `ef_construction` per layer, the neighbour-selection heuristic, and reverse links that drop the
-//! farthest neighbour of a full list. A row's level is a function of its row number, so one-by-one
-//! insertions of the same rows give the same graph in every run.
+//! farthest neighbour of a full list. A row's level is a function of its row number, and a build's
+//! batches depend on the rows only ([`Graph::insert_all`]), so the same rows give the same graph in
+//! every run, on every machine.
 //!
 //! Distances are between rows as the table holds them: over int8 codes in a compact table (the
 //! query coded once per search), so the walk reads 388 bytes a row instead of 1,536; the index
