@@ -306,6 +306,36 @@ fn varied(count: usize) -> Vec<Value> {
         .collect()
 }
 
+/// A namespace large enough to be found by one pass over the index's rows (at least 4,096 rows and
+/// most of the table) answers an exact recall from the shell with its nearest documents: the 35
+/// documents saying the query's sentence (each of `varied`'s 120 sentences is said 35 times) fill
+/// the top 8, and the passages cite the stored text.
+#[test]
+fn an_exact_recall_over_a_namespace_of_thousands_cites_its_nearest_documents() {
+    let fixture = Fixture::new();
+    fixture.import(&varied(4_200)).success();
+    assert_eq!(fixture.call("sync", &json!({})).success()["indexed"], 4_200);
+    for mode in ["exact", "hnsw"] {
+        let answer = fixture.call(
+            "recall",
+            &recall(
+                "The old fisherman repaired a wooden boat by the harbor",
+                mode,
+                8,
+            ),
+        );
+        let answer = answer.success();
+        assert_eq!(cited_documents(answer).len(), 8, "{mode}: {answer:#}");
+        for passage in answer["passages"].as_array().unwrap() {
+            let text = passage["content"]["text"].as_str().unwrap();
+            assert!(
+                text.starts_with("The old fisherman repaired a wooden boat by the harbor"),
+                "{mode}: {text}"
+            );
+        }
+    }
+}
+
 /// `--compact-vectors` holds int8 codes in memory and rescores each query's candidates with their
 /// stored f32 vectors: every mode cites the same passages, in the same order, with the same scores as
 /// the f32 index over the same store.
