@@ -216,7 +216,7 @@ impl WorkId {
             thread.as_str(),
             sequence.0
         ]));
-        Self(format!("w{}", &digest[..40]))
+        Self(format!("w{}", &digest[..40]).into())
     }
 }
 

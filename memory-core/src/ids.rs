@@ -12,9 +12,11 @@ use crate::error::MemoryError;
 macro_rules! validated_string_id {
     ($(#[$meta:meta])* $name:ident, $field:literal, $max:expr, $error:ident) => {
         $(#[$meta])*
+        // A boxed `str` rather than a `String`: ids are never grown in place, and an index holds
+        // one per row, where the capacity word is a tenth of its size.
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
         #[serde(transparent)]
-        pub struct $name(String);
+        pub struct $name(Box<str>);
 
         impl $name {
             /// Most UTF-8 bytes this identifier may hold.
@@ -36,7 +38,7 @@ macro_rules! validated_string_id {
                 if value.chars().any(char::is_control) {
                     return Err($error::invalid($field, "must not contain control characters"));
                 }
-                Ok(Self(value))
+                Ok(Self(value.into_boxed_str()))
             }
 
             /// The identifier's text.

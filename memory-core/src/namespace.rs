@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -63,9 +64,17 @@ pub trait NamespaceDefinition: Send + Sync + 'static {
 /// The canonical, type-erased address of a namespace: compact RFC 8785 JSON `[1,name,version,identity]`.
 ///
 /// Construct it through [`Namespace`] or [`NamespaceAddress::encode`]; both enforce every limit.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct NamespaceAddress(String);
+///
+/// The text is shared: a clone is a reference count, not a copy, so every document of a namespace
+/// held in memory (an index's rows, a worker's batch) can point at one copy of its address.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NamespaceAddress(Arc<str>);
+
+impl Serialize for NamespaceAddress {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl NamespaceAddress {
     /// Encodes a definition name, version and identity into a canonical address, checking every limit.
@@ -98,7 +107,7 @@ impl NamespaceAddress {
                 actual: address.len() as u64,
             });
         }
-        Ok(Self(address))
+        Ok(Self(address.into()))
     }
 
     /// Checks untrusted identity JSON text against every limit and encodes the address it names.
@@ -118,7 +127,7 @@ impl NamespaceAddress {
     pub fn parse(address: &str) -> Result<Self, AddressError> {
         let (name, version, identity) = split_address(address)?;
         let rebuilt = Self::encode(&name, version, &identity)?;
-        if rebuilt.0 != address {
+        if &*rebuilt.0 != address {
             return Err(AddressError::NotCanonical);
         }
         Ok(rebuilt)
@@ -127,6 +136,12 @@ impl NamespaceAddress {
     /// The canonical text. Sensitive: never log it or put it into recall text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether both share one copy of their text (so interning can tell a shared address from an
+    /// equal one).
+    pub fn shares_text_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// A short, stable, non-reversible fingerprint for logs and diagnostics.

@@ -610,3 +610,17 @@ proptest! {
         let _ = serde_json::from_str::<MemoryWrite>(&truncated);
     }
 }
+
+#[test]
+fn a_clone_shares_the_address_text_and_serializes_as_the_text() {
+    let text = r#"[1,"notes",1,{"user":"u"}]"#;
+    let parsed = NamespaceAddress::parse(text).expect("canonical");
+    let again = NamespaceAddress::parse(text).expect("canonical");
+    assert_eq!(parsed, again);
+    assert!(!parsed.shares_text_with(&again), "two parses, two copies");
+    assert!(parsed.shares_text_with(&parsed.clone()));
+    let json = serde_json::to_string(&parsed).expect("serializes");
+    assert_eq!(json, serde_json::to_string(text).expect("serializes"));
+    let back: NamespaceAddress = serde_json::from_str(&json).expect("deserializes");
+    assert_eq!(back, parsed);
+}

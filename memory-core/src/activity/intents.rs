@@ -48,11 +48,14 @@ impl SourceId {
     /// goes through the same suppression and cleanup as any other source. A thread id is at most 512
     /// bytes without control characters, so the id is always valid.
     pub fn thread_record(thread: &ThreadId, sequence: Sequence) -> Self {
-        Self(format!(
-            "{THREAD_RECORD_SOURCE_PREFIX}{}/{}",
-            sequence.0,
-            thread.as_str()
-        ))
+        Self(
+            format!(
+                "{THREAD_RECORD_SOURCE_PREFIX}{}/{}",
+                sequence.0,
+                thread.as_str()
+            )
+            .into(),
+        )
     }
 
     /// The thread and sequence of a [`SourceId::thread_record`] id; `None` for any other source.
@@ -72,7 +75,7 @@ impl SourceRevision {
     /// The revision of a thread record: its digest (records are append-only, so the digest names the
     /// only content the record ever had).
     pub fn of_record(digest: &RecordDigest) -> Self {
-        Self(digest.as_str().to_owned())
+        Self(digest.as_str().into())
     }
 }
 
@@ -104,7 +107,7 @@ pub enum Intent {
 impl Intent {
     /// The intent's id (a digest of its canonical JSON).
     pub fn id(&self) -> IntentId {
-        IntentId(format!("i{}", &sha256_hex(self)[..40]))
+        IntentId(format!("i{}", &sha256_hex(self)[..40]).into())
     }
 
     /// The source it concerns.

@@ -40,13 +40,13 @@ recall_id!(
 impl From<&crate::ids::DocumentId> for SourceId {
     fn from(id: &crate::ids::DocumentId) -> Self {
         // Both are 1 to 1,024 bytes without control characters, so the document id is already valid.
-        Self(id.as_str().to_owned())
+        Self(id.as_str().into())
     }
 }
 
 impl From<&crate::ids::DocumentId> for PassageId {
     fn from(id: &crate::ids::DocumentId) -> Self {
-        Self(id.as_str().to_owned())
+        Self(id.as_str().into())
     }
 }
 
@@ -59,7 +59,7 @@ impl From<&SourceId> for Authority {
 impl From<&crate::namespace::NamespaceAddress> for Authority {
     fn from(address: &crate::namespace::NamespaceAddress) -> Self {
         // Addresses are at most 4,096 bytes of JSON without raw control characters.
-        Self(address.as_str().to_owned())
+        Self(address.as_str().into())
     }
 }
 

@@ -1,9 +1,9 @@
 //! The layered neighbour lists an [`super::HnswIndex`] searches, over the rows of its chunk table.
 //!
 //! The lists are flat (layer 0: a fixed number of slots per row in one buffer; upper layers, which
-//! hold about one row in `max_connections`, in small per-row lists), neighbours are row numbers of
-//! the table, no distances are kept, and the vectors are read from the table, so the graph holds no
-//! copy of them. Loading a persisted graph fills these arrays directly (`persist.rs`), with no
+//! hold about one row in `max_connections`, in small lists kept for those rows only), neighbours
+//! are row numbers of the table, no distances are kept, and the vectors are read from the table, so
+//! the graph holds no copy of them. Loading a persisted graph fills these arrays directly (`persist.rs`), with no
 //! allocation per neighbour. This replaced hnsw_rs, which the crate first used as the builder:
 //! every point it holds owns a copy of its vector, 16 lock-guarded lists and an `Arc` per
 //! neighbour, so a build of 1,000,000 rows held a second copy of the vectors, and its parallel
@@ -22,7 +22,7 @@
 //! rescores the candidates in f32 afterwards ([`super::quantized`]).
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::quantized::{QueryRow, RowRef};
 use super::table::ChunkTable;
@@ -125,8 +125,10 @@ pub(crate) struct Graph {
     /// Layer-0 lists: [`Self::base_cap`] slots per row, the first `base_len[row]` used.
     base: Vec<Neighbour>,
     base_len: Vec<u16>,
-    /// Lists of layers `1..=levels[row]` (empty for rows of level 0).
-    upper: Vec<Vec<Vec<Neighbour>>>,
+    /// Lists of layers `1..=levels[row]`, for the rows above level 0 only: about one row in
+    /// `connections`, so a slot per row would cost more than the lists (24 bytes a row, 23 MiB at
+    /// 1,000,000 rows, against about 4 MiB of upper lists).
+    upper: HashMap<u32, Box<[Vec<Neighbour>]>>,
     /// Where searches start: a row of the highest level.
     entry: Option<u32>,
 }
@@ -147,7 +149,7 @@ impl Graph {
             levels: Vec::new(),
             base: Vec::new(),
             base_len: Vec::new(),
-            upper: Vec::new(),
+            upper: HashMap::new(),
             entry: None,
         }
     }
@@ -202,7 +204,7 @@ impl Graph {
             self.base.get(start..start + length).unwrap_or(&[])
         } else {
             self.upper
-                .get(row)
+                .get(&(row as u32))
                 .and_then(|lists| lists.get(layer - 1))
                 .map_or(&[], Vec::as_slice)
         }
@@ -211,18 +213,29 @@ impl Graph {
     /// Appends a row of `level` with empty lists; its lists are set with [`Self::set_list`].
     pub(crate) fn push_row(&mut self, level: usize) {
         let level = level.min(self.max_layers - 1);
+        let row = self.levels.len();
         self.levels.push(level as u8);
         self.base
             .extend(std::iter::repeat_n(u32::MAX, self.base_cap()));
         self.base_len.push(0);
-        self.upper.push(vec![Vec::new(); level]);
+        self.set_upper_level(row, level);
     }
 
     /// Sets `row`'s level (a decoded point's), with empty lists above layer 0.
     pub(crate) fn raise_level(&mut self, row: usize, level: usize) {
         let level = level.min(self.max_layers - 1);
         self.levels[row] = level as u8;
-        self.upper[row] = vec![Vec::new(); level];
+        self.set_upper_level(row, level);
+    }
+
+    /// Gives `row` empty lists for layers `1..=level` (none for level 0).
+    fn set_upper_level(&mut self, row: usize, level: usize) {
+        if level == 0 {
+            self.upper.remove(&(row as u32));
+        } else {
+            self.upper
+                .insert(row as u32, vec![Vec::new(); level].into_boxed_slice());
+        }
     }
 
     /// Room for `additional` more rows.
@@ -230,7 +243,7 @@ impl Graph {
         self.levels.reserve(additional);
         self.base.reserve(additional * self.base_cap());
         self.base_len.reserve(additional);
-        self.upper.reserve(additional);
+        self.upper.reserve(additional / self.connections.max(1));
     }
 
     /// Sets `row`'s list at `layer` (at most [`Self::cap`] neighbours; `layer` at most the row's
@@ -241,7 +254,11 @@ impl Graph {
             let start = row * self.base_cap();
             self.base[start..start + list.len()].copy_from_slice(list);
             self.base_len[row] = list.len() as u16;
-        } else if let Some(slot) = self.upper[row].get_mut(layer - 1) {
+        } else if let Some(slot) = self
+            .upper
+            .get_mut(&(row as u32))
+            .and_then(|lists| lists.get_mut(layer - 1))
+        {
             slot.clear();
             slot.extend_from_slice(list);
         }

@@ -17,6 +17,7 @@
 
 use memory_core::MemoryKey;
 
+use super::exact::ExactIndex;
 use super::graph::Graph;
 use super::quantized::CompactVectors;
 use super::table::{ChunkTable, Replacement, RowVector};
@@ -220,6 +221,19 @@ impl HnswIndex {
             return Ok(None);
         };
         Ok(Some(Self::from_parts(params, table, graph)))
+    }
+
+    /// A graph over `exact`'s live rows, in the calling thread (on every core): what the engine
+    /// builds beside the exact index it keeps answering from. The new index shares `exact`'s
+    /// vectors (no copy) and holds its own row metadata and graph; `bounds` and `params` are
+    /// checked first.
+    pub fn build_over(
+        exact: &ExactIndex,
+        bounds: IndexBounds,
+        params: HnswParams,
+    ) -> Result<Self, SemanticError> {
+        Self::build_from_table(exact.snapshot(), bounds, params, &|| false)?
+            .ok_or(SemanticError::Task { what: "hnsw build" })
     }
 
     /// Replaces `key`'s chunks with rows whose vectors are shared (with the exact index's table):

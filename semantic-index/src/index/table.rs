@@ -12,26 +12,30 @@
 //! (a restart's load decodes the stored vectors straight into them, [`LoadedVectors`], and freeing
 //! them is cheap), and a copy of a table (the HNSW graph's table taken from the exact index's at load,
 //! a build's snapshot, a compaction's unchanged prefix) shares them instead of copying them; a change
-//! to a shared segment copies that segment only. The source records share the rows'
-//! [`SourceVersion`]s the same way, so no key is copied. A source's rows are always contiguous (they
-//! are appended together and compaction keeps the order), so a source is recorded as a span.
+//! to a shared segment copies that segment only. The rows' metadata is segmented and shared the
+//! same way (`metas.rs`), and the source records share the rows' [`super::SourceVersion`]s, so no
+//! key is copied. A source's rows are always contiguous (they are appended together and compaction
+//! keeps the order), so a source is recorded as a span (`sources.rs`, which also interns each
+//! namespace's address).
 //!
 //! A table holds its rows in one encoding: f32, or int8 codes ([`super::quantized`], the compact
 //! vectors), chosen at construction; rows are coded as they are appended or loaded, so a compact
 //! table never holds a row in f32.
 
-use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use memory_core::StoreFault;
 use memory_core::vectors::VectorSink;
 use memory_core::{MemoryError, MemoryKey, NamespaceAddress};
+use metas::MetaColumn;
+use sources::{RowSpan, SourceRows};
 
 use super::quantized::{CompactVectors, RowRef, Segment};
-use super::{ChunkMeta, SourceVersion, dot};
+use super::{ChunkMeta, dot};
 use crate::error::SemanticError;
+
+mod metas;
+mod sources;
 
 /// Rows per vector segment: 1.5 MiB at 384 dimensions, so sharing is coarse enough to be cheap and
 /// a copied segment small.
@@ -77,38 +81,6 @@ impl RowData for RowVector {
     fn floats(&self) -> &[f32] {
         self
     }
-}
-
-/// A source's key, held through the rows' shared [`SourceVersion`] (no copy of the key's strings);
-/// hashes and compares as the key, so lookups take a `&MemoryKey`.
-#[derive(Debug, Clone)]
-struct SourceKey(Arc<SourceVersion>);
-
-impl PartialEq for SourceKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
-    }
-}
-
-impl Eq for SourceKey {}
-
-impl Hash for SourceKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.key.hash(state);
-    }
-}
-
-impl Borrow<MemoryKey> for SourceKey {
-    fn borrow(&self) -> &MemoryKey {
-        &self.0.key
-    }
-}
-
-/// A source's rows: `first..first + count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RowSpan {
-    first: usize,
-    count: usize,
 }
 
 /// Rows of the segment starting at row `first` in a table of at most `max_rows` rows.
@@ -239,22 +211,15 @@ pub(crate) struct ChunkTable {
     compact: CompactVectors,
     /// Row `r`'s vector is row `r % SEGMENT_ROWS` of segment `r / SEGMENT_ROWS`.
     segments: Vec<Arc<Segment>>,
-    metas: Vec<ChunkMeta>,
+    /// Row `r`'s metadata, in segments shared the same way.
+    metas: MetaColumn,
     live: Vec<bool>,
     live_count: usize,
-    by_source: HashMap<SourceKey, RowSpan>,
-    /// Per namespace, its live rows and the sources holding them: a namespace-filtered search
-    /// visits only that namespace's rows (its cost follows the namespace, not the table), and
-    /// knows how many it will score before it scores any (its scan budget is checked up front,
-    /// like an unfiltered one's).
-    namespaces: HashMap<NamespaceAddress, NamespaceRows>,
-}
-
-/// A namespace's live rows: how many, and the sources whose spans hold them.
-#[derive(Debug, Clone, Default)]
-struct NamespaceRows {
-    live: usize,
-    sources: HashSet<SourceKey>,
+    /// Each live source's span, by namespace: a namespace-filtered search visits only that
+    /// namespace's rows (its cost follows the namespace, not the table), and knows how many it
+    /// will score before it scores any (its scan budget is checked up front, like an unfiltered
+    /// one's).
+    sources: SourceRows,
 }
 
 /// What [`ChunkTable::replace_source`] did, so an index can keep its own structures in step.
@@ -287,11 +252,10 @@ impl ChunkTable {
             max_rows: max_rows.max(max_live),
             compact,
             segments: Vec::new(),
-            metas: Vec::new(),
+            metas: MetaColumn::default(),
             live: Vec::new(),
             live_count: 0,
-            by_source: HashMap::new(),
-            namespaces: HashMap::new(),
+            sources: SourceRows::default(),
         }
     }
 
@@ -323,7 +287,7 @@ impl ChunkTable {
 
     /// Live rows whose source lies in `namespace`.
     pub(crate) fn live_in(&self, namespace: &NamespaceAddress) -> usize {
-        self.namespaces.get(namespace).map_or(0, |rows| rows.live)
+        self.sources.live_in(namespace)
     }
 
     /// The live rows of `namespace`: what a search filtered to the namespace scores. A namespace
@@ -357,12 +321,7 @@ impl ChunkTable {
         &'t self,
         namespace: &NamespaceAddress,
     ) -> impl Iterator<Item = usize> + 't {
-        self.namespaces
-            .get(namespace)
-            .into_iter()
-            .flat_map(|rows| rows.sources.iter())
-            .filter_map(|source| self.by_source.get(&source.0.key))
-            .flat_map(|span| span.first..span.first + span.count)
+        self.sources.spans_in(namespace).flat_map(RowSpan::rows)
     }
 
     /// [`Self::rows_in`] by one pass over every row.
@@ -375,31 +334,8 @@ impl ChunkTable {
         })
     }
 
-    /// Counts `rows` new live rows of `source` in its namespace.
-    fn add_to_namespace(&mut self, source: &Arc<SourceVersion>, rows: usize) {
-        let namespace = &source.key.namespace;
-        // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
-        let entry = match self.namespaces.get_mut(namespace) {
-            Some(entry) => entry,
-            None => self.namespaces.entry(namespace.clone()).or_default(),
-        };
-        entry.live += rows;
-        entry.sources.insert(SourceKey(Arc::clone(source)));
-    }
-
-    /// Forgets `key`'s `rows` live rows in its namespace.
-    fn remove_from_namespace(&mut self, key: &MemoryKey, rows: usize) {
-        if let Some(entry) = self.namespaces.get_mut(&key.namespace) {
-            entry.live = entry.live.saturating_sub(rows);
-            entry.sources.remove(key);
-            if entry.sources.is_empty() {
-                self.namespaces.remove(&key.namespace);
-            }
-        }
-    }
-
     pub(crate) fn chunks_of(&self, key: &MemoryKey) -> usize {
-        self.by_source.get(key).map_or(0, |span| span.count)
+        self.sources.span(key).map_or(0, RowSpan::count)
     }
 
     pub(crate) fn is_live(&self, row: usize) -> bool {
@@ -474,7 +410,7 @@ impl ChunkTable {
     /// Appends a live row in this table's encoding (a copy from a table of the same encoding).
     fn push_row_ref(&mut self, meta: ChunkMeta, row: RowRef<'_>) {
         self.push_vector(row);
-        self.metas.push(meta);
+        self.metas.push(meta, self.max_rows);
         self.live.push(true);
     }
 
@@ -522,24 +458,10 @@ impl ChunkTable {
         let mut table = self.empty_like(max_rows);
         table.reserve_rows(order.len());
         for &row in order {
-            let meta = self.metas[row].clone();
-            let new_row = table.rows();
-            match table.by_source.get_mut(&meta.source.key) {
-                Some(span) if span.first + span.count == new_row => span.count += 1,
-                _ => {
-                    table.by_source.insert(
-                        SourceKey(Arc::clone(&meta.source)),
-                        RowSpan {
-                            first: new_row,
-                            count: 1,
-                        },
-                    );
-                }
-            }
-            table.push_row_ref(meta, self.row(row));
+            table.push_row_ref(self.metas[row].clone(), self.row(row));
         }
         table.live_count = order.len();
-        table.namespaces = self.namespaces.clone();
+        table.index_sources();
         table
     }
 
@@ -555,7 +477,7 @@ impl ChunkTable {
         let mut table = self.empty_like(self.max_rows);
         table.segments = self.segments[..kept_segments].to_vec();
         table.reserve_rows(self.live_count);
-        table.metas.extend_from_slice(&self.metas[..kept_rows]);
+        table.metas = self.metas.shared_prefix(kept_segments);
         table.live.resize(kept_rows, true);
         for row in kept_rows..self.rows() {
             if self.live[row] {
@@ -563,14 +485,13 @@ impl ChunkTable {
             }
         }
         table.live_count = self.live_count;
-        table.namespaces = self.namespaces.clone();
         table.index_sources();
         table
     }
 
-    /// Rebuilds the source spans from the rows (all live).
+    /// Rebuilds the source spans from the rows (all live, each source's consecutive).
     fn index_sources(&mut self) {
-        self.by_source.clear();
+        self.sources.clear();
         let mut row = 0;
         while row < self.metas.len() {
             let source = &self.metas[row].source;
@@ -578,13 +499,7 @@ impl ChunkTable {
             while end < self.metas.len() && self.metas[end].source.key == source.key {
                 end += 1;
             }
-            self.by_source.insert(
-                SourceKey(Arc::clone(source)),
-                RowSpan {
-                    first: row,
-                    count: end - row,
-                },
-            );
+            self.sources.insert(source, RowSpan::new(row, end - row));
             row = end;
         }
     }
@@ -643,15 +558,14 @@ impl ChunkTable {
     }
 
     pub(crate) fn remove_source(&mut self, key: &MemoryKey) -> usize {
-        let Some(span) = self.by_source.remove(key) else {
+        let Some(span) = self.sources.remove(key) else {
             return 0;
         };
-        for live in &mut self.live[span.first..span.first + span.count] {
+        for live in &mut self.live[span.rows()] {
             *live = false;
         }
-        self.live_count -= span.count;
-        self.remove_from_namespace(key, span.count);
-        span.count
+        self.live_count -= span.count();
+        span.count()
     }
 
     /// Replaces `key`'s chunks: checks, tombstones the old rows, compacts when the new rows would not fit
@@ -706,16 +620,17 @@ impl ChunkTable {
         let first = self.rows();
         self.reserve_rows(rows.len());
         let count = rows.len();
-        let source = rows.first().map(|(meta, _)| Arc::clone(&meta.source));
-        for (meta, vector) in rows {
-            self.push_row(meta, vector.floats());
+        if let Some((meta, _)) = rows.first() {
+            let source = self.sources.intern(&meta.source);
+            for (mut meta, vector) in rows {
+                if !Arc::ptr_eq(&meta.source, &source) {
+                    meta.source = Arc::clone(&source);
+                }
+                self.push_row(meta, vector.floats());
+            }
+            self.sources.insert(&source, RowSpan::new(first, count));
         }
         self.live_count += count;
-        if let Some(source) = source {
-            self.add_to_namespace(&source, count);
-            self.by_source
-                .insert(SourceKey(source), RowSpan { first, count });
-        }
         Ok(Replacement {
             compacted,
             new_rows: first..self.rows(),
@@ -729,7 +644,7 @@ impl ChunkTable {
     /// returns each once). Nothing is compacted and no key is copied.
     pub(crate) fn load_rows(
         &mut self,
-        metas: Vec<ChunkMeta>,
+        mut metas: Vec<ChunkMeta>,
         vectors: LoadedVectors,
     ) -> Result<(), SemanticError> {
         if self.rows() > 0 || vectors.dimensions != self.dimensions {
@@ -778,20 +693,20 @@ impl ChunkTable {
         self.live_count = metas.len();
         let mut start = 0;
         while start < metas.len() {
-            let source = &metas[start].source;
+            let source = Arc::clone(&metas[start].source);
             let mut end = start + 1;
-            while end < metas.len() && Arc::ptr_eq(&metas[end].source, source) {
+            while end < metas.len() && Arc::ptr_eq(&metas[end].source, &source) {
                 end += 1;
             }
-            let count = end - start;
-            self.add_to_namespace(source, count);
-            let span = RowSpan {
-                first: start,
-                count,
-            };
+            let interned = self.sources.intern(&source);
+            if !Arc::ptr_eq(&interned, &source) {
+                for meta in &mut metas[start..end] {
+                    meta.source = Arc::clone(&interned);
+                }
+            }
             if self
-                .by_source
-                .insert(SourceKey(Arc::clone(source)), span)
+                .sources
+                .insert(&interned, RowSpan::new(start, end - start))
                 .is_some()
             {
                 return Err(SemanticError::invalid(
@@ -801,16 +716,16 @@ impl ChunkTable {
             }
             start = end;
         }
-        self.metas = metas;
+        self.metas = MetaColumn::from_rows(metas);
         Ok(())
     }
 
-    /// Room for `additional` more rows' metadata, never past `max_rows` rows (a bulk load reserves
-    /// its exact total once). Vectors need no reservation: segments are allocated whole as rows
-    /// reach them, and never move.
+    /// Room for `additional` more rows' liveness flags, never past `max_rows` rows (a bulk load
+    /// reserves its exact total once). Vectors and metadata need no reservation: their segments
+    /// are allocated whole as rows reach them, and never move.
     pub(crate) fn reserve_rows(&mut self, additional: usize) {
         let needed_rows = self.rows() + additional;
-        let capacity_rows = self.metas.capacity();
+        let capacity_rows = self.live.capacity();
         if needed_rows <= capacity_rows {
             return;
         }
@@ -818,7 +733,6 @@ impl ChunkTable {
             .max(capacity_rows.saturating_mul(2))
             .min(self.max_rows)
             .max(needed_rows);
-        self.metas.reserve_exact(target_rows - self.metas.len());
         self.live.reserve_exact(target_rows - self.live.len());
     }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::index::SourceVersion;
 use crate::index::test_support::{key, meta, unit};
 
 /// `id`'s key and chunk metadata in namespace `space`.
@@ -364,4 +365,73 @@ fn a_compact_table_codes_rows_once_and_copies_keep_them() {
     assert_eq!(codes(&compacted, 0), before);
     let reordered = compacted.reordered(&[0], 10);
     assert_eq!(codes(&reordered, 0), before);
+}
+
+#[test]
+fn the_sources_of_a_namespace_share_one_copy_of_its_address() {
+    // Each `key` parses its own copy of the address, as a refresh or a store load does.
+    let same = |table: &ChunkTable, row: usize| {
+        table
+            .meta(row)
+            .source
+            .key
+            .namespace
+            .shares_text_with(&table.meta(0).source.key.namespace)
+    };
+    let mut table = ChunkTable::new(2, 10, 10);
+    for id in ["a", "b", "c"] {
+        let rows = vec![
+            (meta(id, 0), unit(&[1.0, 0.5])),
+            (meta(id, 1), unit(&[0.5, 1.0])),
+        ];
+        table.replace_source(&key(id), rows, 1.0).unwrap();
+    }
+    assert!((1..table.rows()).all(|row| same(&table, row)));
+    assert_eq!(table.chunks_of(&key("b")), 2);
+
+    let mut vectors = LoadedVectors::new(2, 10);
+    for _ in 0..2 {
+        vectors.push_vector(&[1.0, 0.0]).unwrap();
+    }
+    let mut loaded = ChunkTable::new(2, 10, 10);
+    loaded
+        .load_rows(vec![meta("a", 0), meta("b", 0)], vectors)
+        .unwrap();
+    assert!(same(&loaded, 1));
+    assert_eq!(loaded.chunks_of(&key("b")), 1);
+}
+
+#[test]
+fn a_copy_keeps_its_rows_when_the_original_appends_and_compacts() {
+    let rows = SEGMENT_ROWS + 3;
+    let id = |row: usize| format!("d{row}");
+    let mut table = ChunkTable::new(2, rows + 10, rows + 10);
+    for row in 0..rows {
+        let chunk = (meta(&id(row), 0), unit(&[1.0, row as f32]));
+        table
+            .replace_source(&key(&id(row)), vec![chunk], 1.0)
+            .unwrap();
+    }
+    let copy = table.clone();
+    table
+        .replace_source(&key("new"), vec![(meta("new", 0), unit(&[0.0, 1.0]))], 1.0)
+        .unwrap();
+    table.remove_source(&key(&id(SEGMENT_ROWS + 1)));
+    table.compact();
+    assert_eq!((copy.rows(), table.rows()), (rows, rows));
+    assert_eq!(
+        copy.meta(SEGMENT_ROWS + 1).source.key.id.as_str(),
+        id(SEGMENT_ROWS + 1)
+    );
+    assert_eq!(
+        table.meta(SEGMENT_ROWS + 1).source.key.id.as_str(),
+        id(SEGMENT_ROWS + 2)
+    );
+    assert_eq!(table.meta(rows - 1).source.key.id.as_str(), "new");
+    assert_eq!(table.chunks_of(&key(&id(SEGMENT_ROWS + 2))), 1);
+    assert_eq!(table.chunks_of(&key(&id(SEGMENT_ROWS + 1))), 0);
+    let expected: Vec<usize> = (0..rows).collect();
+    let mut found: Vec<usize> = table.rows_in(&key("a").namespace).collect();
+    found.sort_unstable();
+    assert_eq!(found, expected);
 }

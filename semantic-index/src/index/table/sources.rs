@@ -1,0 +1,156 @@
+//! Where each source's rows lie, grouped by namespace: one map per namespace from a document id to
+//! its span of rows, and the namespace's live row count.
+//!
+//! Grouping by namespace serves both lookups a table makes. A namespace-filtered search walks its
+//! namespace's spans and visits no other source; a replacement finds a source's span through its
+//! namespace, then its id. One entry per source (a shared pointer and two `u32`s) is the whole
+//! per-source cost, which matters at a million one-chunk sources: a separate key-to-span map beside
+//! a per-namespace set cost about 60 bytes a source. Row numbers fit a `u32` because a table holds
+//! at most [`crate::index::MAX_INDEX_FLOATS_CEILING`] floats (times the deferred headroom), far
+//! below `u32::MAX` rows.
+//!
+//! Sources also share their namespace's address text ([`SourceRows::intern`]): a store load or a
+//! refresh gives every source its own copy, which at a million sources is one allocation each.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use memory_core::{DocumentId, MemoryKey, NamespaceAddress};
+
+use crate::index::SourceVersion;
+
+/// A source's rows: `first..first + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RowSpan {
+    first: u32,
+    count: u32,
+}
+
+impl RowSpan {
+    /// Rows `first..first + count`; both below `u32::MAX` (module docs).
+    pub(super) fn new(first: usize, count: usize) -> Self {
+        let narrow = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        Self {
+            first: narrow(first),
+            count: narrow(count),
+        }
+    }
+
+    pub(super) fn count(self) -> usize {
+        self.count as usize
+    }
+
+    pub(super) fn rows(self) -> std::ops::Range<usize> {
+        self.first as usize..self.first as usize + self.count as usize
+    }
+}
+
+/// A source within its namespace, held through the rows' shared [`SourceVersion`] (no copy of the
+/// id); hashes and compares as the document id, so lookups take a `&DocumentId`.
+#[derive(Debug, Clone)]
+struct SourceId(Arc<SourceVersion>);
+
+impl PartialEq for SourceId {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key.id == other.0.key.id
+    }
+}
+
+impl Eq for SourceId {}
+
+impl Hash for SourceId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.key.id.hash(state);
+    }
+}
+
+impl Borrow<DocumentId> for SourceId {
+    fn borrow(&self) -> &DocumentId {
+        &self.0.key.id
+    }
+}
+
+/// A namespace's live rows: how many, and each source's span.
+#[derive(Debug, Clone, Default)]
+struct NamespaceRows {
+    live: usize,
+    sources: HashMap<SourceId, RowSpan>,
+}
+
+/// Every live source's span, by namespace.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SourceRows {
+    namespaces: HashMap<NamespaceAddress, NamespaceRows>,
+}
+
+impl SourceRows {
+    /// `key`'s span, if it has live rows.
+    pub(super) fn span(&self, key: &MemoryKey) -> Option<RowSpan> {
+        self.namespaces
+            .get(&key.namespace)?
+            .sources
+            .get(&key.id)
+            .copied()
+    }
+
+    /// Live rows of `namespace`.
+    pub(super) fn live_in(&self, namespace: &NamespaceAddress) -> usize {
+        self.namespaces.get(namespace).map_or(0, |rows| rows.live)
+    }
+
+    /// The spans of `namespace`'s sources, in no particular order.
+    pub(super) fn spans_in<'s>(
+        &'s self,
+        namespace: &NamespaceAddress,
+    ) -> impl Iterator<Item = RowSpan> + 's {
+        self.namespaces
+            .get(namespace)
+            .into_iter()
+            .flat_map(|rows| rows.sources.values().copied())
+    }
+
+    /// `source` with its namespace's address shared with the sources already held in it (the
+    /// same `Arc` when it already is, or when its namespace is new).
+    pub(super) fn intern(&self, source: &Arc<SourceVersion>) -> Arc<SourceVersion> {
+        let namespace = &source.key.namespace;
+        match self.namespaces.get_key_value(namespace) {
+            Some((held, _)) if !held.shares_text_with(namespace) => {
+                let mut interned = SourceVersion::clone(source);
+                interned.key.namespace = held.clone();
+                Arc::new(interned)
+            }
+            _ => Arc::clone(source),
+        }
+    }
+
+    /// Records `source`'s live rows, returning the span it replaced (the caller removes a
+    /// source's old rows first, so this is `None` except for a source listed twice).
+    pub(super) fn insert(&mut self, source: &Arc<SourceVersion>, span: RowSpan) -> Option<RowSpan> {
+        let namespace = &source.key.namespace;
+        // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
+        let entry = match self.namespaces.get_mut(namespace) {
+            Some(entry) => entry,
+            None => self.namespaces.entry(namespace.clone()).or_default(),
+        };
+        let replaced = entry.sources.insert(SourceId(Arc::clone(source)), span);
+        entry.live = entry.live + span.count() - replaced.map_or(0, RowSpan::count);
+        replaced
+    }
+
+    /// Forgets `key`'s rows, returning their span.
+    pub(super) fn remove(&mut self, key: &MemoryKey) -> Option<RowSpan> {
+        let entry = self.namespaces.get_mut(&key.namespace)?;
+        let span = entry.sources.remove(&key.id)?;
+        entry.live = entry.live.saturating_sub(span.count());
+        if entry.sources.is_empty() {
+            self.namespaces.remove(&key.namespace);
+        }
+        Some(span)
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.namespaces.clear();
+    }
+}
