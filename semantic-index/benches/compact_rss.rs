@@ -26,11 +26,11 @@
 //! fixed size). Asserts nothing but ten hits a query.
 //!
 //! At 1,000,000 chunks (2 cores): int8 612.6 MiB (638 bytes a chunk: 388 of codes and scale, the
-//! rest row metadata, the source's key and revision, and its span), int8+hnsw 817.5 MiB (853
+//! rest row metadata, the source's key and revision, and its span), int8+hnsw 799.1 MiB (834
 //! bytes; the graph's layer-0 lists are 192 bytes a row at the default 24 connections), f32
-//! 1711.3 MiB. Before the table shared its metadata segments and namespace addresses and kept
-//! spans per namespace, and before the graph kept upper lists for upper rows only: 728.4 and
-//! 1056.7 MiB. HNSW's recall@10 at the default `ef_search` of 128 is 0.87 on these tightly
+//! 1711.1 MiB. Before the two tables shared their metadata segments and per-namespace span maps,
+//! the sources of a namespace its address, and before the graph kept upper lists for upper rows
+//! only: 728.4 and 1056.7 MiB. HNSW's recall@10 at the default `ef_search` of 128 is 0.87 on these tightly
 //! clustered vectors (64 centroids for a million rows), 0.995 at 100,000; exact int8 with
 //! rescoring is 1.0 at both sizes.
 //!

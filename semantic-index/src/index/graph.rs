@@ -435,22 +435,43 @@ impl Graph {
         if list.contains(&new) {
             return;
         }
-        let mut updated = list.to_vec();
-        if updated.len() < cap {
-            updated.push(new);
-        } else {
-            let own = table.row(row);
-            let farthest = updated
-                .iter()
-                .enumerate()
-                .map(|(at, &neighbour)| (at, distance(own, table.row(neighbour as usize))))
-                .max_by(|left, right| left.1.total_cmp(&right.1));
-            match farthest {
-                Some((at, farthest)) if new_distance < farthest => updated[at] = new,
-                _ => return,
+        if list.len() < cap {
+            self.set_neighbour(row, layer, list.len(), new);
+            return;
+        }
+        let own = table.row(row);
+        let farthest = list
+            .iter()
+            .enumerate()
+            .map(|(at, &neighbour)| (at, distance(own, table.row(neighbour as usize))))
+            .max_by(|left, right| left.1.total_cmp(&right.1));
+        match farthest {
+            Some((at, farthest)) if new_distance < farthest => {
+                self.set_neighbour(row, layer, at, new)
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes `new` into slot `at` of `row`'s list at `layer`, in place: `at` is a neighbour's
+    /// slot, or the list's length when the list has room (the list grows by one).
+    fn set_neighbour(&mut self, row: usize, layer: usize, at: usize, new: Neighbour) {
+        if layer == 0 {
+            let length = &mut self.base_len[row];
+            if at == *length as usize {
+                *length += 1;
+            }
+            self.base[row * 2 * self.connections + at] = new;
+        } else if let Some(list) = self
+            .upper
+            .get_mut(&(row as u32))
+            .and_then(|lists| lists.get_mut(layer - 1))
+        {
+            match list.get_mut(at) {
+                Some(slot) => *slot = new,
+                None => list.push(new),
             }
         }
-        self.set_list(row, layer, &updated);
     }
 
     /// Inserts row `rows()` of `table` (rows are inserted in order).
@@ -761,6 +782,34 @@ mod tests {
         // A list with room takes any new neighbour.
         graph.link(&table, 4, 0, 6, distance(table.row(4), table.row(6)));
         assert_eq!(graph.list(4, 0), &[6]);
+    }
+
+    #[test]
+    fn with_room_in_every_list_each_link_has_its_reverse_at_every_layer() {
+        // 60 rows, lists of 64 at layer 0 and 32 above, so no list ever drops a neighbour; a level
+        // scale of 1 puts about a third of the rows above layer 0.
+        let table = table_of(&clustered(60, 16));
+        let mut graph = Graph::new(32, 64, 4, 1.0);
+        graph.reserve(table.rows());
+        for _ in 0..table.rows() {
+            graph.insert(&table);
+        }
+        let upper_rows = (0..table.rows())
+            .filter(|row| graph.level(*row) > 0)
+            .count();
+        assert!(upper_rows > 5, "{upper_rows} rows above layer 0");
+        for row in 0..table.rows() {
+            for layer in 0..=graph.level(row) {
+                for &neighbour in graph.list(row, layer) {
+                    assert!(
+                        graph
+                            .list(neighbour as usize, layer)
+                            .contains(&(row as u32)),
+                        "{row} -> {neighbour} at layer {layer} has no reverse link"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

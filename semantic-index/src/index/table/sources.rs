@@ -5,7 +5,8 @@
 //! namespace's spans and visits no other source; a replacement finds a source's span through its
 //! namespace, then its id. One entry per source (a shared pointer and two `u32`s) is the whole
 //! per-source cost, which matters at a million one-chunk sources: a separate key-to-span map beside
-//! a per-namespace set cost about 60 bytes a source. Row numbers fit a `u32` because a table holds
+//! a per-namespace set cost about 60 bytes a source. Each namespace's map sits behind a reference
+//! count, so a copy of a table shares it until either side changes that namespace. Row numbers fit a `u32` because a table holds
 //! at most [`crate::index::MAX_INDEX_FLOATS_CEILING`] floats (times the deferred headroom), far
 //! below `u32::MAX` rows.
 //!
@@ -79,10 +80,12 @@ struct NamespaceRows {
     sources: HashMap<SourceId, RowSpan>,
 }
 
-/// Every live source's span, by namespace.
+/// Every live source's span, by namespace. Each namespace's map is shared between copies of a
+/// table (the HNSW graph's table is a copy of the exact index's) until one of them changes it,
+/// which copies that namespace's map only.
 #[derive(Debug, Clone, Default)]
 pub(super) struct SourceRows {
-    namespaces: HashMap<NamespaceAddress, NamespaceRows>,
+    namespaces: HashMap<NamespaceAddress, Arc<NamespaceRows>>,
 }
 
 impl SourceRows {
@@ -131,8 +134,8 @@ impl SourceRows {
         let namespace = &source.key.namespace;
         // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
         let entry = match self.namespaces.get_mut(namespace) {
-            Some(entry) => entry,
-            None => self.namespaces.entry(namespace.clone()).or_default(),
+            Some(entry) => Arc::make_mut(entry),
+            None => Arc::make_mut(self.namespaces.entry(namespace.clone()).or_default()),
         };
         let replaced = entry.sources.insert(SourceId(Arc::clone(source)), span);
         entry.live = entry.live + span.count() - replaced.map_or(0, RowSpan::count);
@@ -141,7 +144,11 @@ impl SourceRows {
 
     /// Forgets `key`'s rows, returning their span.
     pub(super) fn remove(&mut self, key: &MemoryKey) -> Option<RowSpan> {
-        let entry = self.namespaces.get_mut(&key.namespace)?;
+        let shared = self.namespaces.get_mut(&key.namespace)?;
+        if !shared.sources.contains_key(&key.id) {
+            return None;
+        }
+        let entry = Arc::make_mut(shared);
         let span = entry.sources.remove(&key.id)?;
         entry.live = entry.live.saturating_sub(span.count());
         if entry.sources.is_empty() {
@@ -152,5 +159,47 @@ impl SourceRows {
 
     pub(super) fn clear(&mut self) {
         self.namespaces.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::index::test_support::{key, meta};
+
+    fn other(id: &str) -> Arc<SourceVersion> {
+        let mut source = SourceVersion::clone(&meta(id, 0).source);
+        source.key.namespace = NamespaceAddress::parse(r#"[1,"other",1,{"user":"u"}]"#).unwrap();
+        Arc::new(source)
+    }
+
+    #[test]
+    fn a_copy_shares_each_namespace_until_one_side_changes_it() {
+        let mut rows = SourceRows::default();
+        rows.insert(&meta("a", 0).source, RowSpan::new(0, 2));
+        rows.insert(&other("b"), RowSpan::new(2, 1));
+        let mut copy = rows.clone();
+        let shared = |left: &SourceRows, right: &SourceRows, namespace: &NamespaceAddress| {
+            Arc::ptr_eq(&left.namespaces[namespace], &right.namespaces[namespace])
+        };
+        let (notes, elsewhere) = (key("a").namespace, other("b").key.namespace.clone());
+        assert!(shared(&rows, &copy, &notes) && shared(&rows, &copy, &elsewhere));
+
+        copy.insert(&meta("c", 0).source, RowSpan::new(3, 4));
+        assert!(
+            !shared(&rows, &copy, &notes),
+            "the changed namespace is copied"
+        );
+        assert!(shared(&rows, &copy, &elsewhere), "the other stays shared");
+        assert_eq!((rows.live_in(&notes), copy.live_in(&notes)), (2, 6));
+        assert_eq!(rows.span(&key("c")), None);
+
+        assert_eq!(copy.remove(&other("missing").key), None);
+        assert!(shared(&rows, &copy, &elsewhere), "a miss copies nothing");
+        assert_eq!(copy.remove(&other("b").key), Some(RowSpan::new(2, 1)));
+        assert_eq!(copy.live_in(&elsewhere), 0);
+        assert_eq!(rows.span(&other("b").key), Some(RowSpan::new(2, 1)));
     }
 }
