@@ -13,7 +13,7 @@ macro_rules! validated_string_id {
     ($(#[$meta:meta])* $name:ident, $field:literal, $max:expr, $error:ident) => {
         $(#[$meta])*
         // A boxed `str` rather than a `String`: ids are never grown in place, and an index holds
-        // one per row, where the capacity word is a tenth of its size.
+        // one per source, where a `String`'s capacity word would be 8 of its 24 bytes.
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(Box<str>);

@@ -19,20 +19,21 @@
 //! - `compact_rss_ratio int8/f32 X` and `compact_rss_ratio int8+hnsw/f32 X`.
 //!
 //! The sources are generated one by one (synthetic unit vectors around random centroids, source
-//! `i` in namespace `i % (N / 100)`, as in `namespace_isolation.rs`; ids of 8 bytes, one shared
-//! revision text), so no f32 copy of the corpus is ever resident. The int8 children rescore their
-//! queries' candidates with the f32 vectors regenerated from their positions (a stand-in for the
-//! store's read, which holds nothing in memory either). The model is not loaded (a server adds its
-//! fixed size). Asserts nothing but ten hits a query.
+//! `i` in namespace `i % (N / 100)`, as in `namespace_isolation.rs`; ids of 8 bytes, revisions of
+//! 33 as the store writes them), so no f32 copy of the corpus is ever resident. The int8 children
+//! rescore their queries' candidates with the f32 vectors regenerated from their positions (a
+//! stand-in for the store's read, which holds nothing in memory either). The model is not loaded
+//! (a server adds its fixed size). Asserts nothing but ten hits a query.
 //!
-//! At 1,000,000 chunks (2 cores): int8 612.6 MiB (638 bytes a chunk: 388 of codes and scale, the
-//! rest row metadata, the source's key and revision, and its span), int8+hnsw 799.1 MiB (834
+//! At 1,000,000 chunks (2 cores): int8 633.7 MiB (660 bytes a chunk: 388 of codes and scale, the
+//! rest row metadata, the source's key and revision, and its span), int8+hnsw 816.5 MiB (852
 //! bytes; the graph's layer-0 lists are 192 bytes a row at the default 24 connections), f32
-//! 1711.1 MiB. Before the two tables shared their metadata segments and per-namespace span maps,
-//! the sources of a namespace its address, and before the graph kept upper lists for upper rows
-//! only: 728.4 and 1056.7 MiB. HNSW's recall@10 at the default `ef_search` of 128 is 0.87 on these tightly
-//! clustered vectors (64 centroids for a million rows), 0.995 at 100,000; exact int8 with
-//! rescoring is 1.0 at both sizes.
+//! 1728.6 MiB. With a one-letter revision shared by every source (this bench's earlier form) the
+//! figures were 728.4 (int8) and 1056.7 MiB (int8+hnsw) before the two tables shared their
+//! metadata segments and per-namespace span maps, the sources of a namespace its address, and the
+//! graph kept upper lists for upper rows only, and 612.6 and 799.1 MiB after. HNSW's recall@10 at
+//! the default `ef_search` of 128 is 0.87 on these tightly clustered vectors (64 centroids for a
+//! million rows), 0.995 at 100,000; exact int8 with rescoring is 1.0 at both sizes.
 //!
 //! Run: `cargo bench -p semantic-index --bench compact_rss`, or at the issue's size
 //! `SEMANTIC_BENCH_COMPACT_CHUNKS=1000000 cargo bench -p semantic-index --bench compact_rss`.
@@ -130,8 +131,9 @@ fn child(mode: &str, size: usize) {
     let (baseline, _) = memory_mb();
     let bounds = IndexBounds::for_chunks(DIMENSIONS, size.max(1)).unwrap();
     let mut index = ExactIndex::with_compact(DIMENSIONS, bounds, compact).unwrap();
-    let revision = Revision::new("r").unwrap();
     for position in 0..size {
+        // A revision of the store's form (33 hex characters), one per source.
+        let revision = Revision::new(format!("{:033x}", position as u128 * 0x9e37_79b9)).unwrap();
         let key = MemoryKey {
             namespace: namespace(position % namespaces),
             id: DocumentId::new(format!("d{position:07}")).unwrap(),
@@ -139,7 +141,7 @@ fn child(mode: &str, size: usize) {
         let meta = ChunkMeta {
             source: Arc::new(SourceVersion {
                 key: key.clone(),
-                revision: revision.clone(),
+                revision,
                 generation: SourceGeneration(1),
             }),
             ordinal: 0,
