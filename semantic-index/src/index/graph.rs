@@ -3,8 +3,8 @@
 //! The lists are flat (layer 0: a fixed number of slots per row in one buffer; upper layers, which
 //! hold about one row in `max_connections`, in small lists kept for those rows only), neighbours
 //! are row numbers of the table, no distances are kept, and the vectors are read from the table, so
-//! the graph holds no copy of them. Loading a persisted graph fills these arrays directly (`persist.rs`), with no
-//! allocation per neighbour. This replaced hnsw_rs, which the crate first used as the builder:
+//! the graph holds no copy of them. Loading a persisted graph fills these arrays directly
+//! (`persist.rs`), with no allocation per neighbour. This replaced hnsw_rs, which the crate first used as the builder:
 //! every point it holds owns a copy of its vector, 16 lock-guarded lists and an `Arc` per
 //! neighbour, so a build of 1,000,000 rows held a second copy of the vectors, and its parallel
 //! insertion was slower on two cores than [`Graph::insert_all`].
@@ -126,8 +126,8 @@ pub(crate) struct Graph {
     base: Vec<Neighbour>,
     base_len: Vec<u16>,
     /// Lists of layers `1..=levels[row]`, for the rows above level 0 only: about one row in
-    /// `connections`, so a slot per row would cost more than the lists (24 bytes a row, 23 MiB at
-    /// 1,000,000 rows, against about 4 MiB of upper lists).
+    /// `connections`, so a slot per row (24 bytes, 23 MiB at 1,000,000 rows) would cost more than
+    /// the lists themselves.
     upper: HashMap<u32, Box<[Vec<Neighbour>]>>,
     /// Where searches start: a row of the highest level.
     entry: Option<u32>,
