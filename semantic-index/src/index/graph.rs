@@ -4,10 +4,10 @@
 //! hold about one row in `max_connections`, in small lists kept for those rows only), neighbours
 //! are row numbers of the table, no distances are kept, and the vectors are read from the table, so
 //! the graph holds no copy of them. Loading a persisted graph fills these arrays directly
-//! (`persist.rs`), with no allocation per neighbour. This replaced hnsw_rs, which the crate first used as the builder:
-//! every point it holds owns a copy of its vector, 16 lock-guarded lists and an `Arc` per
-//! neighbour, so a build of 1,000,000 rows held a second copy of the vectors, and its parallel
-//! insertion was slower on two cores than [`Graph::insert_all`].
+//! (`persist.rs`), with no allocation per neighbour. This replaced hnsw_rs, which the crate first
+//! used as the builder: every point it holds owns a copy of its vector, 16 lock-guarded lists and
+//! an `Arc` per neighbour, so a build of 1,000,000 rows held a second copy of the vectors, and its
+//! parallel insertion was slower on two cores than [`Graph::insert_all`].
 //!
 //! Search is the usual HNSW walk: a greedy descent through the upper layers, then a best-first
 //! search of layer 0 with a candidate list of `ef`; rows the filter refuses are walked through but

@@ -6,9 +6,9 @@
 //! namespace, then its id. One entry per source (a shared pointer and two `u32`s) is the whole
 //! per-source cost, which matters at a million one-chunk sources: a separate key-to-span map beside
 //! a per-namespace set cost about 60 bytes a source. Each namespace's map sits behind a reference
-//! count, so a copy of a table shares it until either side changes that namespace. Row numbers fit a `u32` because a table holds
-//! at most [`crate::index::MAX_INDEX_FLOATS_CEILING`] floats (times the deferred headroom), far
-//! below `u32::MAX` rows.
+//! count, so a copy of a table shares it until either side changes that namespace. Row numbers
+//! fit a `u32` because a table holds at most [`crate::index::MAX_INDEX_FLOATS_CEILING`] floats
+//! (times the deferred headroom), far below `u32::MAX` rows.
 //!
 //! Sources also share their namespace's address text ([`SourceRows::intern`]): a store load or a
 //! refresh gives every source its own copy, which at a million sources is one allocation each.
