@@ -103,7 +103,7 @@ fn nearest(
     for position in 0..size {
         let row = vector(centroids, position);
         for (query, top) in queries.iter().zip(&mut best) {
-            let score: f32 = query.iter().zip(&row).map(|(a, b)| a * b).sum();
+            let score = semantic_index::kernels::dot(query, &row);
             if top.len() < limit || score > top[top.len() - 1].0 {
                 let at = top.partition_point(|(kept, _)| *kept >= score);
                 top.insert(at, (score, position));

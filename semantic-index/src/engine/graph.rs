@@ -21,7 +21,6 @@ use crate::embed::Embedder;
 use crate::error::SemanticError;
 use crate::index::graph::Graph;
 use crate::index::persist::{self, vector_set_digest};
-use crate::index::table::ChunkTable;
 use crate::index::{ExactIndex, HnswIndex, HnswParams, IndexBounds, VectorIndex};
 
 /// What [`SemanticIndex::save_graph`] or [`SemanticIndex::persist_graph`] did.
@@ -136,16 +135,6 @@ pub(super) async fn attach_persisted(
             None
         }
     }
-}
-
-/// Builds a graph over `snapshot` in the calling thread.
-pub(super) fn build_now(
-    snapshot: ChunkTable,
-    bounds: IndexBounds,
-    params: HnswParams,
-) -> Result<HnswIndex, SemanticError> {
-    HnswIndex::build_from_table(snapshot, bounds, params, &|| false)?
-        .ok_or(SemanticError::Task { what: "hnsw build" })
 }
 
 /// Everything a background build needs besides the state.

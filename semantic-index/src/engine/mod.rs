@@ -71,8 +71,8 @@ use crate::embed::Embedder;
 use crate::error::SemanticError;
 use crate::index::table::LoadedVectors;
 use crate::index::{
-    ChunkMeta, CompactVectors, ExactIndex, HnswParams, IndexBounds, IndexKind, SourceVersion,
-    VectorIndex,
+    ChunkMeta, CompactVectors, ExactIndex, HnswIndex, HnswParams, IndexBounds, IndexKind,
+    SourceVersion, VectorIndex,
 };
 use crate::limits::RefreshLimits;
 use crate::profile::SemanticProfile;
@@ -537,7 +537,7 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
                     HnswStartup::OnDemand | HnswStartup::LoadOnly => false,
                 };
                 if build_now {
-                    let built = graph::build_now(exact.snapshot(), config.bounds, config.hnsw)?;
+                    let built = HnswIndex::build_over(&exact, config.bounds, config.hnsw)?;
                     counters.builds.fetch_add(1, Ordering::Relaxed);
                     GraphSlot::with(built, GraphOrigin::Built, config.bounds)
                 } else {

@@ -88,6 +88,25 @@ fn segment_rows(first: usize, max_rows: usize) -> usize {
     SEGMENT_ROWS.min(max_rows.saturating_sub(first).max(1))
 }
 
+/// The segment that row `row` (the next) is appended to, writable: a new one (`create`) at a
+/// segment boundary, else the last, first copied (`copy`) when it is shared with another table, so
+/// the other table's rows never change. Serves the vector segments and the metadata column alike.
+fn appendable<T>(
+    segments: &mut Vec<Arc<T>>,
+    row: usize,
+    create: impl FnOnce() -> T,
+    copy: impl FnOnce(&T) -> T,
+) -> Option<&mut T> {
+    if row.is_multiple_of(SEGMENT_ROWS) {
+        segments.push(Arc::new(create()));
+    }
+    let last = segments.last_mut()?;
+    if Arc::get_mut(last).is_none() {
+        *last = Arc::new(copy(last));
+    }
+    Arc::get_mut(last)
+}
+
 /// The vectors of a load, decoded by the store straight into segments
 /// ([`memory_core::vectors::VectorStore::load_sources_into`]), for [`ChunkTable::load_rows`].
 #[derive(Debug)]
@@ -388,21 +407,13 @@ impl ChunkTable {
     fn push_vector(&mut self, vector: RowRef<'_>) {
         let row = self.metas.len();
         let room = segment_rows(row - row % SEGMENT_ROWS, self.max_rows);
-        if row.is_multiple_of(SEGMENT_ROWS) {
-            self.segments.push(Arc::new(Segment::with_rows(
-                self.compact,
-                room,
-                self.dimensions,
-            )));
-        }
-        let Some(last) = self.segments.last_mut() else {
-            return;
-        };
-        if Arc::get_mut(last).is_none() {
-            // Shared with another table: this one gets its own copy of this segment only.
-            *last = Arc::new(last.copy_with_room(room, self.dimensions));
-        }
-        if let Some(segment) = Arc::get_mut(last) {
+        let (compact, dimensions) = (self.compact, self.dimensions);
+        if let Some(segment) = appendable(
+            &mut self.segments,
+            row,
+            || Segment::with_rows(compact, room, dimensions),
+            |shared| shared.copy_with_room(room, dimensions),
+        ) {
             segment.push(vector, room);
         }
     }
@@ -621,14 +632,15 @@ impl ChunkTable {
         self.reserve_rows(rows.len());
         let count = rows.len();
         if let Some((meta, _)) = rows.first() {
-            let source = self.sources.intern(&meta.source);
+            let (source, _) = self
+                .sources
+                .insert(&meta.source, RowSpan::new(first, count));
             for (mut meta, vector) in rows {
                 if !Arc::ptr_eq(&meta.source, &source) {
                     meta.source = Arc::clone(&source);
                 }
                 self.push_row(meta, vector.floats());
             }
-            self.sources.insert(&source, RowSpan::new(first, count));
         }
         self.live_count += count;
         Ok(Replacement {
@@ -698,21 +710,19 @@ impl ChunkTable {
             while end < metas.len() && Arc::ptr_eq(&metas[end].source, &source) {
                 end += 1;
             }
-            let interned = self.sources.intern(&source);
-            if !Arc::ptr_eq(&interned, &source) {
-                for meta in &mut metas[start..end] {
-                    meta.source = Arc::clone(&interned);
-                }
-            }
-            if self
+            let (interned, replaced) = self
                 .sources
-                .insert(&interned, RowSpan::new(start, end - start))
-                .is_some()
-            {
+                .insert(&source, RowSpan::new(start, end - start));
+            if replaced.is_some() {
                 return Err(SemanticError::invalid(
                     "stored sources",
                     "a source is listed twice",
                 ));
+            }
+            if !Arc::ptr_eq(&interned, &source) {
+                for meta in &mut metas[start..end] {
+                    meta.source = Arc::clone(&interned);
+                }
             }
             start = end;
         }

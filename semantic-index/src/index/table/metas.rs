@@ -7,7 +7,7 @@
 use std::ops::Index;
 use std::sync::Arc;
 
-use super::{SEGMENT_ROWS, segment_rows};
+use super::{SEGMENT_ROWS, appendable, segment_rows};
 use crate::index::ChunkMeta;
 
 #[derive(Debug, Clone, Default)]
@@ -44,19 +44,16 @@ impl MetaColumn {
     pub(super) fn push(&mut self, meta: ChunkMeta, max_rows: usize) {
         let row = self.len;
         let room = segment_rows(row - row % SEGMENT_ROWS, max_rows);
-        if row.is_multiple_of(SEGMENT_ROWS) {
-            self.segments.push(Arc::new(Vec::with_capacity(room)));
-        }
-        let Some(last) = self.segments.last_mut() else {
-            return;
-        };
-        if Arc::get_mut(last).is_none() {
-            // Shared with another table: this one gets its own copy of this segment only.
-            let mut copy = Vec::with_capacity(room.max(last.len() + 1));
-            copy.extend_from_slice(last);
-            *last = Arc::new(copy);
-        }
-        if let Some(segment) = Arc::get_mut(last) {
+        if let Some(segment) = appendable(
+            &mut self.segments,
+            row,
+            || Vec::with_capacity(room),
+            |shared| {
+                let mut copy = Vec::with_capacity(room.max(shared.len() + 1));
+                copy.extend_from_slice(shared);
+                copy
+            },
+        ) {
             segment.push(meta);
             self.len += 1;
         }

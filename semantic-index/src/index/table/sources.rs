@@ -10,11 +10,13 @@
 //! fit a `u32` because a table holds at most [`crate::index::MAX_INDEX_FLOATS_CEILING`] floats
 //! (times the deferred headroom), far below `u32::MAX` rows.
 //!
-//! Sources also share their namespace's address text ([`SourceRows::intern`]): a store load or a
-//! refresh gives every source its own copy, which at a million sources is one allocation each.
+//! Sources also share their namespace's address text ([`SourceRows::insert`] interns it): a store
+//! load or a refresh gives every source its own copy, which at a million sources is one allocation
+//! each.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -114,32 +116,33 @@ impl SourceRows {
             .flat_map(|rows| rows.sources.values().copied())
     }
 
-    /// `source` with its namespace's address shared with the sources already held in it (the
-    /// same `Arc` when it already is, or when its namespace is new).
-    pub(super) fn intern(&self, source: &Arc<SourceVersion>) -> Arc<SourceVersion> {
+    /// Records `source`'s live rows. Returns the source as the caller should hold it in its rows,
+    /// with its namespace's address shared with the sources already there (the same `Arc` when it
+    /// already is, or when the namespace is new), and the span it replaced (the caller removes a
+    /// source's old rows first, so that is `None` except for a source listed twice).
+    pub(super) fn insert(
+        &mut self,
+        source: &Arc<SourceVersion>,
+        span: RowSpan,
+    ) -> (Arc<SourceVersion>, Option<RowSpan>) {
         let namespace = &source.key.namespace;
-        match self.namespaces.get_key_value(namespace) {
-            Some((held, _)) if !held.shares_text_with(namespace) => {
+        // A clone of an address is a reference count, so the entry costs no copy of the text.
+        let (held, rows) = match self.namespaces.entry(namespace.clone()) {
+            Entry::Occupied(entry) => (Some(entry.key().clone()), entry.into_mut()),
+            Entry::Vacant(entry) => (None, entry.insert(Arc::default())),
+        };
+        let source = match held {
+            Some(held) if !held.shares_text_with(namespace) => {
                 let mut interned = SourceVersion::clone(source);
-                interned.key.namespace = held.clone();
+                interned.key.namespace = held;
                 Arc::new(interned)
             }
             _ => Arc::clone(source),
-        }
-    }
-
-    /// Records `source`'s live rows, returning the span it replaced (the caller removes a
-    /// source's old rows first, so this is `None` except for a source listed twice).
-    pub(super) fn insert(&mut self, source: &Arc<SourceVersion>, span: RowSpan) -> Option<RowSpan> {
-        let namespace = &source.key.namespace;
-        // Looked up before inserting: most calls find the namespace, and `entry` would clone it.
-        let entry = match self.namespaces.get_mut(namespace) {
-            Some(entry) => Arc::make_mut(entry),
-            None => Arc::make_mut(self.namespaces.entry(namespace.clone()).or_default()),
         };
-        let replaced = entry.sources.insert(SourceId(Arc::clone(source)), span);
-        entry.live = entry.live + span.count() - replaced.map_or(0, RowSpan::count);
-        replaced
+        let rows = Arc::make_mut(rows);
+        let replaced = rows.sources.insert(SourceId(Arc::clone(&source)), span);
+        rows.live = rows.live + span.count() - replaced.map_or(0, RowSpan::count);
+        (source, replaced)
     }
 
     /// Forgets `key`'s rows, returning their span.
