@@ -307,11 +307,11 @@ fn varied(count: usize) -> Vec<Value> {
 }
 
 /// A namespace large enough to be found by one pass over the index's rows (at least 4,096 rows and
-/// most of the table) answers an exact recall from the shell with its nearest documents: the 35
-/// documents saying the query's sentence (each of `varied`'s 120 sentences is said 35 times) fill
-/// the top 8, and the passages cite the stored text.
+/// most of the table) answers an exact and an HNSW recall from the shell with its nearest
+/// documents: the 35 documents saying the query's sentence (each of `varied`'s 120 sentences is
+/// said 35 times) fill the top 8, and the passages cite the stored text.
 #[test]
-fn an_exact_recall_over_a_namespace_of_thousands_cites_its_nearest_documents() {
+fn exact_and_hnsw_recalls_over_a_namespace_of_thousands_cite_its_nearest_documents() {
     let fixture = Fixture::new();
     fixture.import(&varied(4_200)).success();
     assert_eq!(fixture.call("sync", &json!({})).success()["indexed"], 4_200);
