@@ -25,15 +25,17 @@
 //! stand-in for the store's read, which holds nothing in memory either). The model is not loaded
 //! (a server adds its fixed size). Asserts nothing but ten hits a query.
 //!
-//! At 1,000,000 chunks (2 cores): int8 633.7 MiB (660 bytes a chunk: 388 of codes and scale, the
-//! rest row metadata, the source's key and revision, and its span), int8+hnsw 816.5 MiB (852
-//! bytes; the graph's layer-0 lists are 192 bytes a row at the default 24 connections), f32
-//! 1728.6 MiB. With a one-letter revision shared by every source (this bench's earlier form) the
-//! figures were 728.4 (int8) and 1056.7 MiB (int8+hnsw) before the two tables shared their
-//! metadata segments and per-namespace span maps, the sources of a namespace its address, and the
-//! graph kept upper lists for upper rows only, and 612.6 and 799.1 MiB after. HNSW's recall@10 at
-//! the default `ef_search` of 128 is 0.87 on these tightly clustered vectors (64 centroids for a
-//! million rows), 0.995 at 100,000; exact int8 with rescoring is 1.0 at both sizes.
+//! At 1,000,000 chunks (2 cores): int8 591.4 MiB (620 MB; 617 bytes a chunk: 388 of codes and
+//! scale, 56 of row metadata, 96 for the source's record of namespace, id, revision and
+//! generation, about 12 for its span), int8+hnsw 759.1 MiB (796 MB; 792 bytes; the graph's layer-0
+//! lists are 192 bytes a row at the default 24 connections), f32 1728.6 MiB. Before the rows held
+//! their source as one compact record (`index/table/record.rs`) and the span maps stopped keeping
+//! a key of their own, the int8 figures were 633.7 and 816.5 MiB (660 and 852 bytes a chunk); with
+//! a one-letter revision shared by every source (this bench's earlier form) they were 728.4 and
+//! 1056.7 MiB before the two tables shared their metadata segments and per-namespace span maps, the
+//! sources of a namespace its address, and the graph kept upper lists for upper rows only. HNSW's
+//! recall@10 at the default `ef_search` of 128 is 0.87 on these tightly clustered vectors (64
+//! centroids for a million rows), 0.995 at 100,000; exact int8 with rescoring is 1.0 at both sizes.
 //!
 //! Run: `cargo bench -p semantic-index --bench compact_rss`, or at the size
 //! `SEMANTIC_BENCH_COMPACT_CHUNKS=1000000 cargo bench -p semantic-index --bench compact_rss`.

@@ -190,7 +190,7 @@ impl VectorIndex for ExactIndex {
             });
         }
         Ok(SearchOutcome {
-            hits: scan_table(&self.table, query, &request, filter),
+            hits: scan_table(&self.table, query, &request, filter)?,
             scanned_chunks: scanned,
             rescore: self.table.encoding().is_compact(),
         })

@@ -22,8 +22,8 @@ use super::graph::Graph;
 use super::quantized::CompactVectors;
 use super::table::{ChunkTable, Replacement, RowVector};
 use super::{
-    ChunkMeta, IndexBounds, IndexKind, SearchHit, SearchOutcome, SearchRequest, SourceChunks,
-    SourceFilter, VectorIndex, admitted_rows, check_query, check_request, rank_order, scan_table,
+    ChunkMeta, IndexBounds, IndexKind, SearchOutcome, SearchRequest, SourceChunks, SourceFilter,
+    VectorIndex, admitted_rows, check_query, check_request, rank_order, scan_table,
 };
 use crate::error::SemanticError;
 
@@ -360,13 +360,15 @@ impl VectorIndex for HnswIndex {
             // A filtered set no larger than the candidate list is scanned exactly: cheaper than the
             // graph walk, and a walk through mostly filtered-out nodes could miss some of it.
             return Ok(SearchOutcome {
-                hits: scan_table(&self.table, query, &request, filter),
+                hits: scan_table(&self.table, query, &request, filter)?,
                 scanned_chunks: admitted,
                 rescore: compact.is_compact(),
             });
         }
-        let admits =
-            |row: usize| self.table.is_live(row) && filter.admits(&self.table.meta(row).source);
+        let admits = |row: usize| {
+            self.table.is_live(row)
+                && filter.admits_namespace(self.table.meta(row).source.namespace())
+        };
         let neighbours = self.graph.search(&self.table, query, keep, width, &admits);
         // Scores are recomputed from the rows so both indexes rank with identical numbers (code
         // scores for a compact table, which are then rescored, unfiltered, by the caller).
@@ -397,7 +399,7 @@ impl VectorIndex for HnswIndex {
             // poorly connected share of the graph; a scan of the admitted rows, when the budget
             // allows it, returns the full candidate count instead.
             return Ok(SearchOutcome {
-                hits: scan_table(&self.table, query, &request, filter),
+                hits: scan_table(&self.table, query, &request, filter)?,
                 scanned_chunks: scanned + admitted,
                 rescore: compact.is_compact(),
             });
@@ -405,11 +407,8 @@ impl VectorIndex for HnswIndex {
         Ok(SearchOutcome {
             hits: hits
                 .into_iter()
-                .map(|(row, score)| SearchHit {
-                    chunk: self.table.meta(row).clone(),
-                    score,
-                })
-                .collect(),
+                .map(|(row, score)| self.table.hit(row, score))
+                .collect::<Result<_, _>>()?,
             scanned_chunks: scanned,
             rescore: compact.is_compact(),
         })

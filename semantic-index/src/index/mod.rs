@@ -273,9 +273,14 @@ pub enum SourceFilter<'a> {
 impl SourceFilter<'_> {
     /// Whether chunks of `source` may be returned.
     pub fn admits(&self, source: &SourceVersion) -> bool {
+        self.admits_namespace(&source.key.namespace)
+    }
+
+    /// Whether chunks of sources in `namespace` may be returned.
+    pub(crate) fn admits_namespace(&self, namespace: &NamespaceAddress) -> bool {
         match self {
             Self::All => true,
-            Self::Namespace(namespace) => source.key.namespace == **namespace,
+            Self::Namespace(admitted) => namespace == *admitted,
         }
     }
 }
@@ -358,7 +363,7 @@ pub(crate) fn scan_table(
     query: &[f32],
     request: &SearchRequest,
     filter: SourceFilter<'_>,
-) -> Vec<SearchHit> {
+) -> Result<Vec<SearchHit>, SemanticError> {
     let compact = table.encoding();
     // A compact table's code scores are approximate: its candidates are filtered by `min_score`
     // only once rescored, or a chunk just above it could be lost to rounding.
@@ -403,10 +408,7 @@ pub(crate) fn scan_table(
     scored.sort_unstable_by(order);
     scored
         .into_iter()
-        .map(|(row, score)| SearchHit {
-            chunk: table.meta(row).clone(),
-            score,
-        })
+        .map(|(row, score)| table.hit(row, score))
         .collect()
 }
 
@@ -418,14 +420,29 @@ pub(crate) fn admitted_rows(table: &table::ChunkTable, filter: SourceFilter<'_>)
     }
 }
 
+/// What ties between equal scores are broken by: namespace, document id, revision, ordinal. A
+/// hit's [`ChunkMeta`] and a table's row both give it, so both rank the same way.
+pub(crate) trait Ranked {
+    fn rank_key(&self) -> (&NamespaceAddress, &str, &str, u32);
+}
+
+impl Ranked for ChunkMeta {
+    fn rank_key(&self) -> (&NamespaceAddress, &str, &str, u32) {
+        (
+            &self.source.key.namespace,
+            self.source.key.id.as_str(),
+            self.source.revision.as_str(),
+            self.ordinal,
+        )
+    }
+}
+
 /// Rank order: higher score first, then source key, revision, ordinal.
-pub(crate) fn rank_order(left: (&ChunkMeta, f32), right: (&ChunkMeta, f32)) -> Ordering {
+pub(crate) fn rank_order<M: Ranked>(left: (&M, f32), right: (&M, f32)) -> Ordering {
     right
         .1
         .total_cmp(&left.1)
-        .then_with(|| left.0.source.key.cmp(&right.0.source.key))
-        .then_with(|| left.0.source.revision.cmp(&right.0.source.revision))
-        .then_with(|| left.0.ordinal.cmp(&right.0.ordinal))
+        .then_with(|| left.0.rank_key().cmp(&right.0.rank_key()))
 }
 
 /// The dot product of two equal-length slices, on the best instruction set present
@@ -487,6 +504,14 @@ pub(crate) mod test_support {
             end: 1,
             excerpt_digest: [0; 32],
         }
+    }
+
+    /// [`meta`] as a table's row.
+    pub(crate) fn row(id: &str, ordinal: u32) -> table::record::RowMeta {
+        let chunk = meta(id, ordinal);
+        let source =
+            table::record::SourceRecord::new(&chunk.source, chunk.source.key.namespace.clone());
+        table::record::RowMeta::new(&chunk, source)
     }
 
     pub(crate) fn unit(values: &[f32]) -> Vec<f32> {

@@ -58,17 +58,17 @@ pub(crate) fn vector_set_digest(table: &ChunkTable, order: &[usize]) -> [u8; 32]
     for &row in order {
         let meta = table.meta(row);
         for part in [
-            meta.source.key.namespace.as_str(),
-            meta.source.key.id.as_str(),
-            meta.source.revision.as_str(),
+            meta.source.namespace().as_str(),
+            meta.source.id(),
+            meta.source.revision(),
         ] {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        hasher.update(meta.source.generation.0.to_le_bytes());
+        hasher.update(meta.source.generation().0.to_le_bytes());
         hasher.update(meta.ordinal.to_le_bytes());
-        hasher.update((meta.start as u64).to_le_bytes());
-        hasher.update((meta.end as u64).to_le_bytes());
+        hasher.update(u64::from(meta.start).to_le_bytes());
+        hasher.update(u64::from(meta.end).to_le_bytes());
         hasher.update(meta.excerpt_digest);
     }
     hasher.finalize().into()

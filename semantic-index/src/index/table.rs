@@ -13,8 +13,9 @@
 //! them is cheap), and a copy of a table (the HNSW graph's table taken from the exact index's at load,
 //! a build's snapshot, a compaction's unchanged prefix) shares them instead of copying them; a change
 //! to a shared segment copies that segment only. The rows' metadata is segmented and shared the
-//! same way (`metas.rs`), and the source records share the rows' [`super::SourceVersion`]s, so no
-//! key is copied. A source's rows are always contiguous (they are appended together and compaction
+//! same way (`metas.rs`); a row holds its source as a compact record shared by the source's rows
+//! and by every copy of the table (`record.rs`), and the span maps find a source through its first
+//! row's record, so no key is copied. A source's rows are always contiguous (they are appended together and compaction
 //! keeps the order), so a source is recorded as a span (`sources.rs`, which also interns each
 //! namespace's address).
 //!
@@ -28,13 +29,15 @@ use memory_core::StoreFault;
 use memory_core::vectors::VectorSink;
 use memory_core::{MemoryError, MemoryKey, NamespaceAddress};
 use metas::MetaColumn;
+use record::RowMeta;
 use sources::{RowSpan, SourceRows};
 
 use super::quantized::{CompactVectors, RowRef, Segment};
-use super::{ChunkMeta, dot};
+use super::{ChunkMeta, SearchHit, dot};
 use crate::error::SemanticError;
 
 mod metas;
+pub(crate) mod record;
 mod sources;
 
 /// Rows per vector segment: 1.5 MiB at 384 dimensions, so sharing is coarse enough to be cheap and
@@ -348,21 +351,30 @@ impl ChunkTable {
         &'t self,
         namespace: &'t NamespaceAddress,
     ) -> impl Iterator<Item = usize> + 't {
-        (0..self.rows()).filter(move |&row| {
-            self.live[row] && self.metas[row].source.key.namespace == *namespace
-        })
+        (0..self.rows())
+            .filter(move |&row| self.live[row] && self.metas[row].source.namespace() == namespace)
     }
 
     pub(crate) fn chunks_of(&self, key: &MemoryKey) -> usize {
-        self.sources.span(key).map_or(0, RowSpan::count)
+        self.sources
+            .span(key, &self.metas)
+            .map_or(0, RowSpan::count)
     }
 
     pub(crate) fn is_live(&self, row: usize) -> bool {
         self.live.get(row).copied().unwrap_or(false)
     }
 
-    pub(crate) fn meta(&self, row: usize) -> &ChunkMeta {
+    pub(crate) fn meta(&self, row: usize) -> &RowMeta {
         &self.metas[row]
+    }
+
+    /// Row `row` as a search hit scoring `score`.
+    pub(crate) fn hit(&self, row: usize, score: f32) -> Result<SearchHit, SemanticError> {
+        Ok(SearchHit {
+            chunk: self.metas[row].chunk()?,
+            score,
+        })
     }
 
     /// Row `row`'s vector as held (f32 or codes).
@@ -419,14 +431,14 @@ impl ChunkTable {
     }
 
     /// Appends a live row in this table's encoding (a copy from a table of the same encoding).
-    fn push_row_ref(&mut self, meta: ChunkMeta, row: RowRef<'_>) {
+    fn push_row_ref(&mut self, meta: RowMeta, row: RowRef<'_>) {
         self.push_vector(row);
         self.metas.push(meta, self.max_rows);
         self.live.push(true);
     }
 
     /// Appends a live row (the caller records its source's span).
-    fn push_row(&mut self, meta: ChunkMeta, vector: &[f32]) {
+    fn push_row(&mut self, meta: RowMeta, vector: &[f32]) {
         self.push_row_ref(meta, RowRef::F32(vector));
     }
 
@@ -437,11 +449,7 @@ impl ChunkTable {
     pub(crate) fn canonical_order(&self) -> Vec<usize> {
         let mut rows: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
         let order = |left: &usize, right: &usize| {
-            let (left, right) = (&self.metas[*left], &self.metas[*right]);
-            left.source
-                .key
-                .cmp(&right.source.key)
-                .then_with(|| left.ordinal.cmp(&right.ordinal))
+            record::canonical(&self.metas[*left], &self.metas[*right])
         };
         if rows
             .windows(2)
@@ -507,10 +515,11 @@ impl ChunkTable {
         while row < self.metas.len() {
             let source = &self.metas[row].source;
             let mut end = row + 1;
-            while end < self.metas.len() && self.metas[end].source.key == source.key {
+            while end < self.metas.len() && self.metas[end].source.same_key(source) {
                 end += 1;
             }
-            self.sources.insert(source, RowSpan::new(row, end - row));
+            self.sources
+                .insert(RowSpan::new(row, end - row), &self.metas);
             row = end;
         }
     }
@@ -529,6 +538,7 @@ impl ChunkTable {
                     "differs from the replaced source",
                 ));
             }
+            RowMeta::check(meta)?;
             self.check_vector(vector)?;
         }
         let old = self.chunks_of(key);
@@ -569,7 +579,7 @@ impl ChunkTable {
     }
 
     pub(crate) fn remove_source(&mut self, key: &MemoryKey) -> usize {
-        let Some(span) = self.sources.remove(key) else {
+        let Some(span) = self.sources.remove(key, &self.metas) else {
             return 0;
         };
         for live in &mut self.live[span.rows()] {
@@ -632,15 +642,11 @@ impl ChunkTable {
         self.reserve_rows(rows.len());
         let count = rows.len();
         if let Some((meta, _)) = rows.first() {
-            let (source, _) = self
-                .sources
-                .insert(&meta.source, RowSpan::new(first, count));
-            for (mut meta, vector) in rows {
-                if !Arc::ptr_eq(&meta.source, &source) {
-                    meta.source = Arc::clone(&source);
-                }
-                self.push_row(meta, vector.floats());
+            let source = self.sources.record(&meta.source);
+            for (meta, vector) in rows {
+                self.push_row(RowMeta::new(&meta, source.clone()), vector.floats());
             }
+            self.sources.insert(RowSpan::new(first, count), &self.metas);
         }
         self.live_count += count;
         Ok(Replacement {
@@ -656,7 +662,7 @@ impl ChunkTable {
     /// returns each once). Nothing is compacted and no key is copied.
     pub(crate) fn load_rows(
         &mut self,
-        mut metas: Vec<ChunkMeta>,
+        metas: Vec<ChunkMeta>,
         vectors: LoadedVectors,
     ) -> Result<(), SemanticError> {
         if self.rows() > 0 || vectors.dimensions != self.dimensions {
@@ -670,6 +676,9 @@ impl ChunkTable {
                 "stored chunks",
                 "another number of vectors than of chunks",
             ));
+        }
+        for meta in &metas {
+            RowMeta::check(meta)?;
         }
         if metas.len() > self.max_live {
             return Err(SemanticError::TooLarge {
@@ -700,33 +709,39 @@ impl ChunkTable {
                 }
             }
         }
-        self.segments = segments.into_iter().map(Arc::new).collect();
-        self.live = vec![true; metas.len()];
-        self.live_count = metas.len();
+        let mut rows = Vec::with_capacity(metas.len());
+        let mut spans = Vec::new();
         let mut start = 0;
         while start < metas.len() {
-            let source = Arc::clone(&metas[start].source);
+            let source = &metas[start].source;
             let mut end = start + 1;
-            while end < metas.len() && Arc::ptr_eq(&metas[end].source, &source) {
+            while end < metas.len() && Arc::ptr_eq(&metas[end].source, source) {
                 end += 1;
             }
-            let (interned, replaced) = self
-                .sources
-                .insert(&source, RowSpan::new(start, end - start));
-            if replaced.is_some() {
+            let record = self.sources.record(source);
+            rows.extend(
+                metas[start..end]
+                    .iter()
+                    .map(|meta| RowMeta::new(meta, record.clone())),
+            );
+            spans.push(RowSpan::new(start, end - start));
+            start = end;
+        }
+        drop(metas);
+        let column = MetaColumn::from_rows(rows);
+        for span in spans {
+            if self.sources.insert(span, &column).is_some() {
+                self.sources.clear();
                 return Err(SemanticError::invalid(
                     "stored sources",
                     "a source is listed twice",
                 ));
             }
-            if !Arc::ptr_eq(&interned, &source) {
-                for meta in &mut metas[start..end] {
-                    meta.source = Arc::clone(&interned);
-                }
-            }
-            start = end;
         }
-        self.metas = MetaColumn::from_rows(metas);
+        self.segments = segments.into_iter().map(Arc::new).collect();
+        self.live = vec![true; column.len()];
+        self.live_count = column.len();
+        self.metas = column;
         Ok(())
     }
 

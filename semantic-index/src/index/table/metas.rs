@@ -1,25 +1,25 @@
 //! The rows' metadata, in segments of [`SEGMENT_ROWS`] rows behind reference counts, like the
 //! vectors: a copy of a table (the HNSW graph's table taken from the exact index's, a build's
-//! snapshot, a compaction's unchanged prefix) shares them instead of copying 64 bytes a row, and
+//! snapshot, a compaction's unchanged prefix) shares them instead of copying 56 bytes a row, and
 //! appending to a shared segment copies that segment only. Rows are only ever appended; a row's
 //! liveness is kept beside the column, so a shared segment is never written in place.
 
 use std::ops::Index;
 use std::sync::Arc;
 
+use super::record::RowMeta;
 use super::{SEGMENT_ROWS, appendable, segment_rows};
-use crate::index::ChunkMeta;
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct MetaColumn {
     /// Row `r` is row `r % SEGMENT_ROWS` of segment `r / SEGMENT_ROWS`.
-    segments: Vec<Arc<Vec<ChunkMeta>>>,
+    segments: Vec<Arc<Vec<RowMeta>>>,
     len: usize,
 }
 
 impl MetaColumn {
     /// The column of `metas`, in row order.
-    pub(super) fn from_rows(metas: Vec<ChunkMeta>) -> Self {
+    pub(super) fn from_rows(metas: Vec<RowMeta>) -> Self {
         let len = metas.len();
         let mut segments = Vec::with_capacity(len.div_ceil(SEGMENT_ROWS));
         let mut rows = metas.into_iter();
@@ -41,7 +41,7 @@ impl MetaColumn {
     }
 
     /// Appends a row to a table of at most `max_rows` rows.
-    pub(super) fn push(&mut self, meta: ChunkMeta, max_rows: usize) {
+    pub(super) fn push(&mut self, meta: RowMeta, max_rows: usize) {
         let row = self.len;
         let room = segment_rows(row - row % SEGMENT_ROWS, max_rows);
         if let Some(segment) = appendable(
@@ -61,9 +61,9 @@ impl MetaColumn {
 }
 
 impl Index<usize> for MetaColumn {
-    type Output = ChunkMeta;
+    type Output = RowMeta;
 
-    fn index(&self, row: usize) -> &ChunkMeta {
+    fn index(&self, row: usize) -> &RowMeta {
         &self.segments[row / SEGMENT_ROWS][row % SEGMENT_ROWS]
     }
 }
@@ -73,7 +73,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::index::test_support::meta;
+    use crate::index::test_support::row as meta;
 
     fn column(rows: usize) -> MetaColumn {
         let mut column = MetaColumn::default();
@@ -92,7 +92,7 @@ mod tests {
         assert!(Arc::ptr_eq(&original.segments[0], &copy.segments[0]));
         assert!(!Arc::ptr_eq(&original.segments[1], &copy.segments[1]));
         assert_eq!((original.len(), copy.len()), (rows, rows + 1));
-        assert_eq!(copy[rows].source.key.id.as_str(), "new");
+        assert_eq!(copy[rows].source.id(), "new");
         for row in [0, SEGMENT_ROWS - 1, SEGMENT_ROWS, rows - 1] {
             assert_eq!(copy[row], original[row], "row {row}");
         }

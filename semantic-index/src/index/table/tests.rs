@@ -60,7 +60,7 @@ fn only_a_large_dominant_namespace_is_found_by_a_pass() {
         let mut found: Vec<usize> = table.rows_in(&namespace(space)).collect();
         found.sort_unstable();
         let expected: Vec<usize> = (0..table.rows())
-            .filter(|row| table.meta(*row).source.key.namespace == namespace(space))
+            .filter(|row| *table.meta(*row).source.namespace() == namespace(space))
             .collect();
         assert_eq!(found, expected, "space {space}");
     }
@@ -74,7 +74,7 @@ fn space_vector(space: usize) -> Vec<f32> {
 fn namespace_walk(compact: CompactVectors) {
     let brute = |table: &ChunkTable, space: &NamespaceAddress| {
         let mut rows: Vec<usize> = (0..table.rows())
-            .filter(|row| table.is_live(*row) && &table.meta(*row).source.key.namespace == space)
+            .filter(|row| table.is_live(*row) && table.meta(*row).source.namespace() == space)
             .collect();
         rows.sort_unstable();
         rows
@@ -374,9 +374,8 @@ fn the_sources_of_a_namespace_share_one_copy_of_its_address() {
         table
             .meta(row)
             .source
-            .key
-            .namespace
-            .shares_text_with(&table.meta(0).source.key.namespace)
+            .namespace()
+            .shares_text_with(table.meta(0).source.namespace())
     };
     let mut table = ChunkTable::new(2, 10, 10);
     for id in ["a", "b", "c"] {
@@ -420,14 +419,14 @@ fn a_copy_keeps_its_rows_when_the_original_appends_and_compacts() {
     table.compact();
     assert_eq!((copy.rows(), table.rows()), (rows, rows));
     assert_eq!(
-        copy.meta(SEGMENT_ROWS + 1).source.key.id.as_str(),
+        copy.meta(SEGMENT_ROWS + 1).source.id(),
         id(SEGMENT_ROWS + 1)
     );
     assert_eq!(
-        table.meta(SEGMENT_ROWS + 1).source.key.id.as_str(),
+        table.meta(SEGMENT_ROWS + 1).source.id(),
         id(SEGMENT_ROWS + 2)
     );
-    assert_eq!(table.meta(rows - 1).source.key.id.as_str(), "new");
+    assert_eq!(table.meta(rows - 1).source.id(), "new");
     assert_eq!(table.chunks_of(&key(&id(SEGMENT_ROWS + 2))), 1);
     assert_eq!(table.chunks_of(&key(&id(SEGMENT_ROWS + 1))), 0);
     let expected: Vec<usize> = (0..rows).collect();
