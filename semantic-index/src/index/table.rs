@@ -33,7 +33,7 @@ use record::RowMeta;
 use sources::{RowSpan, SourceRows};
 
 use super::quantized::{CompactVectors, RowRef, Segment};
-use super::{ChunkMeta, SearchHit, dot};
+use super::{ChunkMeta, Ranked, SearchHit, dot};
 use crate::error::SemanticError;
 
 mod metas;
@@ -448,8 +448,11 @@ impl ChunkTable {
     /// pass finds, without sorting.
     pub(crate) fn canonical_order(&self) -> Vec<usize> {
         let mut rows: Vec<usize> = (0..self.rows()).filter(|row| self.live[*row]).collect();
+        // A live key has one revision, so the rank key orders rows by key, then ordinal.
         let order = |left: &usize, right: &usize| {
-            record::canonical(&self.metas[*left], &self.metas[*right])
+            self.metas[*left]
+                .rank_key()
+                .cmp(&self.metas[*right].rank_key())
         };
         if rows
             .windows(2)

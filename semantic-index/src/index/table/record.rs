@@ -15,7 +15,6 @@
 //! [`ChunkMeta`]'s 64): a chunk whose range does not fit is refused before anything changes
 //! ([`RowMeta::check`]), though documents are bounded far below 4 GiB long before that.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
@@ -210,15 +209,6 @@ impl Ranked for RowMeta {
             self.ordinal,
         )
     }
-}
-
-/// Orders rows by source key, then ordinal: the canonical order of a table's rows.
-pub(crate) fn canonical(left: &RowMeta, right: &RowMeta) -> Ordering {
-    (left.source.namespace(), left.source.id(), left.ordinal).cmp(&(
-        right.source.namespace(),
-        right.source.id(),
-        right.ordinal,
-    ))
 }
 
 #[cfg(test)]

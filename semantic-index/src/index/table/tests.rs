@@ -297,11 +297,21 @@ fn a_load_normalizes_checks_and_records_spans() {
     for _ in 0..3 {
         twice.push_vector(&[1.0, 0.0]).unwrap();
     }
+    let mut refused = ChunkTable::new(2, 10, 10);
     assert!(
-        ChunkTable::new(2, 10, 10)
+        refused
             .load_rows(vec![row(&a, 0), row(&b, 0), row(&a, 1)], twice)
             .is_err(),
         "a source listed twice"
+    );
+    assert_eq!((refused.rows(), refused.live_count()), (0, 0));
+    assert_eq!(refused.reserved_bytes(), 0, "no vectors were installed");
+    assert_eq!(
+        (
+            refused.chunks_of(&key("a")),
+            refused.live_in(&key("a").namespace)
+        ),
+        (0, 0)
     );
 }
 
