@@ -218,6 +218,11 @@ pub struct Cli {
     /// Off by default; for stores of hundreds of thousands of chunks and more.
     #[arg(long, global = true, env = "MEMORY_COMPACT_VECTORS")]
     pub compact_vectors: bool,
+    /// HNSW search width (ef_search, 1 to 10,000; default 128): wider finds more of the true
+    /// nearest chunks in a large index, at a cost that grows with it. `memory status` shows the
+    /// width in effect; a persisted graph serves any width.
+    #[arg(long, global = true, env = "MEMORY_HNSW_EF_SEARCH", value_name = "N")]
+    pub hnsw_ef_search: Option<usize>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -229,6 +234,7 @@ impl Cli {
         crate::semantic::IndexOptions {
             max_chunks: self.max_chunks,
             compact_vectors: self.compact_vectors,
+            hnsw_ef_search: self.hnsw_ef_search,
         }
     }
 

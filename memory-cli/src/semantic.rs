@@ -47,9 +47,9 @@ use memory_core::vectors::{ProfileDigest, VectorStore};
 use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
-    CompactVectors, EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswStartup, IndexBounds,
-    Indexer, IndexerOptions, ModelAssets, SemanticError, SemanticIndex, SemanticIndexConfig,
-    SemanticProfile, UnindexedReason,
+    CompactVectors, EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswParams, HnswStartup,
+    IndexBounds, Indexer, IndexerOptions, ModelAssets, SemanticError, SemanticIndex,
+    SemanticIndexConfig, SemanticProfile, UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
@@ -107,6 +107,8 @@ pub struct SemanticBackend<S: Store> {
     bounds: IndexBounds,
     /// How the index holds its vectors in memory (`--compact-vectors`).
     compact: CompactVectors,
+    /// HNSW parameters (`--hnsw-ef-search`).
+    hnsw: HnswParams,
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
@@ -188,17 +190,20 @@ impl<S: Store> SemanticBackend<S> {
             digest,
             bounds,
             compact: CompactVectors::default(),
+            hnsw: HnswParams::default(),
             following,
             loaded: OnceCell::new(),
         })
     }
 
-    /// Sets the index's capacity and how it holds its vectors ([`IndexOptions`]: `--max-chunks`,
-    /// `--compact-vectors`). Refused (`invalid-input` or `too-large`) when the index cannot be
-    /// bounded that way; nothing is allocated for it up front.
+    /// Sets the index's capacity, how it holds its vectors and how wide its HNSW searches are
+    /// ([`IndexOptions`]: `--max-chunks`, `--compact-vectors`, `--hnsw-ef-search`). Refused
+    /// (`invalid-input` or `too-large`) when the index cannot be set up that way; nothing is
+    /// allocated for it up front.
     pub fn with_index_options(mut self, options: IndexOptions) -> Result<Self, Refusal> {
         self.bounds = index_bounds(&self.profile, options.max_chunks)?;
         self.compact = options.compact();
+        self.hnsw = options.hnsw_params()?;
         Ok(self)
     }
 
@@ -441,10 +446,13 @@ impl<S: Store> SemanticBackend<S> {
             HnswStartup::LoadOnly
         };
         let stored = StoredIndex::load(
-            SemanticIndexConfig::new(self.profile.clone())
-                .with_bounds(self.bounds)
-                .with_hnsw_startup(startup)
-                .with_compact_vectors(self.compact),
+            SemanticIndexConfig {
+                hnsw: self.hnsw,
+                ..SemanticIndexConfig::new(self.profile.clone())
+            }
+            .with_bounds(self.bounds)
+            .with_hnsw_startup(startup)
+            .with_compact_vectors(self.compact),
             Arc::clone(&self.vectors),
         )
         .await;
@@ -530,9 +538,22 @@ pub struct IndexOptions {
     /// Hold the vectors as int8 codes, each query's candidates rescored with their stored f32
     /// vectors (`--compact-vectors`; see `semantic_index::index::quantized`). Off by default.
     pub compact_vectors: bool,
+    /// The HNSW search width (`--hnsw-ef-search`; `None`: [`HnswParams`]'s default).
+    pub hnsw_ef_search: Option<usize>,
 }
 
 impl IndexOptions {
+    /// The HNSW parameters: the defaults with the asked search width, refused (`invalid-input`,
+    /// naming `hnsw.ef_search`) when out of range, before any index is opened.
+    pub fn hnsw_params(&self) -> Result<HnswParams, Refusal> {
+        let mut params = HnswParams::default();
+        if let Some(width) = self.hnsw_ef_search {
+            params.ef_search = width;
+        }
+        params.validate().map_err(refusal_of)?;
+        Ok(params)
+    }
+
     /// The index's in-memory encoding.
     pub fn compact(&self) -> CompactVectors {
         if self.compact_vectors {

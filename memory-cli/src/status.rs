@@ -95,6 +95,8 @@ pub struct GraphStatus {
     pub state: String,
     /// `loaded_from_store` when the persisted graph was fresh; `null` otherwise.
     pub origin: Option<String>,
+    /// The search width of `hnsw` recalls (`--hnsw-ef-search`; 128 by default).
+    pub ef_search: usize,
     /// Graphs built while opening (a one-shot open never builds: 0).
     pub builds: u64,
     /// Persisted graphs refused as corrupt while opening.
@@ -128,10 +130,14 @@ pub async fn status<S: Store>(
     let bounds = index_bounds(&profile, options.max_chunks)?;
     let head = on_blocking_pool(async move { store.head().await }).await??;
     let embedder = Arc::new(NoModel(profile.dimensions));
-    let config = SemanticIndexConfig::new(profile)
-        .with_bounds(bounds)
-        .with_hnsw_startup(HnswStartup::LoadOnly)
-        .with_compact_vectors(options.compact());
+    let hnsw = options.hnsw_params()?;
+    let config = SemanticIndexConfig {
+        hnsw,
+        ..SemanticIndexConfig::new(profile)
+    }
+    .with_bounds(bounds)
+    .with_hnsw_startup(HnswStartup::LoadOnly)
+    .with_compact_vectors(options.compact());
     let index = SemanticIndex::open(config, embedder, vectors)
         .await
         .map_err(refusal_of)?;
@@ -143,6 +149,7 @@ pub async fn status<S: Store>(
         max_chunks,
         compact_vectors,
         hnsw,
+        hnsw_ef_search,
         hnsw_origin,
         graph_loads_rejected,
         graph_builds,
@@ -167,6 +174,7 @@ pub async fn status<S: Store>(
         hnsw: GraphStatus {
             state: hnsw.as_str().to_owned(),
             origin: hnsw_origin.map(|origin| origin.as_str().to_owned()),
+            ef_search: hnsw_ef_search,
             builds: graph_builds,
             rejected: graph_loads_rejected,
         },

@@ -143,9 +143,32 @@ async fn hnsw_over_thousands_of_chunks_is_answered_by_a_persisted_graph_that_res
     assert_eq!(status["hnsw"]["state"], "ready", "{status:#}");
     assert_eq!(status["hnsw"]["origin"], "loaded_from_store", "{status:#}");
     assert_eq!(status["hnsw"]["builds"], 0, "{status:#}");
+    assert_eq!(status["hnsw"]["ef_search"], 128, "{status:#}");
     let hnsw = fixture.call("recall", &recall("baking bread", "hnsw", 5));
     assert_eq!(hnsw.success()["answered_by"], "hnsw", "{hnsw:#?}");
     assert_eq!(cited_documents(hnsw.success()).len(), 5);
+    // The search width is not part of the graph: a wider one is served by the same persisted graph,
+    // from the flag or the environment; a width out of range is refused before anything opens.
+    let with_width = |width: &str| Fixture {
+        dir: tempfile::tempdir().unwrap(),
+        db: fixture.db.clone(),
+        options: vec!["--hnsw-ef-search".to_owned(), width.to_owned()],
+    };
+    let wider = with_width("400");
+    let status = wider.run(&["status"]);
+    let status = status.success();
+    assert_eq!(status["hnsw"]["ef_search"], 400, "{status:#}");
+    assert_eq!(status["hnsw"]["state"], "ready", "{status:#}");
+    let widened = wider.call("recall", &recall("baking bread", "hnsw", 5));
+    assert_eq!(widened.success()["answered_by"], "hnsw", "{widened:#?}");
+    assert_eq!(cited_documents(widened.success()).len(), 5);
+    let from_env = fixture.run_env(&["status"], &[("MEMORY_HNSW_EF_SEARCH", "300".as_ref())]);
+    assert_eq!(from_env.success()["hnsw"]["ef_search"], 300);
+    for width in ["0", "10001"] {
+        let refused = with_width(width).call("recall", &recall("baking bread", "hnsw", 5));
+        let message = refused.refused("invalid-input");
+        assert!(message.contains("ef_search"), "{width}: {message}");
+    }
     let exact = fixture.call("recall", &recall("baking bread", "exact", 5));
     assert_eq!(exact.success()["answered_by"], "exact");
     // A restarted server answers by the loaded graph from its first recall, with no build to wait for.

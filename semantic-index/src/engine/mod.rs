@@ -315,6 +315,10 @@ pub struct IndexStats {
     pub identity_bytes: usize,
     /// Whether the HNSW graph answers.
     pub hnsw: HnswStatus,
+    /// The search width of HNSW queries ([`HnswParams::ef_search`]): every graph this index builds
+    /// or loads searches with it (it is not part of a graph, so a persisted graph stays fresh
+    /// when it changes).
+    pub hnsw_ef_search: usize,
     /// Where the answering graph came from, if one answers.
     pub hnsw_origin: Option<GraphOrigin>,
     /// Whether a replacement graph is being built while the current one answers.
@@ -679,6 +683,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             compact_vectors: state.exact.compact() != CompactVectors::F32,
             identity_bytes: state.identity_bytes,
             hnsw: graph.status(),
+            hnsw_ef_search: self.hnsw_params.ef_search,
             hnsw_origin: graph.current().and(graph.origin()),
             hnsw_rebuilding: graph.rebuilding(),
             hnsw_tombstones: graph.current().map_or(0, |current| current.tombstones()),
