@@ -162,6 +162,10 @@ fn the_product_defaults_are_the_tuned_values() {
     );
     assert_eq!(hybrid.lexical_candidates, tuned.lexical_candidates);
     assert_eq!(hybrid.embedding_candidates, tuned.embedding_candidates);
+    assert_eq!(
+        (hybrid.context_weight, hybrid.context_reach),
+        (tuned.context_weight, tuned.context_reach)
+    );
     let preprocessing = SemanticProfile::minilm_l6_v2().preprocessing;
     let expected = match tuned.embedded_text {
         eval::locomo::levers::EmbeddedText::Text => Some(Preprocessing::TextOnly),

@@ -580,6 +580,14 @@ impl<S: Store> LexicalSearch for RecallStore<S> {
         injected_stall();
         self.store.search(access, query, limit).await
     }
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+        reach: usize,
+    ) -> Result<Vec<memory_core::WrittenNeighbours>, MemoryError> {
+        self.store.written_neighbours(access, ids, reach).await
+    }
 }
 
 /// The database's remembering store, opened on the first read that needs it (for SQLite one more

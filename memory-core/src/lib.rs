@@ -41,7 +41,7 @@ pub use listing::{ListCursor, ListPage, MAX_LIST_LIMIT, MemoryLister};
 pub use namespace::{DynamicNamespace, Namespace, NamespaceAddress, NamespaceDefinition};
 pub use ports::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,
-    MemoryReader, MemoryWriter, SystemClock,
+    MemoryReader, MemoryWriter, SystemClock, WrittenNeighbours,
 };
 pub use recall::{
     MemoryLookup, MemoryPassage, RecallError, RecallLimits, RecallSource, RecalledMemory, recall,

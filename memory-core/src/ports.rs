@@ -146,4 +146,30 @@ pub trait LexicalSearch: Send + Sync {
         query: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<LexicalHit>, MemoryError>> + Send;
+
+    /// For each of `ids` (documents of `access.namespace`), in order, the up to `reach` documents
+    /// written just before it and just after it, nearest first: the namespace's current,
+    /// non-withdrawn documents visible in `access.scope`, ordered by each key's first write (a
+    /// replacement keeps its key's place; a document of another scope or a withdrawn one is
+    /// skipped, never named). An id with no current document visible to `access` has no
+    /// neighbours. Hybrid recall reads these to let a conversation turn borrow relevance from the
+    /// turns around it (`semantic_index::recall::fusion`). More than
+    /// [`crate::storage::MAX_NEIGHBOUR_IDS`] ids, or a `reach` above
+    /// [`crate::storage::MAX_NEIGHBOUR_REACH`], are refused with `TooLarge` before any work.
+    fn written_neighbours(
+        &self,
+        access: &crate::document::MemoryAccess,
+        ids: &[crate::ids::DocumentId],
+        reach: usize,
+    ) -> impl Future<Output = Result<Vec<WrittenNeighbours>, MemoryError>> + Send;
+}
+
+/// A document's neighbours in its namespace's write order, as one scope sees them
+/// ([`LexicalSearch::written_neighbours`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenNeighbours {
+    /// The visible documents written before it, nearest first.
+    pub before: Vec<crate::ids::DocumentId>,
+    /// The visible documents written after it, nearest first.
+    pub after: Vec<crate::ids::DocumentId>,
 }

@@ -26,6 +26,31 @@ pub const MAX_QUERY_BYTES: usize = 65_536;
 pub const MAX_QUERY_TERMS: usize = 64;
 /// Most hits one lexical search returns; larger limits are clamped.
 pub const MAX_SEARCH_HITS: usize = 1_000;
+/// Most ids in one [`crate::LexicalSearch::written_neighbours`] call: a hybrid recall's candidates
+/// from both of its sides.
+pub const MAX_NEIGHBOUR_IDS: usize = 2_048;
+/// Largest `reach` of one [`crate::LexicalSearch::written_neighbours`] call.
+pub const MAX_NEIGHBOUR_REACH: usize = 8;
+
+/// Refuses a [`crate::LexicalSearch::written_neighbours`] call of more than [`MAX_NEIGHBOUR_IDS`]
+/// ids or a reach above [`MAX_NEIGHBOUR_REACH`], before any work; every store calls it first.
+pub fn check_neighbour_request(ids: &[DocumentId], reach: usize) -> Result<(), MemoryError> {
+    if ids.len() > MAX_NEIGHBOUR_IDS {
+        return Err(MemoryError::TooLarge {
+            limit: "written_neighbours ids",
+            max: MAX_NEIGHBOUR_IDS as u64,
+            actual: ids.len() as u64,
+        });
+    }
+    if reach > MAX_NEIGHBOUR_REACH {
+        return Err(MemoryError::TooLarge {
+            limit: "written_neighbours reach",
+            max: MAX_NEIGHBOUR_REACH as u64,
+            actual: reach as u64,
+        });
+    }
+    Ok(())
+}
 
 /// One committed revision of a key and the revision it replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,8 +146,13 @@ pub fn decode_key(namespace: &str, id: &str) -> Result<MemoryKey, MemoryError> {
     Ok(MemoryKey {
         namespace: NamespaceAddress::parse(namespace)
             .map_err(|_| corrupt("stored namespace address is invalid"))?,
-        id: DocumentId::new(id).map_err(|_| corrupt("stored document id is invalid"))?,
+        id: decode_document_id(id)?,
     })
+}
+
+/// Rebuilds a document id from a stored column.
+pub fn decode_document_id(id: &str) -> Result<DocumentId, MemoryError> {
+    DocumentId::new(id).map_err(|_| corrupt("stored document id is invalid"))
 }
 
 /// Rebuilds a revision from a stored column.

@@ -4,14 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Object};
+use memory_core::storage::{check_neighbour_request, decode_document_id};
 use memory_core::{
-    Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, MemoryAccess,
+    Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite, MemoryWriter,
     NamespaceAddress, OperationId, PreparedWrite, SystemClock, WriteOutcome, WritePlan,
+    WrittenNeighbours,
 };
 
 use crate::db::{ConnectSettings, DEFAULT_RETRIES, Handle, SchemaName, with_retries};
-use crate::error::Fail;
+use crate::error::{Fail, corrupt};
 use crate::rows::{
     DOCUMENT_COLUMNS, decode_document, decode_key, decode_receipt, decode_revision,
     decode_sequence, encode, indexed_text, speakers,
@@ -486,6 +488,56 @@ impl AsyncReadFn<Vec<LexicalHit>> for Search {
     }
 }
 
+/// [`LexicalSearch::written_neighbours`] in one statement (one snapshot): each id's entry in the
+/// caller's scope, then the nearest `reach` entries below and above it there, one range read each
+/// in `memory_document_scopes_by_scope`. A document's entry is assigned by its key's first write and
+/// kept by replacements (they update the row), so entries order a namespace by first write.
+struct Neighbours {
+    ids: Vec<String>,
+    reach: i64,
+    namespace: String,
+    scope: String,
+}
+
+const NEIGHBOURS_SQL: &str = "\
+SELECT c.ord, \
+  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
+    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry < s.entry ORDER BY p.entry DESC LIMIT $4), \
+  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
+    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry > s.entry ORDER BY p.entry ASC LIMIT $4) \
+FROM unnest($3::text[]) WITH ORDINALITY AS c(id, ord) \
+JOIN memory_documents AS d ON d.namespace = $1 AND d.id = c.id AND NOT d.withdrawn \
+JOIN memory_document_scopes AS s ON s.entry = d.entry AND s.scope = $2";
+
+impl AsyncReadFn<Vec<WrittenNeighbours>> for Neighbours {
+    async fn call(&self, client: &mut Object) -> Attempt<Vec<WrittenNeighbours>> {
+        let statement = client.prepare_cached(NEIGHBOURS_SQL).await?;
+        let rows = client
+            .query(
+                &statement,
+                &[&self.namespace, &self.scope, &self.ids, &self.reach],
+            )
+            .await?;
+        let mut answers = vec![WrittenNeighbours::default(); self.ids.len()];
+        for row in rows {
+            let ordinal: i64 = row.try_get(0)?;
+            let slot = usize::try_from(ordinal - 1)
+                .ok()
+                .and_then(|index| answers.get_mut(index))
+                .ok_or_else(|| Fail::Model(corrupt("neighbour row outside the ids asked for")))?;
+            let decode = |ids: Vec<String>| {
+                ids.iter()
+                    .map(|id| decode_document_id(id))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(Fail::Model)
+            };
+            slot.before = decode(row.try_get(1)?)?;
+            slot.after = decode(row.try_get(2)?)?;
+        }
+        Ok(answers)
+    }
+}
+
 struct Consistency;
 
 impl AsyncReadFn<ConsistencyReport> for Consistency {
@@ -835,6 +887,27 @@ impl LexicalSearch for PostgresStore {
                 namespace: access.namespace.as_str().to_owned(),
                 scope: access.scope.as_str().to_owned(),
                 limit: limit as i64,
+            },
+        )
+        .await
+    }
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+        reach: usize,
+    ) -> Result<Vec<WrittenNeighbours>> {
+        check_neighbour_request(ids, reach)?;
+        if ids.is_empty() || reach == 0 {
+            return Ok(vec![WrittenNeighbours::default(); ids.len()]);
+        }
+        self.read_call(
+            "written neighbours",
+            Neighbours {
+                ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
+                reach: reach as i64,
+                namespace: access.namespace.as_str().to_owned(),
+                scope: access.scope.as_str().to_owned(),
             },
         )
         .await

@@ -44,6 +44,7 @@ mod error;
 pub mod fault;
 pub mod lexical;
 mod listing;
+mod neighbours;
 mod options;
 mod read_pool;
 mod reader;

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use memory_core::StoreFault;
 use memory_core::{
-    Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
-    MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress, OperationId,
+    Change, ChangeFeed, ChangeSequence, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
+    MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress,
+    OperationId, WrittenNeighbours,
 };
 use rusqlite::{Connection, OptionalExtension};
 
@@ -245,6 +246,19 @@ impl SqliteReader {
         self.search_with_rules_blocking(access, query, limit, &lexical::LexicalRules::default())
     }
 
+    /// [`LexicalSearch::written_neighbours`], on the calling thread.
+    pub fn written_neighbours_blocking(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+        reach: usize,
+    ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
+        memory_core::storage::check_neighbour_request(ids, reach)?;
+        self.with_connection("written neighbours", |connection| {
+            crate::neighbours::written_neighbours(connection, access, ids, reach)
+        })
+    }
+
     /// Lexical search under explicit [`lexical::LexicalRules`] (the eval harness measures them; the
     /// product uses the defaults through [`Self::search_blocking`]).
     pub fn search_with_rules_blocking(
@@ -378,5 +392,14 @@ impl LexicalSearch for SqliteReader {
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
         self.search_blocking(access, query, limit)
+    }
+
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+        reach: usize,
+    ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
+        self.written_neighbours_blocking(access, ids, reach)
     }
 }

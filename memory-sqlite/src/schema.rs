@@ -41,7 +41,10 @@ const FORMAT_KEY: &str = "memory_store_format";
 ///   lookups of the narrow columns do not read it.
 /// - `memory_document_scopes`: the scopes of each current, non-withdrawn document, with its namespace, so
 ///   lexical search filters namespace, scope and withdrawal with one primary-key lookup per match and
-///   reads `memory_documents` only for the hits it returns.
+///   reads `memory_documents` only for the hits it returns. Its index by `(namespace, scope, entry)`
+///   finds a document's written-order neighbours in one seek each (`crate::neighbours`); a file
+///   written before the index existed gains it when a store next opens it (an index changes no
+///   row, so the format number stays).
 /// - `memory_revisions`: every committed revision and its predecessor link, with its change sequence.
 /// - `memory_receipts`: one receipt per `(namespace, operation_id)`, its JSON stored exactly as returned.
 /// - `memory_changes`: the change sequence; `AUTOINCREMENT` so a sequence number is never reused.
@@ -89,6 +92,8 @@ CREATE TABLE IF NOT EXISTS memory_receipts (
     PRIMARY KEY (namespace, operation_id)
 ) STRICT;
 CREATE INDEX IF NOT EXISTS memory_receipts_by_revision ON memory_receipts (namespace, id, revision);
+CREATE INDEX IF NOT EXISTS memory_document_scopes_by_scope
+    ON memory_document_scopes (namespace, scope, entry);
 ";
 
 /// Creates the tables (idempotently) and records or checks the format number, in one transaction.

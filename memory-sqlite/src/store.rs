@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use memory_core::StoreFault;
 use memory_core::{
-    Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, MemoryAccess,
+    Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter, PreparedWrite,
-    WriteOutcome,
+    WriteOutcome, WrittenNeighbours,
 };
 use rusqlite::{Connection, OpenFlags};
 
@@ -192,6 +192,17 @@ impl ChangeFeed for SqliteStore {
 }
 
 impl SqliteStore {
+    /// [`LexicalSearch::written_neighbours`] on the calling thread (the eval harness reads a whole
+    /// conversation's at once).
+    pub fn written_neighbours_blocking(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+        reach: usize,
+    ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
+        self.reader.written_neighbours_blocking(access, ids, reach)
+    }
+
     /// Lexical search under explicit [`crate::lexical::LexicalRules`]: what the eval harness tunes.
     /// [`LexicalSearch::search`] is this with the default rules.
     pub fn search_with_rules(
@@ -214,5 +225,14 @@ impl LexicalSearch for SqliteStore {
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
         self.reader.search_blocking(access, query, limit)
+    }
+
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+        reach: usize,
+    ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
+        self.reader.written_neighbours_blocking(access, ids, reach)
     }
 }

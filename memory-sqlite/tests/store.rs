@@ -50,6 +50,10 @@ async fn the_store_suites_catch_broken_stores() {
             Break::SearchEveryNamespace,
             "each-namespace-searches-alone-at-any-size",
         ),
+        (
+            Break::NeighboursBackwards,
+            "neighbours-follow-first-writes-within-namespace-and-scope",
+        ),
     ] {
         let report = run_store_rules(|| std::future::ready(suited(broken)), &[rule]).await;
         assert!(

@@ -64,7 +64,7 @@ pub use memory_core::vectors::{SourceGeneration, UnindexedReason};
 pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile};
 pub use recall::{
     AnsweredLookup, FusionMethod, HybridParams, HybridRecall, ScoredLookup, ScoredPassage,
-    SemanticRecall, fuse_rankings, hybrid_lookup, hybrid_lookup_answered, on_blocking_pool,
-    semantic_lookup, semantic_lookup_answered,
+    SemanticRecall, borrow_from_neighbours, fuse_rankings, hybrid_lookup, hybrid_lookup_answered,
+    on_blocking_pool, semantic_lookup, semantic_lookup_answered,
 };
 pub use tokens::TokenizerCounter;

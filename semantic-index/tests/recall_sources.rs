@@ -179,6 +179,15 @@ impl LexicalSearch for Store {
         }
         Ok(hits)
     }
+    async fn written_neighbours(
+        &self,
+        _access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+        _reach: usize,
+    ) -> Result<Vec<memory_core::WrittenNeighbours>, MemoryError> {
+        // This stand-in models no write order: no document has neighbours.
+        Ok(vec![memory_core::WrittenNeighbours::default(); ids.len()])
+    }
 }
 
 struct Fixture {

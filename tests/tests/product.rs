@@ -396,3 +396,52 @@ fn compact_vectors_recall_what_f32_recalls_from_the_shell() {
         assert_eq!(f32_answer["answered_by"], compact_answer["answered_by"]);
     }
 }
+
+/// Hybrid recall lets a conversation turn borrow relevance from the turns written around it: the
+/// reply that names the flowers ("The orange ones, ...") shares no word with the question and is
+/// further from it in meaning than turns about blossom and woods written elsewhere in the chat, so
+/// the two rankings alone put those first; the turn written just before it matches the question
+/// best, and through it the reply is the second document cited.
+#[test]
+fn a_hybrid_recall_cites_the_reply_written_right_after_the_best_match() {
+    let turns = [
+        (
+            "c00",
+            "Spring came early and the whole park smelled of blossom.",
+        ),
+        ("c01", "The train was late again this morning."),
+        ("c02", "I finally fixed the squeaky door in the hallway."),
+        ("c03", "We watched a documentary about deep sea fish."),
+        (
+            "c04",
+            "My neighbour asked me which flowers I grow in the garden.",
+        ),
+        ("c05", "The orange ones, same as my grandmother had."),
+        ("c06", "Dinner was pasta with too much salt."),
+        ("c07", "My laptop battery barely lasts two hours now."),
+        ("c08", "The football match went to extra time."),
+        (
+            "c09",
+            "We hiked through woods full of wild plants and moss.",
+        ),
+        ("c10", "The dentist appointment moved to Thursday."),
+    ];
+    let fixture = Fixture::new();
+    let documents: Vec<Value> = turns.iter().map(|(id, text)| put(id, text)).collect();
+    fixture.import(&documents).success();
+    fixture.call("sync", &json!({})).success();
+    let outcome = fixture.call(
+        "recall",
+        &recall(
+            "Which flowers does the user grow in the garden?",
+            "hybrid",
+            2,
+        ),
+    );
+    let answer = outcome.success();
+    assert_eq!(
+        cited_documents(answer),
+        ["c04", "c05"],
+        "the best match and the reply written right after it: {answer:#}"
+    );
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use memory_core::{DynamicNamespace, MemoryAccess, MemoryScope};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{LexicalRules, is_stop_word};
-use semantic_index::{Embedder, FusionMethod, HybridParams, fuse_rankings};
+use semantic_index::{Embedder, FusionMethod, HybridParams, borrow_from_neighbours, fuse_rankings};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -368,8 +368,75 @@ impl Fusion {
     }
 }
 
+/// Each turn's written-order neighbours (before, after, nearest first) in its conversation, by
+/// turn id.
+pub type Neighbours = HashMap<String, (Vec<String>, Vec<String>)>;
+
+/// The product's written-order neighbours of every turn of every conversation, `reach` on each
+/// side ([`SqliteStore::written_neighbours_blocking`], the read hybrid recall makes), one map per
+/// conversation. An id's answer does not depend on the other ids asked with it, so reading a whole
+/// conversation once gives what each recall's own read would.
+pub fn written_neighbours(
+    store: &SqliteStore,
+    conversations: &[Conversation],
+    reach: usize,
+) -> anyhow::Result<Vec<Neighbours>> {
+    conversations
+        .iter()
+        .map(|conversation| {
+            let access = access(conversation)?;
+            let ids = conversation
+                .turns()
+                .map(|(_, turn)| memory_core::DocumentId::new(turn.dia_id.as_str()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut neighbours = Neighbours::with_capacity(ids.len());
+            for batch in ids.chunks(memory_core::storage::MAX_NEIGHBOUR_IDS) {
+                let answers = store.written_neighbours_blocking(&access, batch, reach)?;
+                for (id, answer) in batch.iter().zip(answers) {
+                    let names = |ids: Vec<memory_core::DocumentId>| -> Vec<String> {
+                        ids.into_iter().map(|id| id.to_string()).collect()
+                    };
+                    neighbours.insert(id.to_string(), (names(answer.before), names(answer.after)));
+                }
+            }
+            Ok(neighbours)
+        })
+        .collect()
+}
+
+/// [`fuse`], then each fused turn borrows from its written-order neighbours up to `reach` steps
+/// away (`context_weight` for the nearest, halved at each further step) through the product's
+/// [`borrow_from_neighbours`], as hybrid recall does.
+#[allow(clippy::too_many_arguments)]
+pub fn fuse_in_context(
+    fusion: Fusion,
+    context_weight: f64,
+    reach: usize,
+    neighbours: &Neighbours,
+    lexical: &Ranking,
+    embedding: &Ranking,
+    lexical_depth: usize,
+    embedding_depth: usize,
+) -> Vec<String> {
+    let lexical = &lexical[..lexical.len().min(lexical_depth)];
+    let embedding = &embedding[..embedding.len().min(embedding_depth)];
+    let mut fused = fuse_rankings(&fusion.params(), lexical, embedding);
+    let near = |side: &[String]| side.iter().take(reach).cloned().collect::<Vec<_>>();
+    let around: Vec<(Vec<String>, Vec<String>)> = fused
+        .iter()
+        .map(|item| {
+            neighbours
+                .get(&item.item)
+                .map(|(before, after)| (near(before), near(after)))
+                .unwrap_or_default()
+        })
+        .collect();
+    borrow_from_neighbours(&mut fused, &around, context_weight);
+    fused.into_iter().map(|fused| fused.item).collect()
+}
+
 /// Fuses the top `lexical_depth` and `embedding_depth` of two rankings into turn ids, best first, by
-/// the product's [`fuse_rankings`].
+/// the product's [`fuse_rankings`] (no neighbours: [`fuse_in_context`] adds them).
 pub fn fuse(
     fusion: Fusion,
     lexical: &Ranking,

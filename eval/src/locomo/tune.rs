@@ -7,7 +7,7 @@
 //!   goal's figures; hit@1 alone is too noisy on a few hundred questions).
 //! - Each lever is chosen in turn, the earlier ones fixed: lexical rules (stop words, speaker weight),
 //!   then BM25's `k1` and `b` (smoothed over their grid), then RM3 feedback on top of them, then the
-//!   embedded text, then the fusion and its depths.
+//!   embedded text, then the fusion and its depths, then the context weight.
 //! - A lever's challenger replaces the product's current setting only when it wins by at least
 //!   [`MARGIN`]: a change must buy something, not a hair that another corpus would not confirm.
 //! - The fusion is chosen among both of the product's methods: reciprocal rank fusion over `k`,
@@ -18,6 +18,10 @@
 //!   best smoothed objective, the least extreme one wins: weights closest to equal, then the largest
 //!   `k`, then the deepest candidate lists (see `least_extreme` for why). Between the two methods the
 //!   product's current one stays unless the other's smoothed objective beats it by [`MARGIN`].
+//! - Then the context on top of the chosen fusion ([`CONTEXT_REACHES`] x [`CONTEXT_WEIGHTS`],
+//!   each reach's objective smoothed over neighbouring weights): the least extreme setting within [`MARGIN`] of the best
+//!   (smallest reach, then smallest weight) challenges the product's current one, which stays
+//!   unless beaten by [`MARGIN`].
 
 use std::collections::HashMap;
 
@@ -29,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::data::Conversation;
 use super::levers::{
     EmbeddedText, Fusion, Ranking, Scored, embed_cached, embedding_rankings, expanded_query, fuse,
-    lexical_rankings, scored_questions,
+    fuse_in_context, lexical_rankings, scored_questions, written_neighbours,
 };
 use super::metrics::{RetrievalFigures, figures};
 use crate::progress::Progress;
@@ -57,6 +61,11 @@ pub const BM25_K1: [f64; 5] = [0.5, 0.9, 1.2, 1.6, 2.0];
 pub const BM25_B: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.75, 0.9];
 /// RM3 feedback settings tried: (feedback documents, expansion terms).
 pub const RM3: [(usize, usize); 4] = [(3, 5), (5, 5), (5, 10), (10, 10)];
+/// Context weights tried: how much a fused turn borrows from its nearest written-order neighbours
+/// (halved at each further step).
+pub const CONTEXT_WEIGHTS: [f64; 7] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75];
+/// Context reaches tried: written-order neighbours read on each side.
+pub const CONTEXT_REACHES: [usize; 3] = [1, 2, 3];
 
 /// The choice, as `eval/locomo-tuned.json` records it; the product's defaults must equal it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,6 +98,10 @@ pub struct Tuned {
     pub lexical_candidates: usize,
     /// Embedding candidates fused.
     pub embedding_candidates: usize,
+    /// Weight a fused turn gives its nearest written-order neighbours' fused scores.
+    pub context_weight: f64,
+    /// Written-order neighbours read on each side.
+    pub context_reach: usize,
 }
 
 /// One setting's figures.
@@ -568,7 +581,89 @@ pub fn tune<E: Embedder>(
             &fused_all(chosen.fusion, depth, depth),
         ));
     }
-    let chosen_ranked = fused_all(chosen.fusion, chosen.lexical_depth, chosen.embedding_depth);
+
+    // Context on top of the chosen fusion: each fused turn borrows from the turns written just
+    // before and after it (the product's neighbour read and `borrow_from_neighbours`), over a grid
+    // of reach x weight. The challenger is the least extreme setting
+    // within the margin of the best (smallest reach, then smallest weight); the product's current
+    // setting stays unless it loses by the margin.
+    let farthest = CONTEXT_REACHES.iter().copied().max().unwrap_or(1);
+    let neighbours = written_neighbours(store, conversations, farthest)?;
+    let in_context = |weight: f64, reach: usize| -> Vec<Vec<String>> {
+        questions
+            .iter()
+            .zip(lexical.iter().zip(&embedding))
+            .map(|(scored, (lexical, embedding))| {
+                fuse_in_context(
+                    chosen.fusion,
+                    weight,
+                    reach,
+                    &neighbours[scored.conversation],
+                    lexical,
+                    embedding,
+                    chosen.lexical_depth,
+                    chosen.embedding_depth,
+                )
+            })
+            .collect()
+    };
+    let bar = progress.bar(
+        "context",
+        (CONTEXT_REACHES.len() * CONTEXT_WEIGHTS.len()) as u64,
+    );
+    let mut context_rows = Vec::new();
+    let mut context_grid = vec![vec![0.0; CONTEXT_WEIGHTS.len()]; CONTEXT_REACHES.len()];
+    for (ri, reach) in CONTEXT_REACHES.iter().enumerate() {
+        for (wi, weight) in CONTEXT_WEIGHTS.iter().enumerate() {
+            let row = split.row(
+                "context",
+                format!("chosen fusion, context reach {reach}, weight {weight}"),
+                &in_context(*weight, *reach),
+            );
+            context_grid[ri][wi] = row.objective;
+            context_rows.push(row);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    // Smoothed along the weight only: a reach is a structure, not a point on a scale, and smoothing
+    // across reaches favoured the grid's last row (averaged with one neighbour row, not two).
+    let context_smoothed = |index: usize| {
+        let row = &context_grid[index / CONTEXT_WEIGHTS.len()];
+        neighbourhood_mean(std::slice::from_ref(row), 0, index % CONTEXT_WEIGHTS.len())
+    };
+    let settings = CONTEXT_REACHES.len() * CONTEXT_WEIGHTS.len();
+    let best_context = (0..settings).map(context_smoothed).fold(f64::MIN, f64::max);
+    // Row-major over (reach, weight), both ascending: the first within the margin is the least
+    // extreme.
+    let challenger = (0..settings)
+        .find(|index| context_smoothed(*index) >= best_context - MARGIN)
+        .unwrap_or(0);
+    let current = CONTEXT_REACHES
+        .iter()
+        .position(|reach| *reach == defaults.context_reach)
+        .zip(
+            CONTEXT_WEIGHTS
+                .iter()
+                .position(|weight| *weight == defaults.context_weight),
+        )
+        .map(|(ri, wi)| ri * CONTEXT_WEIGHTS.len() + wi);
+    let chosen_context = match current {
+        Some(current) if context_smoothed(challenger) < context_smoothed(current) + MARGIN => {
+            current
+        }
+        _ => challenger,
+    };
+    for (index, mut row) in context_rows.into_iter().enumerate() {
+        row.objective = context_smoothed(index);
+        if index == chosen_context {
+            row.setting.push_str(" (chosen)");
+        }
+        rows.push(row);
+    }
+    let context_reach = CONTEXT_REACHES[chosen_context / CONTEXT_WEIGHTS.len()];
+    let context_weight = CONTEXT_WEIGHTS[chosen_context % CONTEXT_WEIGHTS.len()];
+    let chosen_ranked = in_context(context_weight, context_reach);
     let chosen_all = split.figures(&chosen_ranked, |_| true);
     let params = chosen.fusion.params();
     Ok(TuneReport {
@@ -589,6 +684,8 @@ pub fn tune<E: Embedder>(
             embedding_weight: params.embedding_weight,
             lexical_candidates: chosen.lexical_depth,
             embedding_candidates: chosen.embedding_depth,
+            context_weight,
+            context_reach,
         },
         rows,
         chosen_all,

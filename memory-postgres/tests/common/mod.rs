@@ -224,6 +224,14 @@ impl LexicalSearch for TestStore {
     ) -> Result<Vec<LexicalHit>, MemoryError> {
         self.store.search(access, query, limit).await
     }
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+        reach: usize,
+    ) -> Result<Vec<memory_core::WrittenNeighbours>, MemoryError> {
+        self.store.written_neighbours(access, ids, reach).await
+    }
 }
 
 // Not every test binary (nor the bench that includes this file) uses every builder.

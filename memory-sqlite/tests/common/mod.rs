@@ -58,6 +58,8 @@ pub enum Break {
     SearchLeaksScope,
     /// Search answers from every namespace written so far, best first.
     SearchEveryNamespace,
+    /// Written neighbours come back swapped: each previous as next.
+    NeighboursBackwards,
 }
 
 /// A SQLite store seen through memory-core's [`InspectableStore`] (the suites' adapter), optionally
@@ -159,6 +161,20 @@ impl LexicalSearch for Suited {
             hits.reverse();
         }
         Ok(hits)
+    }
+    async fn written_neighbours(
+        &self,
+        access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+        reach: usize,
+    ) -> Result<Vec<memory_core::WrittenNeighbours>, MemoryError> {
+        let mut answers = self.store.written_neighbours(access, ids, reach).await?;
+        if self.broken == Break::NeighboursBackwards {
+            for answer in &mut answers {
+                std::mem::swap(&mut answer.before, &mut answer.after);
+            }
+        }
+        Ok(answers)
     }
 }
 

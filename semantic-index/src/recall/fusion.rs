@@ -13,6 +13,28 @@
 //!   a list with weight `w` scores `w / (k + r)`, summed over the lists that rank it. Only ranks
 //!   matter.
 //!
+//! Then, **context** ([`borrow_from_neighbours`]): each fused document borrows from the fused
+//! scores of the documents written just before and after it in its namespace (the store's
+//! [`memory_core::LexicalSearch::written_neighbours`], in the caller's scope), `context_weight`
+//! for the nearest on each side, half that for the next, up to `context_reach` on each side. On a
+//! conversation every turn is a document and a reply rarely repeats its question: "They're called
+//! Peruvian lilies" answers "what flowers do you grow?" with none of its words and little of its
+//! meaning, and the question turn just before it is what both rankings find. Only documents already
+//! fused move (no neighbour is added without evidence of its own), and the scores are divided by
+//! the total weight, so they stay in `[0, 1]`. Written order is the store's: each key's place is
+//! its first write (a replacement keeps it), which is conversation order for turns written as they
+//! are said, or imported in order. Measured through the product on LoCoMo (`memory-eval locomo`,
+//! all ten conversations; then the held-out 6-10): without context hybrid hit@10 0.737 and share@10
+//! 0.661 (0.729 / 0.644); the nearest neighbour alone at weight 0.3, 0.775 / 0.703 (0.762 /
+//! 0.682); reach 2 (weights 0.3 and 0.15, the default), 0.792 / 0.722 (0.781 / 0.708), hit@5
+//! 0.661 to 0.705, hit@1 0.396 to 0.391, warm p95 11.7 ms against 12.7 without. What it costs:
+//! one store read of the fused documents' neighbours per hybrid recall (two index range reads a
+//! document in SQLite, one statement in PostgreSQL). The lexical and embedding modes alone do not
+//! use it (their figures are unchanged): in a throwaway harness over the same rankings, context
+//! added to raw scores raised lexical hit@10 from 0.684 to 0.721 (weight 0.2 on each side) and
+//! embedding from 0.518 to 0.546 (0.2, next turn only), less than it adds to the fused ranking;
+//! those modes have no fusion stage to hold it, so it is left for a change of their own.
+//!
 //! The defaults are tuned, not the paper's: `memory-eval locomo-tune` chose them on LoCoMo's first five
 //! conversations (real long chats, one document per turn) and `eval/locomo-tuned.json` records the
 //! choice, which a test checks against these constants. Measured there (hit@10 / evidence share@10 on
@@ -62,6 +84,11 @@ pub const DEFAULT_EMBEDDING_WEIGHT: f64 = 0.4;
 pub const DEFAULT_LEXICAL_CANDIDATES: usize = 100;
 /// Default number of embedding chunks asked for, as tuned.
 pub const DEFAULT_EMBEDDING_CANDIDATES: usize = 100;
+/// Default weight of a fused document's nearest written-order neighbours' fused scores in its own,
+/// as tuned (see the module docs: a conversation turn borrows from the turns around it).
+pub const DEFAULT_CONTEXT_WEIGHT: f64 = 0.3;
+/// Default number of written-order neighbours read on each side, as tuned.
+pub const DEFAULT_CONTEXT_REACH: usize = 2;
 /// Default number of fused documents kept (and so read once each by revalidation).
 pub const DEFAULT_MAX_DOCUMENTS: usize = 16;
 /// Largest accepted `lexical_candidates` and `max_documents`: revalidation reads every kept document in
@@ -90,6 +117,13 @@ pub struct HybridParams {
     pub embedding_candidates: usize,
     /// Fused documents kept, 1 to [`MAX_HYBRID_DOCUMENTS`].
     pub max_documents: usize,
+    /// How much a fused document borrows from its nearest written-order neighbours' fused scores
+    /// ([`borrow_from_neighbours`]; each further step halves it), finite and in `[0, 1e6]`; 0
+    /// turns it off (and skips the store's neighbour read).
+    pub context_weight: f64,
+    /// Written-order neighbours read on each side, 0 to
+    /// [`memory_core::storage::MAX_NEIGHBOUR_REACH`]; 0 turns context off.
+    pub context_reach: usize,
 }
 
 impl Default for HybridParams {
@@ -102,6 +136,8 @@ impl Default for HybridParams {
             lexical_candidates: DEFAULT_LEXICAL_CANDIDATES,
             embedding_candidates: DEFAULT_EMBEDDING_CANDIDATES,
             max_documents: DEFAULT_MAX_DOCUMENTS,
+            context_weight: DEFAULT_CONTEXT_WEIGHT,
+            context_reach: DEFAULT_CONTEXT_REACH,
         }
     }
 }
@@ -113,6 +149,7 @@ impl HybridParams {
             ("hybrid.k", self.k),
             ("hybrid.lexical_weight", self.lexical_weight),
             ("hybrid.embedding_weight", self.embedding_weight),
+            ("hybrid.context_weight", self.context_weight),
         ] {
             if !(0.0..=MAX_RRF_PARAMETER).contains(&value) {
                 return Err(SemanticError::invalid(
@@ -139,7 +176,18 @@ impl HybridParams {
                 ));
             }
         }
+        if self.context_reach > memory_core::storage::MAX_NEIGHBOUR_REACH {
+            return Err(SemanticError::invalid(
+                "hybrid.context_reach",
+                format!("must be 0 to {}", memory_core::storage::MAX_NEIGHBOUR_REACH),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether fused documents borrow from their neighbours (a weight and a reach above 0).
+    pub fn uses_context(&self) -> bool {
+        self.context_weight > 0.0 && self.context_reach > 0
     }
 }
 
@@ -229,6 +277,12 @@ pub fn fuse_rankings<K: Clone + Eq + Hash + Ord>(
             };
         }
     }
+    sort_fused(&mut fused);
+    fused
+}
+
+/// Orders fused items by score, then by best rank in either list, then by the items' own order.
+fn sort_fused<K: Ord>(fused: &mut [Fused<K>]) {
     fused.sort_by(|left, right| {
         right
             .score
@@ -236,7 +290,53 @@ pub fn fuse_rankings<K: Clone + Eq + Hash + Ord>(
             .then_with(|| left.best_rank().cmp(&right.best_rank()))
             .then_with(|| left.item.cmp(&right.item))
     });
-    fused
+}
+
+/// Lets each fused item borrow from its written-order neighbours: `neighbours[i]` names the items
+/// written before and after `fused[i]`, nearest first (a store's
+/// [`memory_core::LexicalSearch::written_neighbours`]). A neighbour `d` steps away weighs
+/// `weight / 2^(d-1)`, and an item's score becomes its own plus each neighbour's weighted fused
+/// score (0 for a neighbour that is not itself fused), divided by one plus the weights of every
+/// step on both sides up to the longest side given, so scores stay in `[0, 1]` under normalized
+/// score fusion. Then the list is sorted again as [`fuse_rankings`] sorts it. Only fused items
+/// move: a neighbour is never added, so every item still has its own lexical or embedding
+/// evidence.
+///
+/// A weight of 0 changes nothing; `neighbours` shorter than `fused` leaves the rest without
+/// neighbours.
+pub fn borrow_from_neighbours<K: Clone + Eq + Hash + Ord>(
+    fused: &mut [Fused<K>],
+    neighbours: &[(Vec<K>, Vec<K>)],
+    weight: f64,
+) {
+    let reach = neighbours
+        .iter()
+        .map(|(before, after)| before.len().max(after.len()))
+        .max()
+        .unwrap_or(0);
+    if weight == 0.0 || reach == 0 || fused.is_empty() {
+        return;
+    }
+    // Halved at each further step: `weight`, `weight / 2`, `weight / 4`, ...
+    let step = |distance: usize| weight * 0.5_f64.powi(distance.min(64) as i32 - 1);
+    let total = 1.0 + 2.0 * (1..=reach).map(step).sum::<f64>();
+    let own: HashMap<K, f64> = fused
+        .iter()
+        .map(|item| (item.item.clone(), item.score))
+        .collect();
+    let borrowed = |side: &[K]| -> f64 {
+        side.iter()
+            .enumerate()
+            .map(|(index, item)| step(index + 1) * own.get(item).copied().unwrap_or(0.0))
+            .sum()
+    };
+    for (index, item) in fused.iter_mut().enumerate() {
+        let context = neighbours
+            .get(index)
+            .map_or(0.0, |(before, after)| borrowed(before) + borrowed(after));
+        item.score = (item.score + context) / total;
+    }
+    sort_fused(fused);
 }
 
 /// `score` min-max normalized into `[0, 1]` over a list whose finite scores span `low..=high`: 1 for
@@ -384,6 +484,72 @@ mod tests {
     }
 
     #[test]
+    fn neighbours_lend_their_fused_scores_by_distance() {
+        // Fused: a 0.9, b 0.5, c 0.4, d 0.1; written order x a c b d (x not fused).
+        // weight 0.4: one step 0.4, two steps 0.2; total 1 + 2 * (0.4 + 0.2) = 2.2.
+        // a: (0.9 + 0.4*0 [x] + 0.4*0.4 [c] + 0.2*0.5 [b]) / 2.2 = 1.16 / 2.2
+        // c: (0.4 + 0.4*0.9 + 0.4*0.5 + 0.2*0.1 [d]) / 2.2 = 0.98 / 2.2 (x is two before: 0)
+        // b: (0.5 + 0.4*0.4 + 0.2*0.9 + 0.4*0.1) / 2.2 = 0.88 / 2.2
+        // d: (0.1 + 0.4*0.5 + 0.2*0.4) / 2.2 = 0.38 / 2.2
+        let items = [("a", 0.9), ("b", 0.5), ("c", 0.4), ("d", 0.1)];
+        let mut fused: Vec<Fused<&str>> = items
+            .iter()
+            .enumerate()
+            .map(|(rank, (item, score))| Fused {
+                item: *item,
+                score: *score,
+                lexical_rank: Some(rank + 1),
+                embedding_rank: None,
+            })
+            .collect();
+        let neighbours = vec![
+            (vec!["x"], vec!["c", "b"]),
+            (vec!["c", "a"], vec!["d"]),
+            (vec!["a", "x"], vec!["b", "d"]),
+            (vec!["b", "c"], vec![]),
+        ];
+        borrow_from_neighbours(&mut fused, &neighbours, 0.4);
+        let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
+        assert_eq!(order, ["a", "c", "b", "d"]);
+        for (item, expected) in fused.iter().zip([1.16, 0.98, 0.88, 0.38]) {
+            assert!(close(item.score, expected / 2.2), "{fused:?}");
+        }
+        // The one-line answer right after a strong match overtakes a weak match of its own.
+        let mut fused = vec![
+            Fused {
+                item: "question",
+                score: 1.0,
+                lexical_rank: Some(1),
+                embedding_rank: None,
+            },
+            Fused {
+                item: "elsewhere",
+                score: 0.5,
+                lexical_rank: Some(2),
+                embedding_rank: None,
+            },
+            Fused {
+                item: "answer",
+                score: 0.3,
+                lexical_rank: None,
+                embedding_rank: Some(1),
+            },
+        ];
+        let neighbours = vec![
+            (vec![], vec!["answer"]),
+            (vec![], vec![]),
+            (vec!["question"], vec![]),
+        ];
+        let before = fused.clone();
+        borrow_from_neighbours(&mut fused, &neighbours, 0.0);
+        assert_eq!(fused, before, "a weight of 0 changes nothing");
+        borrow_from_neighbours(&mut fused, &neighbours, 0.5);
+        let order: Vec<&str> = fused.iter().map(|item| item.item).collect();
+        assert_eq!(order, ["question", "answer", "elsewhere"]);
+        assert!(fused.iter().all(|item| (0.0..=1.0).contains(&item.score)));
+    }
+
+    #[test]
     fn parameters_are_validated() {
         assert!(HybridParams::default().validate().is_ok());
         for params in [
@@ -410,6 +576,14 @@ mod tests {
             },
             HybridParams {
                 max_documents: MAX_HYBRID_DOCUMENTS + 1,
+                ..HybridParams::default()
+            },
+            HybridParams {
+                context_weight: -0.1,
+                ..HybridParams::default()
+            },
+            HybridParams {
+                context_reach: memory_core::storage::MAX_NEIGHBOUR_REACH + 1,
                 ..HybridParams::default()
             },
         ] {

@@ -8,7 +8,9 @@
 //!   ([`chunk_passage_id`]; a chunk that is the whole text takes the document id instead).
 //! - Hybrid recall asks the lexical search and the embedding index, fuses their document rankings by
 //!   [`fuse_rankings`] (normalized score fusion by default; an embedding ranking ranks and scores
-//!   each document by its best chunk), keeps
+//!   each document by its best chunk), lets each fused document borrow from its written-order
+//!   neighbours' fused scores ([`borrow_from_neighbours`], one store read of the neighbours:
+//!   [`LexicalSearch::written_neighbours`]), keeps
 //!   [`HybridParams::max_documents`] documents and revalidates them ONCE: one grouped read of all the
 //!   kept documents. A document the lexical search found becomes its whole current text when it fits
 //!   one chunk, else its chunks that match the query best ([`excerpt_passages`]: the lexical match may
@@ -60,17 +62,18 @@ use std::sync::Arc;
 use memory_core::recall::{RecallSource, SourceId};
 use memory_core::vectors::VectorStore;
 use memory_core::{
-    LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryPassage, MemoryReader,
-    NamespaceAddress, RecallError, RevalidationLimits,
+    DocumentId, LexicalSearch, MemoryAccess, MemoryError, MemoryKey, MemoryLookup, MemoryPassage,
+    MemoryReader, NamespaceAddress, RecallError, RevalidationLimits,
 };
 
 pub use excerpts::{
     ExcerptRules, FOLD_CHARS, MAX_EXCERPTS_PER_DOCUMENT, excerpt_passages, matching_chunks,
 };
 pub use fusion::{
-    DEFAULT_EMBEDDING_CANDIDATES, DEFAULT_EMBEDDING_WEIGHT, DEFAULT_FUSION,
-    DEFAULT_LEXICAL_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_MAX_DOCUMENTS, DEFAULT_RRF_K,
-    Fused, FusionMethod, HybridParams, MAX_HYBRID_DOCUMENTS, MAX_RRF_PARAMETER, fuse_rankings,
+    DEFAULT_CONTEXT_REACH, DEFAULT_CONTEXT_WEIGHT, DEFAULT_EMBEDDING_CANDIDATES,
+    DEFAULT_EMBEDDING_WEIGHT, DEFAULT_FUSION, DEFAULT_LEXICAL_CANDIDATES, DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_MAX_DOCUMENTS, DEFAULT_RRF_K, Fused, FusionMethod, HybridParams, MAX_HYBRID_DOCUMENTS,
+    MAX_RRF_PARAMETER, borrow_from_neighbours, fuse_rankings,
 };
 pub use passages::chunk_passage_id;
 
@@ -415,6 +418,11 @@ where
         }
         let (embedding_keys, mut chunks) = documents_by_best_chunk(embedding.hits, access);
         let mut fused = fuse_rankings(params, &lexical_keys, &embedding_keys);
+        if params.uses_context() && !fused.is_empty() {
+            let neighbours =
+                written_neighbours(store, access, &fused, params.context_reach).await??;
+            borrow_from_neighbours(&mut fused, &neighbours, params.context_weight);
+        }
         fused.truncate(params.max_documents);
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
@@ -464,6 +472,35 @@ where
         })
     };
     deadline(limits.timeout_ms, work).await
+}
+
+/// The written-order neighbours of every fused document (as keys of `access.namespace`), read on
+/// the blocking pool in one store call.
+async fn written_neighbours<R: LexicalSearch + 'static>(
+    store: &Arc<R>,
+    access: &MemoryAccess,
+    fused: &[Fused<MemoryKey>],
+    reach: usize,
+) -> Result<Result<Vec<(Vec<MemoryKey>, Vec<MemoryKey>)>, MemoryError>, RecallError> {
+    let store = Arc::clone(store);
+    let access = access.clone();
+    let ids: Vec<DocumentId> = fused.iter().map(|item| item.item.id.clone()).collect();
+    on_blocking_pool(async move {
+        let answers = store.written_neighbours(&access, &ids, reach).await?;
+        let keys = |ids: Vec<DocumentId>| -> Vec<MemoryKey> {
+            ids.into_iter()
+                .map(|id| MemoryKey {
+                    namespace: access.namespace.clone(),
+                    id,
+                })
+                .collect()
+        };
+        Ok(answers
+            .into_iter()
+            .map(|answer| (keys(answer.before), keys(answer.after)))
+            .collect())
+    })
+    .await
 }
 
 /// Builds a [`RecallSource`] that runs [`semantic_lookup`].

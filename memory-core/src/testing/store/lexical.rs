@@ -9,8 +9,8 @@ use proptest::test_runner::TestRunner;
 
 use super::{InspectableStore, access, async_suite, key, namespace, ok, put, said, withdraw};
 use crate::document::MemoryContent;
-use crate::ids::Revision;
-use crate::ports::LexicalHit;
+use crate::ids::{DocumentId, Revision};
+use crate::ports::{LexicalHit, WrittenNeighbours};
 use crate::testing::fixtures::{Checked, Failure, ensure};
 use crate::testing::proptest_config;
 use crate::write::MemoryWrite;
@@ -24,6 +24,7 @@ async_suite! {
     "search-follows-replacements-scopes-and-withdrawals" => search_follows_replacements,
     "query-text-is-words-never-syntax" => query_text_is_words,
     "each-namespace-searches-alone-at-any-size" => each_namespace_searches_alone,
+    "neighbours-follow-first-writes-within-namespace-and-scope" => neighbours_follow_first_writes,
 }
 
 /// The three documents of the ranking rules.
@@ -530,6 +531,163 @@ fn check_hits(
         hits.windows(2)
             .all(|pair| pair[0].score.total_cmp(&pair[1].score).is_ge()),
         "{query:?} in {tenant}/{scope} is not best first"
+    );
+    Ok(())
+}
+
+/// Each id's (before, after) as `written_neighbours` answers them for `(t1, scope)` and `reach`.
+async fn neighbours<S: InspectableStore>(
+    store: &S,
+    scope: &str,
+    ids: &[&str],
+    reach: usize,
+) -> Result<Vec<(Vec<String>, Vec<String>)>, Failure> {
+    let ids = ids
+        .iter()
+        .map(|id| DocumentId::new(*id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let answers = ok(
+        store
+            .written_neighbours(&access("t1", scope)?, &ids, reach)
+            .await,
+        "written neighbours",
+    )?;
+    ensure!(
+        answers.len() == ids.len(),
+        "{} answers for {} ids",
+        answers.len(),
+        ids.len()
+    );
+    let names = |ids: Vec<DocumentId>| ids.into_iter().map(|id| id.as_str().to_owned()).collect();
+    Ok(answers
+        .into_iter()
+        .map(|WrittenNeighbours { before, after }| (names(before), names(after)))
+        .collect())
+}
+
+fn sides(before: &[&str], after: &[&str]) -> (Vec<String>, Vec<String>) {
+    let owned = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect();
+    (owned(before), owned(after))
+}
+
+async fn neighbours_follow_first_writes<S: InspectableStore>(store: &S) -> Checked {
+    // First writes, in order: a, b, c (scope s2 only), d, x (another namespace), e, f.
+    let mut revisions = BTreeMap::new();
+    for (tenant, id, scopes) in [
+        ("t1", "a", &["s"][..]),
+        ("t1", "b", &["s"][..]),
+        ("t1", "c", &["s2"][..]),
+        ("t1", "d", &["s", "s2"][..]),
+        ("t2", "x", &["s"][..]),
+        ("t1", "e", &["s"][..]),
+        ("t1", "f", &["s"][..]),
+    ] {
+        let receipt = ok(
+            store
+                .apply(put(
+                    &key(tenant, id)?,
+                    &format!("op-{id}"),
+                    None,
+                    MemoryContent::text(format!("turn {id}")),
+                    scopes,
+                )?)
+                .await,
+            "put",
+        )?;
+        revisions.insert(id, receipt.receipt.document.revision);
+    }
+    let all = ["a", "b", "d", "e", "f", "c", "missing"];
+    let expected = [
+        sides(&[], &["b"]),
+        sides(&["a"], &["d"]),
+        sides(&["b"], &["e"]),
+        sides(&["d"], &["f"]),
+        sides(&["e"], &[]),
+        sides(&[], &[]),
+        sides(&[], &[]),
+    ];
+    let found = neighbours(store, "s", &all, 1).await?;
+    ensure!(
+        found == expected,
+        "written neighbours in scope s: {found:?}, expected {expected:?} (first-write order, other \
+         scopes, namespaces and unknown ids skipped)"
+    );
+    let two = neighbours(store, "s", &["a", "d", "f"], 2).await?;
+    let expected_two = [
+        sides(&[], &["b", "d"]),
+        sides(&["b", "a"], &["e", "f"]),
+        sides(&["e", "d"], &[]),
+    ];
+    ensure!(
+        two == expected_two,
+        "two on each side, nearest first: {two:?}, expected {expected_two:?}"
+    );
+    let none = neighbours(store, "s", &["b"], 0).await?;
+    ensure!(
+        none == [sides(&[], &[])],
+        "a reach of 0 names neighbours: {none:?}"
+    );
+    let in_s2 = neighbours(store, "s2", &["c", "d", "a"], 1).await?;
+    ensure!(
+        in_s2 == [sides(&[], &["d"]), sides(&["c"], &[]), sides(&[], &[])],
+        "written neighbours in scope s2: {in_s2:?}"
+    );
+    // A replacement keeps its key's place; a withdrawal leaves the order.
+    ok(
+        store
+            .apply(put(
+                &key("t1", "b")?,
+                "op-b2",
+                revisions.get("b"),
+                MemoryContent::text("turn b, replaced"),
+                &["s"],
+            )?)
+            .await,
+        "replace",
+    )?;
+    let d_revision = revisions
+        .get("d")
+        .ok_or_else(|| Failure("no revision of d".to_owned()))?;
+    ok(
+        store
+            .apply(withdraw(&key("t1", "d")?, "op-d2", d_revision)?)
+            .await,
+        "withdraw",
+    )?;
+    let after = neighbours(store, "s", &["a", "b", "d", "e"], 1).await?;
+    let expected_after = [
+        sides(&[], &["b"]),
+        sides(&["a"], &["e"]),
+        sides(&[], &[]),
+        sides(&["b"], &["f"]),
+    ];
+    ensure!(
+        after == expected_after,
+        "after replacing b and withdrawing d: {after:?}, expected {expected_after:?}"
+    );
+    ensure!(
+        neighbours(store, "s", &[], 1).await?.is_empty(),
+        "no ids must answer nothing"
+    );
+    let too_many = vec![DocumentId::new("a")?; crate::storage::MAX_NEIGHBOUR_IDS + 1];
+    let refused = store
+        .written_neighbours(&access("t1", "s")?, &too_many, 1)
+        .await;
+    ensure!(
+        matches!(refused, Err(crate::error::MemoryError::TooLarge { .. })),
+        "{} ids were not refused as too large: {refused:?}",
+        too_many.len()
+    );
+    let too_far = store
+        .written_neighbours(
+            &access("t1", "s")?,
+            &[DocumentId::new("a")?],
+            crate::storage::MAX_NEIGHBOUR_REACH + 1,
+        )
+        .await;
+    ensure!(
+        matches!(too_far, Err(crate::error::MemoryError::TooLarge { .. })),
+        "a reach past the limit was not refused: {too_far:?}"
     );
     Ok(())
 }
