@@ -444,10 +444,14 @@ pub fn fuse(
     lexical_depth: usize,
     embedding_depth: usize,
 ) -> Vec<String> {
-    let lexical = &lexical[..lexical.len().min(lexical_depth)];
-    let embedding = &embedding[..embedding.len().min(embedding_depth)];
-    fuse_rankings(&fusion.params(), lexical, embedding)
-        .into_iter()
-        .map(|fused| fused.item)
-        .collect()
+    fuse_in_context(
+        fusion,
+        0.0,
+        0,
+        &Neighbours::new(),
+        lexical,
+        embedding,
+        lexical_depth,
+        embedding_depth,
+    )
 }

@@ -61,9 +61,10 @@
 //!   written just before and after it, read from the store in write order. This is the lever that
 //!   closed the gap: a reply rarely repeats its question ("Those ones, the orange kind" answers
 //!   "which flowers do you grow?"), and embedding the previous turn with it (above) blurred both
-//!   turns instead. On the tuning conversations (objective, then held out hit@10 / share@10):
-//!   none 0.705 (0.729 / 0.644); reach 1 at 0.3 0.741 (0.763 / 0.684); reach 2 at 0.3 0.751 raw
-//!   (0.781 / 0.708); reach 3 at 0.3 0.750 raw (0.782 / 0.709) and at 0.4 0.756 (0.790 / 0.717).
+//!   turns instead. On the tuning conversations (objective before smoothing, then held out
+//!   hit@10 / share@10): none 0.697 (0.729 / 0.644); reach 1 at 0.3 0.734 (0.763 / 0.684); reach 2
+//!   at 0.3 0.751 (0.781 / 0.708); reach 3 at 0.3 0.750 (0.782 / 0.709) and at 0.4 0.756 (0.790 /
+//!   0.717).
 //!   Weights from 0.3 to 0.5 are level at reach 2 and 3; hit@1 falls as the weight grows (reach 2:
 //!   0.418 at 0.3, 0.384 at 0.5, 0.333 at 0.75), so the least extreme setting within the margin
 //!   is kept. The first grid smoothed across reaches as well and chose reach 3, an edge effect of a
