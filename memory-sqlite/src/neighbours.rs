@@ -23,8 +23,8 @@ pub(crate) fn written_neighbours(
     reach: usize,
 ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
     check_neighbour_request(ids, reach)?;
-    if ids.is_empty() {
-        return Ok(Vec::new());
+    if ids.is_empty() || reach == 0 {
+        return Ok(vec![WrittenNeighbours::default(); ids.len()]);
     }
     let snapshot = connection
         .unchecked_transaction()
@@ -66,10 +66,6 @@ pub(crate) fn written_neighbours(
             answers.push(WrittenNeighbours::default());
             continue;
         };
-        if reach == 0 {
-            answers.push(WrittenNeighbours::default());
-            continue;
-        }
         let side = |statement: &mut rusqlite::CachedStatement<'_>| {
             statement
                 .query_map(
