@@ -253,7 +253,6 @@ impl SqliteReader {
         ids: &[DocumentId],
         reach: usize,
     ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
-        memory_core::storage::check_neighbour_request(ids, reach)?;
         self.with_connection("written neighbours", |connection| {
             crate::neighbours::written_neighbours(connection, access, ids, reach)
         })
