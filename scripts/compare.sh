@@ -11,7 +11,7 @@
 #
 # Environment: COMPARE_DIR (default eval-report/compare), COMPARE_VENV (default target/compare-venv),
 # COMPARE_SIZE (vectors in the HNSW comparison, default 20000), COMPARE_ROUNDS (turns each side takes
-# at each embedding set and at the sync comparison, best counts; default 3).
+# at the HNSW comparison, at each embedding set and at the sync comparison, best counts; default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-assets.sh >&2
@@ -26,12 +26,12 @@ EVAL="$TARGET/memory-eval"
 
 mkdir -p "$DIR"
 "$EVAL" dump-vectors --dir "$DIR" --size "$SIZE" >&2
-"$EVAL" bench-hnsw --vectors "$DIR/vectors.bin" > "$DIR/ours_hnsw.json"
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV" >&2
 fi
 "$VENV/bin/python" -m pip install --quiet -r eval/compare/requirements.txt >&2
-# compare.py runs `memory-eval bench-embed` itself, taking turns with onnxruntime (COMPARE_ROUNDS each).
+# compare.py runs `memory-eval bench-hnsw` and `bench-embed` itself, taking turns with hnswlib and
+# onnxruntime (COMPARE_ROUNDS each; each side's fastest counts).
 "$VENV/bin/python" eval/compare/compare.py --dir "$DIR" --assets "${MEMORY_ASSETS_DIR:-assets}" \
   --eval "$EVAL" --memory "$TARGET/memory" --rounds "${COMPARE_ROUNDS:-3}"

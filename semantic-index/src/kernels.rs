@@ -194,6 +194,32 @@ pub fn dot_i8_at(level: KernelLevel, left: &[i8], right: &[i8]) -> Option<i32> {
     Some(Dispatch::at(level)?.dot_i8(left, right))
 }
 
+/// Rows ahead of the one being scored whose lines the HNSW walk requests with [`prefetch`]
+/// (`index::graph`'s module docs give the measurements that chose it).
+pub const PREFETCH_AHEAD: usize = 4;
+
+/// Requests every cache line of `data` ahead of a read: `prefetcht0`, a hint that never faults
+/// and changes no result, issued through the dispatched level's SSE token (`pulp` makes it a safe
+/// call). Nothing on the portable level or off x86-64.
+#[inline]
+pub fn prefetch<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const LINE: usize = 64;
+        let sse = match dispatch() {
+            Dispatch::V4(simd) => simd.sse,
+            Dispatch::V3(simd) => simd.sse,
+            Dispatch::Portable => return,
+        };
+        let start = data.as_ptr().cast::<i8>();
+        for offset in (0..std::mem::size_of_val(data)).step_by(LINE) {
+            sse._mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(start.wrapping_add(offset));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 /// The portable int8 kernel: products widened to i32, summed in order (integer sums are exact, so
 /// the order does not matter below [`MAX_I8_DOT_LEN`]).
 #[inline(always)]
@@ -381,6 +407,22 @@ mod tests {
                 prop_assert_eq!(i64::from(got), exact, "{} at length {}", level.name(), left.len());
             }
             prop_assert_eq!(i64::from(dot_i8(&left, &right)), exact);
+        }
+    }
+
+    proptest! {
+        /// A request for a slice's lines is only a hint: for any length and any start (mid-line
+        /// included, the empty slice too) it leaves every value and every kernel's result as it
+        /// was, and touches nothing past the slice (a page that is not mapped would fault).
+        #[test]
+        fn prefetching_a_slice_changes_no_value((left, right) in pair(), skip in 0usize..16) {
+            let skip = skip.min(left.len());
+            let before = (left.clone(), dot(&left, &right));
+            prefetch(&left[skip..]);
+            prefetch(&right);
+            prefetch::<f32>(&[]);
+            prop_assert_eq!(&left, &before.0);
+            prop_assert_eq!(dot(&left, &right).to_bits(), before.1.to_bits());
         }
     }
 

@@ -365,9 +365,12 @@ impl VectorIndex for HnswIndex {
                 rescore: compact.is_compact(),
             });
         }
+        // An unfiltered walk reads no row's metadata: its namespace is in the source's record,
+        // two dependent reads away, for every candidate the walk keeps.
         let admits = |row: usize| {
             self.table.is_live(row)
-                && filter.admits_namespace(self.table.meta(row).source.namespace())
+                && (filter == SourceFilter::All
+                    || filter.admits_namespace(self.table.meta(row).source.namespace()))
         };
         let neighbours = self.graph.search(&self.table, query, keep, width, &admits);
         // Scores are recomputed from the rows so both indexes rank with identical numbers (code

@@ -249,6 +249,15 @@ pub(crate) enum RowRef<'a> {
 }
 
 impl RowRef<'_> {
+    /// Requests the row's bytes ahead of a read ([`crate::kernels::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(self) {
+        match self {
+            Self::F32(floats) => crate::kernels::prefetch(floats),
+            Self::Int8 { codes, .. } => crate::kernels::prefetch(codes),
+        }
+    }
+
     /// The (approximate, for codes) cosine similarity of two unit rows of the same encoding. Rows
     /// of different encodings never meet (a table has one, and a query is prepared in it); should
     /// they, the f32 side is coded on the spot rather than panicking.
