@@ -12,9 +12,9 @@ returned, recall@10 against exact search. Each row is one search width on both s
 graph and times every row with the same number of passes); at each row, each side's fastest pass of
 any round counts, with that round's recall, and each side's fastest build. On this shared machine a
 single run's QPS swings by a fifth from minute to minute (the ratio at 0.95 read 0.88 and 1.25 in two
-runs an hour apart with one round each), so one round decided the headline by when it ran. The QPS at
-recall@10 0.95 of each side is interpolated linearly between the two rows around 0.95 (the slowest
-row already past it when none is below).
+one-round runs half an hour apart, with nearly the same code), so one round decided the headline by
+when it ran. The QPS at recall@10 0.95 of each side is interpolated linearly between the two rows
+around 0.95 (the slowest row already past it when none is below).
 
 Exact scan: bytes our scan reads per second (vectors x dims x 4 x QPS) over the single-thread read
 bandwidth bench-hnsw measured in the same run on a buffer of the same size (the round with the

@@ -412,8 +412,8 @@ mod tests {
 
     proptest! {
         /// A request for a slice's lines is only a hint: for any length and any start (mid-line
-        /// included, the empty slice too) it leaves every value and every kernel's result as it
-        /// was, and touches nothing past the slice (a page that is not mapped would fault).
+        /// included, the empty slice too) it panics on none and leaves every value and every
+        /// kernel's result as it was.
         #[test]
         fn prefetching_a_slice_changes_no_value((left, right) in pair(), skip in 0usize..16) {
             let skip = skip.min(left.len());
