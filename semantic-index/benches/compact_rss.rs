@@ -88,10 +88,7 @@ fn namespace(index: usize) -> NamespaceAddress {
 }
 
 fn chunks() -> usize {
-    std::env::var("SEMANTIC_BENCH_COMPACT_CHUNKS")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100_000)
+    support::chunks_from("SEMANTIC_BENCH_COMPACT_CHUNKS", 100_000)
 }
 
 /// `VmRSS` and `VmHWM` in MiB.

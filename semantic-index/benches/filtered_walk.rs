@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use semantic_index::{
     ExactIndex, HnswIndex, HnswParams, IndexBounds, SearchRequest, SourceFilter, VectorIndex,
 };
-use support::{DIMENSIONS, around, centroids, keyed_sources, p50_p99};
+use support::{DIMENSIONS, around, centroids, chunks_from, keyed_sources, p50_p99};
 
 const SIZES: [usize; 7] = [256, 512, 1_024, 2_048, 4_096, 8_192, 16_384];
 const QUERIES: usize = 200;
@@ -49,10 +49,7 @@ fn main() {
     if !std::env::args().any(|argument| argument == "--bench") {
         return;
     }
-    let total = std::env::var("SEMANTIC_BENCH_FILTERED_CHUNKS")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100_000usize);
+    let total = chunks_from("SEMANTIC_BENCH_FILTERED_CHUNKS", 100_000);
     let (centroids, _) = centroids(None);
     let owners = owners(total);
     let sources = keyed_sources(total, &centroids, 7, |position| MemoryKey {

@@ -26,7 +26,7 @@ use semantic_index::index::SourceChunks;
 use semantic_index::{
     ExactIndex, HnswIndex, HnswParams, IndexBounds, SearchRequest, SourceFilter, VectorIndex,
 };
-use support::{DIMENSIONS, around, centroids, keyed_sources, p50_p99};
+use support::{DIMENSIONS, around, centroids, chunks_from, keyed_sources, p50_p99};
 
 const NAMESPACE_CHUNKS: usize = 100;
 const QUERIES: usize = 400;
@@ -42,13 +42,6 @@ fn sources(size: usize, namespaces: usize, centroids: &[Vec<f32>]) -> Vec<Source
         namespace: namespace(position % namespaces),
         id: DocumentId::new(format!("d{position:07}")).unwrap(),
     })
-}
-
-fn chunks_from(variable: &str, default: usize) -> usize {
-    std::env::var(variable)
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(default)
 }
 
 /// p50 of namespace 0's searches in `shared` and in `alone`, alternating query by query.

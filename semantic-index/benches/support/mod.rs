@@ -169,3 +169,11 @@ pub fn p50_p99(mut latencies: Vec<Duration>) -> (f64, f64) {
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
     )
 }
+
+/// The count in environment variable `variable`, or `default` when it is unset or not a number.
+pub fn chunks_from(variable: &str, default: usize) -> usize {
+    std::env::var(variable)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(default)
+}
