@@ -6,34 +6,39 @@
 //! `person/topic` document (a correction becomes its next revision) and turns a forget request into a
 //! withdrawal of it.
 
-use memory_core::activity::{RecordBody, ThreadRecord};
-use memory_core::{
-    DocumentId, EpochMillis, MemoryAttribution, MemoryContent, MemoryScope, NamespaceAddress,
-};
-use remembering::{ApplicationError, Contribution, RecordExtractor};
+use memory_core::activity::{RecordBody, ThreadDestination, ThreadRecord};
+use memory_core::{DocumentId, EpochMillis, MemoryAttribution, MemoryContent};
+use remembering::{ApplicationError, Contribution, Extraction, RecordExtractor};
 
 use crate::corpus::{Recognised, document_id, recognise};
 
-/// The extractor the harness runs: user sentences the corpus recognises become contributions.
-#[derive(Debug, Clone)]
-pub struct CorpusExtractor {
-    namespace: NamespaceAddress,
-    scopes: Vec<MemoryScope>,
-}
-
-impl CorpusExtractor {
-    /// An extractor writing into `namespace`, recallable through `scopes`.
-    pub fn new(namespace: NamespaceAddress, scopes: Vec<MemoryScope>) -> Self {
-        Self { namespace, scopes }
-    }
-}
+/// The extractor the harness runs: user sentences the corpus recognises become contributions, written
+/// to the thread's destination.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CorpusExtractor;
 
 impl RecordExtractor for CorpusExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        destination: &ThreadDestination,
+        now: EpochMillis,
+    ) -> Result<Extraction, ApplicationError> {
+        Ok(Extraction {
+            contributions: self.contributions(record, destination, now)?,
+            dropped: std::collections::BTreeMap::new(),
+        })
+    }
+}
+
+impl CorpusExtractor {
+    fn contributions(
+        self,
+        record: &ThreadRecord,
+        destination: &ThreadDestination,
         now: EpochMillis,
     ) -> Result<Vec<Contribution>, ApplicationError> {
+        let namespace = destination.namespace();
         // Only the user's own words are statements; an assistant echo is no second witness.
         let RecordBody::UserInput { text } = &record.record.body else {
             return Ok(Vec::new());
@@ -48,7 +53,7 @@ impl RecordExtractor for CorpusExtractor {
             } => (topic, if correction { "corrected" } else { "stated" }),
             Recognised::Forget { topic } => {
                 return Ok(vec![Contribution::withdraw(
-                    self.namespace.clone(),
+                    namespace.clone(),
                     DocumentId::new(document_id(person, topic))?,
                     "the user asked to forget",
                 )]);
@@ -57,7 +62,7 @@ impl RecordExtractor for CorpusExtractor {
         let mut metadata = serde_json::Map::new();
         metadata.insert("topic".to_owned(), topic.into());
         Ok(vec![Contribution::put_at(
-            self.namespace.clone(),
+            namespace.clone(),
             DocumentId::new(document_id(person, topic))?,
             MemoryContent {
                 text: text.clone(),
@@ -73,7 +78,7 @@ impl RecordExtractor for CorpusExtractor {
                 recorded_at: now,
                 extracted_at: now,
             },
-            self.scopes.clone(),
+            destination.scopes().to_vec(),
         )])
     }
 }

@@ -99,6 +99,12 @@ enum Command {
         /// A LoCoMo zip archive, a folder of conversation files or one JSON file.
         #[arg(long)]
         data: PathBuf,
+        /// How the turns become memory: `direct` (each turn a document, `memory import`'s code), or
+        /// `worker` (each turn a thread record, remembered by the worker's default extractor;
+        /// writes locomo-via-worker.md, .json and SVGs beside the direct report, see
+        /// `eval::locomo::worker`).
+        #[arg(long, value_enum, default_value_t = Via::Direct)]
+        via: Via,
     },
     /// Chooses the lexical rules, the embedded text and the hybrid fusion on LoCoMo's conversations
     /// 1-5, reports every setting with conversations 6-10 beside it (OUT/locomo-tune), and writes the
@@ -136,6 +142,15 @@ enum Command {
         #[arg(long, default_value_t = semantic_index::fastembed_embedder::DEFAULT_BATCH_TOKENS)]
         max_batch_tokens: usize,
     },
+}
+
+/// How `memory-eval locomo` turns LoCoMo's turns into memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Via {
+    /// Each turn one document, written by `memory import`'s code.
+    Direct,
+    /// Each turn a thread record, remembered by the remembering worker.
+    Worker,
 }
 
 fn load_model() -> anyhow::Result<FastembedEmbedder> {
@@ -217,7 +232,14 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&result)?);
             Ok(())
         }
-        Some(Command::Locomo { data }) => runtime.block_on(locomo(&data, &cli.out)),
+        Some(Command::Locomo {
+            data,
+            via: Via::Direct,
+        }) => runtime.block_on(locomo(&data, &cli.out)),
+        Some(Command::Locomo {
+            data,
+            via: Via::Worker,
+        }) => runtime.block_on(locomo_via_worker(&data, &cli.out)),
         Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
         Some(Command::SyncTexts { import, out }) => {
             let texts =
@@ -299,6 +321,38 @@ async fn locomo(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result
     locomo_report::write(&report, &out)?;
     println!("{}", locomo_report::markdown(&report));
     eprintln!("memory-eval: LoCoMo report written to {}", out.display());
+    Ok(())
+}
+
+/// `memory-eval locomo --via worker`.
+async fn locomo_via_worker(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+    use eval::locomo::{data as locomo_data, run as locomo_run, worker};
+    let conversations = locomo_data::load(data)?;
+    let out = out.join("locomo");
+    std::fs::create_dir_all(&out)?;
+    let progress = Progress::for_terminal();
+    let run = worker::measure(
+        &out.join("locomo-via-worker.sqlite"),
+        &conversations,
+        &locomo_run::MODES,
+        true,
+        &progress,
+    )
+    .await?;
+    let direct = worker::read_direct(&out.join("locomo.json"))?;
+    let report = worker::ViaWorkerReport::new(
+        &data.display().to_string(),
+        &conversations,
+        &run,
+        &locomo_run::MODES,
+        direct,
+    );
+    worker::write(&report, &out)?;
+    println!("{}", worker::markdown(&report));
+    eprintln!(
+        "memory-eval: LoCoMo via-worker report written to {}",
+        out.display()
+    );
     Ok(())
 }
 

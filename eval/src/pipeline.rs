@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memory_core::activity::{
-    NewRecord, ProcessorId, ProcessorVersion, ThreadId, ThreadLog, WorkerId,
+    NewRecord, ProcessorId, ProcessorVersion, ThreadDestination, ThreadId, ThreadLog, WorkerId,
 };
 use memory_core::{ChangeFeed, MemoryAccess, MemoryScope, NamespaceAddress, SystemClock};
 use memory_sqlite::SqliteStore;
@@ -17,7 +17,9 @@ use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use memory_sqlite::vectors::SqliteVectorStore;
-use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, PassStop};
+use remembering::{
+    ActivityProcessor, ActivityProcessorParts, PassLimits, PassStop, UnboundThreads,
+};
 use semantic_index::{
     Embedder, Indexer, IndexerOptions, SemanticIndex, SemanticIndexConfig, SemanticProfile,
 };
@@ -49,6 +51,14 @@ pub fn access(seed: u64) -> anyhow::Result<MemoryAccess> {
         namespace: namespace(seed)?,
         scope: MemoryScope::new(SCOPE)?,
     })
+}
+
+/// The destination the eval's threads are bound to: the eval namespace, recallable through its scope.
+pub fn destination(access: &MemoryAccess) -> anyhow::Result<ThreadDestination> {
+    Ok(ThreadDestination::new(
+        access.namespace.clone(),
+        vec![access.scope.clone()],
+    )?)
 }
 
 /// The stores of one pipeline, all in one file.
@@ -131,12 +141,14 @@ pub fn processor(
         progress: stores.progress.clone(),
         references: Arc::new(SqliteRememberingStore::open(&stores.path)?),
         writer: stores.memory.clone(),
-        extractor: CorpusExtractor::new(access.namespace, vec![access.scope]),
+        extractor: CorpusExtractor,
         clock: Arc::new(SystemClock),
         processor: ProcessorId::new(PROCESSOR)?,
         version: ProcessorVersion(1),
         owner: WorkerId::new("eval-worker-1")?,
         limits: PassLimits::default(),
+        // Every thread is bound when appended (see `ingest`); none is left to a default.
+        unbound: UnboundThreads::Destination(destination(&access)?),
     })?)
 }
 
@@ -167,6 +179,8 @@ pub async fn ingest(
     let bar = progress.bar("thread log", total_turns as u64);
     let started = Instant::now();
     let mut threads = Vec::with_capacity(corpus.conversations.len());
+    // As a host binds its threads: the first append names where their memory goes.
+    let destination = destination(&access(corpus.shape.seed)?)?;
     for conversation in &corpus.conversations {
         let thread = ThreadId::new(conversation.thread.as_str())?;
         for turn in &conversation.turns {
@@ -174,7 +188,7 @@ pub async fn ingest(
                 Role::User => NewRecord::user(turn.speaker.as_str(), turn.text.as_str(), turn.at),
                 Role::Assistant => NewRecord::assistant(turn.text.as_str(), turn.at),
             };
-            stores.log.append(&thread, record)?;
+            stores.log.append_to(&thread, Some(&destination), record)?;
             figures.records += 1;
             bar.inc(1);
         }

@@ -159,10 +159,29 @@ Appends one record to a thread (the log assigns its sequence); the remembering w
 speaker, observers?, body, opaque_cursor?}; body.kind is user_input {text}, assistant_message {text}, \
 tool_call {call_id, name, arguments}, tool_result {call_id, output, is_error} or run_completed {outcome}.
 
+Destination: the thread's first append binds it to a namespace and scope, where the worker writes its \
+memory: the argument's namespace {name, version, identity}, else --namespace/MEMORY_NAMESPACE, else the \
+per-user namespace {\"name\": \"memory.user\", \"version\": 1, \"identity\": {\"user\": USER}} of the \
+argument's user, else --user/MEMORY_USER, else the OS user; scope: the argument's scope, else \
+--scope/MEMORY_SCOPE, else agent. An append naming another destination than the thread's is refused \
+(conflict) and writes nothing; `memory thread rebind` moves a thread.
+
 Answer: {\"thread\", \"sequence\", \"digest\"} once the record is committed
 
 Example:
   memory thread append '{\"thread\":\"chat-42\",\"record\":{\"occurred_at\":1767225600000,\"speaker\":\"ana\",\"body\":{\"kind\":\"user_input\",\"text\":\"I moved to Lisbon.\"}}}'";
+
+const THREAD_REBIND_HELP: &str = "\
+Binds a thread to another destination (--namespace, else --user's or the OS user's namespace; --scope), \
+for threads appended before destinations existed (they were remembered into a namespace per thread) or \
+moved on purpose. The worker then remembers the thread's records again, from its first, into the new \
+destination; what was remembered before stays where it was (withdraw it there if it must go). A parked \
+thread is unparked. Rebinding to the thread's current destination changes nothing.
+
+Answer: {\"thread\", \"generation\"} (the binding's generation: each move adds one)
+
+Example:
+  memory thread rebind chat-42 --user ana";
 
 const THREAD_FORGET_HELP: &str = "\
 Forgets one record: its suppression and the cleanup of what was remembered from it are committed \
@@ -384,12 +403,51 @@ impl NamespaceArgs {
     }
 }
 
+/// Where a thread's memory goes, from the command line (see [`crate::destination`]).
+#[derive(Debug, Clone, Args)]
+pub struct DestinationArgs {
+    /// The namespace and scope.
+    #[command(flatten)]
+    pub target: NamespaceArgs,
+    /// The user whose per-user namespace is the destination when no namespace is given (default:
+    /// the OS user).
+    #[arg(long, env = "MEMORY_USER", value_name = "NAME")]
+    pub user: Option<String>,
+}
+
+impl DestinationArgs {
+    /// The defaults these flags give.
+    pub fn defaults(&self) -> Result<crate::destination::DestinationDefaults, Refusal> {
+        Ok(crate::destination::DestinationDefaults {
+            namespace: self.target.namespace()?,
+            scope: self.target.scope()?,
+            user: self.user.clone(),
+        })
+    }
+}
+
 /// The `thread` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ThreadCommand {
     /// Append one record to a thread log (memory_thread_append).
     #[command(after_help = THREAD_APPEND_HELP)]
-    Append(OperationArgs),
+    Append {
+        /// The operation's JSON argument.
+        #[command(flatten)]
+        argument: OperationArgs,
+        /// The destination when the argument names none.
+        #[command(flatten)]
+        destination: DestinationArgs,
+    },
+    /// Bind a thread to another destination; the worker remembers it again there.
+    #[command(after_help = THREAD_REBIND_HELP)]
+    Rebind {
+        /// The thread.
+        thread: String,
+        /// The new destination.
+        #[command(flatten)]
+        destination: DestinationArgs,
+    },
     /// Forget one record: effective for recall at once, cleaned up by the worker
     /// (memory_thread_forget).
     #[command(after_help = THREAD_FORGET_HELP)]

@@ -20,6 +20,7 @@
 //! The binary (`src/main.rs`) only parses the command line, opens the store and prints answers.
 
 pub mod cli;
+pub mod destination;
 pub mod discovery;
 pub mod doctor;
 pub mod feed;

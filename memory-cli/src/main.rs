@@ -8,8 +8,10 @@ use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use memory_cli::cli::{
-    Cli, Command, Database, ImportArgs, ListArgs, OperationArgs, ServeArgs, ThreadCommand,
+    Cli, Command, Database, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs,
+    ThreadCommand,
 };
+use memory_cli::destination::DestinationDefaults;
 use memory_cli::feed::{CommitSignal, WakingFeed};
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
@@ -190,12 +192,26 @@ fn run_operation(
     }
 }
 
-/// `memory thread append|forget`: like the operations, the argument is decoded before the database is
-/// opened, so refused input writes nothing.
+/// `memory thread append|forget|rebind`: like the operations, the argument is decoded (and a
+/// destination resolved) before the database is opened, so refused input writes nothing.
 fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<ExitCode> {
-    let (operation, arguments) = match command {
-        ThreadCommand::Append(arguments) => (ThreadOperation::Append, arguments),
-        ThreadCommand::Forget(arguments) => (ThreadOperation::Forget, arguments),
+    let (operation, arguments, defaults) = match command {
+        ThreadCommand::Append {
+            argument,
+            destination,
+        } => match destination.defaults() {
+            Ok(defaults) => (ThreadOperation::Append, argument, defaults),
+            Err(refusal) => return Ok(print_refusal(&refusal)),
+        },
+        ThreadCommand::Forget(argument) => (
+            ThreadOperation::Forget,
+            argument,
+            DestinationDefaults::default(),
+        ),
+        ThreadCommand::Rebind {
+            thread,
+            destination,
+        } => return run_rebind(database, &thread, &destination),
     };
     let text = match read_argument(arguments.json) {
         Ok(text) => text,
@@ -204,32 +220,65 @@ fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<Exi
             return Err(error).context("could not read the JSON argument");
         }
     };
-    let request = match ThreadRequest::decode(operation, RawArguments::Text(&text)) {
+    let request = match ThreadRequest::decode(operation, RawArguments::Text(&text), &defaults) {
         Ok(request) => request,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    match database {
-        Database::Sqlite(path) => match SqliteStore::open(path) {
-            Ok(store) => thread_answer(&store, request),
-            Err(error) => Ok(print_refusal(&Refusal::from(error))),
-        },
-        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
-            Ok(store) => thread_answer(&store, request),
-            Err(refusal) => Ok(print_refusal(&refusal)),
-        },
-    }
+    with_thread_service(
+        database,
+        |service| async move { service.run(request).await },
+    )
 }
 
-/// Runs one decoded thread request against `store`'s database and prints its answer.
-fn thread_answer<S: Store>(store: &S, request: ThreadRequest) -> anyhow::Result<ExitCode> {
-    let service = match ThreadService::open(store) {
+/// `memory thread rebind THREAD`.
+fn run_rebind(
+    database: &Database,
+    thread: &str,
+    destination: &DestinationArgs,
+) -> anyhow::Result<ExitCode> {
+    let resolved = destination.defaults().and_then(|defaults| {
+        defaults.resolve(&memory_cli::destination::DestinationRequest::default())
+    });
+    let (thread, destination) = match (
+        memory_core::activity::ThreadId::new(thread).map_err(memory_cli::thread::refusal_of),
+        resolved,
+    ) {
+        (Ok(thread), Ok(resolved)) => (thread, resolved.destination),
+        (Err(refusal), _) | (_, Err(refusal)) => return Ok(print_refusal(&refusal)),
+    };
+    with_thread_service(database, move |service| async move {
+        let answer = service.rebind(thread, destination).await?;
+        serde_json::to_value(answer).map_err(|error| {
+            Refusal::new(
+                ErrorKind::Corrupt,
+                format!("answer cannot be encoded: {error}"),
+            )
+        })
+    })
+}
+
+/// Opens `database`'s thread service, runs `call` on it and prints its answer.
+fn with_thread_service<F, Fut>(database: &Database, call: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(ThreadService) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, Refusal>>,
+{
+    let service = match database {
+        Database::Sqlite(path) => SqliteStore::open(path)
+            .map_err(Refusal::from)
+            .and_then(|store| ThreadService::open(&store)),
+        Database::Postgres { url, schema } => {
+            open_postgres(url, schema.as_ref()).and_then(|store| ThreadService::open(&store))
+        }
+    };
+    let service = match service {
         Ok(service) => service,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .context("could not start the async runtime")?;
-    match runtime.block_on(service.run(request)) {
+    match runtime.block_on(call(service)) {
         Ok(answer) => {
             print_json(&answer)?;
             Ok(ExitCode::SUCCESS)

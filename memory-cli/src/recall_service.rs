@@ -463,22 +463,18 @@ async fn lexical_lookup<S: Store>(
             .into_iter()
             .flat_map(|passage| excerpt_passages(passage, &rules))
             .collect();
-        Ok(if passages.is_empty() {
-            ScoredLookup::NoMatch
-        } else {
-            ScoredLookup::Found(
-                passages
-                    .into_iter()
-                    .map(|passage| {
-                        let score = score_of
-                            .get(passage.source.id.as_str())
-                            .copied()
-                            .unwrap_or(0.0);
-                        ScoredPassage { passage, score }
-                    })
-                    .collect(),
-            )
-        })
+        Ok(ScoredLookup::ranked(
+            passages
+                .into_iter()
+                .map(|passage| {
+                    let score = score_of
+                        .get(passage.source.id.as_str())
+                        .copied()
+                        .unwrap_or(0.0);
+                    ScoredPassage { passage, score }
+                })
+                .collect(),
+        ))
     })
     .await?
 }

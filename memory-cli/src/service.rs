@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use memory_core::activity::{ActivityError, RememberingStore, ThreadLog};
+use memory_core::activity::{ActivityError, ProgressStore, RememberingStore, ThreadLog};
 use memory_core::vectors::VectorStore;
 use memory_core::{
     ChangeFeed, ErrorKind, LexicalSearch, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
@@ -49,6 +49,10 @@ pub trait Store:
     /// Opens the remembering store kept in the same database: suppression, intents and source-to-target
     /// references (a blocking call; for SQLite one more connection).
     fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError>;
+
+    /// Opens the activity progress store kept in the same database (a blocking call; for SQLite one
+    /// more connection).
+    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError>;
 }
 
 /// A SQLite file: the vectors live in the same file, and the server's indexer follows the store's own
@@ -65,6 +69,12 @@ impl Store for SqliteStore {
 
     fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
         Ok(Arc::new(SqliteRememberingStore::open(self.path())?))
+    }
+
+    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError> {
+        Ok(Arc::new(
+            memory_sqlite::progress::SqliteProgressStore::open(self.path())?,
+        ))
     }
 }
 
@@ -83,6 +93,10 @@ impl Store for PostgresStore {
     /// Shares the store's connection pool.
     fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
         Ok(Arc::new(self.remembering()))
+    }
+
+    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError> {
+        Ok(Arc::new(self.progress()))
     }
 }
 

@@ -23,6 +23,8 @@ use crate::hook::state::{HookErrors, dir_for, read_errors};
 use crate::refusal::Refusal;
 use crate::semantic::{IndexOptions, index_bounds, refusal_of};
 use crate::service::{Store, on_blocking_pool};
+use crate::thread::refusal_of as refusal_of_activity;
+use memory_core::activity::ExtractionTotals;
 
 /// The answer of `memory status`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -44,6 +46,67 @@ pub struct StatusResult {
     /// [`crate::hook::state`]): `{total, by_kind: {KIND: {count, last: {at, hook, kind, message}}},
     /// unreadable}`.
     pub hooks: HookStatus,
+    /// The thread log and what the worker made of it (see [`ThreadStatus`]).
+    pub threads: ThreadStatus,
+}
+
+/// The thread log as the remembering worker sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ThreadStatus {
+    /// Threads per destination, most first (at most 100): `{namespace, scopes, threads}`, the
+    /// namespace as its canonical address.
+    pub destinations: Vec<DestinationStatus>,
+    /// Threads with no destination (appended before destinations existed; `memory thread rebind`
+    /// binds them).
+    pub unbound: u64,
+    /// Threads with records the worker has not settled yet.
+    pub pending: u64,
+    /// Threads parked at a record that cannot be remembered, by kind (`extraction`,
+    /// `destination`); `memory thread rebind` unparks one.
+    pub parked: std::collections::BTreeMap<String, u64>,
+    /// What extraction kept and dropped: `{records, kept, dropped: {REASON: count}}`.
+    pub extraction: ExtractionTotals,
+}
+
+/// One destination and its thread count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DestinationStatus {
+    /// The namespace's canonical address.
+    pub namespace: String,
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// Threads bound to it.
+    pub threads: u64,
+}
+
+impl ThreadStatus {
+    /// Reads the thread log's overview and the extraction totals of `store`'s database (blocking).
+    pub fn read<S: Store>(store: &S) -> Result<Self, Refusal> {
+        let log = store.open_thread_log().map_err(refusal_of_activity)?;
+        let progress = store.open_progress().map_err(refusal_of_activity)?;
+        let overview = log.overview().map_err(refusal_of_activity)?;
+        let extraction = progress.extraction_totals().map_err(refusal_of_activity)?;
+        Ok(Self {
+            destinations: overview
+                .destinations
+                .into_iter()
+                .map(|count| DestinationStatus {
+                    namespace: count.destination.namespace().as_str().to_owned(),
+                    scopes: count
+                        .destination
+                        .scopes()
+                        .iter()
+                        .map(|scope| scope.as_str().to_owned())
+                        .collect(),
+                    threads: count.threads,
+                })
+                .collect(),
+            unbound: overview.unbound,
+            pending: overview.pending,
+            parked: overview.parked.into_iter().collect(),
+            extraction,
+        })
+    }
 }
 
 /// What `memory hook` recorded.
@@ -128,6 +191,10 @@ pub async fn status<S: Store>(
 ) -> Result<StatusResult, Refusal> {
     let profile = SemanticProfile::minilm_l6_v2();
     let bounds = index_bounds(&profile, options.max_chunks)?;
+    let thread_store = Arc::clone(&store);
+    let threads = tokio::task::spawn_blocking(move || ThreadStatus::read(&*thread_store))
+        .await
+        .map_err(|_| Refusal::new(memory_core::ErrorKind::Storage, "reading threads failed"))??;
     let head = on_blocking_pool(async move { store.head().await }).await??;
     let embedder = Arc::new(NoModel(profile.dimensions));
     let hnsw = options.hnsw_params()?;
@@ -179,5 +246,6 @@ pub async fn status<S: Store>(
             rejected: graph_loads_rejected,
         },
         hooks: HookStatus::default(),
+        threads,
     })
 }

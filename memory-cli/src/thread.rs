@@ -5,6 +5,9 @@
 //!   of [`memory_core::activity::NewRecord`]; `observers` defaults to `[]`, `occurred_at` and
 //!   `opaque_cursor` to `null`) and answers `{"thread", "sequence", "digest"}` once it is committed. The
 //!   remembering worker finds it there: its committed-activity passes turn user statements into memory.
+//!   The optional `namespace`, `scope` and `user` name the thread's destination
+//!   ([`crate::destination`]): the first append binds the thread to it, and an append naming another
+//!   one is refused as `conflict` with nothing written.
 //! - **forget** `{"thread", "sequence", "reason", "event"?}` suppresses everything the record contributed
 //!   and admits its cleanup in one transaction ([`SourceEvents::record`] with
 //!   [`SourceId::thread_record`]), and only then answers `{"thread", "sequence", "event", "cleanup"}`
@@ -32,7 +35,8 @@ use std::sync::{Arc, OnceLock};
 
 use memory_core::activity::suppression::{SourceEvent, SourceEvents};
 use memory_core::activity::{
-    ActivityError, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadId, ThreadLog,
+    ActivityError, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadDestination,
+    ThreadId, ThreadLog,
 };
 use memory_core::document::EpochMillis;
 use memory_core::{Clock, ErrorKind, SystemClock};
@@ -41,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::destination::{DestinationDefaults, DestinationRequest};
 use crate::input::{decode_bytes, decode_value};
 use crate::refusal::Refusal;
 use crate::service::{RawArguments, Store};
@@ -174,6 +179,19 @@ pub struct ThreadAppendArguments {
     pub thread: String,
     /// The record; the log assigns its sequence.
     pub record: WireRecord,
+    /// Where the thread's memory goes, `{"name", "version", "identity"}`; fixed by the thread's first
+    /// append (a later append naming another destination is refused as `conflict`). Absent: the
+    /// server's default namespace, else the per-user namespace of `user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<memory_core::DynamicNamespace>,
+    /// The scope granted to what is remembered (default: the server's, else `agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The user whose per-user namespace `{"name": "memory.user", "version": 1, "identity":
+    /// {"user": USER}}` is the destination when no namespace is given (default: the server's OS
+    /// user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// The answer of `memory_thread_append`.
@@ -185,6 +203,15 @@ pub struct ThreadAppendResult {
     pub sequence: u64,
     /// SHA-256 of the record's canonical content (opaque cursor excluded), lower-case hex.
     pub digest: String,
+}
+
+/// The answer of `memory thread rebind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadRebindResult {
+    /// The thread.
+    pub thread: String,
+    /// The binding's generation now (unchanged when the thread was already bound there).
+    pub generation: u64,
 }
 
 /// Why a record's contributions must go.
@@ -247,6 +274,8 @@ pub enum ThreadRequest {
         thread: ThreadId,
         /// The record, within its limits.
         record: NewRecord,
+        /// Where the thread's memory goes (checked against its binding when appended).
+        destination: ThreadDestination,
     },
     /// `memory_thread_forget`.
     Forget {
@@ -260,10 +289,12 @@ pub enum ThreadRequest {
 }
 
 impl ThreadRequest {
-    /// Decodes and validates `arguments` as the arguments of `operation`.
+    /// Decodes and validates `arguments` as the arguments of `operation`; an append's destination
+    /// falls back to `defaults` ([`crate::destination`]).
     pub fn decode(
         operation: ThreadOperation,
         arguments: RawArguments<'_>,
+        defaults: &DestinationDefaults,
     ) -> Result<Self, Refusal> {
         match operation {
             ThreadOperation::Append => {
@@ -271,7 +302,18 @@ impl ThreadRequest {
                 let thread = ThreadId::new(arguments.thread).map_err(refusal_of)?;
                 let record = NewRecord::from(arguments.record);
                 record.validate().map_err(refusal_of)?;
-                Ok(Self::Append { thread, record })
+                let destination = defaults
+                    .resolve(&DestinationRequest {
+                        namespace: arguments.namespace,
+                        scope: arguments.scope,
+                        user: arguments.user,
+                    })?
+                    .destination;
+                Ok(Self::Append {
+                    thread,
+                    record,
+                    destination,
+                })
             }
             ThreadOperation::Forget => {
                 let arguments: ThreadForgetArguments = decode(arguments)?;
@@ -369,9 +411,11 @@ impl ThreadService {
         let span = tracing::debug_span!("operation", name = request.operation().tool_name());
         async move {
             let answer = match request {
-                ThreadRequest::Append { thread, record } => {
-                    to_json(&self.append(thread, record).await?)
-                }
+                ThreadRequest::Append {
+                    thread,
+                    record,
+                    destination,
+                } => to_json(&self.append(thread, Some(destination), record).await?),
                 ThreadRequest::Forget {
                     thread,
                     sequence,
@@ -387,18 +431,36 @@ impl ThreadService {
         .await
     }
 
-    /// `memory_thread_append`.
+    /// `memory_thread_append`: binds an unbound thread without records to `destination`; refused as
+    /// `conflict` (nothing written) when the thread is bound elsewhere.
     pub async fn append(
         &self,
         thread: ThreadId,
+        destination: Option<ThreadDestination>,
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Refusal> {
         let log = Arc::clone(&self.log);
-        let stored = blocking(move || log.append(&thread, record)).await?;
+        let stored = blocking(move || log.append_to(&thread, destination.as_ref(), record)).await?;
         Ok(ThreadAppendResult {
             thread: stored.thread.as_str().to_owned(),
             sequence: stored.sequence.0,
             digest: stored.digest.as_str().to_owned(),
+        })
+    }
+
+    /// `memory thread rebind`: binds `thread` to `destination` (see [`ThreadLog::rebind`]); the
+    /// worker then remembers the thread's records again, into the new destination.
+    pub async fn rebind(
+        &self,
+        thread: ThreadId,
+        destination: ThreadDestination,
+    ) -> Result<ThreadRebindResult, Refusal> {
+        let log = Arc::clone(&self.log);
+        let answer = thread.as_str().to_owned();
+        let binding = blocking(move || log.rebind(&thread, &destination)).await?;
+        Ok(ThreadRebindResult {
+            thread: answer,
+            generation: binding.generation,
         })
     }
 
@@ -461,6 +523,7 @@ fn to_json(result: &impl Serialize) -> Result<Value, Refusal> {
 /// server that is never asked about threads opens nothing more, and a refused call opens nothing.
 pub struct ThreadTools<S> {
     store: Arc<S>,
+    defaults: DestinationDefaults,
     service: OnceLock<ThreadService>,
 }
 
@@ -474,10 +537,12 @@ impl<S> std::fmt::Debug for ThreadTools<S> {
 }
 
 impl<S: Store> ThreadTools<S> {
-    /// Thread operations over `store`'s database.
-    pub fn new(store: Arc<S>) -> Self {
+    /// Thread operations over `store`'s database; appends that name no destination fall back to
+    /// `defaults`.
+    pub fn new(store: Arc<S>, defaults: DestinationDefaults) -> Self {
         Self {
             store,
+            defaults,
             service: OnceLock::new(),
         }
     }
@@ -488,7 +553,7 @@ impl<S: Store> ThreadTools<S> {
         operation: ThreadOperation,
         arguments: RawArguments<'_>,
     ) -> Result<Value, Refusal> {
-        let request = ThreadRequest::decode(operation, arguments)?;
+        let request = ThreadRequest::decode(operation, arguments, &self.defaults)?;
         self.service().await?.run(request).await
     }
 
@@ -508,6 +573,13 @@ impl<S: Store> ThreadTools<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn test_defaults() -> DestinationDefaults {
+        DestinationDefaults {
+            user: Some("ana".to_owned()),
+            ..DestinationDefaults::default()
+        }
+    }
 
     #[test]
     fn the_wire_record_reads_every_serde_form_of_a_new_record() {
@@ -607,8 +679,12 @@ mod tests {
             ),
         ];
         for (operation, arguments, kind) in cases {
-            let refusal = ThreadRequest::decode(operation, RawArguments::Json(arguments.clone()))
-                .expect_err("refused");
+            let refusal = ThreadRequest::decode(
+                operation,
+                RawArguments::Json(arguments.clone()),
+                &test_defaults(),
+            )
+            .expect_err("refused");
             assert_eq!(refusal.kind(), kind, "{arguments}: {refusal}");
         }
         let request = ThreadRequest::decode(
@@ -616,6 +692,7 @@ mod tests {
             RawArguments::Json(
                 serde_json::json!({"thread": "t", "sequence": 3, "reason": "asked"}),
             ),
+            &test_defaults(),
         )
         .expect("valid");
         assert!(matches!(

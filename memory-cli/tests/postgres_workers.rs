@@ -18,12 +18,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use memory_core::activity::{
-    NewRecord, ProcessorId, ProcessorVersion, ProgressKey, ProgressStore, ProgressView,
-    RememberingStore, Sequence, SourceId, ThreadId, ThreadLog,
+    NewRecord, ProgressStore, ProgressView, RememberingStore, Sequence, SourceId,
+    ThreadDestination, ThreadId, ThreadLog,
 };
-use memory_core::{ChangeFeed, ChangeSequence, DocumentId, MemoryKey, MemoryReader};
+use memory_core::{ChangeFeed, ChangeSequence, MemoryKey, MemoryReader, MemoryScope};
 use memory_postgres::{PostgresStore, SchemaName};
-use remembering::StatementExtractor;
+use remembering::extract::statement_document_id;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_remembering-worker");
 const URL_VARIABLE: &str = "MEMORY_TEST_POSTGRES_URL";
@@ -116,22 +116,22 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn progress_key(thread: &ThreadId) -> ProgressKey {
-    ProgressKey {
-        processor: ProcessorId::new("statements").unwrap(),
-        version: ProcessorVersion(1),
-        thread: thread.clone(),
-    }
-}
-
-/// The document the statement extractor writes for record `sequence` of `thread`.
+/// The document the statement extractor writes for record `sequence` of `thread` (as [`seed`]
+/// wrote it, into the thread's own namespace: the seeded threads have no destination).
 fn statement_key(thread: &ThreadId, sequence: u64) -> MemoryKey {
+    let index = thread.as_str().trim_start_matches("thread-");
     MemoryKey {
-        namespace: StatementExtractor::namespace(thread).unwrap(),
-        id: DocumentId::new(format!(
-            "{}-0",
-            progress_key(thread).work_id(Sequence(sequence)).as_str()
-        ))
+        namespace: ThreadDestination::legacy_thread(
+            thread,
+            vec![MemoryScope::new("agent").unwrap()],
+        )
+        .unwrap()
+        .namespace()
+        .clone(),
+        id: statement_document_id(
+            "ana",
+            &format!("I like tea number {sequence} of thread {index}"),
+        )
         .unwrap(),
     }
 }

@@ -7,14 +7,14 @@ use std::process::Command;
 use std::sync::Arc;
 
 use memory_core::activity::{
-    IntentOutcome, IntentState, NewRecord, ProcessorId, ProcessorVersion, ProgressKey,
-    ProgressStore, RememberingStore, Sequence, SourceId, ThreadId, ThreadLog,
+    IntentOutcome, IntentState, NewRecord, ProgressStore, RememberingStore, Sequence, SourceId,
+    ThreadDestination, ThreadId, ThreadLog,
 };
-use memory_core::{DocumentId, MemoryKey, MemoryReader, SystemClock};
+use memory_core::{MemoryKey, MemoryReader, MemoryScope, SystemClock};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
-use remembering::StatementExtractor;
+use remembering::extract::statement_document_id;
 use remembering::sources::{SourceEvent, SourceEvents};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_remembering-worker");
@@ -45,19 +45,13 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
 
     // Forget thread a's statement: the next pass runs the admitted cleanup and withdraws it.
     let a = ThreadId::new("a").unwrap();
+    // The threads have no destination: each went to its own namespace, as before destinations.
     let key = MemoryKey {
-        namespace: StatementExtractor::namespace(&a).unwrap(),
-        id: DocumentId::new(format!(
-            "{}-0",
-            ProgressKey {
-                processor: ProcessorId::new("statements").unwrap(),
-                version: ProcessorVersion(1),
-                thread: a.clone(),
-            }
-            .work_id(Sequence(1))
-            .as_str()
-        ))
-        .unwrap(),
+        namespace: ThreadDestination::legacy_thread(&a, vec![MemoryScope::new("agent").unwrap()])
+            .unwrap()
+            .namespace()
+            .clone(),
+        id: statement_document_id("ana", "I like tea").unwrap(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()

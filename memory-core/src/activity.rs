@@ -10,6 +10,7 @@
 //! These ports are synchronous on purpose: every call is one short local transaction, and the callers
 //! (the remembering worker) run them between awaits of the memory writer. This module does no I/O.
 
+pub mod destination;
 pub mod intents;
 pub mod progress;
 pub mod rules;
@@ -24,12 +25,19 @@ use sha2::{Digest, Sha256};
 use crate::document::EpochMillis;
 use crate::error::{ErrorKind, StoreFault};
 
+pub use destination::{DestinationCount, ThreadDestination};
 pub use intents::{
     Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
     RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision,
 };
-pub use progress::{Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView};
-pub use thread::{NewRecord, RecordBody, RecordDigest, ThreadLog, ThreadRecord};
+pub use progress::{
+    Claim, ExtractionNote, ExtractionTotals, Lease, PendingOutput, ProgressKey, ProgressStore,
+    ProgressView,
+};
+pub use thread::{
+    NewRecord, PendingThread, RecordBody, RecordDigest, ThreadBinding, ThreadLog, ThreadOverview,
+    ThreadRecord,
+};
 
 /// Most UTF-16 code units in the canonical JSON of saved progress (pending output, proposals, commands).
 pub const MAX_PROGRESS_UTF16_UNITS: usize = 16_777_216;
@@ -88,6 +96,10 @@ pub enum ActivityError {
         /// What disagreed, without user data.
         what: &'static str,
     },
+    /// The thread is bound to another destination than the one the append named (see
+    /// [`destination`]). Nothing was written.
+    #[error("the thread is bound to another destination; its memory cannot be redirected")]
+    DestinationConflict,
     /// The store failed: busy, poisoned, corrupt or a storage failure.
     #[error(transparent)]
     Store(#[from] StoreFault),
@@ -119,6 +131,7 @@ impl ActivityError {
                 ErrorKind::Unavailable
             }
             Self::Noncontiguous { .. } | Self::ProgressMismatch { .. } => ErrorKind::Corrupt,
+            Self::DestinationConflict => ErrorKind::Conflict,
             Self::Store(fault) => fault.kind(),
         }
     }

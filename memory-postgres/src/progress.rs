@@ -10,13 +10,13 @@
 
 use memory_core::activity::rules::progress::{
     Advance, ClaimRequest, KeyColumns, PROGRESS_COLUMNS, PreparedPending, ProgressColumns,
-    StoredProgress, refusal, stale,
+    StoredProgress, note_total_rows, refusal, stale, totals_from_rows,
 };
 pub use memory_core::activity::rules::{MAX_INSPECT_ROWS, RELEASE_WAIT};
 use memory_core::activity::rules::{check_page, column_i64};
 use memory_core::activity::{
-    ActivityError, Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView, Sequence,
-    WorkerId,
+    ActivityError, Claim, ExtractionNote, ExtractionTotals, Lease, PendingOutput, ProgressKey,
+    ProgressStore, ProgressView, Sequence, WorkerId,
 };
 use memory_core::document::EpochMillis;
 use tokio_postgres::Row;
@@ -326,6 +326,74 @@ impl ProgressStore for PostgresProgressStore {
                 Ok(read_row(&client, &params, false)
                     .await?
                     .map(|row| row.view(key.clone())))
+            }
+        )
+    }
+
+    fn note_extraction(
+        &self,
+        key: &ProgressKey,
+        sequence: Sequence,
+        note: &ExtractionNote,
+    ) -> Result<(), ActivityError> {
+        note.validate()?;
+        let totals = note_total_rows(note)
+            .into_iter()
+            .map(|(name, amount)| Ok((name, column_i64(amount, "extraction total")?)))
+            .collect::<Result<Vec<_>, ActivityError>>()?;
+        let processor = key.processor.as_str().to_owned();
+        let version = column_i64(key.version.0, "processor version")?;
+        let thread = key.thread.as_str().to_owned();
+        let sequence = column_i64(sequence.0, "note sequence")?;
+        // Idempotent: a retry after an unknown commit finds the note and adds nothing.
+        block_activity!(
+            self.handle,
+            "note extraction",
+            idempotent = true,
+            |client, _commit_sent| {
+                let transaction = client.transaction().await?;
+                let note = transaction
+                    .prepare_cached(
+                        "INSERT INTO extraction_notes (processor, version, thread, sequence) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    )
+                    .await?;
+                let inserted = transaction
+                    .execute(&note, &[&processor, &version, &thread, &sequence])
+                    .await?;
+                if inserted == 1 {
+                    let add = transaction
+                        .prepare_cached(
+                            "INSERT INTO extraction_totals (name, amount) VALUES ($1, $2) \
+                         ON CONFLICT (name) DO UPDATE \
+                         SET amount = extraction_totals.amount + excluded.amount",
+                        )
+                        .await?;
+                    for (name, amount) in &totals {
+                        transaction.execute(&add, &[name, amount]).await?;
+                    }
+                }
+                transaction.commit().await?;
+                Ok(())
+            }
+        )
+    }
+
+    fn extraction_totals(&self) -> Result<ExtractionTotals, ActivityError> {
+        block_activity!(
+            self.handle,
+            "read extraction totals",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached("SELECT name, amount FROM extraction_totals")
+                    .await?;
+                let rows = client.query(&statement, &[]).await?;
+                let mut pairs = Vec::with_capacity(rows.len());
+                for row in rows {
+                    pairs.push((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?));
+                }
+                totals_from_rows(pairs).map_err(Fail::Model)
             }
         )
     }

@@ -240,8 +240,45 @@ CREATE INDEX memory_documents_lexical ON memory_documents
 DROP INDEX memory_documents_search;
 "#;
 
+/// Migration 4: thread destinations, the pending-thread index and extraction notes.
+///
+/// - `thread_heads.destination`, `.generation`: the thread's binding (null: a thread from before
+///   bindings), written under the head's row lock that appends already take.
+/// - `thread_pending(thread, tail)`: threads with records a worker has not settled; every existing
+///   thread starts pending once, and the worker's first passes settle the idle ones.
+/// - `thread_parks(thread, sequence, kind)`: threads parked at a record that cannot be remembered.
+/// - `extraction_notes` (one row per processor, version, thread and noted record) and
+///   `extraction_totals` (name, amount): what extraction kept and dropped, for `memory status`.
+const MIGRATION_4: &str = r#"
+ALTER TABLE thread_heads ADD COLUMN destination TEXT, ADD COLUMN generation BIGINT
+    CHECK (generation >= 0);
+CREATE INDEX thread_heads_by_destination ON thread_heads (destination)
+    WHERE destination IS NOT NULL;
+CREATE TABLE thread_pending (
+    thread TEXT COLLATE "C" PRIMARY KEY,
+    tail BIGINT NOT NULL CHECK (tail > 0)
+);
+INSERT INTO thread_pending (thread, tail) SELECT thread, tail FROM thread_heads;
+CREATE TABLE thread_parks (
+    thread TEXT COLLATE "C" PRIMARY KEY,
+    sequence BIGINT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE TABLE extraction_notes (
+    processor TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    thread TEXT COLLATE "C" NOT NULL,
+    sequence BIGINT NOT NULL,
+    PRIMARY KEY (processor, version, thread, sequence)
+);
+CREATE TABLE extraction_totals (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    amount BIGINT NOT NULL CHECK (amount >= 0)
+);
+"#;
+
 /// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
 pub(crate) async fn migrate(

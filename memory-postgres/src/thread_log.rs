@@ -5,9 +5,13 @@
 //! consecutive sequences; appends to different threads do not wait for each other. A trigger refuses
 //! any update or delete of a record.
 
-use memory_core::activity::thread::MAX_PAGE_RECORDS;
+use memory_core::activity::thread::{
+    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    overview_destinations, rebinding,
+};
 use memory_core::activity::{
-    ActivityError, NewRecord, RecordDigest, Sequence, ThreadId, ThreadLog, ThreadRecord,
+    ActivityError, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 
 use crate::db::{Handle, block_activity};
@@ -51,11 +55,17 @@ fn decode_record(
 }
 
 impl ThreadLog for PostgresThreadLog {
-    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError> {
+    fn append_to(
+        &self,
+        thread: &ThreadId,
+        destination: Option<&ThreadDestination>,
+        record: NewRecord,
+    ) -> Result<ThreadRecord, ActivityError> {
         record.validate()?;
         let record_json =
             memory_core::activity::canonical_progress_json("record canonical JSON", &record)?;
         let thread = thread.clone();
+        let destination = destination.cloned();
         // Not retried once COMMIT was sent: a second append would add the record twice.
         block_activity!(
             self.handle,
@@ -63,18 +73,34 @@ impl ThreadLog for PostgresThreadLog {
             idempotent = false,
             |client, commit_sent| {
                 let transaction = client.transaction().await?;
+                // The head's row lock orders appenders to one thread, and guards its binding too.
                 let bump = transaction
                     .prepare_cached(
                         "INSERT INTO thread_heads (thread, tail) VALUES ($1, 1) \
                      ON CONFLICT (thread) DO UPDATE SET tail = thread_heads.tail + 1 \
-                     RETURNING tail",
+                     RETURNING tail, destination, generation",
                     )
                     .await?;
-                let tail: i64 = transaction
-                    .query_one(&bump, &[&thread.as_str()])
-                    .await?
-                    .try_get(0)?;
+                let head = transaction.query_one(&bump, &[&thread.as_str()]).await?;
+                let tail: i64 = head.try_get(0)?;
+                let current =
+                    binding_of(head.try_get(1)?, head.try_get(2)?).map_err(Fail::Model)?;
                 let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                let before = Sequence(sequence.0.saturating_sub(1));
+                // A refusal drops the transaction: the bumped head rolls back with it.
+                let step = binding_step(current.as_ref(), before, destination.as_ref())
+                    .map_err(Fail::Model)?;
+                if let (BindingStep::Bind, Some(destination)) = (step, &destination) {
+                    let bind = transaction
+                        .prepare_cached(
+                            "UPDATE thread_heads SET destination = $2, generation = 0 \
+                         WHERE thread = $1",
+                        )
+                        .await?;
+                    transaction
+                        .execute(&bind, &[&thread.as_str(), &destination.to_stored()])
+                        .await?;
+                }
                 let digest = RecordDigest::of(&thread, sequence, &record);
                 let insert = transaction
                     .prepare_cached(
@@ -88,6 +114,7 @@ impl ThreadLog for PostgresThreadLog {
                         &[&thread.as_str(), &tail, &record_json, &digest.as_str()],
                     )
                     .await?;
+                mark_pending(&transaction, &thread, tail).await?;
                 commit_sent = true;
                 transaction.commit().await?;
                 Ok(ThreadRecord {
@@ -165,21 +192,97 @@ impl ThreadLog for PostgresThreadLog {
             }
         )
     }
-}
 
-impl PostgresThreadLog {
-    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive).
-    pub fn threads(
+    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
+        let thread = thread.clone();
+        block_activity!(
+            self.handle,
+            "read binding",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT destination, generation FROM thread_heads WHERE thread = $1",
+                    )
+                    .await?;
+                match client.query_opt(&statement, &[&thread.as_str()]).await? {
+                    Some(row) => binding_of(row.try_get(0)?, row.try_get(1)?).map_err(Fail::Model),
+                    None => Ok(None),
+                }
+            }
+        )
+    }
+
+    fn rebind(
+        &self,
+        thread: &ThreadId,
+        destination: &ThreadDestination,
+    ) -> Result<ThreadBinding, ActivityError> {
+        let thread = thread.clone();
+        let destination = destination.clone();
+        block_activity!(
+            self.handle,
+            "rebind thread",
+            idempotent = true,
+            |client, _commit_sent| {
+                let transaction = client.transaction().await?;
+                let head = transaction
+                    .prepare_cached(
+                        "SELECT tail, destination, generation FROM thread_heads \
+                     WHERE thread = $1 FOR UPDATE",
+                    )
+                    .await?;
+                let row = transaction.query_opt(&head, &[&thread.as_str()]).await?;
+                let (tail, current) = match row {
+                    Some(row) => (
+                        row.try_get::<_, i64>(0)?,
+                        binding_of(row.try_get(1)?, row.try_get(2)?).map_err(Fail::Model)?,
+                    ),
+                    None => (0, None),
+                };
+                let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                let Some(binding) =
+                    rebinding(current.as_ref(), sequence, &destination).map_err(Fail::Model)?
+                else {
+                    return current.ok_or_else(|| {
+                        Fail::Model(ActivityError::invalid("thread", "has no binding"))
+                    });
+                };
+                let generation =
+                    to_i64(binding.generation, "binding generation").map_err(Fail::Model)?;
+                let update = transaction
+                    .prepare_cached(
+                        "UPDATE thread_heads SET destination = $2, generation = $3 \
+                     WHERE thread = $1",
+                    )
+                    .await?;
+                transaction
+                    .execute(
+                        &update,
+                        &[
+                            &thread.as_str(),
+                            &binding.destination.to_stored(),
+                            &generation,
+                        ],
+                    )
+                    .await?;
+                let unpark = transaction
+                    .prepare_cached("DELETE FROM thread_parks WHERE thread = $1")
+                    .await?;
+                transaction.execute(&unpark, &[&thread.as_str()]).await?;
+                mark_pending(&transaction, &thread, tail).await?;
+                transaction.commit().await?;
+                Ok(binding)
+            }
+        )
+    }
+
+    fn threads(
         &self,
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<ThreadId>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "thread page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
+        check_thread_page(limit)?;
         let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
         block_activity!(
             self.handle,
@@ -197,13 +300,205 @@ impl PostgresThreadLog {
                 let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
                 let mut threads = Vec::with_capacity(rows.len());
                 for row in rows {
-                    let thread: String = row.try_get(0)?;
-                    threads.push(ThreadId::new(thread).map_err(|_| {
-                        Fail::Model(activity_corrupt("stored thread id is invalid"))
-                    })?);
+                    threads.push(stored_thread(row.try_get(0)?).map_err(Fail::Model)?);
                 }
                 Ok(threads)
             }
         )
     }
+
+    fn pending_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<PendingThread>, ActivityError> {
+        check_thread_page(limit)?;
+        let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
+        block_activity!(
+            self.handle,
+            "list pending threads",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT thread, tail FROM thread_pending AS pending WHERE thread > $1 \
+                     AND NOT EXISTS (SELECT 1 FROM thread_parks AS parks \
+                         WHERE parks.thread = pending.thread) \
+                     ORDER BY thread LIMIT $2",
+                    )
+                    .await?;
+                let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
+                let mut threads = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let tail: i64 = row.try_get(1)?;
+                    threads.push(PendingThread {
+                        thread: stored_thread(row.try_get(0)?).map_err(Fail::Model)?,
+                        tail: Sequence(to_u64(tail, "pending tail").map_err(Fail::Model)?),
+                    });
+                }
+                Ok(threads)
+            }
+        )
+    }
+
+    fn mark_all_pending(&self) -> Result<u64, ActivityError> {
+        block_activity!(
+            self.handle,
+            "mark threads pending",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached(
+                        "INSERT INTO thread_pending (thread, tail) SELECT thread, tail FROM thread_heads \
+                     ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+                    )
+                    .await?;
+                Ok(client.execute(&statement, &[]).await?)
+            }
+        )
+    }
+
+    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
+        let thread = thread.clone();
+        let tail = to_i64(tail.0, "pending tail")?;
+        block_activity!(
+            self.handle,
+            "settle thread",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached("DELETE FROM thread_pending WHERE thread = $1 AND tail = $2")
+                    .await?;
+                Ok(client
+                    .execute(&statement, &[&thread.as_str(), &tail])
+                    .await?
+                    == 1)
+            }
+        )
+    }
+
+    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
+        check_park_kind(kind)?;
+        let thread = thread.clone();
+        let sequence = to_i64(sequence.0, "parked sequence")?;
+        let kind = kind.to_owned();
+        block_activity!(
+            self.handle,
+            "park thread",
+            idempotent = true,
+            |client, _commit_sent| {
+                let statement = client
+                    .prepare_cached(
+                        "INSERT INTO thread_parks (thread, sequence, kind) VALUES ($1, $2, $3) \
+                     ON CONFLICT (thread) DO UPDATE SET sequence = excluded.sequence, \
+                         kind = excluded.kind",
+                    )
+                    .await?;
+                client
+                    .execute(&statement, &[&thread.as_str(), &sequence, &kind])
+                    .await?;
+                Ok(())
+            }
+        )
+    }
+
+    fn overview(&self) -> Result<ThreadOverview, ActivityError> {
+        block_activity!(
+            self.handle,
+            "thread overview",
+            idempotent = true,
+            |client, _commit_sent| {
+                // One snapshot, so the counts agree with one another.
+                let transaction = client
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .await?;
+                let rows = transaction
+                    .query(
+                        "SELECT destination, count(*) FROM thread_heads \
+                     WHERE destination IS NOT NULL GROUP BY destination",
+                        &[],
+                    )
+                    .await?;
+                let mut counted = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let threads: i64 = row.try_get(1)?;
+                    counted.push((
+                        row.try_get::<_, String>(0)?,
+                        to_u64(threads, "thread count").map_err(Fail::Model)?,
+                    ));
+                }
+                let destinations = overview_destinations(counted).map_err(Fail::Model)?;
+                let counts = transaction
+                    .query_one(
+                        "SELECT (SELECT count(*) FROM thread_heads WHERE destination IS NULL), \
+                         (SELECT count(*) FROM thread_pending)",
+                        &[],
+                    )
+                    .await?;
+                let unbound: i64 = counts.try_get(0)?;
+                let pending: i64 = counts.try_get(1)?;
+                let rows = transaction
+                    .query(
+                        "SELECT kind, count(*) FROM thread_parks GROUP BY kind ORDER BY kind",
+                        &[],
+                    )
+                    .await?;
+                let mut parked = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let threads: i64 = row.try_get(1)?;
+                    parked.push((
+                        row.try_get::<_, String>(0)?,
+                        to_u64(threads, "thread count").map_err(Fail::Model)?,
+                    ));
+                }
+                transaction.commit().await?;
+                Ok(ThreadOverview {
+                    destinations,
+                    unbound: to_u64(unbound, "thread count").map_err(Fail::Model)?,
+                    pending: to_u64(pending, "thread count").map_err(Fail::Model)?,
+                    parked,
+                })
+            }
+        )
+    }
+}
+
+/// The binding a head row holds (both columns null: a thread from before bindings).
+fn binding_of(
+    destination: Option<String>,
+    generation: Option<i64>,
+) -> Result<Option<ThreadBinding>, ActivityError> {
+    match (destination, generation) {
+        (None, None) => Ok(None),
+        (Some(destination), Some(generation)) => Ok(Some(ThreadBinding {
+            destination: ThreadDestination::from_stored(&destination)?,
+            generation: to_u64(generation, "binding generation")?,
+        })),
+        _ => Err(activity_corrupt("thread binding is half written")),
+    }
+}
+
+/// Marks `thread` pending at `tail`, inside the caller's transaction.
+async fn mark_pending(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    thread: &ThreadId,
+    tail: i64,
+) -> Result<(), tokio_postgres::Error> {
+    let statement = transaction
+        .prepare_cached(
+            "INSERT INTO thread_pending (thread, tail) VALUES ($1, $2) \
+         ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+        )
+        .await?;
+    transaction
+        .execute(&statement, &[&thread.as_str(), &tail])
+        .await?;
+    Ok(())
+}
+
+fn stored_thread(thread: String) -> Result<ThreadId, ActivityError> {
+    ThreadId::new(thread).map_err(|_| activity_corrupt("stored thread id is invalid"))
 }

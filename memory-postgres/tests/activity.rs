@@ -6,7 +6,7 @@
 mod common;
 
 use common::{TestStore, server_url, store_blocking};
-use memory_core::activity::{ActivityError, NewRecord, ThreadId, ThreadLog};
+use memory_core::activity::{NewRecord, ThreadId, ThreadLog};
 use memory_core::testing::activity::{ActivityBackend, run_all};
 use memory_postgres::progress::PostgresProgressStore;
 use memory_postgres::remembering_store::PostgresRememberingStore;
@@ -32,14 +32,6 @@ impl ActivityBackend for PostgresActivity {
 
     fn remembering(&self) -> PostgresRememberingStore {
         self.store.another_blocking().remembering()
-    }
-
-    fn threads(
-        log: &PostgresThreadLog,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        log.threads(after, limit)
     }
 }
 

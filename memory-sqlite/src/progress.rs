@@ -9,13 +9,13 @@ use std::sync::Mutex;
 
 use memory_core::activity::rules::progress::{
     Advance, ClaimRequest, KeyColumns, PROGRESS_COLUMNS, PreparedPending, ProgressColumns,
-    StoredProgress, refusal, stale,
+    StoredProgress, note_total_rows, refusal, stale, totals_from_rows,
 };
 pub use memory_core::activity::rules::{MAX_INSPECT_ROWS, RELEASE_WAIT};
 use memory_core::activity::rules::{check_page, column_i64};
 use memory_core::activity::{
-    ActivityError, Claim, Lease, PendingOutput, ProgressKey, ProgressStore, ProgressView, Sequence,
-    WorkerId,
+    ActivityError, Claim, ExtractionNote, ExtractionTotals, Lease, PendingOutput, ProgressKey,
+    ProgressStore, ProgressView, Sequence, WorkerId,
 };
 use memory_core::document::EpochMillis;
 use rusqlite::{
@@ -38,6 +38,17 @@ const PROGRESS_SCHEMA: &str = "
         pending_json TEXT,
         last_advance_at INTEGER,
         PRIMARY KEY (processor, version, thread)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS extraction_notes (
+        processor TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        thread TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        PRIMARY KEY (processor, version, thread, sequence)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS extraction_totals (
+        name TEXT PRIMARY KEY,
+        amount INTEGER NOT NULL CHECK (amount >= 0)
     ) WITHOUT ROWID;
 ";
 
@@ -290,6 +301,62 @@ impl ProgressStore for SqliteProgressStore {
         let connection = lock(&self.connection);
         let row = read_row(&connection, &columns)?;
         Ok(row.map(|row| row.view(key.clone())))
+    }
+
+    fn note_extraction(
+        &self,
+        key: &ProgressKey,
+        sequence: Sequence,
+        note: &ExtractionNote,
+    ) -> Result<(), ActivityError> {
+        note.validate()?;
+        let totals = note_total_rows(note)
+            .into_iter()
+            .map(|(name, amount)| Ok((name, column_i64(amount, "extraction total")?)))
+            .collect::<Result<Vec<_>, ActivityError>>()?;
+        let mut connection = lock(&self.connection);
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("note extraction"))?;
+        let inserted = transaction
+            .execute(
+                "INSERT OR IGNORE INTO extraction_notes (processor, version, thread, sequence)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    key.processor.as_str(),
+                    column_i64(key.version.0, "processor version")?,
+                    key.thread.as_str(),
+                    column_i64(sequence.0, "note sequence")?
+                ],
+            )
+            .map_err(sql_error("note extraction"))?;
+        if inserted == 1 {
+            for (name, amount) in totals {
+                transaction
+                    .execute(
+                        "INSERT INTO extraction_totals (name, amount) VALUES (?1, ?2)
+                         ON CONFLICT (name) DO UPDATE SET amount = amount + excluded.amount",
+                        params![name, amount],
+                    )
+                    .map_err(sql_error("note extraction"))?;
+            }
+        }
+        transaction.commit().map_err(sql_error("note extraction"))
+    }
+
+    fn extraction_totals(&self) -> Result<ExtractionTotals, ActivityError> {
+        let connection = lock(&self.connection);
+        let mut statement = connection
+            .prepare_cached("SELECT name, amount FROM extraction_totals")
+            .map_err(sql_error("read extraction totals"))?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })
+            .map_err(sql_error("read extraction totals"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql_error("read extraction totals"))?;
+        totals_from_rows(rows)
     }
 
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError> {

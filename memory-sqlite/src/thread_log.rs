@@ -11,9 +11,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use memory_core::StoreFault;
-use memory_core::activity::thread::MAX_PAGE_RECORDS;
+use memory_core::activity::thread::{
+    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    overview_destinations, rebinding,
+};
 use memory_core::activity::{
-    ActivityError, NewRecord, RecordDigest, Sequence, ThreadId, ThreadLog, ThreadRecord,
+    ActivityError, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -113,6 +117,28 @@ const THREAD_SCHEMA: &str = "
     CREATE TRIGGER IF NOT EXISTS thread_records_append_only_delete
         BEFORE DELETE ON thread_records
         BEGIN SELECT RAISE(ABORT, 'thread records are append-only'); END;
+    CREATE TABLE IF NOT EXISTS thread_bindings (
+        thread TEXT PRIMARY KEY,
+        destination TEXT NOT NULL,
+        generation INTEGER NOT NULL CHECK (generation >= 0)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS thread_bindings_by_destination ON thread_bindings (destination);
+    CREATE TABLE IF NOT EXISTS thread_pending (
+        thread TEXT PRIMARY KEY,
+        tail INTEGER NOT NULL CHECK (tail > 0)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS thread_parks (
+        thread TEXT PRIMARY KEY,
+        sequence INTEGER NOT NULL,
+        kind TEXT NOT NULL
+    ) WITHOUT ROWID;
+    -- A file from before the pending index: every thread is pending once, and the worker's first
+    -- passes settle the idle ones. The marker row makes this run once.
+    INSERT OR IGNORE INTO thread_pending (thread, tail)
+        SELECT thread, MAX(sequence) FROM thread_records
+        WHERE NOT EXISTS (SELECT 1 FROM activity_formats WHERE component = 'thread_log.pending')
+        GROUP BY thread;
+    INSERT OR IGNORE INTO activity_formats (component, format) VALUES ('thread_log.pending', 1);
 ";
 
 /// The SQLite thread log.
@@ -164,7 +190,12 @@ fn decode_record(
 }
 
 impl ThreadLog for SqliteThreadLog {
-    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError> {
+    fn append_to(
+        &self,
+        thread: &ThreadId,
+        destination: Option<&ThreadDestination>,
+        record: NewRecord,
+    ) -> Result<ThreadRecord, ActivityError> {
         record.validate()?;
         let record_json =
             memory_core::activity::canonical_progress_json("record canonical JSON", &record)?;
@@ -179,27 +210,41 @@ impl ThreadLog for SqliteThreadLog {
                 |row| row.get(0),
             )
             .map_err(sql_error("append record"))?;
-        let sequence =
-            Sequence(to_u64(tail, "record sequence")?)
-                .next()
-                .ok_or(ActivityError::TooLarge {
-                    limit: "thread sequence",
-                    max: u64::MAX,
-                    actual: u64::MAX,
-                })?;
+        let tail = Sequence(to_u64(tail, "record sequence")?);
+        let current = if destination.is_some() {
+            read_binding(&transaction, thread)?
+        } else {
+            None
+        };
+        let step = binding_step(current.as_ref(), tail, destination)?;
+        let sequence = tail.next().ok_or(ActivityError::TooLarge {
+            limit: "thread sequence",
+            max: u64::MAX,
+            actual: u64::MAX,
+        })?;
         let digest = RecordDigest::of(thread, sequence, &record);
+        let sequence_column = to_i64(sequence.0, "thread sequence")?;
         transaction
             .execute(
                 "INSERT INTO thread_records (thread, sequence, record_json, digest)
                  VALUES (?1, ?2, ?3, ?4)",
                 params![
                     thread.as_str(),
-                    to_i64(sequence.0, "thread sequence")?,
+                    sequence_column,
                     record_json,
                     digest.as_str()
                 ],
             )
             .map_err(sql_error("append record"))?;
+        if let (BindingStep::Bind, Some(destination)) = (step, destination) {
+            transaction
+                .execute(
+                    "INSERT INTO thread_bindings (thread, destination, generation) VALUES (?1, ?2, 0)",
+                    params![thread.as_str(), destination.to_stored()],
+                )
+                .map_err(sql_error("bind thread"))?;
+        }
+        mark_pending(&transaction, thread, sequence_column)?;
         transaction.commit().map_err(sql_error("append record"))?;
         Ok(ThreadRecord {
             thread: thread.clone(),
@@ -263,21 +308,65 @@ impl ThreadLog for SqliteThreadLog {
         }
         Ok(records)
     }
-}
 
-impl SqliteThreadLog {
-    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive).
-    pub fn threads(
+    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
+        read_binding(&lock(&self.connection), thread)
+    }
+
+    fn rebind(
+        &self,
+        thread: &ThreadId,
+        destination: &ThreadDestination,
+    ) -> Result<ThreadBinding, ActivityError> {
+        let mut connection = lock(&self.connection);
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("rebind thread"))?;
+        let tail: i64 = transaction
+            .query_row(
+                "SELECT COALESCE(MAX(sequence), 0) FROM thread_records WHERE thread = ?1",
+                [thread.as_str()],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("rebind thread"))?;
+        let current = read_binding(&transaction, thread)?;
+        let Some(binding) = rebinding(
+            current.as_ref(),
+            Sequence(to_u64(tail, "record sequence")?),
+            destination,
+        )?
+        else {
+            return current.ok_or_else(|| ActivityError::invalid("thread", "has no binding"));
+        };
+        transaction
+            .execute(
+                "INSERT INTO thread_bindings (thread, destination, generation) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (thread) DO UPDATE SET destination = excluded.destination,
+                     generation = excluded.generation",
+                params![
+                    thread.as_str(),
+                    binding.destination.to_stored(),
+                    to_i64(binding.generation, "binding generation")?
+                ],
+            )
+            .map_err(sql_error("rebind thread"))?;
+        transaction
+            .execute(
+                "DELETE FROM thread_parks WHERE thread = ?1",
+                [thread.as_str()],
+            )
+            .map_err(sql_error("rebind thread"))?;
+        mark_pending(&transaction, thread, tail)?;
+        transaction.commit().map_err(sql_error("rebind thread"))?;
+        Ok(binding)
+    }
+
+    fn threads(
         &self,
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<ThreadId>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "thread page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
+        check_thread_page(limit)?;
         let connection = lock(&self.connection);
         let mut statement = connection
             .prepare_cached(
@@ -292,13 +381,179 @@ impl SqliteThreadLog {
             .map_err(sql_error("list threads"))?;
         let mut threads = Vec::new();
         for row in rows {
-            let thread = row.map_err(sql_error("list threads"))?;
-            threads.push(ThreadId::new(thread).map_err(|_| {
-                ActivityError::Store(StoreFault::Corrupt {
-                    what: "stored thread id is invalid".to_owned(),
-                })
-            })?);
+            threads.push(stored_thread(row.map_err(sql_error("list threads"))?)?);
         }
         Ok(threads)
     }
+
+    fn pending_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<PendingThread>, ActivityError> {
+        check_thread_page(limit)?;
+        let connection = lock(&self.connection);
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT thread, tail FROM thread_pending AS pending
+                 WHERE thread > ?1
+                   AND NOT EXISTS (SELECT 1 FROM thread_parks AS parks WHERE parks.thread = pending.thread)
+                 ORDER BY thread LIMIT ?2",
+            )
+            .map_err(sql_error("list pending threads"))?;
+        let rows = statement
+            .query_map(
+                params![after.map_or("", ThreadId::as_str), limit as i64],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .map_err(sql_error("list pending threads"))?;
+        let mut threads = Vec::new();
+        for row in rows {
+            let (thread, tail) = row.map_err(sql_error("list pending threads"))?;
+            threads.push(PendingThread {
+                thread: stored_thread(thread)?,
+                tail: Sequence(to_u64(tail, "pending tail")?),
+            });
+        }
+        Ok(threads)
+    }
+
+    fn mark_all_pending(&self) -> Result<u64, ActivityError> {
+        let connection = lock(&self.connection);
+        let marked = connection
+            .execute(
+                "INSERT INTO thread_pending (thread, tail)
+                 SELECT thread, MAX(sequence) FROM thread_records GROUP BY thread
+                 ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+                [],
+            )
+            .map_err(sql_error("mark threads pending"))?;
+        Ok(marked as u64)
+    }
+
+    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
+        let connection = lock(&self.connection);
+        let settled = connection
+            .execute(
+                "DELETE FROM thread_pending WHERE thread = ?1 AND tail = ?2",
+                params![thread.as_str(), to_i64(tail.0, "pending tail")?],
+            )
+            .map_err(sql_error("settle thread"))?;
+        Ok(settled == 1)
+    }
+
+    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
+        check_park_kind(kind)?;
+        let connection = lock(&self.connection);
+        connection
+            .execute(
+                "INSERT INTO thread_parks (thread, sequence, kind) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (thread) DO UPDATE SET sequence = excluded.sequence, kind = excluded.kind",
+                params![thread.as_str(), to_i64(sequence.0, "parked sequence")?, kind],
+            )
+            .map_err(sql_error("park thread"))?;
+        Ok(())
+    }
+
+    fn overview(&self) -> Result<ThreadOverview, ActivityError> {
+        let mut connection = lock(&self.connection);
+        // One snapshot, so the counts agree with one another.
+        let transaction = connection
+            .transaction()
+            .map_err(sql_error("thread overview"))?;
+        let destinations = {
+            let mut statement = transaction
+                .prepare("SELECT destination, COUNT(*) FROM thread_bindings GROUP BY destination")
+                .map_err(sql_error("thread overview"))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(sql_error("thread overview"))?;
+            let mut counted = Vec::new();
+            for row in rows {
+                let (destination, threads) = row.map_err(sql_error("thread overview"))?;
+                counted.push((destination, to_u64(threads, "thread count")?));
+            }
+            overview_destinations(counted)?
+        };
+        let count = |sql: &str| -> Result<u64, ActivityError> {
+            let value: i64 = transaction
+                .query_row(sql, [], |row| row.get(0))
+                .map_err(sql_error("thread overview"))?;
+            to_u64(value, "thread count")
+        };
+        let unbound = count(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT thread FROM thread_records) AS threads
+             WHERE NOT EXISTS (SELECT 1 FROM thread_bindings AS b WHERE b.thread = threads.thread)",
+        )?;
+        let pending = count("SELECT COUNT(*) FROM thread_pending")?;
+        let parked = {
+            let mut statement = transaction
+                .prepare("SELECT kind, COUNT(*) FROM thread_parks GROUP BY kind ORDER BY kind")
+                .map_err(sql_error("thread overview"))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(sql_error("thread overview"))?;
+            let mut parked = Vec::new();
+            for row in rows {
+                let (kind, threads) = row.map_err(sql_error("thread overview"))?;
+                parked.push((kind, to_u64(threads, "thread count")?));
+            }
+            parked
+        };
+        Ok(ThreadOverview {
+            destinations,
+            unbound,
+            pending,
+            parked,
+        })
+    }
+}
+
+fn read_binding(
+    connection: &Connection,
+    thread: &ThreadId,
+) -> Result<Option<ThreadBinding>, ActivityError> {
+    let row: Option<(String, i64)> = connection
+        .query_row(
+            "SELECT destination, generation FROM thread_bindings WHERE thread = ?1",
+            [thread.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(sql_error("read binding"))?;
+    row.map(|(destination, generation)| {
+        Ok(ThreadBinding {
+            destination: ThreadDestination::from_stored(&destination)?,
+            generation: to_u64(generation, "binding generation")?,
+        })
+    })
+    .transpose()
+}
+
+/// Marks `thread` pending at `tail` (an append's or a rebind's).
+fn mark_pending(
+    connection: &Connection,
+    thread: &ThreadId,
+    tail: i64,
+) -> Result<(), ActivityError> {
+    connection
+        .execute(
+            "INSERT INTO thread_pending (thread, tail) VALUES (?1, ?2)
+             ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+            params![thread.as_str(), tail],
+        )
+        .map_err(sql_error("mark thread pending"))?;
+    Ok(())
+}
+
+fn stored_thread(thread: String) -> Result<ThreadId, ActivityError> {
+    ThreadId::new(thread).map_err(|_| {
+        ActivityError::Store(StoreFault::Corrupt {
+            what: "stored thread id is invalid".to_owned(),
+        })
+    })
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use memory_core::activity::{ActivityError, ThreadId};
+use memory_core::activity::ThreadId;
 use memory_core::testing::activity::{ActivityBackend, run_all};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
@@ -32,14 +32,6 @@ impl ActivityBackend for SqliteActivity {
 
     fn remembering(&self) -> SqliteRememberingStore {
         SqliteRememberingStore::open(&self.path).unwrap()
-    }
-
-    fn threads(
-        log: &SqliteThreadLog,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        log.threads(after, limit)
     }
 }
 

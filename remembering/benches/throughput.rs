@@ -23,6 +23,7 @@ use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::admission::Admission;
 use remembering::{
     ActivityProcessor, ActivityProcessorParts, PassLimits, RememberingError, StatementExtractor,
+    UnboundThreads,
 };
 
 const THREADS: usize = 8;
@@ -111,7 +112,7 @@ where
         progress: stores.progress,
         references: stores.references,
         writer: stores.writer,
-        extractor: StatementExtractor::new(vec![MemoryScope::new("agent").unwrap()]),
+        extractor: StatementExtractor::new(),
         clock: Arc::new(SystemClock),
         processor: ProcessorId::new("statements").unwrap(),
         version: ProcessorVersion(1),
@@ -121,6 +122,9 @@ where
             page_size: 25,
             timeout_ms: 10_000,
             lease_ms: 30_000,
+        },
+        unbound: UnboundThreads::PerThread {
+            scopes: vec![MemoryScope::new("agent").unwrap()],
         },
     })
     .unwrap();

@@ -18,6 +18,12 @@
 //! through the [`Merger`], and the new command is saved before it is sent. `OperationConflict` is an
 //! error.
 //!
+//! An attestation ([`Contribution::Attest`], what the default extractor emits for each statement)
+//! always reads its target: it creates the document, or adds the record's attribution to it without
+//! touching its text, and sends nothing when the attribution is already there. A target withdrawn
+//! for good moves the attestation to the target's next incarnation, like a rebase (a new operation
+//! id, the new command saved before it is sent).
+//!
 //! Forgetting, editing, deleting or revoking a thread record goes through
 //! [`crate::sources::SourceEvents`] with the record's source id: a suppressed record is not extracted,
 //! its saved commands are not sent, and a put that lands while its record is suppressed admits the
@@ -27,11 +33,15 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use memory_core::activity::{
-    ActivityError, Claim, Intent, PendingOutput, ProcessorId, ProcessorVersion, ProgressKey,
-    ProgressStore, RememberingStore, SavedCommand, Sequence, SourceId, SourceReference,
-    SourceRevision, ThreadId, ThreadLog, ThreadRecord, WorkId, WorkerId,
+    ActivityError, Claim, ExtractionNote, Intent, PendingOutput, ProcessorId, ProcessorVersion,
+    ProgressKey, ProgressStore, RememberingStore, SavedCommand, Sequence, SourceId,
+    SourceReference, SourceRevision, ThreadDestination, ThreadId, ThreadLog, ThreadRecord, WorkId,
+    WorkerId,
 };
+use memory_core::document::MemoryScope;
 use memory_core::{
     Clock, DocumentId, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite,
     MemoryWriter, OperationId, PreparedWrite,
@@ -40,7 +50,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::{KeepLatestMerger, Merger};
 use crate::error::RememberingError;
-use crate::extract::{Contribution, RecordExtractor};
+use crate::extract::MAX_INCARNATIONS;
+use crate::extract::{Contribution, RecordExtractor, incarnation_id, incarnation_of};
 use crate::hooks::{NoHooks, PassHooks, PassPoint};
 use crate::limits::PassLimits;
 use crate::worker::MAX_REBASES;
@@ -54,6 +65,34 @@ pub enum PassStop {
     MaxRecords,
     /// `timeout_ms` passed (or the lease was about to end).
     Timeout,
+    /// A record could not be remembered for a reason a retry cannot change (its extraction failed,
+    /// or the thread's destination no longer validates): the thread is parked
+    /// ([`ThreadLog::park`]) at that record until it is rebound, and the worker goes on with others.
+    Parked,
+}
+
+/// Where the memory of a thread with no binding goes (threads appended before bindings existed, or
+/// through the library without a destination).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnboundThreads {
+    /// A namespace per thread ([`ThreadDestination::legacy_thread`]) with these scopes: where such
+    /// threads always went.
+    PerThread {
+        /// The scopes granted.
+        scopes: Vec<MemoryScope>,
+    },
+    /// One destination for all of them (`remembering-worker --namespace`).
+    Destination(ThreadDestination),
+}
+
+impl UnboundThreads {
+    /// The destination of an unbound `thread`.
+    pub fn destination(&self, thread: &ThreadId) -> Result<ThreadDestination, ActivityError> {
+        match self {
+            Self::PerThread { scopes } => ThreadDestination::legacy_thread(thread, scopes.clone()),
+            Self::Destination(destination) => Ok(destination.clone()),
+        }
+    }
 }
 
 /// What one pass did.
@@ -80,6 +119,12 @@ pub struct PassReport {
     pub stop: PassStop,
     /// Records exist beyond the captured tail (appended during the pass): schedule another pass.
     pub pending_beyond_tail: bool,
+    /// Contributions extracted (kept) by this pass's extractions.
+    pub kept: u64,
+    /// Parts of records not kept, by reason, in this pass's extractions.
+    pub dropped: BTreeMap<String, u64>,
+    /// Where the pass parked the thread, and the kind of error, when it did.
+    pub parked: Option<(Sequence, String)>,
 }
 
 /// Processes committed activity for one processor version.
@@ -96,6 +141,7 @@ pub struct ActivityProcessor<W, E> {
     version: ProcessorVersion,
     owner: WorkerId,
     limits: PassLimits,
+    unbound: UnboundThreads,
 }
 
 impl<W, E> std::fmt::Debug for ActivityProcessor<W, E> {
@@ -130,6 +176,8 @@ pub struct ActivityProcessorParts<W, E> {
     pub owner: WorkerId,
     /// Pass limits.
     pub limits: PassLimits,
+    /// Where threads with no binding go.
+    pub unbound: UnboundThreads,
 }
 
 impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E> {
@@ -150,6 +198,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             version: parts.version,
             owner: parts.owner,
             limits: parts.limits,
+            unbound: parts.unbound,
         })
     }
 
@@ -165,18 +214,40 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         self
     }
 
-    /// The progress key of `thread`.
-    pub fn key(&self, thread: &ThreadId) -> ProgressKey {
-        ProgressKey {
-            processor: self.processor.clone(),
+    /// The progress key of `thread` while its binding is of `generation`: generation 0 (and an
+    /// unbound thread) keeps the processor's own id; a rebound thread's progress is kept under
+    /// `<processor>~g<generation>`, so its records are remembered again, into the new destination.
+    pub fn key(&self, thread: &ThreadId, generation: u64) -> Result<ProgressKey, ActivityError> {
+        let processor = if generation == 0 {
+            self.processor.clone()
+        } else {
+            ProcessorId::new(format!("{}~g{generation}", self.processor.as_str()))?
+        };
+        Ok(ProgressKey {
+            processor,
             version: self.version,
             thread: thread.clone(),
-        }
+        })
     }
 
-    /// Runs one finite pass over `thread`.
+    /// Runs one finite pass over `thread`, into the thread's destination.
     pub async fn run_pass(&self, thread: &ThreadId) -> Result<PassReport, RememberingError> {
-        let key = self.key(thread);
+        // A binding that no longer validates is this thread's problem, not the worker's: park it.
+        let binding = match self.log.binding(thread) {
+            Ok(binding) => binding,
+            Err(ActivityError::Store(memory_core::StoreFault::Corrupt { .. })) => {
+                return self.park_unclaimed(thread, "destination");
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let (destination, generation) = match binding {
+            Some(binding) => (binding.destination, binding.generation),
+            None => match self.unbound.destination(thread) {
+                Ok(destination) => (destination, 0),
+                Err(_) => return self.park_unclaimed(thread, "destination"),
+            },
+        };
+        let key = self.key(thread, generation)?;
         let claim = self.progress.claim(
             &key,
             &self.owner,
@@ -189,7 +260,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             "claimed activity lease"
         );
         self.hooks.at(PassPoint::Claimed).await;
-        let result = self.process(&claim).await;
+        let result = self.process(&claim, &destination).await;
         match self.progress.release(&claim.lease, self.clock.now_millis()) {
             Ok(()) | Err(ActivityError::StaleLease { .. }) => {}
             Err(error) => tracing::warn!(%error, "lease release failed; it will expire"),
@@ -197,7 +268,37 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         result
     }
 
-    async fn process(&self, claim: &Claim) -> Result<PassReport, RememberingError> {
+    /// Parks a thread whose destination cannot be known, at its first record.
+    fn park_unclaimed(
+        &self,
+        thread: &ThreadId,
+        kind: &str,
+    ) -> Result<PassReport, RememberingError> {
+        let at = Sequence(1);
+        self.log.park(thread, at, kind)?;
+        tracing::warn!(kind, "thread parked: its destination does not validate");
+        Ok(PassReport {
+            epoch: memory_core::activity::FencingEpoch(0),
+            captured_tail: self.log.inspect_tail(thread)?,
+            cursor: Sequence::ZERO,
+            processed: 0,
+            reused_saved_output: 0,
+            suppressed: 0,
+            rebases: 0,
+            receipts: Vec::new(),
+            stop: PassStop::Parked,
+            pending_beyond_tail: false,
+            kept: 0,
+            dropped: BTreeMap::new(),
+            parked: Some((at, kind.to_owned())),
+        })
+    }
+
+    async fn process(
+        &self,
+        claim: &Claim,
+        destination: &ThreadDestination,
+    ) -> Result<PassReport, RememberingError> {
         let lease = &claim.lease;
         let thread = &lease.key.thread;
         let started = self.clock.now_millis();
@@ -215,6 +316,9 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             receipts: Vec::new(),
             stop: PassStop::ReachedTail,
             pending_beyond_tail: false,
+            kept: 0,
+            dropped: BTreeMap::new(),
+            parked: None,
         };
         let mut pending = claim.pending.clone();
         if let Some(saved) = &pending {
@@ -264,7 +368,24 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                         report.reused_saved_output += 1;
                         Some(decode_output(&saved)?)
                     }
-                    None => self.extract_and_save(claim, record, &mut report).await?,
+                    None => {
+                        match self
+                            .extract_and_save(claim, record, destination, &mut report)
+                            .await
+                        {
+                            Ok(output) => output,
+                            // The same record would fail the same way on every retry: park the
+                            // thread here (the cursor stays before it) and let the worker go on.
+                            Err(RememberingError::Application { operation, source }) => {
+                                tracing::warn!(operation, error = %source, "thread parked");
+                                self.log.park(thread, record.sequence, "extraction")?;
+                                report.stop = PassStop::Parked;
+                                report.parked = Some((record.sequence, "extraction".to_owned()));
+                                break 'pages;
+                            }
+                            Err(error) => return Err(error),
+                        }
+                    }
                 };
                 if let Some(mut output) = output {
                     self.send(claim, record, &mut output, &mut report).await?;
@@ -295,6 +416,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         &self,
         claim: &Claim,
         record: &ThreadRecord,
+        destination: &ThreadDestination,
         report: &mut PassReport,
     ) -> Result<Option<RecordOutput>, RememberingError> {
         let source = RecordSource::of(record);
@@ -306,18 +428,31 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             return Ok(None);
         }
         let work_id = claim.lease.key.work_id(record.sequence);
-        let contributions = self
+        let extraction = self
             .extractor
-            .extract(record, self.clock.now_millis())
+            .extract(record, destination, self.clock.now_millis())
             .map_err(|source| RememberingError::Application {
                 operation: "extract",
                 source,
             })?;
+        let note = ExtractionNote {
+            kept: extraction.contributions.len() as u64,
+            dropped: extraction.dropped,
+        };
+        note.validate()?;
+        // Noted once per record (a re-extraction after a crash notes nothing new).
+        self.progress
+            .note_extraction(&claim.lease.key, record.sequence, &note)?;
+        report.kept = report.kept.saturating_add(note.kept);
+        for (reason, count) in note.dropped {
+            *report.dropped.entry(reason).or_default() += count;
+        }
+        let contributions = extraction.contributions;
         self.hooks.at(PassPoint::Extracted).await;
         let mut commands = Vec::with_capacity(contributions.len());
         for (index, contribution) in contributions.iter().enumerate() {
             commands.push(
-                self.prepare(&work_id, record, index, contribution, 0)
+                self.prepare(&work_id, record, index, contribution, 0, 0)
                     .await?,
             );
         }
@@ -347,7 +482,9 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
     }
 
     /// The exact command of contribution `index` for `attempt` (0: first; later: a rebase on the
-    /// latest document). `None` when there is nothing to send.
+    /// latest document, or an attestation moved to the next incarnation of its target) into
+    /// `incarnation` of an attested target (0 for everything else). `None` when there is nothing to
+    /// send.
     async fn prepare(
         &self,
         work_id: &WorkId,
@@ -355,6 +492,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         index: usize,
         contribution: &Contribution,
         attempt: u32,
+        incarnation: u32,
     ) -> Result<Option<SavedCommand>, RememberingError> {
         let own_id = format!("{}-{index}", work_id.as_str());
         let operation_id = OperationId::new(if attempt == 0 {
@@ -402,6 +540,48 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                     locator: record.locator(),
                     content,
                     scopes: scopes.clone(),
+                }
+            }
+            Contribution::Attest {
+                namespace,
+                target,
+                content,
+                scopes,
+            } => {
+                let key = MemoryKey {
+                    namespace: namespace.clone(),
+                    id: incarnation_id(target, incarnation)?,
+                };
+                // Always read: whether this creates the document or attests it depends on it.
+                let (expected_revision, content, scopes) = match self.writer.read(&key).await? {
+                    None => (None, content.clone(), scopes.clone()),
+                    Some(latest) => {
+                        let merged =
+                            KeepLatestMerger.merge(&latest, content).map_err(|source| {
+                                RememberingError::Application {
+                                    operation: "attest",
+                                    source,
+                                }
+                            })?;
+                        // Already attested (the same record seen again, say by a new processor
+                        // version): a new revision would say nothing new.
+                        let mut unchanged = merged.clone();
+                        unchanged.extracted_at = latest.content.extracted_at;
+                        if unchanged == latest.content {
+                            return Ok(None);
+                        }
+                        // An attestation adds provenance only: the text and who may recall it
+                        // stay as the document has them.
+                        (Some(latest.revision), merged, latest.scopes)
+                    }
+                };
+                MemoryWrite::Put {
+                    key,
+                    operation_id,
+                    expected_revision,
+                    locator: record.locator(),
+                    content,
+                    scopes,
                 }
             }
             Contribution::Withdraw {
@@ -467,19 +647,36 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                         }
                         break;
                     }
-                    Err(MemoryError::Conflict { .. }) => {
+                    Err(error @ (MemoryError::Conflict { .. } | MemoryError::Withdrawn)) => {
+                        let contribution = &output.contributions[index];
+                        let current = incarnation_of_command(contribution, &command);
+                        let incarnation = match (&error, contribution) {
+                            (MemoryError::Conflict { .. }, _) => current,
+                            // An attested statement withdrawn for good is said again: it goes to
+                            // the next incarnation of its document.
+                            (_, Contribution::Attest { .. }) if current < MAX_INCARNATIONS => {
+                                current + 1
+                            }
+                            // Withdrawal is terminal: a put cannot land and a withdrawal already
+                            // happened.
+                            _ => {
+                                if matches!(contribution, Contribution::Attest { .. }) {
+                                    tracing::warn!(
+                                        incarnations = MAX_INCARNATIONS,
+                                        "statement forgotten too often; not remembered again"
+                                    );
+                                }
+                                break;
+                            }
+                        };
                         let attempt = command.attempt.saturating_add(1);
-                        if attempt > MAX_REBASES {
-                            return Err(RememberingError::TooManyRebases { attempts: attempt });
+                        // Moves to a next incarnation take an attempt each but are no rebases.
+                        let rebases = attempt.saturating_sub(incarnation);
+                        if rebases > MAX_REBASES {
+                            return Err(RememberingError::TooManyRebases { attempts: rebases });
                         }
                         let rebased = self
-                            .prepare(
-                                &work_id,
-                                record,
-                                index,
-                                &output.contributions[index],
-                                attempt,
-                            )
+                            .prepare(&work_id, record, index, contribution, attempt, incarnation)
                             .await?;
                         output.commands[index] = rebased.clone();
                         if let Some(reference) = rebased
@@ -502,8 +699,6 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                             None => break,
                         }
                     }
-                    // Withdrawal is terminal: a put cannot land and a withdrawal already happened.
-                    Err(MemoryError::Withdrawn) => break,
                     Err(MemoryError::NotFound)
                         if matches!(command.write, MemoryWrite::Withdraw { .. }) =>
                     {
@@ -565,6 +760,16 @@ impl RecordOutput {
     }
 }
 
+/// The incarnation of an attested target that `command` writes (0 for other contributions).
+fn incarnation_of_command(contribution: &Contribution, command: &SavedCommand) -> u32 {
+    match contribution {
+        Contribution::Attest { target, .. } => {
+            incarnation_of(target, &command.write.key().id).unwrap_or(0)
+        }
+        Contribution::Put { .. } | Contribution::Withdraw { .. } => 0,
+    }
+}
+
 /// A record as a remembering source.
 struct RecordSource {
     id: SourceId,
@@ -610,4 +815,65 @@ fn decode_output(saved: &PendingOutput) -> Result<RecordOutput, RememberingError
     serde_json::from_value(saved.output.clone()).map_err(|error| RememberingError::CorruptOutput {
         what: error.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use memory_core::MemoryContent;
+    use memory_core::namespace::NamespaceAddress;
+
+    fn namespace() -> NamespaceAddress {
+        NamespaceAddress::encode("people", 1, &serde_json::json!({"team": "x"})).unwrap()
+    }
+
+    /// Outputs saved before attestations existed still decode: variants and fields are only added.
+    #[test]
+    fn saved_outputs_of_earlier_versions_decode_and_attestations_round_trip() {
+        let content = serde_json::to_value(MemoryContent::text("I live in Lisbon")).unwrap();
+        let key = serde_json::json!({"namespace": namespace().as_str(), "id": "d"});
+        let saved = PendingOutput {
+            sequence: Sequence(1),
+            work_id: WorkId::new("w").unwrap(),
+            output: serde_json::json!({
+                "contributions": [
+                    {"action": "put", "namespace": namespace().as_str(), "target": null,
+                     "content": content, "scopes": ["agent"]},
+                    {"action": "withdraw", "namespace": namespace().as_str(), "target": "d",
+                     "reason": "asked"},
+                ],
+                "commands": [
+                    {"attempt": 0, "write": {"kind": "put", "key": key,
+                     "operation_id": "w-0", "expected_revision": null, "locator": "l",
+                     "content": content, "scopes": ["agent"]}},
+                    null,
+                ],
+            }),
+        };
+        let output = decode_output(&saved).unwrap();
+        assert!(matches!(
+            output.contributions[..],
+            [
+                Contribution::Put { target: None, .. },
+                Contribution::Withdraw { .. }
+            ]
+        ));
+
+        let attest = RecordOutput {
+            contributions: vec![Contribution::attest(
+                namespace(),
+                DocumentId::new("s-1").unwrap(),
+                MemoryContent::text("I like tea"),
+                vec![MemoryScope::new("agent").unwrap()],
+            )],
+            commands: vec![None],
+        };
+        let pending = attest
+            .pending(Sequence(1), WorkId::new("w").unwrap())
+            .unwrap();
+        assert_eq!(pending.output["contributions"][0]["action"], "attest");
+        assert_eq!(decode_output(&pending).unwrap(), attest);
+    }
 }

@@ -7,6 +7,7 @@ use memory_core::activity::{SourceId, SourceReference, SourceRevision};
 use memory_core::document::{EpochMillis, MemoryContent, MemoryDocument};
 
 use crate::error::ApplicationError;
+use crate::extract::is_statement_of;
 
 /// A source as the application currently holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +56,9 @@ pub enum CleanupAction {
     Withdraw,
     /// Leave it (for example: someone corrected it since).
     Keep,
+    /// Write this content over the current revision, keeping its locator and scopes (for example:
+    /// the same content without the source's attributions, when other witnesses remain).
+    Rewrite(MemoryContent),
 }
 
 /// Decides cleanup of source-owned contributions.
@@ -92,8 +96,10 @@ impl Merger for KeepLatestMerger {
     }
 }
 
-/// The default cleanup: withdraw a document only while it is still at the revision the source wrote;
-/// any later revision is someone else's edit (a human correction) and survives.
+/// Cleanup for sources with one contributor per document: withdraw a document only while it is
+/// still at the revision the source wrote; any later revision is someone else's edit (a human
+/// correction) and survives. Statements attested by several records need
+/// [`RemoveSourceAttributions`], the default.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WithdrawOwnRevision;
 
@@ -104,5 +110,62 @@ impl Cleanup for WithdrawOwnRevision {
         } else {
             CleanupAction::Keep
         }
+    }
+}
+
+/// The default cleanup: a forgotten source stops being a witness of what it stated, and a statement
+/// goes when its last witness goes.
+///
+/// For a thread record (the source's attributions are those with origin `thread-record:<digest>`,
+/// the digest being the reference's source revision):
+/// - When the document carries none of them, the [`WithdrawOwnRevision`] rule decides: withdraw
+///   only while it is still at the revision the source wrote.
+/// - When attributions of other witnesses remain, the document is rewritten without the source's
+///   (and without the `record_digest` and `evidence` metadata members when they name the source).
+/// - When none remain, it is withdrawn if it still is what the source stated: at the revision the
+///   source wrote, or a statement document whose text is unchanged since
+///   ([`crate::extract::is_statement_of`]; later revisions only added or removed attributions).
+///   Otherwise someone corrected it (a human correction survives): it is rewritten without them.
+///
+/// Any other source is cleaned by the [`WithdrawOwnRevision`] rule.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RemoveSourceAttributions;
+
+impl Cleanup for RemoveSourceAttributions {
+    fn cleanup(&self, current: &MemoryDocument, reference: &SourceReference) -> CleanupAction {
+        let own = || WithdrawOwnRevision.cleanup(current, reference);
+        if reference.source.as_thread_record().is_none() {
+            return own();
+        }
+        let origin = format!("thread-record:{}", reference.source_revision.as_str());
+        let (removed, remaining): (Vec<_>, Vec<_>) = current
+            .content
+            .attributions
+            .iter()
+            .cloned()
+            .partition(|attribution| attribution.origin_id == origin);
+        if removed.is_empty() {
+            return own();
+        }
+        let still_stated = current.revision == reference.revision
+            || removed.iter().any(|attribution| {
+                is_statement_of(&current.key.id, &attribution.speaker, &current.content.text)
+            });
+        if remaining.is_empty() && still_stated {
+            return CleanupAction::Withdraw;
+        }
+        let mut content = current.content.clone();
+        content.attributions = remaining;
+        let names_source = content
+            .metadata
+            .get("record_digest")
+            .and_then(serde_json::Value::as_str)
+            == Some(reference.source_revision.as_str());
+        if names_source {
+            content.metadata.remove("record_digest");
+            content.metadata.remove("evidence");
+            content.metadata.remove("evidence_spans");
+        }
+        CleanupAction::Rewrite(content)
     }
 }

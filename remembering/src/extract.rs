@@ -1,12 +1,16 @@
 //! Extraction of memory from thread records, and the default extractor that needs no model service.
 
-use memory_core::DocumentId;
-use memory_core::activity::{RecordBody, ThreadId, ThreadRecord};
+use std::collections::BTreeMap;
+
+use memory_core::activity::{RecordBody, RecordDigest, ThreadDestination, ThreadRecord};
 use memory_core::document::{EpochMillis, MemoryAttribution, MemoryContent, MemoryScope};
 use memory_core::namespace::NamespaceAddress;
+use memory_core::{DocumentId, MemoryError};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::error::ApplicationError;
+use crate::statements::{DropReason, Sentence, SentenceKind, dropped_counts, normalize, segment};
 
 /// What one record contributes to one memory document: the processor's output names its target key
 /// and action, and the processor turns it into the exact write command it saves before sending.
@@ -18,8 +22,18 @@ use crate::error::ApplicationError;
 ///   example a correction of what the same person said before). Only a definite conflict between
 ///   preparing and landing rebases it, through the processor's [`crate::app::Merger`], which keeps a
 ///   concurrent human correction.
+/// - An attestation (`target` required) says the record states what the target document says: when
+///   the document exists, its text and scopes are kept and the record's attributions (and metadata
+///   members the document lacks) are added to it, as [`crate::app::KeepLatestMerger`] merges; when it
+///   is absent, the content is written as a new document. Nothing is sent when the document already
+///   holds every attribution. A definite conflict re-reads and merges again. A target withdrawn for
+///   good (its statement was forgotten) is not revived: the statement said again goes to the
+///   target's next incarnation (`<target>~1`, `<target>~2`, … up to [`MAX_INCARNATIONS`]), found by
+///   writing, since a reader cannot tell a withdrawn document from an absent one.
 /// - A withdrawal withdraws the target's revision current when prepared (nothing is sent when the
 ///   document is absent or already withdrawn); after a conflict it withdraws the latest revision.
+///
+/// Saved outputs of earlier versions decode unchanged: variants are only ever added.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Contribution {
@@ -32,6 +46,17 @@ pub enum Contribution {
         /// Its content.
         content: MemoryContent,
         /// Scopes allowed to recall it.
+        scopes: Vec<MemoryScope>,
+    },
+    /// Add the record's attribution to a document that says the same (or create it).
+    Attest {
+        /// The namespace it is written to.
+        namespace: NamespaceAddress,
+        /// The document.
+        target: DocumentId,
+        /// The content to create it with, whose attributions and metadata are added otherwise.
+        content: MemoryContent,
+        /// Scopes allowed to recall it when it is created.
         scopes: Vec<MemoryScope>,
     },
     /// Withdraw a document.
@@ -75,6 +100,21 @@ impl Contribution {
         }
     }
 
+    /// An attestation of the document `target` (see [`Contribution::Attest`]).
+    pub fn attest(
+        namespace: NamespaceAddress,
+        target: DocumentId,
+        content: MemoryContent,
+        scopes: Vec<MemoryScope>,
+    ) -> Self {
+        Self::Attest {
+            namespace,
+            target,
+            content,
+            scopes,
+        }
+    }
+
     /// A withdrawal of the document `target`.
     pub fn withdraw(
         namespace: NamespaceAddress,
@@ -89,98 +129,353 @@ impl Contribution {
     }
 }
 
+/// What one record yielded: the contributions to apply, and the parts of the record that were not
+/// kept as memory, counted by reason (reason names are short, stable, lower-case words such as
+/// `question`; `memory status` shows their totals). Nothing is dropped without being counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extraction {
+    /// What to write.
+    pub contributions: Vec<Contribution>,
+    /// Parts not kept, by reason.
+    pub dropped: BTreeMap<String, u64>,
+}
+
 /// Turns one committed record into memory contributions (possibly none).
 ///
 /// Extraction may be nondeterministic (a model call): the processor saves its output before applying it,
 /// so after a crash the saved output wins and the extractor is not asked again.
+///
+/// The destination is the thread's (bound by whoever appended its first record, see
+/// [`memory_core::activity::destination`]): an extractor writes there and never chooses another
+/// namespace or grants other scopes.
 pub trait RecordExtractor: Send + Sync {
-    /// What `record` contributes; `now` is the extraction time to stamp.
+    /// What `record` contributes to `destination`; `now` is the extraction time to stamp.
     fn extract(
         &self,
         record: &ThreadRecord,
+        destination: &ThreadDestination,
         now: EpochMillis,
-    ) -> Result<Vec<Contribution>, ApplicationError>;
+    ) -> Result<Extraction, ApplicationError>;
 }
 
-/// The name of the namespace definition [`StatementExtractor`] writes to.
-pub const STATEMENTS_NAMESPACE: &str = "remembering.thread-statements";
+/// Most incarnations of one attested document (see [`Contribution::Attest`]): a statement forgotten
+/// this many times and said again is not remembered again (the processor logs it).
+pub const MAX_INCARNATIONS: u32 = 64;
 
-/// The default extractor: every original user statement becomes one attributed memory document.
+/// The document id of incarnation `incarnation` of `target`: `target` itself for 0, else
+/// `<target>~<incarnation>`.
+pub fn incarnation_id(target: &DocumentId, incarnation: u32) -> Result<DocumentId, MemoryError> {
+    if incarnation == 0 {
+        return Ok(target.clone());
+    }
+    DocumentId::new(format!("{}~{incarnation}", target.as_str()))
+}
+
+/// Which incarnation of `target` the document `id` is (`None`: none of them).
+pub fn incarnation_of(target: &DocumentId, id: &DocumentId) -> Option<u32> {
+    if id == target {
+        return Some(0);
+    }
+    let suffix = id
+        .as_str()
+        .strip_prefix(target.as_str())?
+        .strip_prefix('~')?;
+    let incarnation = suffix.parse::<u32>().ok()?;
+    // Only the canonical spelling names an incarnation, so each has exactly one id.
+    (incarnation > 0 && suffix == incarnation.to_string()).then_some(incarnation)
+}
+
+/// The document id of what `speaker` states when saying `text`: `s-` and 32 hex digits of SHA-256
+/// over the speaker and the statement's [`normalize`]d text, so the same statement said again by the
+/// same person (in any thread bound to the same destination) is the same document.
+pub fn statement_document_id(speaker: &str, text: &str) -> Result<DocumentId, MemoryError> {
+    let normalized = normalize(text);
+    let mut hasher = Sha256::new();
+    for part in [speaker, normalized.as_str()] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let hex: String = hasher.finalize()[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    DocumentId::new(format!("s-{hex}"))
+}
+
+/// Whether `document` is still the statement its id was derived from by `speaker` (its text not
+/// changed since, beyond case, spacing and trailing punctuation): cleanup tells an attested
+/// statement, which goes with its last witness, from a human correction, which stays.
+pub fn is_statement_of(key: &DocumentId, speaker: &str, text: &str) -> bool {
+    statement_document_id(speaker, text)
+        .is_ok_and(|statement| incarnation_of(&statement, key).is_some())
+}
+
+/// One statement the default extractor keeps: the document it belongs to and its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptStatement {
+    /// The statement's document ([`statement_document_id`]).
+    pub target: DocumentId,
+    /// The sentence, its attribution and its evidence.
+    pub content: MemoryContent,
+}
+
+/// What the default extractor finds in one record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordStatements {
+    /// Statements kept, in the order said, each once.
+    pub kept: Vec<KeptStatement>,
+    /// Sentences not kept, by reason ([`DropReason::as_str`]).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// The default extractor: each statement a user makes becomes one attributed memory.
 ///
-/// - Speaker, observers and activity time come from the record; the attribution's locator points back
-///   at the thread record (sequence and digest prefix); `interpretation` is `stated`.
 /// - Only user input is a statement. Assistant messages, tool calls and tool results are never
 ///   witnesses: an assistant repeating what a user said adds neither a document nor an attribution.
-/// - Documents go to a per-thread namespace of definition [`STATEMENTS_NAMESPACE`] (version 1, identity
-///   `{"thread": <thread id>}`), with the configured scopes.
-#[derive(Debug, Clone)]
-pub struct StatementExtractor {
-    scopes: Vec<MemoryScope>,
-}
+/// - A user input is split into sentences and classified ([`crate::statements`]): statements are
+///   kept; questions, requests, greetings, acknowledgements, pasted code and empty parts are dropped
+///   and counted by reason, as is a statement the same record already made (`repeated`). An input
+///   of only whitespace counts once as `empty`.
+/// - Each kept sentence attests the document of its statement ([`statement_document_id`]), so a
+///   statement said again later by the same speaker is one document with one more attribution.
+///   Its content is the sentence as written; metadata `kind: statement`, the `record_digest` and
+///   `evidence: {"start", "end"}`, the sentence's byte range in the record's text (for the first
+///   record that said it: later ones add attributions only).
+/// - Speaker, observers and activity time come from the record; the attribution's origin is
+///   `thread-record:<digest>`, its locator points back at the thread record (sequence and digest
+///   prefix), and `interpretation` is `stated`.
+/// - Documents go to the thread's destination, recallable through its scopes.
+#[derive(Debug, Clone, Default)]
+pub struct StatementExtractor;
 
 impl StatementExtractor {
-    /// An extractor writing documents recallable through `scopes`.
-    pub fn new(scopes: Vec<MemoryScope>) -> Self {
-        Self { scopes }
+    /// The default extractor.
+    pub fn new() -> Self {
+        Self
     }
 
-    /// The namespace statements of `thread` are written to.
-    pub fn namespace(thread: &ThreadId) -> Result<NamespaceAddress, ApplicationError> {
-        Ok(NamespaceAddress::encode(
-            STATEMENTS_NAMESPACE,
-            1,
-            &serde_json::json!({ "thread": thread.as_str() }),
-        )?)
+    /// The statements `record` makes and the sentences it drops.
+    pub fn statements(
+        &self,
+        record: &ThreadRecord,
+        now: EpochMillis,
+    ) -> Result<RecordStatements, MemoryError> {
+        let RecordBody::UserInput { text } = &record.record.body else {
+            return Ok(RecordStatements::default());
+        };
+        let sentences = segment(text);
+        let mut found = RecordStatements {
+            kept: Vec::new(),
+            dropped: dropped_counts(&sentences),
+        };
+        if sentences.is_empty() {
+            found
+                .dropped
+                .insert(DropReason::Empty.as_str().to_owned(), 1);
+        }
+        for sentence in sentences {
+            if sentence.kind != SentenceKind::Statement {
+                continue;
+            }
+            let said = sentence.text(text);
+            let target = statement_document_id(&record.record.speaker, said)?;
+            if found.kept.iter().any(|kept| kept.target == target) {
+                *found
+                    .dropped
+                    .entry(DropReason::Repeated.as_str().to_owned())
+                    .or_insert(0) += 1;
+                continue;
+            }
+            let mut metadata = statement_metadata(record);
+            metadata.insert(
+                "evidence".to_owned(),
+                serde_json::json!({ "start": sentence.start, "end": sentence.end }),
+            );
+            found.kept.push(KeptStatement {
+                target,
+                content: statement_content(record, said.to_owned(), metadata, now),
+            });
+        }
+        Ok(found)
     }
-}
 
-impl StatementExtractor {
-    /// The attributed statement content of `record`, or `None` when it is no user statement.
+    /// All statements of `record` as one proposal (for an intent that names one target), or `None`
+    /// when it makes none: the kept sentences joined by a space, with metadata `kind: statement`,
+    /// the `record_digest` and `evidence_spans`, the sentences' byte ranges.
     pub fn statement(&self, record: &ThreadRecord, now: EpochMillis) -> Option<MemoryContent> {
         let RecordBody::UserInput { text } = &record.record.body else {
             return None;
         };
-        if text.trim().is_empty() {
+        let kept: Vec<Sentence> = segment(text)
+            .into_iter()
+            .filter(|sentence| sentence.kind == SentenceKind::Statement)
+            .collect();
+        if kept.is_empty() {
             return None;
         }
-        let mut metadata = serde_json::Map::new();
-        metadata.insert("kind".to_owned(), "statement".into());
-        metadata.insert("record_digest".to_owned(), record.digest.as_str().into());
-        Some(MemoryContent {
-            text: text.clone(),
-            attributions: vec![MemoryAttribution {
-                origin_id: format!("thread-record:{}", record.digest.as_str()),
-                speaker: record.record.speaker.clone(),
-                observers: record.record.observers.clone(),
-                locator: record.locator(),
-                activity_at: record.record.occurred_at,
-                interpretation: "stated".to_owned(),
-            }],
-            metadata,
-            recorded_at: now,
-            extracted_at: now,
-        })
+        let joined = kept
+            .iter()
+            .map(|sentence| sentence.text(text))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let spans: Vec<serde_json::Value> = kept
+            .iter()
+            .map(|sentence| serde_json::json!({ "start": sentence.start, "end": sentence.end }))
+            .collect();
+        let mut metadata = statement_metadata(record);
+        metadata.insert("evidence_spans".to_owned(), spans.into());
+        Some(statement_content(record, joined, metadata, now))
     }
+}
 
-    /// The scopes statements are recallable through.
-    pub fn scopes(&self) -> &[MemoryScope] {
-        &self.scopes
+fn statement_metadata(record: &ThreadRecord) -> serde_json::Map<String, serde_json::Value> {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("kind".to_owned(), "statement".into());
+    metadata.insert("record_digest".to_owned(), record.digest.as_str().into());
+    metadata
+}
+
+fn statement_content(
+    record: &ThreadRecord,
+    text: String,
+    metadata: serde_json::Map<String, serde_json::Value>,
+    now: EpochMillis,
+) -> MemoryContent {
+    MemoryContent {
+        text,
+        attributions: vec![MemoryAttribution {
+            origin_id: record_origin_id(&record.digest),
+            speaker: record.record.speaker.clone(),
+            observers: record.record.observers.clone(),
+            locator: record.locator(),
+            activity_at: record.record.occurred_at,
+            interpretation: "stated".to_owned(),
+        }],
+        metadata,
+        recorded_at: now,
+        extracted_at: now,
     }
+}
+
+/// The origin id of attributions to a thread record: `thread-record:<digest>`.
+pub fn record_origin_id(digest: &RecordDigest) -> String {
+    format!("thread-record:{}", digest.as_str())
 }
 
 impl RecordExtractor for StatementExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        destination: &ThreadDestination,
         now: EpochMillis,
-    ) -> Result<Vec<Contribution>, ApplicationError> {
-        let Some(content) = self.statement(record, now) else {
-            return Ok(Vec::new());
-        };
-        Ok(vec![Contribution::put(
-            Self::namespace(&record.thread)?,
-            content,
-            self.scopes.clone(),
-        )])
+    ) -> Result<Extraction, ApplicationError> {
+        let found = self.statements(record, now)?;
+        Ok(Extraction {
+            contributions: found
+                .kept
+                .into_iter()
+                .map(|kept| {
+                    Contribution::attest(
+                        destination.namespace().clone(),
+                        kept.target,
+                        kept.content,
+                        destination.scopes().to_vec(),
+                    )
+                })
+                .collect(),
+            dropped: found.dropped,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use memory_core::activity::{NewRecord, RecordDigest, Sequence, ThreadId};
+
+    fn record(speaker: &str, text: &str) -> ThreadRecord {
+        let thread = ThreadId::new("t").unwrap();
+        let record = NewRecord::user(speaker, text, 5);
+        ThreadRecord {
+            digest: RecordDigest::of(&thread, Sequence(1), &record),
+            thread,
+            sequence: Sequence(1),
+            record,
+        }
+    }
+
+    #[test]
+    fn statement_ids_name_the_speaker_and_the_normalized_text() {
+        let id = statement_document_id("ana", "I like tea.").unwrap();
+        assert!(id.as_str().starts_with("s-") && id.as_str().len() == 34);
+        assert_eq!(id, statement_document_id("ana", " i LIKE  tea!").unwrap());
+        assert_ne!(id, statement_document_id("bea", "I like tea.").unwrap());
+        assert_ne!(id, statement_document_id("ana", "I like coffee.").unwrap());
+        // Length-prefixed parts: moving a word between speaker and text is another statement.
+        assert_ne!(
+            statement_document_id("ana i", "like tea").unwrap(),
+            statement_document_id("ana", "i like tea").unwrap()
+        );
+        for incarnation in [0, 1, 17] {
+            let next = incarnation_id(&id, incarnation).unwrap();
+            assert_eq!(incarnation_of(&id, &next), Some(incarnation));
+            assert!(is_statement_of(&next, "ana", "I like tea"));
+        }
+        for other in ["s-x", "x~1", "~01", "~0", "~-1", "~1~2", "~"] {
+            let other = DocumentId::new(format!("{}{other}", id.as_str())).unwrap();
+            assert_eq!(incarnation_of(&id, &other), None, "{other:?}");
+        }
+        assert!(!is_statement_of(&id, "ana", "I like green tea"));
+    }
+
+    #[test]
+    fn a_record_keeps_each_statement_once_and_counts_the_rest() {
+        let text = "Hi! I like tea. Do you? I like tea! ```x```";
+        let found = StatementExtractor::new()
+            .statements(&record("ana", text), 9)
+            .unwrap();
+        assert_eq!(found.kept.len(), 1);
+        let kept = &found.kept[0];
+        assert_eq!(kept.content.text, "I like tea.");
+        assert_eq!(
+            kept.target,
+            statement_document_id("ana", "I like tea").unwrap()
+        );
+        assert_eq!(
+            kept.content.metadata["evidence"],
+            serde_json::json!({"start": 4, "end": 15})
+        );
+        assert_eq!(kept.content.extracted_at, 9);
+        assert_eq!(
+            found.dropped,
+            [
+                ("code", 1),
+                ("greeting", 1),
+                ("question", 1),
+                ("repeated", 1)
+            ]
+            .into_iter()
+            .map(|(reason, count)| (reason.to_owned(), count))
+            .collect()
+        );
+        let blank = StatementExtractor::new()
+            .statements(&record("ana", " \n "), 9)
+            .unwrap();
+        assert!(blank.kept.is_empty());
+        assert_eq!(blank.dropped, BTreeMap::from([("empty".to_owned(), 1)]));
+        let proposal = StatementExtractor::new()
+            .statement(&record("ana", "Hi! I like tea. I live in Lisbon. Why?"), 9)
+            .unwrap();
+        assert_eq!(proposal.text, "I like tea. I live in Lisbon.");
+        assert_eq!(
+            proposal.metadata["evidence_spans"],
+            serde_json::json!([{"start": 4, "end": 15}, {"start": 16, "end": 33}])
+        );
+        assert_eq!(
+            StatementExtractor::new().statement(&record("ana", "Thanks!"), 9),
+            None
+        );
     }
 }

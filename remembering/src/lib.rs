@@ -6,7 +6,9 @@
 //!   command, send; rebase only on a definite conflict) and cleanup of withdrawn sources.
 //! - [`sources`]: source events (forget, edit, deletion, revocation) and the suppressing reader.
 //! - [`extract`]: the record extractor port and the default statement extractor.
+//! - [`statements`]: what of a user's input becomes memory (sentences, kept statements, drop reasons).
 //! - [`app`]: the application traits `Extractor`, `Merger`, `SourceLoader` and `Cleanup`.
+//! - [`pending`]: one worker pass of every processor over the threads the log marks pending.
 //! - [`hooks`]: named pass points where tests inject crashes and pauses.
 //! - [`schedule`]: the worker's pass loop: signal stop within one pass, poisoning on a panic.
 //! - [`thread_sources`]: thread records as intent sources, for the worker binary.
@@ -22,13 +24,18 @@ pub mod error;
 pub mod extract;
 pub mod hooks;
 pub mod limits;
+pub mod pending;
 pub mod schedule;
 pub mod sources;
+pub mod statements;
 pub mod thread_sources;
 pub mod worker;
 
-pub use activity::{ActivityProcessor, ActivityProcessorParts, PassReport, PassStop};
+pub use activity::{
+    ActivityProcessor, ActivityProcessorParts, PassReport, PassStop, UnboundThreads,
+};
 pub use error::{ApplicationError, RememberingError};
-pub use extract::{Contribution, RecordExtractor, StatementExtractor};
+pub use extract::{Contribution, Extraction, RecordExtractor, StatementExtractor};
 pub use hooks::{NoHooks, PassHooks, PassPoint};
 pub use limits::PassLimits;
+pub use pending::{PendingPass, PendingReport};

@@ -12,7 +12,10 @@
 //! flight may have run its cleanup before the write landed, so the cleanup is admitted again.
 //!
 //! A cleanup pass walks the source's references and lets the application's [`Cleanup`] decide per
-//! document; the default withdraws only documents still at the revision the source wrote.
+//! document: withdraw it, keep it, or rewrite it (the default,
+//! [`crate::app::RemoveSourceAttributions`], removes the source's attributions and withdraws a
+//! statement only when no witness remains). A cleanup write that meets a definite conflict reads the
+//! document again and decides again.
 
 use std::sync::Arc;
 
@@ -446,37 +449,78 @@ where
                 if revision.is_some_and(|revision| *revision != reference.source_revision) {
                     continue;
                 }
-                let Some(current) = self.memory.read(&reference.target).await? else {
+                if self.clean_one(lease, &reference).await? {
+                    withdrawn = withdrawn.saturating_add(1);
+                } else {
                     kept = kept.saturating_add(1);
-                    continue;
-                };
-                match self.app.cleanup.cleanup(&current, &reference) {
-                    CleanupAction::Keep => kept = kept.saturating_add(1),
-                    CleanupAction::Withdraw => {
-                        let operation_id = derived_operation_id(&[
-                            "cleanup",
-                            lease.id.as_str(),
-                            reference.operation_id.as_str(),
-                            current.revision.as_str(),
-                        ])?;
-                        let write = MemoryWrite::Withdraw {
-                            key: reference.target.clone(),
-                            operation_id,
-                            expected_revision: current.revision.clone(),
-                            reason: "source withdrawn".to_owned(),
-                        };
-                        match self.memory.apply(write).await {
-                            Ok(_) => withdrawn = withdrawn.saturating_add(1),
-                            Err(MemoryError::Withdrawn | MemoryError::NotFound) => {
-                                kept = kept.saturating_add(1);
-                            }
-                            Err(error) => return Err(error.into()),
-                        }
-                    }
                 }
             }
         }
         self.complete(lease, IntentOutcome::Cleaned { withdrawn, kept }, None)
+    }
+}
+
+impl<S, L, X, M, C> IntentWorker<S, L, X, M, C>
+where
+    S: MemoryReader + MemoryWriter,
+    L: SourceLoader,
+    X: Extractor,
+    M: Merger,
+    C: Cleanup,
+{
+    /// Cleans the document of one reference; answers whether it withdrew it (otherwise it is kept,
+    /// perhaps rewritten). A definite conflict means someone wrote meanwhile: the document is read
+    /// again and the cleanup decides again, up to [`MAX_REBASES`] times.
+    async fn clean_one(
+        &self,
+        lease: &IntentLease,
+        reference: &SourceReference,
+    ) -> Result<bool, RememberingError> {
+        let mut attempt = 0_u32;
+        loop {
+            let Some(current) = self.memory.read(&reference.target).await? else {
+                return Ok(false);
+            };
+            let action = self.app.cleanup.cleanup(&current, reference);
+            let step = match &action {
+                CleanupAction::Keep => return Ok(false),
+                CleanupAction::Withdraw => "cleanup",
+                CleanupAction::Rewrite(_) => "cleanup-rewrite",
+            };
+            // Derived from the revision it replaces: a retry after an unknown outcome decides on
+            // what it reads then, and never reuses an id for another command.
+            let operation_id = derived_operation_id(&[
+                step,
+                lease.id.as_str(),
+                reference.operation_id.as_str(),
+                current.revision.as_str(),
+            ])?;
+            let write = match action {
+                CleanupAction::Rewrite(content) => MemoryWrite::Put {
+                    key: reference.target.clone(),
+                    operation_id,
+                    expected_revision: Some(current.revision.clone()),
+                    locator: current.locator.clone(),
+                    content,
+                    scopes: current.scopes.clone(),
+                },
+                CleanupAction::Withdraw | CleanupAction::Keep => MemoryWrite::Withdraw {
+                    key: reference.target.clone(),
+                    operation_id,
+                    expected_revision: current.revision.clone(),
+                    reason: "source withdrawn".to_owned(),
+                },
+            };
+            let withdraws = matches!(write, MemoryWrite::Withdraw { .. });
+            match self.memory.apply(write).await {
+                Ok(_) => return Ok(withdraws),
+                Err(MemoryError::Withdrawn | MemoryError::NotFound) => return Ok(false),
+                Err(MemoryError::Conflict { .. }) if attempt < MAX_REBASES => {
+                    attempt += 1;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
 }
 

@@ -6,16 +6,20 @@ mod support;
 use std::sync::Arc;
 
 use memory_core::activity::{
-    ActivityError, NewRecord, ProgressStore, RecordBody, Sequence, ThreadId, ThreadLog,
-    ThreadRecord,
+    ActivityError, NewRecord, PendingThread, ProgressStore, RecordBody, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 use memory_core::{ManualClock, MemoryReader};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use remembering::{PassLimits, PassPoint, PassStop, RememberingError, StatementExtractor};
-use support::{CallAt, Fault, FaultyWriter, PauseAt, processor, temp_db, thread};
+use remembering::{
+    PassLimits, PassPoint, PassStop, RememberingError, StatementExtractor, UnboundThreads,
+};
+use support::{
+    CallAt, Fault, FaultyWriter, PauseAt, processor, statement_namespace, temp_db, thread,
+};
 
 const LIMITS: PassLimits = PassLimits {
     max_records: 100,
@@ -66,14 +70,12 @@ async fn pass_applies_each_user_statement_once_with_attribution() {
     assert_eq!(report.cursor, Sequence(3));
     assert_eq!(report.stop, PassStop::ReachedTail);
     assert!(!report.pending_beyond_tail);
+    assert_eq!((report.kept, report.dropped.len()), (1, 0));
     // The assistant repeating the statement is not a second witness: one document, one attribution.
     let history = writer.inner.history();
     assert_eq!(history.len(), 1);
     let document = &history[0];
-    assert_eq!(
-        document.key.namespace,
-        StatementExtractor::namespace(&t).unwrap()
-    );
+    assert_eq!(document.key.namespace, statement_namespace(&t));
     let attribution = &document.content.attributions[..];
     assert_eq!(attribution.len(), 1);
     assert_eq!(attribution[0].speaker, "ana");
@@ -85,7 +87,10 @@ async fn pass_applies_each_user_statement_once_with_attribution() {
         .unwrap();
     assert_eq!(attribution[0].locator, first[0].locator());
     let progress = SqliteProgressStore::open(&db.path).unwrap();
-    let view = progress.inspect(&worker.key(&t)).unwrap().unwrap();
+    let view = progress
+        .inspect(&worker.key(&t, 0).unwrap())
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (view.cursor, view.pending, view.last_advance_at),
         (Sequence(3), None, Some(1_000))
@@ -156,7 +161,10 @@ async fn lost_acknowledgement_retries_the_saved_output_and_lands_once() {
     let error = worker.run_pass(&t).await.unwrap_err();
     assert!(matches!(error, RememberingError::Memory(_)), "{error:?}");
     let progress = SqliteProgressStore::open(&db.path).unwrap();
-    let view = progress.inspect(&worker.key(&t)).unwrap().unwrap();
+    let view = progress
+        .inspect(&worker.key(&t, 0).unwrap())
+        .unwrap()
+        .unwrap();
     assert_eq!(view.cursor, Sequence::ZERO);
     assert!(
         view.pending.is_some(),
@@ -190,8 +198,13 @@ struct GappyLog {
 }
 
 impl ThreadLog for GappyLog {
-    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError> {
-        self.inner.append(thread, record)
+    fn append_to(
+        &self,
+        thread: &ThreadId,
+        destination: Option<&ThreadDestination>,
+        record: NewRecord,
+    ) -> Result<ThreadRecord, ActivityError> {
+        self.inner.append_to(thread, destination, record)
     }
 
     fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError> {
@@ -208,6 +221,50 @@ impl ThreadLog for GappyLog {
         page.retain(|record| record.sequence != self.missing);
         page.truncate(limit);
         Ok(page)
+    }
+
+    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
+        self.inner.binding(thread)
+    }
+
+    fn rebind(
+        &self,
+        thread: &ThreadId,
+        destination: &ThreadDestination,
+    ) -> Result<ThreadBinding, ActivityError> {
+        self.inner.rebind(thread, destination)
+    }
+
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError> {
+        self.inner.threads(after, limit)
+    }
+
+    fn pending_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<PendingThread>, ActivityError> {
+        self.inner.pending_threads(after, limit)
+    }
+
+    fn mark_all_pending(&self) -> Result<u64, ActivityError> {
+        self.inner.mark_all_pending()
+    }
+
+    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
+        self.inner.settle(thread, tail)
+    }
+
+    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
+        self.inner.park(thread, sequence, kind)
+    }
+
+    fn overview(&self) -> Result<ThreadOverview, ActivityError> {
+        self.inner.overview()
     }
 }
 
@@ -228,12 +285,15 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
             memory_sqlite::remembering_store::SqliteRememberingStore::open(&db.path).unwrap(),
         ),
         writer: writer.clone(),
-        extractor: StatementExtractor::new(support::scopes()),
+        extractor: StatementExtractor::new(),
         clock: clock.clone(),
         processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
         version: memory_core::activity::ProcessorVersion(1),
         owner: memory_core::activity::WorkerId::new("a").unwrap(),
         limits: LIMITS,
+        unbound: UnboundThreads::PerThread {
+            scopes: support::scopes(),
+        },
     })
     .unwrap();
     let error = worker.run_pass(&t).await.unwrap_err();
@@ -249,7 +309,7 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
     );
     let view = SqliteProgressStore::open(&db.path)
         .unwrap()
-        .inspect(&worker.key(&t))
+        .inspect(&worker.key(&t, 0).unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(view.cursor, Sequence(2));
@@ -296,7 +356,7 @@ async fn stale_worker_case(seed: u64) {
     let worker_a = Arc::new(
         processor(&db.path, writer.clone(), clock.clone(), "a", limits).with_hooks(hooks.clone()),
     );
-    let key = worker_a.key(&t);
+    let key = worker_a.key(&t, 0).unwrap();
     let a_thread = t.clone();
     let runner = worker_a.clone();
     let mut task = tokio::spawn(async move { runner.run_pass(&a_thread).await });

@@ -9,16 +9,18 @@ use std::process::Command;
 use std::sync::Arc;
 
 use memory_core::activity::{
-    NewRecord, ProcessorId, ProcessorVersion, ProgressKey, ProgressStore, Sequence, ThreadId,
-    ThreadLog, WorkerId,
+    NewRecord, ProcessorId, ProcessorVersion, ProgressKey, ProgressStore, Sequence,
+    ThreadDestination, ThreadId, ThreadLog, WorkerId,
 };
-use memory_core::{DocumentId, ManualClock, MemoryKey, MemoryReader, MemoryScope};
+use memory_core::{ManualClock, MemoryKey, MemoryReader, MemoryScope};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::extract::statement_document_id;
 use remembering::hooks::HookFuture;
 use remembering::{
-    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PassPoint, StatementExtractor,
+    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PassPoint,
+    StatementExtractor, UnboundThreads,
 };
 
 const CHILD: &str = "REMEMBERING_CRASH_CHILD";
@@ -69,7 +71,7 @@ fn child(spec: &str) {
         progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
         references: Arc::new(SqliteRememberingStore::open(path).unwrap()),
         writer: Arc::new(memory_sqlite::SqliteStore::open(path).unwrap()),
-        extractor: StatementExtractor::new(vec![MemoryScope::new("agent").unwrap()]),
+        extractor: StatementExtractor::new(),
         clock,
         processor: key().processor,
         version: key().version,
@@ -79,6 +81,9 @@ fn child(spec: &str) {
             page_size: 2,
             timeout_ms: 10_000,
             lease_ms: 20_000,
+        },
+        unbound: UnboundThreads::PerThread {
+            scopes: vec![MemoryScope::new("agent").unwrap()],
         },
     })
     .unwrap()
@@ -155,17 +160,21 @@ fn case(point: PassPoint, occurrence: usize) {
     let view = progress.inspect(&key()).unwrap().unwrap();
     assert_eq!(view.cursor, Sequence(5));
     assert_eq!(view.pending, None);
-    let namespace = StatementExtractor::namespace(&thread()).unwrap();
+    let namespace =
+        ThreadDestination::legacy_thread(&thread(), vec![MemoryScope::new("agent").unwrap()])
+            .unwrap()
+            .namespace()
+            .clone();
     let reader = memory_sqlite::SqliteReader::open(&path).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     for sequence in 1..=5_u64 {
-        let id = format!("{}-0", key().work_id(Sequence(sequence)).as_str());
+        let id = statement_document_id("ana", &format!("fact {sequence}")).unwrap();
         let document = runtime
             .block_on(reader.read(&MemoryKey {
                 namespace: namespace.clone(),
-                id: DocumentId::new(id).unwrap(),
+                id,
             }))
             .unwrap();
         assert_eq!(

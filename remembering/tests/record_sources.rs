@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use memory_core::activity::{
     IntentOutcome, NewRecord, ProgressStore, RecordBody, RememberingStore, Sequence, SourceId,
-    ThreadId, ThreadLog, ThreadRecord, WorkerId,
+    ThreadDestination, ThreadId, ThreadLog, ThreadRecord, WorkerId,
 };
 use memory_core::{
     DocumentId, EpochMillis, ManualClock, MemoryContent, MemoryKey, MemoryReader, MemoryWrite,
@@ -20,16 +20,20 @@ use memory_core::{
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
-use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::hooks::HookFuture;
 use remembering::sources::{SourceEvent, SourceEvents, SuppressingReader};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
-    ActivityProcessor, ActivityProcessorParts, ApplicationError, Contribution, PassHooks,
-    PassLimits, PassPoint, RecordExtractor, RememberingError, StatementExtractor,
+    ActivityProcessor, ActivityProcessorParts, ApplicationError, Contribution, Extraction,
+    PassHooks, PassLimits, PassPoint, RecordExtractor, RememberingError, StatementExtractor,
+    UnboundThreads,
 };
-use support::{CallAt, Fault, FaultyWriter, processor, scopes, temp_db, thread};
+use support::{
+    CallAt, Fault, FaultyWriter, processor, scopes, statement_key, statement_namespace, temp_db,
+    thread,
+};
 
 const LIMITS: PassLimits = PassLimits {
     max_records: 100,
@@ -58,25 +62,12 @@ impl<F: Fn(PassPoint) + Send + Sync> PassHooks for OnPoint<F> {
     }
 }
 
-fn statement_key(thread: &ThreadId, sequence: u64) -> MemoryKey {
-    let work = memory_core::activity::ProgressKey {
-        processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
-        version: memory_core::activity::ProcessorVersion(1),
-        thread: thread.clone(),
-    }
-    .work_id(Sequence(sequence));
-    MemoryKey {
-        namespace: StatementExtractor::namespace(thread).unwrap(),
-        id: DocumentId::new(format!("{}-0", work.as_str())).unwrap(),
-    }
-}
-
 type Cleaner = IntentWorker<
     FaultyWriter,
     ThreadRecordLoader,
     StatementProposals,
     KeepLatestMerger,
-    WithdrawOwnRevision,
+    RemoveSourceAttributions,
 >;
 
 fn cleaner(path: &std::path::Path, writer: Arc<FaultyWriter>, clock: Arc<ManualClock>) -> Cleaner {
@@ -85,9 +76,9 @@ fn cleaner(path: &std::path::Path, writer: Arc<FaultyWriter>, clock: Arc<ManualC
         writer,
         Application {
             loader: ThreadRecordLoader::new(Arc::new(SqliteThreadLog::open(path).unwrap())),
-            extractor: StatementProposals::new(StatementExtractor::new(scopes())),
+            extractor: StatementProposals::new(StatementExtractor::new()),
             merger: KeepLatestMerger,
-            cleanup: WithdrawOwnRevision,
+            cleanup: RemoveSourceAttributions,
         },
         clock,
         WorkerId::new("cleaner").unwrap(),
@@ -134,7 +125,10 @@ async fn forgetting_processed_records_withdraws_their_documents_and_keeps_human_
     let writer = Arc::new(FaultyWriter::new(clock.clone()));
     let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS);
     assert_eq!(worker.run_pass(&t).await.unwrap().receipts.len(), 2);
-    let (lisbon, tea) = (statement_key(&t, 1), statement_key(&t, 2));
+    let (lisbon, tea) = (
+        statement_key(&t, "ana", "I live in Lisbon"),
+        statement_key(&t, "ana", "I like tea"),
+    );
     let written = writer.read(&tea).await.unwrap().unwrap();
     writer
         .inner
@@ -206,10 +200,16 @@ async fn a_forget_acknowledged_before_sending_means_the_command_is_never_sent() 
     let report = worker.run_pass(&t).await.unwrap();
     assert_eq!((report.processed, report.suppressed), (2, 2));
     assert!(writer.sent.lock().unwrap().is_empty(), "nothing was sent");
-    assert_eq!(writer.read(&statement_key(&t, 1)).await.unwrap(), None);
+    assert_eq!(
+        writer
+            .read(&statement_key(&t, "ana", "my pin is 1234"))
+            .await
+            .unwrap(),
+        None
+    );
     let view = SqliteProgressStore::open(&db.path)
         .unwrap()
-        .inspect(&worker.key(&t))
+        .inspect(&worker.key(&t, 0).unwrap())
         .unwrap()
         .unwrap();
     assert_eq!((view.cursor, view.pending), (Sequence(2), None));
@@ -225,7 +225,7 @@ async fn a_forget_racing_the_write_is_never_recallable_and_its_cleanup_runs_agai
         .unwrap();
     let clock = Arc::new(ManualClock::new(1_000));
     let writer = Arc::new(FaultyWriter::new(clock.clone()));
-    let key = statement_key(&t, 1);
+    let key = statement_key(&t, "ana", "my pin is 1234");
     let events = events(&db.path, clock.clone());
     let forget = SourceId::thread_record(&t, Sequence(1));
     let reader = Arc::new(suppressing(&db.path, writer.clone()));
@@ -303,18 +303,22 @@ impl RecordExtractor for HomeExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        _destination: &ThreadDestination,
         now: EpochMillis,
-    ) -> Result<Vec<Contribution>, ApplicationError> {
+    ) -> Result<Extraction, ApplicationError> {
         let RecordBody::UserInput { text } = &record.record.body else {
-            return Ok(Vec::new());
+            return Ok(Extraction::default());
         };
         let target = DocumentId::new("ana/home")?;
         if text == "forget my home" {
-            return Ok(vec![Contribution::withdraw(
-                self.namespace.clone(),
-                target,
-                "asked to forget",
-            )]);
+            return Ok(Extraction {
+                contributions: vec![Contribution::withdraw(
+                    self.namespace.clone(),
+                    target,
+                    "asked to forget",
+                )],
+                dropped: Default::default(),
+            });
         }
         let mut content = MemoryContent::text(text);
         content.extracted_at = now;
@@ -327,12 +331,15 @@ impl RecordExtractor for HomeExtractor {
             activity_at: record.record.occurred_at,
             interpretation: "stated".to_owned(),
         }];
-        Ok(vec![Contribution::put_at(
-            self.namespace.clone(),
-            target,
-            content,
-            scopes(),
-        )])
+        Ok(Extraction {
+            contributions: vec![Contribution::put_at(
+                self.namespace.clone(),
+                target,
+                content,
+                scopes(),
+            )],
+            dropped: Default::default(),
+        })
     }
 }
 
@@ -353,6 +360,7 @@ fn home_processor(
         version: memory_core::activity::ProcessorVersion(1),
         owner: WorkerId::new(owner).unwrap(),
         limits: LIMITS,
+        unbound: UnboundThreads::PerThread { scopes: scopes() },
     })
     .unwrap()
 }
@@ -492,7 +500,7 @@ async fn thread_record_intents_load_records_and_other_sources_stay_queued() {
     let writer = Arc::new(FaultyWriter::new(clock.clone()));
     let store = SqliteRememberingStore::open(&db.path).unwrap();
     let target = MemoryKey {
-        namespace: StatementExtractor::namespace(&t).unwrap(),
+        namespace: statement_namespace(&t),
         id: DocumentId::new("tea").unwrap(),
     };
     let remember = |source: SourceId, revision: SourceRevision| Intent::Remember {
@@ -538,4 +546,387 @@ async fn thread_record_intents_load_records_and_other_sources_stay_queued() {
     );
     let view = store.inspect_intent(&queued.id).unwrap().unwrap();
     assert_eq!(view.state, IntentState::Queued, "never dropped silently");
+}
+
+/// Appends `records` (speaker, text) to a fresh thread `t` and runs one statement pass over them.
+async fn remembered(
+    db: &support::TempDb,
+    records: &[(&str, &str)],
+) -> (
+    ThreadId,
+    Arc<FaultyWriter>,
+    Arc<ManualClock>,
+    Vec<ThreadRecord>,
+) {
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    let appended = records
+        .iter()
+        .enumerate()
+        .map(|(index, (speaker, text))| {
+            let record = if *speaker == "assistant" {
+                NewRecord::assistant(*text, index as i64)
+            } else {
+                NewRecord::user(*speaker, *text, index as i64)
+            };
+            log.append(&t, record).unwrap()
+        })
+        .collect();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS)
+        .run_pass(&t)
+        .await
+        .unwrap();
+    (t, writer, clock, appended)
+}
+
+fn origins(document: &memory_core::MemoryDocument) -> Vec<String> {
+    document
+        .content
+        .attributions
+        .iter()
+        .map(|attribution| attribution.origin_id.clone())
+        .collect()
+}
+
+fn origin(record: &ThreadRecord) -> String {
+    format!("thread-record:{}", record.digest.as_str())
+}
+
+async fn forget_and_clean(
+    db: &support::TempDb,
+    writer: &Arc<FaultyWriter>,
+    clock: &Arc<ManualClock>,
+    record: &ThreadRecord,
+) -> Vec<IntentOutcome> {
+    events(&db.path, clock.clone())
+        .record(
+            &SourceId::thread_record(&record.thread, record.sequence),
+            &SourceEvent::Forget,
+        )
+        .unwrap();
+    cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap()
+        .completed
+}
+
+const KEPT: IntentOutcome = IntentOutcome::Cleaned {
+    withdrawn: 0,
+    kept: 1,
+};
+const WITHDRAWN: IntentOutcome = IntentOutcome::Cleaned {
+    withdrawn: 1,
+    kept: 0,
+};
+
+#[tokio::test]
+async fn only_statements_become_memories_each_with_its_evidence_and_counts() {
+    let db = temp_db();
+    let text = "Hey Mel! Good to see you! How have you been? I went to a LGBTQ support group \
+                yesterday and it was so powerful. Can you remind me where I live?";
+    let (t, writer, _clock, records) = remembered(
+        &db,
+        &[
+            ("caroline", text),
+            ("assistant", "I went to a LGBTQ support group yesterday."),
+            ("caroline", "   "),
+        ],
+    )
+    .await;
+    let kept = "I went to a LGBTQ support group yesterday and it was so powerful.";
+    let history = writer.inner.history();
+    assert_eq!(history.len(), 1, "one statement, one memory");
+    let document = &history[0];
+    assert_eq!(document.key, statement_key(&t, "caroline", kept));
+    assert_eq!(document.content.text, kept);
+    let start = text.find(kept).unwrap();
+    assert_eq!(
+        document.content.metadata["evidence"],
+        serde_json::json!({"start": start, "end": start + kept.len()})
+    );
+    assert_eq!(document.content.metadata["kind"], "statement");
+    assert_eq!(
+        document.content.metadata["record_digest"],
+        records[0].digest.as_str()
+    );
+    assert_eq!(origins(document), vec![origin(&records[0])]);
+    assert_eq!(
+        document.content.attributions[0].locator,
+        records[0].locator()
+    );
+    assert_eq!(document.content.attributions[0].interpretation, "stated");
+    // The counts reach `memory status`: nothing was dropped silently.
+    let totals = SqliteProgressStore::open(&db.path)
+        .unwrap()
+        .extraction_totals()
+        .unwrap();
+    assert_eq!(totals.kept, 1);
+    assert_eq!(
+        totals.dropped,
+        [("empty", 1), ("greeting", 3), ("request", 1)]
+            .into_iter()
+            .map(|(reason, count)| (reason.to_owned(), count))
+            .collect()
+    );
+}
+
+#[tokio::test]
+async fn restatements_are_one_memory_and_forgetting_one_keeps_the_other() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(
+        &db,
+        &[
+            ("ana", "Hi! I moved to Lisbon last spring."),
+            ("assistant", "Nice! I moved to Lisbon last spring too."),
+            (
+                "ana",
+                "i moved to  Lisbon last spring!! Where should I eat?",
+            ),
+            ("bea", "I moved to Lisbon last spring."),
+        ],
+    )
+    .await;
+    let key = statement_key(&t, "ana", "I moved to Lisbon last spring.");
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "I moved to Lisbon last spring.");
+    assert_eq!(
+        origins(&document),
+        vec![origin(&records[0]), origin(&records[2])],
+        "the restatement is one more attribution, not a second document"
+    );
+    assert_eq!(
+        document.content.metadata["evidence"],
+        serde_json::json!({"start": 4, "end": 34}),
+        "the evidence of the first statement"
+    );
+    let mut keys: Vec<_> = writer
+        .inner
+        .history()
+        .into_iter()
+        .map(|document| document.key)
+        .collect();
+    keys.dedup();
+    assert_eq!(
+        keys,
+        vec![
+            key.clone(),
+            statement_key(&t, "bea", "I moved to Lisbon last spring.")
+        ],
+        "another speaker's statement is a memory of its own"
+    );
+
+    // Forgetting the restatement hides the revision it wrote until cleanup takes its attribution
+    // out; the statement stays, witnessed by the first record.
+    let reader = suppressing(&db.path, writer.clone());
+    events(&db.path, clock.clone())
+        .record(
+            &SourceId::thread_record(&t, records[2].sequence),
+            &SourceEvent::Forget,
+        )
+        .unwrap();
+    assert_eq!(reader.read(&key).await.unwrap(), None);
+    let outcomes = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap()
+        .completed;
+    assert_eq!(outcomes, vec![KEPT]);
+    let document = reader.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "I moved to Lisbon last spring.");
+    assert_eq!(origins(&document), vec![origin(&records[0])]);
+    assert_eq!(
+        document.content.metadata["record_digest"],
+        records[0].digest.as_str()
+    );
+
+    // Forgetting the last witness withdraws it.
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[0]).await,
+        vec![WITHDRAWN]
+    );
+    assert_eq!(writer.read(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn forgetting_the_first_statement_keeps_the_restatement() {
+    let db = temp_db();
+    let (t, writer, clock, records) =
+        remembered(&db, &[("ana", "I like tea."), ("ana", "I like tea")]).await;
+    let key = statement_key(&t, "ana", "I like tea");
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[0]).await,
+        vec![KEPT]
+    );
+    let document = suppressing(&db.path, writer.clone())
+        .read(&key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(document.content.text, "I like tea.");
+    assert_eq!(origins(&document), vec![origin(&records[1])]);
+    assert!(
+        !document.content.metadata.contains_key("record_digest")
+            && !document.content.metadata.contains_key("evidence"),
+        "nothing names the forgotten record any more"
+    );
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[1]).await,
+        vec![WITHDRAWN]
+    );
+    assert_eq!(writer.read(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_corrected_statement_survives_forgetting_its_witnesses() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(&db, &[("ana", "I like tea.")]).await;
+    let key = statement_key(&t, "ana", "I like tea");
+    let written = writer.read(&key).await.unwrap().unwrap();
+    // A human corrects the text and keeps its provenance.
+    let mut corrected = written.content.clone();
+    corrected.text = "Ana likes green tea.".to_owned();
+    writer
+        .inner
+        .apply(MemoryWrite::Put {
+            key: key.clone(),
+            operation_id: OperationId::new("human-correction").unwrap(),
+            expected_revision: Some(written.revision),
+            locator: "human".to_owned(),
+            content: corrected,
+            scopes: scopes(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[0]).await,
+        vec![KEPT]
+    );
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "Ana likes green tea.");
+    assert!(document.content.attributions.is_empty());
+}
+
+#[tokio::test]
+async fn a_forgotten_statement_said_again_is_remembered_again() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(&db, &[("ana", "I like tea.")]).await;
+    let first = statement_key(&t, "ana", "I like tea");
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[0]).await,
+        vec![WITHDRAWN]
+    );
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    let again = log
+        .append(&t, NewRecord::user("ana", "I like tea", 5))
+        .unwrap();
+    let report = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS)
+        .run_pass(&t)
+        .await
+        .unwrap();
+    assert_eq!((report.kept, report.receipts.len()), (1, 1));
+    assert_eq!(
+        writer.read(&first).await.unwrap(),
+        None,
+        "withdrawal is terminal"
+    );
+    let next = MemoryKey {
+        namespace: first.namespace.clone(),
+        id: DocumentId::new(format!("{}~1", first.id.as_str())).unwrap(),
+    };
+    let document = writer.read(&next).await.unwrap().unwrap();
+    assert_eq!(origins(&document), vec![origin(&again)]);
+    // Said once more: the new incarnation gains the attribution, and a retry of the same record (a
+    // new processor version, say) adds nothing.
+    let third = log
+        .append(&t, NewRecord::user("ana", "i like TEA!", 6))
+        .unwrap();
+    processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS)
+        .run_pass(&t)
+        .await
+        .unwrap();
+    let document = writer.read(&next).await.unwrap().unwrap();
+    assert_eq!(origins(&document), vec![origin(&again), origin(&third)]);
+    let revisions = writer.inner.history().len();
+    let version_two = ActivityProcessor::new(ActivityProcessorParts {
+        log: Arc::new(SqliteThreadLog::open(&db.path).unwrap()),
+        progress: Arc::new(SqliteProgressStore::open(&db.path).unwrap()),
+        references: Arc::new(SqliteRememberingStore::open(&db.path).unwrap()),
+        writer: writer.clone(),
+        extractor: StatementExtractor::new(),
+        clock: clock.clone(),
+        processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
+        version: memory_core::activity::ProcessorVersion(2),
+        owner: WorkerId::new("b").unwrap(),
+        limits: LIMITS,
+        unbound: UnboundThreads::PerThread { scopes: scopes() },
+    })
+    .unwrap();
+    let report = version_two.run_pass(&t).await.unwrap();
+    assert_eq!((report.processed, report.kept), (3, 2));
+    assert_eq!(
+        writer.inner.history().len(),
+        revisions,
+        "statements already attested are not written again"
+    );
+    // The record's references include the command that met the withdrawn first incarnation.
+    let outcomes = forget_and_clean(&db, &writer, &clock, &again).await;
+    assert!(
+        matches!(outcomes[..], [IntentOutcome::Cleaned { withdrawn: 0, .. }]),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        origins(&writer.read(&next).await.unwrap().unwrap()),
+        vec![origin(&third)]
+    );
+}
+
+#[tokio::test]
+async fn an_attestation_that_meets_a_concurrent_write_reads_and_merges_again() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(&db, &[("ana", "I like tea.")]).await;
+    let key = statement_key(&t, "ana", "I like tea");
+    let restated = SqliteThreadLog::open(&db.path)
+        .unwrap()
+        .append(&t, NewRecord::user("ana", "I like tea!", 7))
+        .unwrap();
+    let human_writer = writer.clone();
+    let human_key = key.clone();
+    // The restatement's command is saved against the first revision; a human edits it first.
+    let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS).with_hooks(
+        Arc::new(CallAt::new(PassPoint::OutputSaved, 1, move || {
+            let current = ready(human_writer.read(&human_key)).unwrap().unwrap();
+            let mut content = current.content.clone();
+            content.text = "Ana likes tea a lot.".to_owned();
+            content
+                .metadata
+                .insert("reviewed".to_owned(), serde_json::json!(true));
+            ready(human_writer.inner.apply(MemoryWrite::Put {
+                key: human_key.clone(),
+                operation_id: OperationId::new("human-edit").unwrap(),
+                expected_revision: Some(current.revision),
+                locator: "human".to_owned(),
+                content,
+                scopes: scopes(),
+            }))
+            .unwrap();
+        })),
+    );
+    let report = worker.run_pass(&t).await.unwrap();
+    assert_eq!((report.rebases, report.receipts.len()), (1, 1));
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "Ana likes tea a lot.");
+    assert_eq!(document.content.metadata["reviewed"], true);
+    assert_eq!(
+        origins(&document),
+        vec![origin(&records[0]), origin(&restated)]
+    );
+    let sent = writer.sent.lock().unwrap().clone();
+    assert_ne!(
+        sent[sent.len() - 2].operation_id(),
+        sent[sent.len() - 1].operation_id(),
+        "a rebase takes a new operation id"
+    );
 }

@@ -48,6 +48,7 @@ pub fn run_hook_on(db: &Path, args: &[&str], input: &str, env: &[(&str, &OsStr)]
         .env_remove("MEMORY_LOG")
         .env_remove("MEMORY_NAMESPACE")
         .env_remove("MEMORY_SCOPE")
+        .env_remove("MEMORY_USER")
         .env_remove("MEMORY_SPEAKER")
         .envs(env.iter().copied())
         .arg("--db")

@@ -164,6 +164,7 @@ impl Fixture {
                 .env_remove("MEMORY_LOG")
                 .env_remove("MEMORY_NAMESPACE")
                 .env_remove("MEMORY_SCOPE")
+                .env_remove("MEMORY_USER")
                 .envs(env.iter().copied())
                 .arg("--db")
                 .arg(&self.db)

@@ -77,6 +77,7 @@ impl HttpServer {
             .env_remove("MEMORY_TOKEN")
             .env_remove("MEMORY_NAMESPACE")
             .env_remove("MEMORY_SCOPE")
+            .env_remove("MEMORY_USER")
             .envs(env.iter().copied())
             .arg("--db")
             .arg(&fixture.db)

@@ -25,14 +25,29 @@ pub struct RetrievalFigures {
     pub share_at_10: f64,
 }
 
-/// One question's scores: hit@1, hit@5, hit@10 (0 or 1), share@5, share@10.
+/// One question's scores: hit@1, hit@5, hit@10 (0 or 1), share@5, share@10, with `ranked` the
+/// recalled turn ids (one per document, as the direct import writes them).
 pub fn question_scores(evidence: &[String], ranked: &[String]) -> [f64; 5] {
-    let found_within = |k: usize| {
-        evidence
+    scores(evidence, |k, id| {
+        ranked.iter().take(k).any(|ranked| ranked == id)
+    })
+}
+
+/// One question's scores when a recalled document may stand for several turns (`ranked`: per
+/// document in citation order, the turns it is attributed to): the top k are the first k documents,
+/// and a document counts as each of its turns. With one turn per document this is
+/// [`question_scores`].
+pub fn document_scores(evidence: &[String], ranked: &[Vec<String>]) -> [f64; 5] {
+    scores(evidence, |k, id| {
+        ranked
             .iter()
-            .filter(|id| ranked.iter().take(k).any(|ranked| ranked == *id))
-            .count()
-    };
+            .take(k)
+            .any(|turns| turns.iter().any(|turn| turn == id))
+    })
+}
+
+fn scores(evidence: &[String], within: impl Fn(usize, &str) -> bool) -> [f64; 5] {
+    let found_within = |k: usize| evidence.iter().filter(|id| within(k, id)).count();
     let hit = |k: usize| if found_within(k) > 0 { 1.0 } else { 0.0 };
     let share = |k: usize| {
         if evidence.is_empty() {
@@ -48,11 +63,30 @@ pub fn question_scores(evidence: &[String], ranked: &[String]) -> [f64; 5] {
 pub fn figures<'a>(
     answers: impl IntoIterator<Item = (&'a [String], &'a [String])>,
 ) -> RetrievalFigures {
+    mean_figures(
+        answers
+            .into_iter()
+            .map(|(evidence, ranked)| question_scores(evidence, ranked)),
+    )
+}
+
+/// The figures over `(evidence, ranked documents' turns)` pairs (see [`document_scores`]).
+pub fn document_figures<'a>(
+    answers: impl IntoIterator<Item = (&'a [String], &'a [Vec<String>])>,
+) -> RetrievalFigures {
+    mean_figures(
+        answers
+            .into_iter()
+            .map(|(evidence, ranked)| document_scores(evidence, ranked)),
+    )
+}
+
+fn mean_figures(scores: impl IntoIterator<Item = [f64; 5]>) -> RetrievalFigures {
     let mut sums = [0.0; 5];
     let mut questions = 0usize;
-    for (evidence, ranked) in answers {
+    for question in scores {
         questions += 1;
-        for (sum, score) in sums.iter_mut().zip(question_scores(evidence, ranked)) {
+        for (sum, score) in sums.iter_mut().zip(question) {
             *sum += score;
         }
     }
@@ -125,6 +159,36 @@ mod tests {
         assert!((all.hit_at_10 - 1.0).abs() < 1e-12);
         assert!((all.share_at_5 - (1.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);
         assert!((all.share_at_10 - (2.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_document_counts_as_each_of_its_turns() {
+        let evidence = ids(&["a", "b", "c"]);
+        // Singletons score as turn ids do.
+        let ranked = ids(&["x", "y", "a", "z", "w", "v", "c", "u"]);
+        let singletons: Vec<Vec<String>> = ranked.iter().map(|id| vec![id.clone()]).collect();
+        assert_eq!(
+            document_scores(&evidence, &singletons),
+            question_scores(&evidence, &ranked)
+        );
+        // The first document stands for b and c, the third for a: all of the evidence in the top 5.
+        let restated = vec![ids(&["b", "c"]), ids(&["x"]), ids(&["a"])];
+        assert_eq!(
+            document_scores(&evidence, &restated),
+            [1.0, 1.0, 1.0, 1.0, 1.0]
+        );
+        let sixth = vec![
+            ids(&["x"]),
+            ids(&["y"]),
+            ids(&["z"]),
+            ids(&["w"]),
+            ids(&["v"]),
+            ids(&["a", "b"]),
+        ];
+        assert_eq!(
+            document_scores(&evidence, &sixth),
+            [0.0, 0.0, 1.0, 0.0, 2.0 / 3.0]
+        );
     }
 
     #[test]

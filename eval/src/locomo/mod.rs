@@ -5,6 +5,10 @@
 //! - [`run`]: `memory-eval locomo`: every turn a document through `memory import`'s code, one sync,
 //!   every question of categories 1-4 recalled in every mode through `MemoryService` (the code
 //!   `memory` runs, with its defaults).
+//! - [`worker`]: `memory-eval locomo --via worker`: every turn a `user_input` record of the thread
+//!   log (a thread per session, bound to the conversation's namespace), the remembering worker's
+//!   default extractor drains it, then the same sync and recall; reports what extraction kept and
+//!   dropped and the evidence turns it lost, beside the direct import's figures.
 //! - [`metrics`], [`report`]: hit@1/5/10, evidence share@5/10, latency percentiles; Markdown, JSON and
 //!   SVG.
 //! - [`levers`], [`tune`]: `memory-eval locomo-tune`: each lever measured on conversations 1-5, the
@@ -89,3 +93,4 @@ pub mod metrics;
 pub mod report;
 pub mod run;
 pub mod tune;
+pub mod worker;

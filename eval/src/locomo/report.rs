@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::metrics::{LatencyMs, RetrievalFigures, figures, latency};
+use super::metrics::{LatencyMs, RetrievalFigures, document_figures, latency};
 use super::run::Answer;
 
 /// LoCoMo's category names.
@@ -62,11 +62,11 @@ pub struct LocomoReport {
 /// The figures of one mode's answers.
 pub fn mode_report(mode: &str, answers: &[Answer]) -> ModeReport {
     let select = |keep: &dyn Fn(&Answer) -> bool| {
-        figures(
+        document_figures(
             answers
                 .iter()
                 .filter(|answer| keep(answer))
-                .map(|answer| (answer.evidence.as_slice(), answer.ranked.as_slice())),
+                .map(|answer| (answer.evidence.as_slice(), answer.ranked_turns.as_slice())),
         )
     };
     let mut by_category = BTreeMap::new();
@@ -118,33 +118,40 @@ pub fn markdown(report: &LocomoReport) -> String {
         report.import_seconds,
         report.sync_seconds
     );
+    text.push_str(&modes_markdown(&report.modes));
+    text
+}
+
+/// The per-mode sections of a report: every conversation, each half, latency, each mode by category.
+pub fn modes_markdown(modes: &[ModeReport]) -> String {
+    let mut text = String::new();
     let _ = writeln!(text, "## All ten conversations\n\n{HEADER}");
-    for mode in &report.modes {
+    for mode in modes {
         let _ = writeln!(text, "{}", row(&mode.mode, &mode.all));
     }
     let _ = writeln!(
         text,
         "\n## Held out from tuning (conversations 6-10)\n\n{HEADER}"
     );
-    for mode in &report.modes {
+    for mode in modes {
         let _ = writeln!(text, "{}", row(&mode.mode, &mode.conversations_6_to_10));
     }
     let _ = writeln!(text, "\n## Tuning half (conversations 1-5)\n\n{HEADER}");
-    for mode in &report.modes {
+    for mode in modes {
         let _ = writeln!(text, "{}", row(&mode.mode, &mode.conversations_1_to_5));
     }
     let _ = writeln!(
         text,
         "\n## Warm latency of one recall (ms)\n\n| | p50 | p95 | p99 | refused |\n| --- | --- | --- | --- | --- |"
     );
-    for mode in &report.modes {
+    for mode in modes {
         let _ = writeln!(
             text,
             "| {} | {:.2} | {:.2} | {:.2} | {} |",
             mode.mode, mode.latency_ms.p50, mode.latency_ms.p95, mode.latency_ms.p99, mode.refused
         );
     }
-    for mode in &report.modes {
+    for mode in modes {
         let _ = writeln!(text, "\n## {} by category\n\n{HEADER}", mode.mode);
         for (category, figures) in &mode.by_category {
             let _ = writeln!(text, "{}", row(category, figures));
@@ -244,7 +251,17 @@ pub fn write(report: &LocomoReport, out: &Path) -> anyhow::Result<()> {
         out.join("locomo.json"),
         serde_json::to_string_pretty(report)? + "\n",
     )?;
-    for mode in &report.modes {
+    write_charts(&report.modes, out, "locomo", "LoCoMo")
+}
+
+/// Writes `STEM-MODE.svg` per mode and `STEM-category-N.svg` per category to `out`, titled `TITLE, …`.
+pub fn write_charts(
+    modes: &[ModeReport],
+    out: &Path,
+    stem: &str,
+    title: &str,
+) -> anyhow::Result<()> {
+    for mode in modes {
         let mut groups: Vec<(String, RetrievalFigures)> = mode
             .by_category
             .iter()
@@ -252,17 +269,16 @@ pub fn write(report: &LocomoReport, out: &Path) -> anyhow::Result<()> {
             .collect();
         groups.push(("all".to_owned(), mode.all));
         std::fs::write(
-            out.join(format!("locomo-{}.svg", mode.mode)),
+            out.join(format!("{stem}-{}.svg", mode.mode)),
             bar_chart(
-                &format!("LoCoMo, {} recall, by category", mode.mode),
+                &format!("{title}, {} recall, by category", mode.mode),
                 &groups,
             ),
         )?;
     }
     for category in 1..=4u8 {
         let name = format!("{category} {}", category_name(category));
-        let groups: Vec<(String, RetrievalFigures)> = report
-            .modes
+        let groups: Vec<(String, RetrievalFigures)> = modes
             .iter()
             .filter_map(|mode| {
                 mode.by_category
@@ -271,8 +287,8 @@ pub fn write(report: &LocomoReport, out: &Path) -> anyhow::Result<()> {
             })
             .collect();
         std::fs::write(
-            out.join(format!("locomo-category-{category}.svg")),
-            bar_chart(&format!("LoCoMo, category {name}, by mode"), &groups),
+            out.join(format!("{stem}-category-{category}.svg")),
+            bar_chart(&format!("{title}, category {name}, by mode"), &groups),
         )?;
     }
     Ok(())

@@ -175,8 +175,12 @@ pub struct Answer {
     pub category: u8,
     /// Its evidence turn ids.
     pub evidence: Vec<String>,
-    /// Recalled turn ids in citation order, each once.
+    /// Recalled document ids in citation order, each once (the direct import's documents are turns:
+    /// their ids are the turns' `dia_id`s).
     pub ranked: Vec<String>,
+    /// The turns each of `ranked` stands for, in the same order: the id itself for the direct import,
+    /// the attributed turns for a document the worker wrote (see [`super::worker`]).
+    pub ranked_turns: Vec<Vec<String>>,
     /// The whole call, milliseconds.
     pub latency_ms: f64,
     /// Whether the recall was refused (counted as an empty answer).
@@ -212,13 +216,53 @@ pub fn ranked_sources(answer: &Value) -> Vec<String> {
     ranked
 }
 
+/// The turns a passage of the direct import stands for: its source id, which is the turn's `dia_id`.
+pub fn direct_turns(_conversation: usize, passage: &Value) -> Vec<String> {
+    passage["source"]["id"]
+        .as_str()
+        .map(|id| vec![id.to_owned()])
+        .unwrap_or_default()
+}
+
+/// The distinct source ids of a recall answer in citation order, each with the turns its first
+/// passage stands for (`turns_of(conversation, passage)`).
+pub fn ranked_documents(
+    answer: &Value,
+    conversation: usize,
+    turns_of: &dyn Fn(usize, &Value) -> Vec<String>,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut ranked: Vec<String> = Vec::new();
+    let mut turns: Vec<Vec<String>> = Vec::new();
+    for passage in answer["passages"].as_array().into_iter().flatten() {
+        if let Some(id) = passage["source"]["id"].as_str()
+            && !ranked.iter().any(|seen| seen == id)
+        {
+            ranked.push(id.to_owned());
+            turns.push(turns_of(conversation, passage));
+        }
+    }
+    (ranked, turns)
+}
+
 /// Recalls every scored question of `conversations` in each of `modes`; answers per mode, in question
-/// order.
+/// order. Each recalled document is one turn ([`direct_turns`]), as the direct import writes them.
 pub async fn recall_all<'m>(
     service: &MemoryService<SqliteStore>,
     conversations: &[Conversation],
     modes: &[&'m str],
     progress: &Progress,
+) -> anyhow::Result<BTreeMap<&'m str, Vec<Answer>>> {
+    recall_all_judged(service, conversations, modes, progress, &direct_turns).await
+}
+
+/// [`recall_all`], with `turns_of(conversation index, passage)` naming the turns a recalled
+/// document stands for (how hits are judged).
+pub async fn recall_all_judged<'m>(
+    service: &MemoryService<SqliteStore>,
+    conversations: &[Conversation],
+    modes: &[&'m str],
+    progress: &Progress,
+    turns_of: &(dyn Fn(usize, &Value) -> Vec<String> + Sync),
 ) -> anyhow::Result<BTreeMap<&'m str, Vec<Answer>>> {
     let questions: Vec<(usize, &Conversation, &super::data::Question)> = conversations
         .iter()
@@ -246,11 +290,11 @@ pub async fn recall_all<'m>(
                 .execute(Operation::Recall, RawArguments::Json(arguments))
                 .await;
             let latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
-            let (ranked, refused) = match result {
-                Ok(answer) => (ranked_sources(&answer), false),
+            let ((ranked, ranked_turns), refused) = match result {
+                Ok(answer) => (ranked_documents(&answer, *index, turns_of), false),
                 Err(refusal) => {
                     tracing::warn!(mode, kind = refusal.kind().as_str(), "recall refused");
-                    (Vec::new(), true)
+                    ((Vec::new(), Vec::new()), true)
                 }
             };
             mode_answers.push(Answer {
@@ -258,6 +302,7 @@ pub async fn recall_all<'m>(
                 category: question.category,
                 evidence: question.evidence.clone(),
                 ranked,
+                ranked_turns,
                 latency_ms,
                 refused,
             });

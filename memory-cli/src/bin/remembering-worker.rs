@@ -1,7 +1,7 @@
 //! The remembering worker: on a schedule, each pass first runs one intent pass (admitted remember and
 //! cleanup intents, with thread records as sources, see [`remembering::thread_sources`]), then
-//! committed-activity passes over every thread of one database, with the default statement
-//! extractor.
+//! committed-activity passes over the threads with new records (the log's pending-thread index),
+//! with the default statement extractor, each into its thread's destination.
 //!
 //! The database is a SQLite file (the default) or, given a `postgres://` URL, a PostgreSQL database
 //! that several workers on several hosts share (see `--help`). Both backends run the same pass loop
@@ -19,11 +19,10 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Parser;
 use memory_core::activity::{
-    ActivityError, ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadId,
-    ThreadLog, WorkerId,
+    ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadDestination, ThreadLog,
+    WorkerId,
 };
 use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
-use memory_postgres::thread_log::PostgresThreadLog;
 use memory_postgres::{PostgresStore, SchemaName};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
@@ -32,10 +31,10 @@ use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
-use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, StatementExtractor};
-
-/// Threads listed per page while scanning for work.
-const THREAD_PAGE: usize = 256;
+use remembering::{
+    ActivityProcessor, ActivityProcessorParts, PassLimits, PendingPass, StatementExtractor,
+    UnboundThreads,
+};
 
 /// Pooled PostgreSQL connections per worker: a worker runs one pass at a time, and a pass holds at
 /// most one connection per call, so a few cover the store calls and the pool's replacements.
@@ -75,13 +74,24 @@ struct Args {
     /// This worker's id (defaults to one derived from the process id).
     #[arg(long)]
     worker_id: Option<String>,
-    /// Scopes granted to remembered statements.
+    /// Scopes granted to what is remembered from threads with no destination (threads appended
+    /// before destinations existed, or without one through the library). A bound thread's memory
+    /// gets its destination's scopes.
     #[arg(long = "scope", default_value = "agent")]
     scopes: Vec<String>,
+    /// The namespace ({name, version, identity}) of threads with no destination; without it, each
+    /// such thread keeps the namespace of its own it always had. A bound thread's memory always goes
+    /// to its destination.
+    #[arg(long, value_name = "JSON")]
+    namespace: Option<String>,
+    /// Mark every thread pending before the first pass (after adding a processor version, whose
+    /// progress starts empty); normally only threads with new records are visited.
+    #[arg(long)]
+    rescan: bool,
     /// Milliseconds between passes.
     #[arg(long, default_value_t = 1_000)]
     interval_ms: u64,
-    /// Run one pass over every thread, then exit.
+    /// Run one pass over every pending thread, then exit.
     #[arg(long)]
     once: bool,
     /// Most records per thread per pass.
@@ -150,54 +160,19 @@ impl Backend {
     }
 }
 
-/// Lists the threads that have records. Each backend's thread log has this as an inherent method (the
-/// `ThreadLog` port leaves listing out, because processors work one given thread at a time); the worker
-/// needs it to find its work.
-trait ThreadListing: Send + Sync {
-    /// Up to `limit` thread ids with records, in id order, after `after` (exclusive).
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError>;
-}
-
-impl ThreadListing for SqliteThreadLog {
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        SqliteThreadLog::threads(self, after, limit)
-    }
-}
-
-impl ThreadListing for PostgresThreadLog {
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        PostgresThreadLog::threads(self, after, limit)
-    }
-}
-
 /// The stores a worker runs on, whichever backend holds them. The activity stores are trait objects
 /// already; the memory store stays a type parameter because `MemoryWriter` is not object safe.
 struct Stores<W> {
     memory: Arc<W>,
     log: Arc<dyn ThreadLog>,
-    listing: Arc<dyn ThreadListing>,
     progress: Arc<dyn ProgressStore>,
     remembering: Arc<dyn RememberingStore>,
 }
 
 fn sqlite_stores(path: &std::path::Path) -> anyhow::Result<Stores<memory_sqlite::SqliteStore>> {
-    let log = Arc::new(SqliteThreadLog::open(path).context("opening thread log")?);
     Ok(Stores {
         memory: Arc::new(memory_sqlite::SqliteStore::open(path).context("opening memory store")?),
-        log: log.clone(),
-        listing: log,
+        log: Arc::new(SqliteThreadLog::open(path).context("opening thread log")?),
         progress: Arc::new(SqliteProgressStore::open(path).context("opening progress")?),
         remembering: Arc::new(
             SqliteRememberingStore::open(path).context("opening remembering store")?,
@@ -220,25 +195,22 @@ async fn postgres_stores(
         .connect()
         .await
         .context("connecting to PostgreSQL")?;
-    let log = Arc::new(memory.thread_log());
     Ok(Stores {
-        log: log.clone(),
-        listing: log,
+        log: Arc::new(memory.thread_log()),
         progress: Arc::new(memory.progress()),
         remembering: Arc::new(memory.remembering()),
         memory: Arc::new(memory),
     })
 }
 
-type Processor<W> = ActivityProcessor<W, StatementExtractor>;
 type Intents<W> =
     IntentWorker<W, ThreadRecordLoader, StatementProposals, KeepLatestMerger, WithdrawOwnRevision>;
 
 /// Everything one pass runs.
 struct Work<W> {
-    listing: Arc<dyn ThreadListing>,
+    log: Arc<dyn ThreadLog>,
     intents: Intents<W>,
-    processors: Vec<Processor<W>>,
+    pending: PendingPass<W, StatementExtractor>,
 }
 
 fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)> {
@@ -264,7 +236,6 @@ where
     let Stores {
         memory,
         log,
-        listing,
         progress,
         remembering,
     } = stores;
@@ -273,6 +244,19 @@ where
         .iter()
         .map(MemoryScope::new)
         .collect::<Result<Vec<_>, _>>()?;
+    let unbound = match &args.namespace {
+        Some(text) => {
+            let namespace: memory_core::DynamicNamespace = serde_json::from_str(text)
+                .context("--namespace must be {name, version, identity}")?;
+            let address = namespace.address().context("invalid --namespace")?;
+            UnboundThreads::Destination(
+                ThreadDestination::new(address, scopes.clone()).context("invalid --scope")?,
+            )
+        }
+        None => UnboundThreads::PerThread {
+            scopes: scopes.clone(),
+        },
+    };
     let owner = WorkerId::new(
         args.worker_id
             .clone()
@@ -293,12 +277,13 @@ where
             progress: progress.clone(),
             references: remembering.clone(),
             writer: memory.clone(),
-            extractor: StatementExtractor::new(scopes.clone()),
+            extractor: StatementExtractor::new(),
             clock: Arc::new(SystemClock),
             processor,
             version,
             owner: owner.clone(),
             limits,
+            unbound: unbound.clone(),
         })?;
         processors.push(match &hooks {
             Some(hooks) => processor.with_hooks(hooks.clone()),
@@ -310,7 +295,7 @@ where
         memory,
         Application {
             loader: ThreadRecordLoader::new(log.clone()),
-            extractor: StatementProposals::new(StatementExtractor::new(scopes)),
+            extractor: StatementProposals::new(StatementExtractor::new()),
             merger: KeepLatestMerger,
             cleanup: WithdrawOwnRevision,
         },
@@ -322,14 +307,15 @@ where
         },
     )?;
     Ok(Work {
-        listing,
+        pending: PendingPass::new(Arc::clone(&log), processors),
+        log,
         intents,
-        processors,
     })
 }
 
-/// One pass: one intent pass, then every processor over every thread. Errors are logged and do not
-/// stop the rest (a held lease or a stale one is ordinary when several workers run).
+/// One pass: one intent pass, then every processor over every pending thread
+/// ([`remembering::pending`]). Errors are logged and do not stop the rest (a held lease or a stale
+/// one is ordinary when several workers run).
 async fn pass<W>(work: Arc<Work<W>>)
 where
     W: MemoryReader + MemoryWriter + 'static,
@@ -338,34 +324,17 @@ where
         Ok(report) => tracing::info!(intents = report.completed.len(), "intent pass finished"),
         Err(error) => tracing::warn!(%error, "intent pass failed"),
     }
-    match activity_pass(&work).await {
-        Ok(processed) => tracing::info!(processed, "activity pass finished"),
-        Err(error) => tracing::warn!(%error, "listing threads failed"),
+    match work.pending.run().await {
+        Ok(report) => tracing::info!(
+            threads = report.threads,
+            processed = report.processed,
+            settled = report.settled,
+            parked = report.parked,
+            failed = report.failed,
+            "activity pass finished"
+        ),
+        Err(error) => tracing::warn!(%error, "listing pending threads failed"),
     }
-}
-
-async fn activity_pass<W>(work: &Work<W>) -> anyhow::Result<usize>
-where
-    W: MemoryReader + MemoryWriter + 'static,
-{
-    let mut processed = 0;
-    let mut after: Option<ThreadId> = None;
-    loop {
-        let threads = work.listing.threads(after.as_ref(), THREAD_PAGE)?;
-        let Some(last) = threads.last().cloned() else {
-            break;
-        };
-        for thread in &threads {
-            for processor in &work.processors {
-                match processor.run_pass(thread).await {
-                    Ok(report) => processed += report.processed,
-                    Err(error) => tracing::warn!(%error, "thread pass failed"),
-                }
-            }
-        }
-        after = Some(last);
-    }
-    Ok(processed)
 }
 
 async fn shutdown_signal() {
@@ -411,6 +380,13 @@ where
     W: MemoryReader + MemoryWriter + 'static,
 {
     let work = Arc::new(build(args, stores)?);
+    if args.rescan {
+        let log = Arc::clone(&work.log);
+        let marked = tokio::task::spawn_blocking(move || log.mark_all_pending())
+            .await
+            .context("marking threads pending")??;
+        tracing::info!(marked, "every thread marked pending");
+    }
     let schedule = Schedule {
         interval: Duration::from_millis(args.interval_ms),
         once: args.once,

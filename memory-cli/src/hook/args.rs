@@ -41,10 +41,11 @@ occurred_at?}], speaker?}; output one line {\"event\", \"context\", \"passages\"
 \"already_recorded\"}.
 Unknown input fields are ignored in both formats (hosts add fields).
 
-Namespace and scope: --namespace / $MEMORY_NAMESPACE and --scope / $MEMORY_SCOPE; without them, the \
-namespace the remembering worker writes the session's statements to \
-({\"name\": \"remembering.thread-statements\", \"version\": 1, \"identity\": {\"thread\": SESSION}}) and \
-the worker's default scope, agent.
+Destination: --namespace / $MEMORY_NAMESPACE and --scope / $MEMORY_SCOPE; without a namespace, the \
+user's own namespace ({\"name\": \"memory.user\", \"version\": 1, \"identity\": {\"user\": USER}}, USER \
+from --user / $MEMORY_USER, else the OS user), the same for every session of that user; scope agent by \
+default. The session's first append binds its thread there (the worker writes the session's memory \
+there), and every recall reads from there, so a new session recalls what earlier ones said.
 
 Server: when `memory serve --http` runs for the database (its discovery file exists and answers), the \
 hook asks it (memory_thread_append, memory_recall) and loads no model; otherwise it answers one-shot.
@@ -65,6 +66,11 @@ pub struct HookArgs {
     /// The namespace and scope recalled from.
     #[command(flatten)]
     pub target: NamespaceArgs,
+    /// Whose memory this is when no namespace is given: the destination is that user's namespace
+    /// `{"name": "memory.user", "version": 1, "identity": {"user": NAME}}`, shared by all of the
+    /// user's sessions (default: the OS user, from $USER, $USERNAME or $LOGNAME).
+    #[arg(long, global = true, env = "MEMORY_USER", value_name = "NAME")]
+    pub user: Option<String>,
     /// Who speaks the prompts (default: the OS user, from $USER, $USERNAME or $LOGNAME).
     #[arg(long, global = true, env = "MEMORY_SPEAKER", value_name = "NAME")]
     pub speaker: Option<String>,

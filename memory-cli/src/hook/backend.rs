@@ -15,6 +15,7 @@ use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
 
 use crate::cli::Database;
+use crate::destination::Resolved;
 use crate::discovery::{Discovery, path_for};
 use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
@@ -105,12 +106,17 @@ impl Backend {
         &mut self,
         log: &OpenedLog,
         thread: &ThreadId,
+        destination: &Resolved,
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Failure> {
         match self {
             Self::Server(session) => {
+                // The destination is resolved here, by the hook, so the server binds the thread
+                // where a one-shot hook would (the server's own defaults do not apply).
                 let arguments = serde_json::json!({
                     "thread": thread.as_str(),
+                    "namespace": destination.namespace,
+                    "scope": destination.scope.as_str(),
                     "record": serde_json::to_value(&record).map_err(|error| {
                         Refusal::new(ErrorKind::Corrupt, format!("record cannot be encoded: {error}"))
                     })?,
@@ -123,7 +129,14 @@ impl Backend {
                     )
                 })?)
             }
-            Self::OneShot { .. } => Ok(log.service()?.append(thread.clone(), record).await?),
+            Self::OneShot { .. } => Ok(log
+                .service()?
+                .append(
+                    thread.clone(),
+                    Some(destination.destination.clone()),
+                    record,
+                )
+                .await?),
         }
     }
 

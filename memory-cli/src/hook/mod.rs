@@ -66,6 +66,7 @@ use memory_core::{
 use serde_json::{Value, json};
 
 use crate::cli::Database;
+use crate::destination::{DestinationDefaults, DestinationRequest, Resolved};
 use crate::hook::args::{HookArgs, HookEvent, HookFormat};
 use crate::hook::backend::{Backend, OpenedLog};
 use crate::hook::input::{HookInput, MAX_HOOK_INPUT_BYTES, hex_digest};
@@ -78,8 +79,6 @@ use crate::wire::{RecallArguments, RecallMode, WireRecallLimits};
 pub const PROMPT_LOOKBACK: u64 = 256;
 /// Thread records looked back through for the transcript offset and generic message ids.
 pub const TRANSCRIPT_LOOKBACK: u64 = 10_000;
-/// The scope recalled without `--scope`: the remembering worker's default.
-pub const DEFAULT_SCOPE: &str = "agent";
 /// Latest prompts `session-start` recalls for when no query is given.
 pub const SESSION_START_PROMPTS: usize = 3;
 /// The line before the recalled block.
@@ -185,19 +184,22 @@ async fn hook(
             format!("session: {error}"),
         )
     })?;
-    let namespace = match args.target.namespace()? {
-        Some(namespace) => namespace,
-        None => session_namespace(&thread),
-    };
-    let scope = args.target.scope()?.map_or_else(
-        || DEFAULT_SCOPE.to_owned(),
-        |scope| scope.as_str().to_owned(),
-    );
+    // One destination for the whole hook: what it appends binds the thread there, and what it
+    // recalls comes from there, so the next session of the same user recalls this one's memory.
+    let resolved = DestinationDefaults {
+        namespace: args.target.namespace()?,
+        scope: args.target.scope()?,
+        user: args.user.clone(),
+    }
+    .resolve(&DestinationRequest::default())?;
+    let namespace = resolved.namespace.clone();
+    let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
     let mut backend = Backend::find(database, index, args.no_server).await;
     let answer = match input.event {
         HookEvent::Prompt => {
-            let appended = prompt_append(database, &mut backend, &thread, &input, args).await?;
+            let appended =
+                prompt_append(database, &mut backend, &thread, &resolved, &input, args).await?;
             let prompt = input.prompt.clone().unwrap_or_default();
             let recalled = recall(
                 &mut backend,
@@ -245,20 +247,11 @@ async fn hook(
         }
         HookEvent::TurnEnd => Answer {
             recalled: None,
-            appended: turn_end(database, &mut backend, &thread, &input, args).await?,
+            appended: turn_end(database, &mut backend, &thread, &resolved, &input, args).await?,
         },
     };
     backend.close().await;
     Ok(answer.render(input.event, args.format))
-}
-
-/// The namespace the remembering worker writes `thread`'s statements to.
-fn session_namespace(thread: &ThreadId) -> DynamicNamespace {
-    DynamicNamespace {
-        name: "remembering.thread-statements".to_owned(),
-        version: 1,
-        identity: json!({ "thread": thread.as_str() }),
-    }
 }
 
 async fn read_stdin() -> Result<Vec<u8>, Failure> {
@@ -402,11 +395,7 @@ fn speaker(args: &HookArgs, input: &HookInput) -> String {
     args.speaker
         .clone()
         .or_else(|| input.speaker.clone())
-        .or_else(|| {
-            ["USER", "USERNAME", "LOGNAME"]
-                .iter()
-                .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
-        })
+        .or_else(crate::destination::os_user)
         .unwrap_or_else(|| "user".to_owned())
 }
 
@@ -424,6 +413,7 @@ async fn prompt_append(
     database: &Database,
     backend: &mut Backend,
     thread: &ThreadId,
+    destination: &Resolved,
     input: &HookInput,
     args: &HookArgs,
 ) -> Result<Appended, Failure> {
@@ -459,7 +449,7 @@ async fn prompt_append(
             already_recorded: 1,
         });
     }
-    let appended = backend.append(&log, thread, record).await?;
+    let appended = backend.append(&log, thread, destination, record).await?;
     Ok(Appended {
         sequences: vec![appended.sequence],
         already_recorded: 0,
@@ -471,6 +461,7 @@ async fn turn_end(
     database: &Database,
     backend: &mut Backend,
     thread: &ThreadId,
+    destination: &Resolved,
     input: &HookInput,
     args: &HookArgs,
 ) -> Result<Appended, Failure> {
@@ -502,9 +493,12 @@ async fn turn_end(
                 opaque_cursor: Some(cursor),
             };
             record.validate().map_err(crate::thread::refusal_of)?;
-            appended
-                .sequences
-                .push(backend.append(&log, thread, record).await?.sequence);
+            appended.sequences.push(
+                backend
+                    .append(&log, thread, destination, record)
+                    .await?
+                    .sequence,
+            );
         }
         return Ok(appended);
     }
@@ -550,9 +544,12 @@ async fn turn_end(
             opaque_cursor: Some(message.cursor.encode()),
         };
         record.validate().map_err(crate::thread::refusal_of)?;
-        appended
-            .sequences
-            .push(backend.append(&log, thread, record).await?.sequence);
+        appended.sequences.push(
+            backend
+                .append(&log, thread, destination, record)
+                .await?
+                .sequence,
+        );
     }
     Ok(appended)
 }

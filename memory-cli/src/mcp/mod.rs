@@ -124,7 +124,16 @@ impl<S: Store> MemoryServer<S> {
             tool_router += Self::simple_router();
         }
         Self {
-            threads: Arc::new(ThreadTools::new(Arc::clone(service.store()))),
+            threads: Arc::new(ThreadTools::new(
+                Arc::clone(service.store()),
+                crate::destination::DestinationDefaults {
+                    namespace: defaults
+                        .as_ref()
+                        .map(|defaults| defaults.namespace().clone()),
+                    scope: defaults.as_ref().map(|defaults| defaults.scope().clone()),
+                    user: None,
+                },
+            )),
             service,
             defaults,
             metrics,

@@ -17,7 +17,9 @@ use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
-use remembering::{ActivityProcessor, ActivityProcessorParts, PassLimits, StatementExtractor};
+use remembering::{
+    ActivityProcessor, ActivityProcessorParts, PassLimits, StatementExtractor, UnboundThreads,
+};
 use serde_json::{Value, json};
 
 use super::common::Outcome;
@@ -36,30 +38,35 @@ pub fn user_record(text: &str, at: i64) -> Value {
            "body": {"kind": "user_input", "text": text}})
 }
 
+/// Every append names its user, so the thread is bound to that user's namespace (whatever the OS
+/// user running the tests is called).
 pub fn append(thread: &str, record: Value) -> Value {
-    json!({"thread": thread, "record": record})
+    json!({"thread": thread, "record": record, "user": USER})
 }
+
+/// The user the tests' threads belong to.
+pub const USER: &str = "ana";
 
 pub fn forget(thread: &str, sequence: u64) -> Value {
     json!({"thread": thread, "sequence": sequence, "reason": "the user asked to forget it"})
 }
 
-/// The namespace the worker's statement extractor writes a thread's statements to.
-pub fn statements_namespace(thread: &str) -> Value {
-    json!({"name": remembering::extract::STATEMENTS_NAMESPACE, "version": 1,
-           "identity": {"thread": thread}})
+/// The namespace the worker writes the tests' threads' statements to: their destination, the
+/// per-user namespace of [`USER`].
+pub fn statements_namespace() -> Value {
+    json!({"name": "memory.user", "version": 1, "identity": {"user": USER}})
 }
 
 pub fn recall(query: &str, mode: &str) -> Value {
     json!({
-        "namespace": statements_namespace(THREAD), "scope": SCOPE, "query": query, "mode": mode,
+        "namespace": statements_namespace(), "scope": SCOPE, "query": query, "mode": mode,
         // Generous: a one-shot recall loads the model inside its deadline.
         "limits": {"max_items": 5, "max_bytes": 8000, "max_tokens": 2000, "timeout_ms": 600000}
     })
 }
 
 pub fn get(id: &str) -> Value {
-    json!({"namespace": statements_namespace(THREAD), "id": id})
+    json!({"namespace": statements_namespace(), "id": id})
 }
 
 /// (document id, content) of each recalled passage.
@@ -156,7 +163,7 @@ impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
             progress: Arc::clone(&self.progress),
             references: Arc::clone(&self.remembering),
             writer: Arc::clone(&self.memory),
-            extractor: StatementExtractor::new(Self::scopes()),
+            extractor: StatementExtractor::new(),
             clock: Arc::new(SystemClock),
             processor: ProcessorId::new("statements").unwrap(),
             version: ProcessorVersion(1),
@@ -166,6 +173,9 @@ impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
                 page_size: 10,
                 timeout_ms: 300_000,
                 lease_ms: 600_000,
+            },
+            unbound: UnboundThreads::PerThread {
+                scopes: Self::scopes(),
             },
         })
         .unwrap();
@@ -183,7 +193,7 @@ impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
             Arc::clone(&self.memory),
             Application {
                 loader: ThreadRecordLoader::new(Arc::clone(&self.log)),
-                extractor: StatementProposals::new(StatementExtractor::new(Self::scopes())),
+                extractor: StatementProposals::new(StatementExtractor::new()),
                 merger: KeepLatestMerger,
                 cleanup: WithdrawOwnRevision,
             },

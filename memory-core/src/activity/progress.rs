@@ -12,6 +12,8 @@
 //!   same transaction.
 //! - Saved output larger than [`super::MAX_PROGRESS_UTF16_UNITS`] is refused with prior progress intact.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -91,6 +93,60 @@ pub struct ProgressView {
     pub lease: Option<(WorkerId, EpochMillis)>,
 }
 
+/// What extracting one record yielded, kept for `memory status`: how many memories it kept, and the
+/// parts not kept by reason.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExtractionNote {
+    /// Contributions kept.
+    pub kept: u64,
+    /// Parts not kept, by reason (at most [`MAX_NOTE_REASONS`] reasons of at most
+    /// [`MAX_NOTE_REASON_BYTES`] bytes).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// Most reasons one [`ExtractionNote`] names.
+pub const MAX_NOTE_REASONS: usize = 32;
+/// Most UTF-8 bytes of one reason.
+pub const MAX_NOTE_REASON_BYTES: usize = 64;
+
+impl ExtractionNote {
+    /// Checks the note's limits before anything is stored.
+    pub fn validate(&self) -> Result<(), ActivityError> {
+        if self.dropped.len() > MAX_NOTE_REASONS {
+            return Err(ActivityError::TooLarge {
+                limit: "extraction note reasons",
+                max: MAX_NOTE_REASONS as u64,
+                actual: self.dropped.len() as u64,
+            });
+        }
+        for reason in self.dropped.keys() {
+            if reason.is_empty()
+                || reason.len() > MAX_NOTE_REASON_BYTES
+                || reason.chars().any(char::is_control)
+            {
+                return Err(ActivityError::invalid(
+                    "extraction note reason",
+                    format!(
+                        "must be 1 to {MAX_NOTE_REASON_BYTES} bytes without control characters"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Totals of every [`ExtractionNote`] kept: memories kept and parts dropped by reason.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExtractionTotals {
+    /// Records noted.
+    pub records: u64,
+    /// Contributions kept.
+    pub kept: u64,
+    /// Parts not kept, by reason.
+    pub dropped: BTreeMap<String, u64>,
+}
+
 /// Durable committed-activity progress.
 pub trait ProgressStore: Send + Sync {
     /// Claims the lease for `lease_ms` milliseconds from `now`, with a fresh epoch.
@@ -132,4 +188,17 @@ pub trait ProgressStore: Send + Sync {
 
     /// Up to `limit` progress rows, ordered by processor, version and thread.
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError>;
+
+    /// Keeps what extracting the record at `sequence` yielded, once per key and sequence: a second
+    /// note of the same record (a re-extraction after a crash) changes nothing, so the totals count
+    /// each record once. Unfenced on purpose: it records a fact about a record, not progress.
+    fn note_extraction(
+        &self,
+        key: &ProgressKey,
+        sequence: Sequence,
+        note: &ExtractionNote,
+    ) -> Result<(), ActivityError>;
+
+    /// The totals of every note kept.
+    fn extraction_totals(&self) -> Result<ExtractionTotals, ActivityError>;
 }

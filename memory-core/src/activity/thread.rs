@@ -8,7 +8,7 @@ use crate::StoreFault;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ActivityError, Sequence, ThreadId, sha256_hex};
+use super::{ActivityError, DestinationCount, Sequence, ThreadDestination, ThreadId, sha256_hex};
 use crate::document::EpochMillis;
 
 /// Most UTF-8 bytes of a speaker or observer name.
@@ -188,10 +188,71 @@ impl ThreadRecord {
     }
 }
 
-/// The append-only log of thread records.
+/// A thread's stored binding: its destination and how many times it was rebound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadBinding {
+    /// Where the thread's memory goes.
+    pub destination: ThreadDestination,
+    /// 0 when bound by the first append; each [`ThreadLog::rebind`] adds one. A worker remembers a
+    /// rebound thread again from its first record (its progress is kept per generation), so the new
+    /// destination receives all of the thread's memory.
+    pub generation: u64,
+}
+
+/// A thread with records that some processor may not have seen yet (see
+/// [`ThreadLog::pending_threads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingThread {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Its tail when it was last marked pending.
+    pub tail: Sequence,
+}
+
+/// What `memory status` shows of the thread log.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ThreadOverview {
+    /// Threads per bound destination (at most [`MAX_OVERVIEW_DESTINATIONS`], most threads first).
+    pub destinations: Vec<DestinationCount>,
+    /// Threads with records and no binding (appended before bindings existed).
+    pub unbound: u64,
+    /// Threads marked pending (records a worker has not settled).
+    pub pending: u64,
+    /// Parked threads by the kind of the error that parked them.
+    pub parked: Vec<(String, u64)>,
+}
+
+/// Most destinations [`ThreadOverview::destinations`] lists.
+pub const MAX_OVERVIEW_DESTINATIONS: usize = 100;
+/// Most UTF-8 bytes of a parking reason's kind.
+pub const MAX_PARK_KIND_BYTES: usize = 64;
+
+/// The append-only log of thread records, with each thread's destination binding and the index of
+/// threads with work pending.
+///
+/// Rules every implementation keeps (the thread log contract suite checks them):
+/// - [`ThreadLog::append_to`] with a destination binds an unbound thread that has no records, in the
+///   append's own transaction; on a thread bound to another destination, or on an unbound thread that
+///   already has records, it is refused with [`ActivityError::DestinationConflict`] and writes nothing.
+///   Without a destination it appends to whatever the thread is bound to (or to no binding).
+/// - Every append marks the thread pending with its new tail, in the same transaction.
+///   [`ThreadLog::settle`] unmarks it only while its tail is still the one given, so an append racing
+///   a worker's pass keeps the thread pending.
+/// - A parked thread is not listed by [`ThreadLog::pending_threads`] until it is rebound.
 pub trait ThreadLog: Send + Sync {
-    /// Appends a record at the next sequence of `thread` and returns it as stored.
-    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError>;
+    /// Appends a record at the next sequence of `thread` and returns it as stored, binding the thread
+    /// to `destination` when this is its first record (see the trait's rules).
+    fn append_to(
+        &self,
+        thread: &ThreadId,
+        destination: Option<&ThreadDestination>,
+        record: NewRecord,
+    ) -> Result<ThreadRecord, ActivityError>;
+
+    /// Appends a record without naming a destination.
+    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError> {
+        self.append_to(thread, None, record)
+    }
 
     /// The sequence of the last record of `thread` ([`Sequence::ZERO`] when it has none).
     fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError>;
@@ -204,6 +265,153 @@ pub trait ThreadLog: Send + Sync {
         after: Sequence,
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, ActivityError>;
+
+    /// The thread's binding, if it has one.
+    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError>;
+
+    /// Binds `thread` (which must have records, else `invalid-input`) to `destination`, replacing any
+    /// binding with the next generation (an unbound thread's first binding is generation 1: its
+    /// earlier records were remembered elsewhere under generation 0), unparking it and marking it
+    /// pending. Binding a thread to the destination it already
+    /// has changes nothing. Answers the binding in effect.
+    fn rebind(
+        &self,
+        thread: &ThreadId,
+        destination: &ThreadDestination,
+    ) -> Result<ThreadBinding, ActivityError>;
+
+    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive). `limit` must
+    /// be between 1 and [`MAX_PAGE_RECORDS`].
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError>;
+
+    /// Up to `limit` unparked pending threads in id order after `after` (exclusive). `limit` must be
+    /// between 1 and [`MAX_PAGE_RECORDS`].
+    fn pending_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<PendingThread>, ActivityError>;
+
+    /// Marks every thread with records pending (after a new processor version, which has its own
+    /// cursors); answers how many were marked.
+    fn mark_all_pending(&self) -> Result<u64, ActivityError>;
+
+    /// Unmarks `thread` if its pending tail is still `tail`; answers whether it did.
+    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError>;
+
+    /// Parks `thread`: a record at `sequence` cannot be remembered for a reason of kind `kind` (an
+    /// error kind, at most [`MAX_PARK_KIND_BYTES`]); it stays parked until rebound.
+    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError>;
+
+    /// Threads per destination, unbound, pending and parked threads.
+    fn overview(&self) -> Result<ThreadOverview, ActivityError>;
+}
+
+/// What an append does to the thread's binding: the one rule every store applies inside its append
+/// transaction, given the binding and tail it read there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingStep {
+    /// Leave the binding as it is.
+    Keep,
+    /// Bind the thread to the requested destination (generation 0).
+    Bind,
+}
+
+/// Decides an append's [`BindingStep`], or refuses it with [`ActivityError::DestinationConflict`].
+pub fn binding_step(
+    current: Option<&ThreadBinding>,
+    tail: Sequence,
+    requested: Option<&ThreadDestination>,
+) -> Result<BindingStep, ActivityError> {
+    match (requested, current) {
+        (None, _) => Ok(BindingStep::Keep),
+        (Some(requested), Some(current)) if current.destination == *requested => {
+            Ok(BindingStep::Keep)
+        }
+        (Some(_), Some(_)) => Err(ActivityError::DestinationConflict),
+        // An unbound thread with records was appended before bindings existed: naming a destination
+        // now would silently split its memory, so it is refused until the thread is rebound.
+        (Some(_), None) if tail > Sequence::ZERO => Err(ActivityError::DestinationConflict),
+        (Some(_), None) => Ok(BindingStep::Bind),
+    }
+}
+
+/// What [`ThreadLog::rebind`] writes, given the binding and tail read in its transaction: `None` when
+/// the thread is already bound to `destination` (nothing changes); refused when it has no records.
+pub fn rebinding(
+    current: Option<&ThreadBinding>,
+    tail: Sequence,
+    destination: &ThreadDestination,
+) -> Result<Option<ThreadBinding>, ActivityError> {
+    if tail == Sequence::ZERO {
+        return Err(ActivityError::invalid(
+            "thread",
+            "has no records; its first append binds it",
+        ));
+    }
+    let generation = match current {
+        Some(current) if current.destination == *destination => return Ok(None),
+        Some(current) => current
+            .generation
+            .checked_add(1)
+            .ok_or(ActivityError::TooLarge {
+                limit: "binding generation",
+                max: u64::MAX,
+                actual: u64::MAX,
+            })?,
+        // A thread from before bindings: its records were remembered elsewhere under generation 0's
+        // progress, so its first binding is generation 1 and they are remembered again.
+        None => 1,
+    };
+    Ok(Some(ThreadBinding {
+        destination: destination.clone(),
+        generation,
+    }))
+}
+
+/// Builds [`ThreadOverview::destinations`] from stored (destination JSON, thread count) rows: each
+/// destination is read back through [`ThreadDestination::from_stored`]; most threads first, then by
+/// the stored text, at most [`MAX_OVERVIEW_DESTINATIONS`].
+pub fn overview_destinations(
+    rows: impl IntoIterator<Item = (String, u64)>,
+) -> Result<Vec<DestinationCount>, ActivityError> {
+    let mut rows: Vec<(String, u64)> = rows.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    rows.truncate(MAX_OVERVIEW_DESTINATIONS);
+    rows.into_iter()
+        .map(|(stored, threads)| {
+            Ok(DestinationCount {
+                destination: ThreadDestination::from_stored(&stored)?,
+                threads,
+            })
+        })
+        .collect()
+}
+
+/// Checks a page limit of [`ThreadLog::threads`] and [`ThreadLog::pending_threads`].
+pub fn check_thread_page(limit: usize) -> Result<(), ActivityError> {
+    if limit == 0 || limit > MAX_PAGE_RECORDS {
+        return Err(ActivityError::invalid(
+            "thread page limit",
+            format!("must be between 1 and {MAX_PAGE_RECORDS}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a parking kind of [`ThreadLog::park`].
+pub fn check_park_kind(kind: &str) -> Result<(), ActivityError> {
+    if kind.is_empty() || kind.len() > MAX_PARK_KIND_BYTES || kind.chars().any(char::is_control) {
+        return Err(ActivityError::invalid(
+            "park kind",
+            format!("must be 1 to {MAX_PARK_KIND_BYTES} bytes without control characters"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod lookup;
 pub mod passage;
 pub mod render;
+pub mod ties;
 
 use std::collections::HashSet;
 

@@ -5,17 +5,19 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use memory_core::activity::{ProcessorId, ProcessorVersion, ThreadId, WorkerId};
+use memory_core::activity::{ProcessorId, ProcessorVersion, ThreadDestination, ThreadId, WorkerId};
 use memory_core::{
     InMemoryStore, ManualClock, MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope,
-    MemoryWrite, MemoryWriter, WriteOutcome,
+    MemoryWrite, MemoryWriter, NamespaceAddress, WriteOutcome,
 };
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use remembering::extract::statement_document_id;
 use remembering::hooks::HookFuture;
 use remembering::{
-    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PassPoint, StatementExtractor,
+    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PassPoint,
+    StatementExtractor, UnboundThreads,
 };
 
 /// A fault to inject into the next write.
@@ -106,6 +108,22 @@ pub fn scopes() -> Vec<MemoryScope> {
     vec![MemoryScope::new("agent").expect("valid scope")]
 }
 
+/// Where the statements of an unbound `thread` go: its per-thread namespace.
+pub fn statement_namespace(thread: &ThreadId) -> NamespaceAddress {
+    ThreadDestination::legacy_thread(thread, scopes())
+        .expect("valid")
+        .namespace()
+        .clone()
+}
+
+/// The document of what `speaker` states by `text` in the unbound `thread`.
+pub fn statement_key(thread: &ThreadId, speaker: &str, text: &str) -> MemoryKey {
+    MemoryKey {
+        namespace: statement_namespace(thread),
+        id: statement_document_id(speaker, text).expect("valid"),
+    }
+}
+
 /// A statement processor over the database at `path`.
 pub fn processor<W: MemoryReader + MemoryWriter>(
     path: &std::path::Path,
@@ -119,12 +137,13 @@ pub fn processor<W: MemoryReader + MemoryWriter>(
         progress: Arc::new(SqliteProgressStore::open(path).expect("progress")),
         references: Arc::new(SqliteRememberingStore::open(path).expect("remembering store")),
         writer,
-        extractor: StatementExtractor::new(scopes()),
+        extractor: StatementExtractor::new(),
         clock,
         processor: ProcessorId::new("statements").expect("valid"),
         version: ProcessorVersion(1),
         owner: WorkerId::new(owner).expect("valid"),
         limits,
+        unbound: UnboundThreads::PerThread { scopes: scopes() },
     })
     .expect("valid limits")
 }

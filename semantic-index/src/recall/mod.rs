@@ -59,6 +59,7 @@ mod passages;
 use std::future::Future;
 use std::sync::Arc;
 
+use memory_core::recall::ties::{activity_time, newer_first_among_ties};
 use memory_core::recall::{RecallSource, SourceId};
 use memory_core::vectors::VectorStore;
 use memory_core::{
@@ -144,16 +145,27 @@ pub enum ScoredLookup {
 
 impl ScoredLookup {
     fn from_passages(passages: Vec<(MemoryPassage, f64)>) -> Self {
+        Self::ranked(
+            passages
+                .into_iter()
+                .map(|(passage, score)| ScoredPassage { passage, score })
+                .collect(),
+        )
+    }
+
+    /// The answer of ranked passages (best first): `NoMatch` when there are none, else `Found` with
+    /// memory-core's tie rule applied ([`memory_core::recall::ties`]: among near-equal scores the
+    /// newer passage first). Every ranked mode answers through here.
+    pub fn ranked(mut passages: Vec<ScoredPassage>) -> Self {
         if passages.is_empty() {
-            Self::NoMatch
-        } else {
-            Self::Found(
-                passages
-                    .into_iter()
-                    .map(|(passage, score)| ScoredPassage { passage, score })
-                    .collect(),
-            )
+            return Self::NoMatch;
         }
+        newer_first_among_ties(
+            &mut passages,
+            |scored| scored.score,
+            |scored| activity_time(&scored.passage.content),
+        );
+        Self::Found(passages)
     }
 
     /// An answer without passages (the only kinds [`lookup_failure`] gives).

@@ -33,8 +33,9 @@ use super::reference::InMemoryActivity;
 use super::report::ContractReport;
 use crate::activity::{
     ActivityError, PendingOutput, ProcessorId, ProcessorVersion, ProgressKey, ProgressStore,
-    RememberingStore, Sequence, ThreadId, ThreadLog, WorkerId,
+    RememberingStore, Sequence, ThreadDestination, ThreadId, ThreadLog, WorkerId,
 };
+use crate::document::MemoryScope;
 
 /// One backend's activity stores, as the suites see them.
 ///
@@ -57,13 +58,18 @@ pub trait ActivityBackend {
     /// A handle on this backend's remembering store (see [`ActivityBackend::thread_log`]).
     fn remembering(&self) -> Self::Remembering;
 
-    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive): the
-    /// listing every backend offers beside the port.
+    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive).
+    ///
+    /// Superseded by [`ThreadLog::threads`], which the suites check directly; this answers it, and
+    /// remains only so that backends written when listing was outside the port still compile. An
+    /// override is never called by the suites.
     fn threads(
         log: &Self::Log,
         after: Option<&ThreadId>,
         limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError>;
+    ) -> Result<Vec<ThreadId>, ActivityError> {
+        log.threads(after, limit)
+    }
 }
 
 impl ActivityBackend for InMemoryActivity {
@@ -81,14 +87,6 @@ impl ActivityBackend for InMemoryActivity {
 
     fn remembering(&self) -> Self {
         self.clone()
-    }
-
-    fn threads(
-        log: &Self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        log.threads(after, limit)
     }
 }
 
@@ -188,6 +186,15 @@ pub(crate) fn refused<T: Debug>(
 
 pub(crate) fn thread(name: &str) -> Result<ThreadId, Failure> {
     Ok(ThreadId::new(name)?)
+}
+
+/// The per-user destination of `user`, recallable through `scopes`.
+pub(crate) fn destination(user: &str, scopes: &[&str]) -> Result<ThreadDestination, Failure> {
+    let scopes = scopes
+        .iter()
+        .map(|scope| MemoryScope::new(*scope))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ThreadDestination::for_user(user, scopes)?)
 }
 
 pub(crate) fn worker(name: &str) -> Result<WorkerId, Failure> {

@@ -1,10 +1,14 @@
-//! The progress suite: fenced leases, contiguous cursors, saved output and its limits.
+//! The progress suite: fenced leases, contiguous cursors, saved output and its limits, and the
+//! extraction notes kept for `memory status`.
 
+use std::collections::BTreeMap;
 use std::sync::Barrier;
 
 use super::{ActivityBackend, ok, pending, progress_key, refused, sync_suite, worker};
+use crate::activity::progress::{MAX_NOTE_REASON_BYTES, MAX_NOTE_REASONS};
 use crate::activity::{
-    ActivityError, FencingEpoch, MAX_PROGRESS_UTF16_UNITS, ProgressStore, Sequence,
+    ActivityError, ExtractionNote, ExtractionTotals, FencingEpoch, MAX_PROGRESS_UTF16_UNITS,
+    ProgressStore, Sequence,
 };
 use crate::testing::fixtures::{Checked, ensure};
 
@@ -22,6 +26,8 @@ sync_suite! {
     "inputs-out-of-range-are-invalid" => inputs_out_of_range_are_invalid,
     "inspect-all-lists-keys-in-order" => inspect_all_lists_keys_in_order,
     "concurrent-claims-leave-exactly-one-holder" => concurrent_claims_leave_exactly_one_holder,
+    "extraction-notes-count-each-record-once" => extraction_notes_count_each_record_once,
+    "invalid-extraction-notes-are-refused-and-change-nothing" => invalid_extraction_notes_are_refused,
 }
 
 fn is_stale(error: &ActivityError) -> bool {
@@ -438,5 +444,122 @@ fn concurrent_claims_leave_exactly_one_holder<B: ActivityBackend>(backend: &B) -
         progress.advance(&next.lease, Sequence(1), 20_001),
         "the new holder's advance",
     )?;
+    Ok(())
+}
+
+/// A note of `kept` contributions and the given parts dropped by reason.
+fn note(kept: u64, dropped: &[(&str, u64)]) -> ExtractionNote {
+    ExtractionNote {
+        kept,
+        dropped: dropped
+            .iter()
+            .map(|(reason, count)| ((*reason).to_owned(), *count))
+            .collect(),
+    }
+}
+
+fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> Checked {
+    let progress = backend.progress();
+    let totals = ok(progress.extraction_totals(), "totals")?;
+    ensure!(
+        totals == ExtractionTotals::default(),
+        "a fresh store's totals are {totals:?}"
+    );
+    let first = progress_key("statements", 1, "t")?;
+    let other_thread = progress_key("statements", 1, "u")?;
+    let other_version = progress_key("statements", 2, "t")?;
+    let notes = [
+        (&first, 1, note(2, &[("duplicate", 1)])),
+        // The same record noted again, as after a crash between the note and the advance: ignored,
+        // even though the re-extraction yielded something else.
+        (&first, 1, note(5, &[("other", 3)])),
+        (&first, 2, note(1, &[("duplicate", 2), ("too-long", 1)])),
+        (&other_thread, 1, note(0, &[("duplicate", 1)])),
+        (&other_version, 1, note(3, &[])),
+    ];
+    for (key, sequence, extracted) in &notes {
+        ok(
+            progress.note_extraction(key, Sequence(*sequence), extracted),
+            "note an extraction",
+        )?;
+    }
+    let expected = ExtractionTotals {
+        records: 4,
+        kept: 6,
+        dropped: BTreeMap::from([("duplicate".to_owned(), 4), ("too-long".to_owned(), 1)]),
+    };
+    let totals = ok(progress.extraction_totals(), "totals")?;
+    ensure!(
+        totals == expected,
+        "the totals are {totals:?}, expected {expected:?}"
+    );
+    let (key, sequence, extracted) = &notes[2];
+    ok(
+        backend
+            .progress()
+            .note_extraction(key, Sequence(*sequence), extracted),
+        "note the same record from another handle",
+    )?;
+    let seen = ok(backend.progress().extraction_totals(), "totals")?;
+    ensure!(
+        seen == expected,
+        "after a note repeated from another handle the totals are {seen:?}"
+    );
+    Ok(())
+}
+
+fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Checked {
+    let progress = backend.progress();
+    let k = progress_key("statements", 1, "t")?;
+    ok(
+        progress.note_extraction(&k, Sequence(1), &note(1, &[("duplicate", 1)])),
+        "note an extraction",
+    )?;
+    let before = ok(progress.extraction_totals(), "totals")?;
+    let too_many: Vec<String> = (0..=MAX_NOTE_REASONS)
+        .map(|index| format!("reason-{index}"))
+        .collect();
+    let too_many = ExtractionNote {
+        kept: 1,
+        dropped: too_many.into_iter().map(|reason| (reason, 1)).collect(),
+    };
+    refused(
+        progress.note_extraction(&k, Sequence(2), &too_many),
+        |error| matches!(error, ActivityError::TooLarge { .. }),
+        "a note of one reason too many",
+    )?;
+    let long = "r".repeat(MAX_NOTE_REASON_BYTES + 1);
+    for (bad, what) in [
+        (note(1, &[("", 1)]), "a note with an empty reason"),
+        (
+            note(1, &[(long.as_str(), 1)]),
+            "a note with a reason one byte too long",
+        ),
+        (
+            note(1, &[("bad\nreason", 1)]),
+            "a note with a newline in a reason",
+        ),
+    ] {
+        refused(
+            progress.note_extraction(&k, Sequence(2), &bad),
+            |error| matches!(error, ActivityError::InvalidInput { .. }),
+            what,
+        )?;
+    }
+    let after = ok(progress.extraction_totals(), "totals")?;
+    ensure!(
+        after == before,
+        "refused notes changed the totals from {before:?} to {after:?}"
+    );
+    // A refused note does not take the record's place: a valid note of it still counts.
+    ok(
+        progress.note_extraction(&k, Sequence(2), &note(2, &[])),
+        "note the record a refused note named",
+    )?;
+    let totals = ok(progress.extraction_totals(), "totals")?;
+    ensure!(
+        totals.records == before.records + 1 && totals.kept == before.kept + 2,
+        "a valid note after refused ones of the same record left the totals at {totals:?}"
+    );
     Ok(())
 }

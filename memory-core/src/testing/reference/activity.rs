@@ -1,15 +1,19 @@
 //! The in-memory thread log and progress store, and the handle that carries all three activity ports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::intents::RememberingState;
 use super::stored;
-use crate::activity::thread::MAX_PAGE_RECORDS;
+use crate::activity::thread::{
+    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    overview_destinations, rebinding,
+};
 use crate::activity::{
-    ActivityError, Claim, FencingEpoch, Lease, NewRecord, PendingOutput, ProcessorId, ProgressKey,
-    ProgressStore, ProgressView, RecordDigest, Sequence, ThreadId, ThreadLog, ThreadRecord,
-    WorkerId,
+    ActivityError, Claim, ExtractionNote, ExtractionTotals, FencingEpoch, Lease, NewRecord,
+    PendingOutput, PendingThread, ProcessorId, ProgressKey, ProgressStore, ProgressView,
+    RecordDigest, Sequence, ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview,
+    ThreadRecord, WorkerId,
 };
 use crate::document::EpochMillis;
 
@@ -31,6 +35,13 @@ struct ProgressRow {
 pub(super) struct State {
     records: BTreeMap<ThreadId, Vec<ThreadRecord>>,
     progress: BTreeMap<(ProcessorId, u64, ThreadId), ProgressRow>,
+    bindings: BTreeMap<ThreadId, ThreadBinding>,
+    /// Pending threads and the tail each was marked with.
+    pending: BTreeMap<ThreadId, Sequence>,
+    /// Parked threads: the record and the kind.
+    parked: BTreeMap<ThreadId, (Sequence, String)>,
+    notes: BTreeSet<(ProcessorId, u64, ThreadId, Sequence)>,
+    totals: ExtractionTotals,
     pub(super) remembering: RememberingState,
 }
 
@@ -52,50 +63,50 @@ impl InMemoryActivity {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive); the SQL
-    /// stores offer the same listing.
-    pub fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "thread page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
-        let state = self.lock();
-        Ok(state
-            .records
-            .keys()
-            .filter(|thread| after.is_none_or(|after| *thread > after))
-            .take(limit)
-            .cloned()
-            .collect())
-    }
 }
 
 impl ThreadLog for InMemoryActivity {
-    fn append(&self, thread: &ThreadId, record: NewRecord) -> Result<ThreadRecord, ActivityError> {
+    fn append_to(
+        &self,
+        thread: &ThreadId,
+        destination: Option<&ThreadDestination>,
+        record: NewRecord,
+    ) -> Result<ThreadRecord, ActivityError> {
         record.validate()?;
         let kept = stored("record canonical JSON", &record)?;
         let mut state = self.lock();
-        let records = state.records.entry(thread.clone()).or_default();
-        let tail = records.last().map_or(Sequence::ZERO, |last| last.sequence);
+        let tail = state
+            .records
+            .get(thread)
+            .and_then(|records| records.last())
+            .map_or(Sequence::ZERO, |last| last.sequence);
+        let step = binding_step(state.bindings.get(thread), tail, destination)?;
         let sequence = tail.next().ok_or(ActivityError::TooLarge {
             limit: "thread sequence",
             max: u64::MAX,
             actual: u64::MAX,
         })?;
+        if let (BindingStep::Bind, Some(destination)) = (step, destination) {
+            state.bindings.insert(
+                thread.clone(),
+                ThreadBinding {
+                    destination: destination.clone(),
+                    generation: 0,
+                },
+            );
+        }
+        state.pending.insert(thread.clone(), sequence);
         let digest = RecordDigest::of(thread, sequence, &record);
-        records.push(ThreadRecord {
-            thread: thread.clone(),
-            sequence,
-            record: kept,
-            digest: digest.clone(),
-        });
+        state
+            .records
+            .entry(thread.clone())
+            .or_default()
+            .push(ThreadRecord {
+                thread: thread.clone(),
+                sequence,
+                record: kept,
+                digest: digest.clone(),
+            });
         Ok(ThreadRecord {
             thread: thread.clone(),
             sequence,
@@ -134,6 +145,120 @@ impl ThreadLog for InMemoryActivity {
                 .cloned()
                 .collect()
         }))
+    }
+
+    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
+        Ok(self.lock().bindings.get(thread).cloned())
+    }
+
+    fn rebind(
+        &self,
+        thread: &ThreadId,
+        destination: &ThreadDestination,
+    ) -> Result<ThreadBinding, ActivityError> {
+        let mut state = self.lock();
+        let tail = state
+            .records
+            .get(thread)
+            .and_then(|records| records.last())
+            .map_or(Sequence::ZERO, |last| last.sequence);
+        let current = state.bindings.get(thread).cloned();
+        let Some(binding) = rebinding(current.as_ref(), tail, destination)? else {
+            return current.ok_or_else(|| ActivityError::invalid("thread", "has no binding"));
+        };
+        state.bindings.insert(thread.clone(), binding.clone());
+        state.parked.remove(thread);
+        state.pending.insert(thread.clone(), tail);
+        Ok(binding)
+    }
+
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadId>, ActivityError> {
+        check_thread_page(limit)?;
+        let state = self.lock();
+        Ok(state
+            .records
+            .keys()
+            .filter(|thread| after.is_none_or(|after| *thread > after))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn pending_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<PendingThread>, ActivityError> {
+        check_thread_page(limit)?;
+        let state = self.lock();
+        Ok(state
+            .pending
+            .iter()
+            .filter(|(thread, _)| after.is_none_or(|after| *thread > after))
+            .filter(|(thread, _)| !state.parked.contains_key(*thread))
+            .take(limit)
+            .map(|(thread, tail)| PendingThread {
+                thread: thread.clone(),
+                tail: *tail,
+            })
+            .collect())
+    }
+
+    fn mark_all_pending(&self) -> Result<u64, ActivityError> {
+        let mut state = self.lock();
+        let tails: Vec<(ThreadId, Sequence)> = state
+            .records
+            .iter()
+            .filter_map(|(thread, records)| {
+                records.last().map(|last| (thread.clone(), last.sequence))
+            })
+            .collect();
+        let marked = tails.len() as u64;
+        state.pending.extend(tails);
+        Ok(marked)
+    }
+
+    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
+        let mut state = self.lock();
+        if state.pending.get(thread) == Some(&tail) {
+            state.pending.remove(thread);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
+        check_park_kind(kind)?;
+        self.lock()
+            .parked
+            .insert(thread.clone(), (sequence, kind.to_owned()));
+        Ok(())
+    }
+
+    fn overview(&self) -> Result<ThreadOverview, ActivityError> {
+        let state = self.lock();
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for binding in state.bindings.values() {
+            *counts.entry(binding.destination.to_stored()).or_default() += 1;
+        }
+        let mut parked: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, kind) in state.parked.values() {
+            *parked.entry(kind.clone()).or_default() += 1;
+        }
+        Ok(ThreadOverview {
+            destinations: overview_destinations(counts)?,
+            unbound: state
+                .records
+                .keys()
+                .filter(|thread| !state.bindings.contains_key(*thread))
+                .count() as u64,
+            pending: state.pending.len() as u64,
+            parked: parked.into_iter().collect(),
+        })
     }
 }
 
@@ -316,6 +441,30 @@ impl ProgressStore for InMemoryActivity {
             .progress
             .get(&slot(key))
             .map(|row| view(key.clone(), row)))
+    }
+
+    fn note_extraction(
+        &self,
+        key: &ProgressKey,
+        sequence: Sequence,
+        note: &ExtractionNote,
+    ) -> Result<(), ActivityError> {
+        note.validate()?;
+        let mut state = self.lock();
+        let (processor, version, thread) = slot(key);
+        if !state.notes.insert((processor, version, thread, sequence)) {
+            return Ok(());
+        }
+        state.totals.records += 1;
+        state.totals.kept += note.kept;
+        for (reason, count) in &note.dropped {
+            *state.totals.dropped.entry(reason.clone()).or_default() += count;
+        }
+        Ok(())
+    }
+
+    fn extraction_totals(&self) -> Result<ExtractionTotals, ActivityError> {
+        Ok(self.lock().totals.clone())
     }
 
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError> {

@@ -1,0 +1,351 @@
+//! The journey a user of an agent host takes over days, through the built binaries with the README's
+//! settings: `memory hook` around each turn (Claude Code's hook JSON) and `remembering-worker` in the
+//! background, on one real SQLite file with the real model.
+//!
+//! Day one, session A: the user states facts (and asks a question). The worker runs. Day two, session
+//! B: its session-start shows the user's newest memory and its prompts recall what session A said; the
+//! question asked in A is not memory. A second user on the same database sees none of the first's
+//! memory and keeps their own. The same through `memory serve --http`, and through `memory thread
+//! append` + the worker + `memory recall` from a shell.
+
+use std::ffi::OsStr;
+
+use integration_tests::hook::{additional_context, claude_input, run_hook};
+use integration_tests::product::{Fixture, Outcome};
+use integration_tests::serving::{HttpServer, wait_until_ready};
+use memory_core::activity::{NewRecord, Sequence, ThreadId, ThreadLog as _};
+use memory_sqlite::thread_log::SqliteThreadLog;
+use serde_json::{Value, json};
+
+/// One hook of `user`'s session, with the README's settings (no namespace, no scope) and the OS user
+/// set to `user`.
+fn hook(
+    fixture: &Fixture,
+    user: &str,
+    event: &str,
+    session: &str,
+    prompt: Option<&str>,
+) -> Outcome {
+    let transcript = fixture.dir.path().join(format!("{session}.jsonl"));
+    let input_file = match event {
+        "prompt" => "user-prompt-submit.json",
+        "session-start" => "session-start.json",
+        other => panic!("no fixture for {other}"),
+    };
+    let input = claude_input(input_file, session, &transcript, prompt);
+    let env: [(&str, &OsStr); 2] = [("USER", OsStr::new(user)), ("LOGNAME", OsStr::new(user))];
+    // A one-shot hook loads the model; a debug build on a busy machine needs more than 5 s.
+    let outcome = run_hook(fixture, &[event, "--timeout-ms", "60000"], &input, &env);
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    assert!(
+        outcome.stderr.trim().is_empty(),
+        "the hook must not fail: {outcome:#?}"
+    );
+    outcome
+}
+
+fn context(outcome: &Outcome, event: &str) -> String {
+    if outcome.stdout.trim().is_empty() {
+        return String::new();
+    }
+    additional_context(outcome, event).to_owned()
+}
+
+fn status(fixture: &Fixture) -> Value {
+    let outcome = fixture.run(&["status"]);
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    outcome.json
+}
+
+#[test]
+fn what_a_user_says_in_one_session_is_recalled_in_the_next_and_never_by_another_user() {
+    let fixture = Fixture::new();
+    // Day one, session A.
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "session-a",
+        Some("I moved to Lisbon last spring. Can you suggest a good bakery?"),
+    );
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "session-a",
+        Some("Where did I move?"),
+    );
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "session-a",
+        Some("My sister Marta works as a nurse in Braga."),
+    );
+    fixture.worker_pass();
+
+    // Day two, session B: a fresh session starts with the user's newest memory.
+    let start = context(
+        &hook(&fixture, "ana", "session-start", "session-b", None),
+        "SessionStart",
+    );
+    assert!(start.contains("Lisbon"), "{start}");
+    assert!(start.contains("Marta"), "{start}");
+    // The question and the request of session A are not memory.
+    assert!(!start.contains("Where did I move"), "{start}");
+    assert!(!start.contains("bakery"), "{start}");
+    let recalled = context(
+        &hook(
+            &fixture,
+            "ana",
+            "prompt",
+            "session-b",
+            Some("Which city do I live in now?"),
+        ),
+        "UserPromptSubmit",
+    );
+    assert!(recalled.contains("Lisbon"), "{recalled}");
+    assert!(!recalled.contains("Where did I move"), "{recalled}");
+
+    // A second user on the same database: nothing of ana's, and their own memory kept apart.
+    let other = context(
+        &hook(
+            &fixture,
+            "bea",
+            "prompt",
+            "session-c",
+            Some("I keep bees in Porto. Where do I live?"),
+        ),
+        "UserPromptSubmit",
+    );
+    assert!(!other.contains("Lisbon"), "{other}");
+    assert!(!other.contains("Marta"), "{other}");
+    fixture.worker_pass();
+    let bea = context(
+        &hook(&fixture, "bea", "session-start", "session-d", None),
+        "SessionStart",
+    );
+    assert!(bea.contains("bees"), "{bea}");
+    assert!(!bea.contains("Lisbon"), "{bea}");
+    let ana = context(
+        &hook(
+            &fixture,
+            "ana",
+            "prompt",
+            "session-e",
+            Some("Who keeps bees, and where do I live?"),
+        ),
+        "UserPromptSubmit",
+    );
+    assert!(!ana.contains("bees"), "{ana}");
+    assert!(ana.contains("Lisbon"), "{ana}");
+
+    // What the worker kept and dropped is visible.
+    let status = status(&fixture);
+    let threads = &status["threads"];
+    assert_eq!(threads["unbound"], 0, "{threads}");
+    let destinations = threads["destinations"].as_array().expect("destinations");
+    assert_eq!(destinations.len(), 2, "{threads}");
+    let counts: Vec<u64> = destinations
+        .iter()
+        .map(|destination| destination["threads"].as_u64().expect("count"))
+        .collect();
+    // ana: sessions a, b and e appended; bea: c (d only started, which appends nothing).
+    assert_eq!(counts, [3, 1], "{threads}");
+    let dropped = &threads["extraction"]["dropped"];
+    assert!(dropped["question"].as_u64().unwrap_or(0) >= 2, "{threads}");
+    assert!(
+        threads["extraction"]["kept"].as_u64().unwrap_or(0) >= 3,
+        "{threads}"
+    );
+}
+
+#[test]
+fn a_thread_cannot_be_redirected_and_bad_destinations_change_nothing() {
+    let fixture = Fixture::new();
+    let append = |text: &str, flags: &[&str]| {
+        let argument = json!({
+            "thread": "t-1",
+            "record": {"speaker": "ana", "occurred_at": 1_767_225_600_000_i64,
+                       "body": {"kind": "user_input", "text": text}},
+        })
+        .to_string();
+        let mut args = vec!["thread", "append"];
+        args.extend_from_slice(flags);
+        args.push(&argument);
+        fixture.run(&args)
+    };
+    let first = append("I moved to Lisbon last spring.", &["--user", "ana"]);
+    assert_eq!(first.code, 0, "{first:#?}");
+    assert_eq!(first.json["sequence"], 1);
+    // Another user's destination for the same thread: refused, nothing written.
+    let refused = append("I moved to Porto.", &["--user", "bea"]);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert_eq!(refused.json["error"]["kind"], "conflict", "{refused:#?}");
+    // So is a namespace of the caller's choosing.
+    let namespace = r#"{"name":"notes","version":1,"identity":{"team":"x"}}"#;
+    let refused = append("I moved to Porto.", &["--namespace", namespace]);
+    assert_eq!(refused.json["error"]["kind"], "conflict", "{refused:#?}");
+    // Bad destinations are refused before anything is opened.
+    for (flags, kind) in [
+        (vec!["--user", ""], "invalid-input"),
+        (vec!["--user", "a\u{7}b"], "invalid-input"),
+        (
+            vec![
+                "--namespace",
+                "{\"name\":\"\",\"version\":1,\"identity\":{}}",
+            ],
+            "invalid-input",
+        ),
+        (vec!["--namespace", "not json"], "invalid-input"),
+        (vec!["--scope", ""], "invalid-input"),
+    ] {
+        let outcome = append("I moved to Porto.", &flags);
+        assert_eq!(outcome.code, 2, "{flags:?}: {outcome:#?}");
+        assert_eq!(
+            outcome.json["error"]["kind"], kind,
+            "{flags:?}: {outcome:#?}"
+        );
+    }
+    let huge_user = "u".repeat(300);
+    let outcome = append("I moved to Porto.", &["--user", &huge_user]);
+    assert_eq!(outcome.json["error"]["kind"], "too-large", "{outcome:#?}");
+    let log = SqliteThreadLog::open(&fixture.db).expect("thread log");
+    let thread = ThreadId::new("t-1").expect("valid");
+    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence(1));
+    // The same user's next append lands in the same thread.
+    let again = append("My sister Marta is a nurse.", &["--user", "ana"]);
+    assert_eq!(again.json["sequence"], 2, "{again:#?}");
+
+    // From a shell: the worker remembers the statements, `memory recall` finds them in ana's
+    // namespace, and bea's namespace has nothing.
+    fixture.worker_pass();
+    let recall = |user: &str| {
+        fixture.call(
+            "recall",
+            &json!({
+                "namespace": {"name": "memory.user", "version": 1, "identity": {"user": user}},
+                "scope": "agent",
+                "query": "Lisbon",
+                "mode": "lexical",
+                "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 30000},
+            }),
+        )
+    };
+    let ana = recall("ana");
+    assert_eq!(ana.code, 0, "{ana:#?}");
+    assert!(
+        ana.json["text"].as_str().unwrap_or("").contains("Lisbon"),
+        "{ana:#?}"
+    );
+    let bea = recall("bea");
+    assert_eq!(bea.code, 0, "{bea:#?}");
+    assert_eq!(bea.json["passages"], json!([]), "{bea:#?}");
+}
+
+#[test]
+fn a_thread_from_before_destinations_keeps_working_and_moves_with_rebind() {
+    let fixture = Fixture::new();
+    let thread = ThreadId::new("old-session").expect("valid");
+    {
+        // Appended as every thread was before destinations: no binding.
+        let log = SqliteThreadLog::open(&fixture.db).expect("thread log");
+        log.append(
+            &thread,
+            NewRecord::user("ana", "I adopted a grey cat named Miso.", 1_700_000_000_000),
+        )
+        .expect("appended");
+    }
+    fixture.worker_pass();
+    let recall = |namespace: Value| {
+        fixture.call(
+            "recall",
+            &json!({
+                "namespace": namespace,
+                "scope": "agent",
+                "query": "cat Miso",
+                "mode": "lexical",
+                "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 30000},
+            }),
+        )
+    };
+    let legacy = json!({"name": "remembering.thread-statements", "version": 1,
+                        "identity": {"thread": "old-session"}});
+    let user = json!({"name": "memory.user", "version": 1, "identity": {"user": "ana"}});
+    let before = recall(legacy.clone());
+    assert!(
+        before.json["text"].as_str().unwrap_or("").contains("Miso"),
+        "{before:#?}"
+    );
+    assert_eq!(status(&fixture)["threads"]["unbound"], 1);
+    // The hook resuming that session names a destination: refused until the thread is rebound.
+    let argument = json!({"thread": "old-session",
+        "record": {"speaker": "ana", "body": {"kind": "user_input", "text": "Miso is three."}}})
+    .to_string();
+    let refused = fixture.run(&["thread", "append", "--user", "ana", &argument]);
+    assert_eq!(refused.json["error"]["kind"], "conflict", "{refused:#?}");
+
+    let rebound = fixture.run(&["thread", "rebind", "old-session", "--user", "ana"]);
+    assert_eq!(rebound.code, 0, "{rebound:#?}");
+    assert_eq!(rebound.json["generation"], 1, "{rebound:#?}");
+    let appended = fixture.run(&["thread", "append", "--user", "ana", &argument]);
+    assert_eq!(appended.code, 0, "{appended:#?}");
+    fixture.worker_pass();
+    // The whole thread is remembered again in the new destination.
+    let after = recall(user);
+    let text = after.json["text"].as_str().unwrap_or("").to_owned();
+    assert!(text.contains("grey cat named Miso"), "{after:#?}");
+    assert!(text.contains("Miso is three"), "{after:#?}");
+    let threads = &status(&fixture)["threads"];
+    assert_eq!(threads["unbound"], 0, "{threads}");
+    assert_eq!(threads["pending"], 0, "{threads}");
+    // Rebinding to the same place changes nothing.
+    let same = fixture.run(&["thread", "rebind", "old-session", "--user", "ana"]);
+    assert_eq!(same.json["generation"], 1, "{same:#?}");
+}
+
+#[test]
+fn sessions_through_a_running_server_share_the_users_memory() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &[], &[]);
+    wait_until_ready(&server.base());
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "served-a",
+        Some("I play the cello in a community orchestra. Thanks!"),
+    );
+    fixture.worker_pass();
+    let next = context(
+        &hook(
+            &fixture,
+            "ana",
+            "prompt",
+            "served-b",
+            Some("What instrument do I play?"),
+        ),
+        "UserPromptSubmit",
+    );
+    assert!(next.contains("cello"), "{next}");
+    assert!(!next.contains("Thanks"), "{next}");
+    let other = context(
+        &hook(
+            &fixture,
+            "bea",
+            "prompt",
+            "served-c",
+            Some("What instrument do I play?"),
+        ),
+        "UserPromptSubmit",
+    );
+    assert!(!other.contains("cello"), "{other}");
+    // The server bound the threads where a one-shot hook would have.
+    let threads = &status(&fixture)["threads"];
+    assert_eq!(
+        threads["destinations"].as_array().map(Vec::len),
+        Some(2),
+        "{threads}"
+    );
+    drop(server);
+}
