@@ -930,3 +930,23 @@ async fn an_attestation_that_meets_a_concurrent_write_reads_and_merges_again() {
         "a rebase takes a new operation id"
     );
 }
+
+#[tokio::test]
+async fn a_cleanup_that_meets_a_conflict_reads_and_decides_again() {
+    let db = temp_db();
+    let (t, writer, clock, records) =
+        remembered(&db, &[("ana", "I like tea."), ("ana", "I like tea")]).await;
+    writer.inject(Fault::Conflict);
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[1]).await,
+        vec![KEPT]
+    );
+    let sent = writer.sent.lock().unwrap().clone();
+    assert_eq!(sent[sent.len() - 2], sent[sent.len() - 1], "decided again");
+    let document = writer
+        .read(&statement_key(&t, "ana", "I like tea"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(origins(&document), vec![origin(&records[0])]);
+}

@@ -349,3 +349,65 @@ fn sessions_through_a_running_server_share_the_users_memory() {
     );
     drop(server);
 }
+
+#[test]
+fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
+    let fixture = Fixture::new();
+    let append = |thread: &str, at: i64, text: &str| {
+        let argument = json!({
+            "thread": thread,
+            "record": {"speaker": "ana", "occurred_at": at,
+                       "body": {"kind": "user_input", "text": text}},
+            "user": "ana",
+        })
+        .to_string();
+        let outcome = fixture.run(&["thread", "append", &argument]);
+        assert_eq!(outcome.code, 0, "{outcome:#?}");
+    };
+    // Week one, then week three; other memories around them, as a real memory has.
+    for (index, text) in [
+        "My sister Marta works as a nurse in Braga.",
+        "I play the cello on Sundays.",
+        "My favourite food is grilled sardines.",
+        "I work as a software engineer.",
+        "My dog is called Pico.",
+        "I started learning Japanese this year.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        append("earlier", 1_767_000_000_000 + index as i64, text);
+    }
+    // The earlier statement scores a little higher by itself (checked: cosine 0.415 against 0.400),
+    // so only the tie rule puts the correction first.
+    append(
+        "monday",
+        1_767_225_600_000,
+        "I moved to Madrid last spring.",
+    );
+    append("later", 1_768_435_200_000, "I moved to Lisbon last spring.");
+    fixture.worker_pass();
+    let recalled = fixture.call(
+        "recall",
+        &json!({
+            "namespace": {"name": "memory.user", "version": 1, "identity": {"user": "ana"}},
+            "scope": "agent",
+            "query": "Where did I move last spring?",
+            "mode": "hybrid",
+            "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000},
+        }),
+    );
+    assert_eq!(recalled.code, 0, "{recalled:#?}");
+    let text = recalled.json["text"].as_str().unwrap_or("").to_owned();
+    // Both are recalled (time withdraws nothing); the newer statement is cited first, and each
+    // shows its own activity time.
+    let newer = text.find("Lisbon").expect("the correction is recalled");
+    let older = text
+        .find("Madrid")
+        .expect("the earlier statement is still recalled");
+    assert!(newer < older, "the newer statement comes first: {text}");
+    assert!(
+        text.contains("2026-01-15") || text.contains("1768435200000"),
+        "{text}"
+    );
+}

@@ -17,8 +17,9 @@
 
 use crate::document::{EpochMillis, MemoryContent};
 
-/// How close two relevance scores must be, relative to the better one, to count as a tie: 2%.
-pub const TIE_TOLERANCE: f64 = 0.02;
+/// How close two relevance scores must be, relative to the better one, to count as a tie: 5% (two
+/// statements that differ in one word, a city, score about 4% apart by cosine similarity).
+pub const TIE_TOLERANCE: f64 = 0.05;
 
 /// When `content` happened: the latest attribution activity time, else when it was recorded.
 pub fn activity_time(content: &MemoryContent) -> EpochMillis {
@@ -37,11 +38,21 @@ pub fn newer_first_among_ties<T>(
     score: impl Fn(&T) -> f64,
     time: impl Fn(&T) -> EpochMillis,
 ) {
+    newer_first_among(items, |head, item| near(score(head), score(item)), time);
+}
+
+/// [`newer_first_among_ties`] with a tie test of the caller's: `ties(head, item)` says whether
+/// `item`, ranked after the group's first item `head`, is of near-equal relevance. Hybrid recall
+/// uses it to compare the lists' own scores, which its min-max normalized fused score spreads apart.
+pub fn newer_first_among<T>(
+    items: &mut [T],
+    ties: impl Fn(&T, &T) -> bool,
+    time: impl Fn(&T) -> EpochMillis,
+) {
     let mut start = 0;
     while start < items.len() {
-        let head = score(&items[start]);
         let mut end = start + 1;
-        while end < items.len() && ties(head, score(&items[end])) {
+        while end < items.len() && ties(&items[start], &items[end]) {
             end += 1;
         }
         // Stable: equal times keep the ranking's order.
@@ -50,9 +61,9 @@ pub fn newer_first_among_ties<T>(
     }
 }
 
-/// Whether `other` (ranked after `head`) is within the tolerance of `head`. Scores that are not
-/// numbers never tie.
-fn ties(head: f64, other: f64) -> bool {
+/// Whether two scores are within [`TIE_TOLERANCE`] of the larger. Scores that are not numbers never
+/// tie.
+pub fn near(head: f64, other: f64) -> bool {
     if !head.is_finite() || !other.is_finite() {
         return false;
     }

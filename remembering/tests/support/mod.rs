@@ -27,6 +27,8 @@ pub enum Fault {
     LoseAcknowledgement,
     /// Do not apply; report a storage error.
     FailBefore,
+    /// Do not apply; report a definite conflict, as if someone wrote first.
+    Conflict,
 }
 
 /// A memory writer over an [`InMemoryStore`] that injects queued faults and counts calls.
@@ -66,6 +68,7 @@ impl MemoryWriter for FaultyWriter {
         let fault = self.faults.lock().unwrap().pop_front();
         match fault {
             Some(Fault::FailBefore) => Err(MemoryError::storage("apply", "injected failure")),
+            Some(Fault::Conflict) => Err(MemoryError::Conflict { current: None }),
             Some(Fault::LoseAcknowledgement) => {
                 self.inner.apply(write).await?;
                 Err(MemoryError::storage("apply", "acknowledgement lost"))

@@ -56,10 +56,11 @@ mod excerpts;
 mod fusion;
 mod passages;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use memory_core::recall::ties::{activity_time, newer_first_among_ties};
+use memory_core::recall::ties::{activity_time, near, newer_first_among};
 use memory_core::recall::{RecallSource, SourceId};
 use memory_core::vectors::VectorStore;
 use memory_core::{
@@ -156,15 +157,22 @@ impl ScoredLookup {
     /// The answer of ranked passages (best first): `NoMatch` when there are none, else `Found` with
     /// memory-core's tie rule applied ([`memory_core::recall::ties`]: among near-equal scores the
     /// newer passage first). Every ranked mode answers through here.
-    pub fn ranked(mut passages: Vec<ScoredPassage>) -> Self {
+    pub fn ranked(passages: Vec<ScoredPassage>) -> Self {
+        Self::ranked_with(passages, |head, item| near(head.score, item.score))
+    }
+
+    /// [`ScoredLookup::ranked`] with the caller's test of near-equal relevance (see
+    /// [`memory_core::recall::ties::newer_first_among`]).
+    pub fn ranked_with(
+        mut passages: Vec<ScoredPassage>,
+        ties: impl Fn(&ScoredPassage, &ScoredPassage) -> bool,
+    ) -> Self {
         if passages.is_empty() {
             return Self::NoMatch;
         }
-        newer_first_among_ties(
-            &mut passages,
-            |scored| scored.score,
-            |scored| activity_time(&scored.passage.content),
-        );
+        newer_first_among(&mut passages, ties, |scored| {
+            activity_time(&scored.passage.content)
+        });
         Self::Found(passages)
     }
 
@@ -478,12 +486,62 @@ where
             unauthorized = excluded.unauthorized,
             "hybrid recall answered"
         );
+        // Near-equal relevance is judged on the lists' own scores: min-max normalization spreads
+        // two statements that differ in one word far apart in the fused score.
+        let raw: HashMap<&str, (Option<f64>, Option<f64>)> =
+            fused_raw_scores(&lexical_keys, &embedding_keys);
+        let same = |left: Option<f64>, right: Option<f64>| match (left, right) {
+            (None, None) => true,
+            (Some(left), Some(right)) => near(left, right),
+            _ => false,
+        };
+        let lookup = ScoredLookup::ranked_with(
+            passages
+                .into_iter()
+                .map(|(passage, score)| ScoredPassage { passage, score })
+                .collect(),
+            |head, item| {
+                if near(head.score, item.score) {
+                    return true;
+                }
+                let of =
+                    |scored: &ScoredPassage| raw.get(scored.passage.source.id.as_str()).copied();
+                match (of(head), of(item)) {
+                    (Some((head_lexical, head_embedding)), Some((lexical, embedding))) => {
+                        same(head_lexical, lexical) && same(head_embedding, embedding)
+                    }
+                    _ => false,
+                }
+            },
+        );
         Ok(AnsweredLookup {
-            lookup: ScoredLookup::from_passages(passages),
+            lookup,
             answered_by: Some(answered_by),
         })
     };
     deadline(limits.timeout_ms, work).await
+}
+
+/// Each document's own scores in the lexical and the embedding ranking (its first occurrence), by
+/// document id: hybrid recall's test of near-equal relevance reads them.
+fn fused_raw_scores<'a>(
+    lexical: &'a [(MemoryKey, f64)],
+    embedding: &'a [(MemoryKey, f64)],
+) -> HashMap<&'a str, (Option<f64>, Option<f64>)> {
+    let mut raw: HashMap<&str, (Option<f64>, Option<f64>)> = HashMap::new();
+    for (key, score) in lexical {
+        raw.entry(key.id.as_str())
+            .or_default()
+            .0
+            .get_or_insert(*score);
+    }
+    for (key, score) in embedding {
+        raw.entry(key.id.as_str())
+            .or_default()
+            .1
+            .get_or_insert(*score);
+    }
+    raw
 }
 
 /// The written-order neighbours of every fused document (as keys of `access.namespace`), read on

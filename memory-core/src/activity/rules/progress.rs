@@ -290,6 +290,43 @@ impl Advance {
     }
 }
 
+/// The total rows one [`ExtractionNote`] adds to (name, amount): `records`, `kept` and
+/// `dropped:<reason>`. Both SQL stores keep totals as such rows, added to in the transaction that
+/// first notes a record, so `memory status` reads a few rows, never every note.
+pub fn note_total_rows(note: &ExtractionNote) -> Vec<(String, u64)> {
+    let mut rows = vec![("records".to_owned(), 1), ("kept".to_owned(), note.kept)];
+    rows.extend(
+        note.dropped
+            .iter()
+            .map(|(reason, count)| (format!("{DROPPED_PREFIX}{reason}"), *count)),
+    );
+    rows
+}
+
+/// The prefix of a dropped reason's total row.
+pub const DROPPED_PREFIX: &str = "dropped:";
+
+/// The totals the rows of [`note_total_rows`] add up to; an unknown row name is corrupt.
+pub fn totals_from_rows(
+    rows: impl IntoIterator<Item = (String, i64)>,
+) -> Result<ExtractionTotals, ActivityError> {
+    let mut totals = ExtractionTotals::default();
+    for (name, amount) in rows {
+        let amount = stored_u64(amount, "extraction total")?;
+        match name.as_str() {
+            "records" => totals.records = amount,
+            "kept" => totals.kept = amount,
+            other => match other.strip_prefix(DROPPED_PREFIX) {
+                Some(reason) => {
+                    totals.dropped.insert(reason.to_owned(), amount);
+                }
+                None => return Err(corrupt("unknown extraction total row")),
+            },
+        }
+    }
+    Ok(totals)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -499,41 +536,4 @@ mod tests {
             .is_err()
         );
     }
-}
-
-/// The total rows one [`ExtractionNote`] adds to (name, amount): `records`, `kept` and
-/// `dropped:<reason>`. Both SQL stores keep totals as such rows, added to in the transaction that
-/// first notes a record, so `memory status` reads a few rows, never every note.
-pub fn note_total_rows(note: &ExtractionNote) -> Vec<(String, u64)> {
-    let mut rows = vec![("records".to_owned(), 1), ("kept".to_owned(), note.kept)];
-    rows.extend(
-        note.dropped
-            .iter()
-            .map(|(reason, count)| (format!("{DROPPED_PREFIX}{reason}"), *count)),
-    );
-    rows
-}
-
-/// The prefix of a dropped reason's total row.
-pub const DROPPED_PREFIX: &str = "dropped:";
-
-/// The totals the rows of [`note_total_rows`] add up to; an unknown row name is corrupt.
-pub fn totals_from_rows(
-    rows: impl IntoIterator<Item = (String, i64)>,
-) -> Result<ExtractionTotals, ActivityError> {
-    let mut totals = ExtractionTotals::default();
-    for (name, amount) in rows {
-        let amount = stored_u64(amount, "extraction total")?;
-        match name.as_str() {
-            "records" => totals.records = amount,
-            "kept" => totals.kept = amount,
-            other => match other.strip_prefix(DROPPED_PREFIX) {
-                Some(reason) => {
-                    totals.dropped.insert(reason.to_owned(), amount);
-                }
-                None => return Err(corrupt("unknown extraction total row")),
-            },
-        }
-    }
-    Ok(totals)
 }

@@ -1,0 +1,135 @@
+//! `memory-eval locomo --via worker` on a hand-made conversation in LoCoMo's layout: the turns go
+//! through the thread log and the worker's default extractor, and recall is judged by the turns each
+//! recalled document is attributed to.
+
+use std::path::{Path, PathBuf};
+
+use eval::locomo::data::{Conversation, load};
+use eval::locomo::worker::{ViaWorkerReport, markdown, measure};
+use eval::progress::Progress;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/locomo-worker-mini.json")
+}
+
+fn conversations() -> Vec<Conversation> {
+    load(&fixture()).expect("the fixture loads")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn via_the_worker_questions_are_dropped_statements_recalled_and_lost_evidence_listed() {
+    let conversations = conversations();
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let database = directory.path().join("locomo-via-worker.sqlite");
+    let run = measure(
+        &database,
+        &conversations,
+        &["lexical"],
+        false,
+        &Progress::hidden(),
+    )
+    .await
+    .expect("the via-worker path");
+    assert_eq!((run.appended, run.threads), (8, 2));
+    assert_eq!(run.totals.records, 8, "every record's extraction is noted");
+
+    // Questions are dropped and counted: "How have you been?" is a greeting, "What breed is he?" and
+    // "Did you know beagles were bred for hunting hares?" are questions.
+    assert_eq!(
+        run.totals.dropped.get("question"),
+        Some(&2),
+        "{:?}",
+        run.totals
+    );
+    assert!(
+        run.totals.dropped.contains_key("acknowledgement"),
+        "{:?}",
+        run.totals
+    );
+    // Kept: D1:2, D2:1 and its restatement D2:3, which attests D2:1's document instead of adding one.
+    assert_eq!(run.totals.kept, 3, "{:?}", run.totals);
+    assert_eq!(run.check.documents_in_store, 2);
+    assert_eq!(run.check.turns_with_memory, 3);
+
+    // D1:4, a question, is the only evidence of "What were beagles bred for?": lost and listed.
+    assert_eq!(run.check.evidence_turns, 3, "category 5 is not scored");
+    assert_eq!(run.check.questions_with_all_evidence_lost, 1);
+    let lost: Vec<&str> = run
+        .check
+        .lost
+        .iter()
+        .map(|lost| lost.dia_id.as_str())
+        .collect();
+    assert_eq!(lost, ["D1:4"]);
+    let beagles = &run.check.lost[0];
+    assert_eq!(beagles.speaker, "Brook");
+    assert_eq!(beagles.dropped.get("question"), Some(&1));
+    assert_eq!(
+        beagles.sentences,
+        ["question: Did you know beagles were bred for hunting hares?"]
+    );
+
+    // The statement is recalled, judged by its attribution: "What is the name of Brook's puppy?"
+    // finds the document of D1:2 first.
+    let lexical = &run.answers["lexical"];
+    assert_eq!(lexical.len(), 3);
+    assert!(lexical.iter().all(|answer| !answer.refused));
+    assert_eq!(
+        lexical[0].ranked_turns.first(),
+        Some(&vec!["D1:2".to_owned()]),
+        "{:?}",
+        lexical[0]
+    );
+    // The lost evidence cannot be found.
+    assert!(
+        lexical[1]
+            .ranked_turns
+            .iter()
+            .all(|turns| !turns.contains(&"D1:4".to_owned())),
+        "{:?}",
+        lexical[1]
+    );
+    // The restated sentence is one document standing for both of its turns, so the evidence D2:3
+    // is found through it.
+    assert!(
+        lexical[2]
+            .ranked_turns
+            .contains(&vec!["D2:1".to_owned(), "D2:3".to_owned()]),
+        "{:?}",
+        lexical[2]
+    );
+
+    let report = ViaWorkerReport::new("fixture", &conversations, &run, &["lexical"], None);
+    let figures = &report.modes[0].all;
+    assert_eq!(figures.questions, 3);
+    assert!((figures.hit_at_10 - 2.0 / 3.0).abs() < 1e-12, "{figures:?}");
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["via"], "worker");
+    assert_eq!(json["documents_kept"], 3);
+    assert_eq!(json["documents_dropped_by_reason"]["question"], 2);
+    assert_eq!(json["evidence_turns_lost"], 1);
+    assert_eq!(json["evidence_turns_lost_list"][0]["dia_id"], "D1:4");
+    for name in ["hit@5", "hit@10", "evidence share@10"] {
+        assert!(json["modes"][0]["all"].get(name).is_some(), "{name}");
+    }
+    let text = markdown(&report);
+    assert!(
+        text.contains("| worker-mini | D1:4 | Brook | 1 | question 1 |"),
+        "{text}"
+    );
+
+    // A second run over the same file starts afresh instead of appending every turn twice.
+    let again = measure(
+        &database,
+        &conversations,
+        &["lexical"],
+        false,
+        &Progress::hidden(),
+    )
+    .await
+    .expect("a second run");
+    assert_eq!(
+        (again.totals.records, again.check.documents_in_store),
+        (8, 2)
+    );
+}
