@@ -7,7 +7,7 @@
 //!   server's default namespace) is the destination's namespace. Without one, the destination is the
 //!   **per-user default**: `{"name": "memory.user", "version": 1, "identity": {"user": USER}}`, where
 //!   USER is the call's `user`, else `--user`/`MEMORY_USER`, else the OS user (`$USER`, `$USERNAME`,
-//!   `$LOGNAME`). So every session of one user on one database shares one memory, and two users do
+//!   `$LOGNAME`, else the account database's name for the process's user). So every session of one user on one database shares one memory, and two users do
 //!   not share theirs.
 //! - Naming both a namespace and a user in one call is refused (`invalid-input`): which one wins would
 //!   be a guess.
@@ -27,11 +27,13 @@ use crate::refusal::Refusal;
 /// The scope granted and recalled when none is given: the remembering worker's default.
 pub const DEFAULT_SCOPE: &str = "agent";
 
-/// The OS user's name, if the environment says it.
+/// The OS user's name: `$USER`, `$USERNAME` or `$LOGNAME`, else the account database's name for the
+/// process's user (a service or container often runs without those variables).
 pub fn os_user() -> Option<String> {
     ["USER", "USERNAME", "LOGNAME"]
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+        .or_else(|| whoami::username().ok().filter(|name| !name.is_empty()))
 }
 
 /// The per-user default namespace of `user`, as the operations' JSON takes it.

@@ -59,6 +59,9 @@ pub struct ThreadStatus {
     /// Threads with no destination (appended before destinations existed; `memory thread rebind`
     /// binds them).
     pub unbound: u64,
+    /// Threads whose stored destination no longer validates (the worker parks them; `memory thread
+    /// rebind` repairs one).
+    pub unreadable: u64,
     /// Threads with records the worker has not settled yet.
     pub pending: u64,
     /// Threads parked at a record that cannot be remembered, by kind (`extraction`,
@@ -102,6 +105,7 @@ impl ThreadStatus {
                 })
                 .collect(),
             unbound: overview.unbound,
+            unreadable: overview.unreadable,
             pending: overview.pending,
             parked: overview.parked.into_iter().collect(),
             extraction,

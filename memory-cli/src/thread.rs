@@ -8,6 +8,9 @@
 //!   The optional `namespace`, `scope` and `user` name the thread's destination
 //!   ([`crate::destination`]): the first append binds the thread to it, and an append naming another
 //!   one is refused as `conflict` with nothing written.
+//! - **rebind** (`memory thread rebind`, the shell only: no MCP tool, since a model must never be able
+//!   to move a thread's memory into another tenant) binds a thread to another destination
+//!   ([`ThreadService::rebind`]).
 //! - **forget** `{"thread", "sequence", "reason", "event"?}` suppresses everything the record contributed
 //!   and admits its cleanup in one transaction ([`SourceEvents::record`] with
 //!   [`SourceId::thread_record`]), and only then answers `{"thread", "sequence", "event", "cleanup"}`

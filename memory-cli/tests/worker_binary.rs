@@ -92,25 +92,8 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
             .arg("50")
             .spawn()
             .unwrap();
-        // Wait until the worker has run at least one more pass (a lease epoch moved), then signal it.
-        let epoch_before: u64 = progress
-            .inspect_all(10)
-            .unwrap()
-            .iter()
-            .map(|view| view.epoch.0)
-            .sum();
-        for _ in 0..400 {
-            let epochs: u64 = progress
-                .inspect_all(10)
-                .unwrap()
-                .iter()
-                .map(|v| v.epoch.0)
-                .sum();
-            if epochs > epoch_before {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
+        // Let it run a few passes: every thread is settled, so they claim nothing and write nothing.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let killed = Command::new("kill")
             .arg(signal)
             .arg(child.id().to_string())
@@ -123,4 +106,78 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
             "worker exited with {status:?} after {signal}"
         );
     }
+}
+
+/// A thread whose stored destination no longer validates is parked (and counted by `memory status`),
+/// and the worker goes on with every other thread; rebinding the thread unparks it.
+#[test]
+fn a_thread_with_a_destination_that_no_longer_validates_is_parked_and_the_rest_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    let log = SqliteThreadLog::open(&path).unwrap();
+    let scopes = vec![MemoryScope::new("agent").unwrap()];
+    let ana = ThreadDestination::for_user("ana", scopes.clone()).unwrap();
+    for name in ["bad", "good"] {
+        log.append_to(
+            &ThreadId::new(name).unwrap(),
+            Some(&ana),
+            NewRecord::user("ana", format!("I keep a diary called {name}."), 1),
+        )
+        .unwrap();
+    }
+    // Something outside the product damages one binding.
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection
+        .execute(
+            "UPDATE thread_bindings SET destination = '{\"namespace\":\"not an address\",\"scopes\":[\"agent\"]}' WHERE thread = 'bad'",
+            [],
+        )
+        .unwrap();
+    let status = Command::new(BINARY)
+        .arg("--db")
+        .arg(&path)
+        .arg("--once")
+        .status()
+        .unwrap();
+    assert!(status.success(), "one bad thread does not stop the worker");
+    let memory = memory_sqlite::SqliteStore::open(&path).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let good = MemoryKey {
+        namespace: ana.namespace().clone(),
+        id: statement_document_id("ana", "I keep a diary called good.").unwrap(),
+    };
+    assert!(runtime.block_on(memory.read(&good)).unwrap().is_some());
+    let overview = log.overview().unwrap();
+    assert_eq!(overview.parked, vec![("destination".to_owned(), 1)]);
+    assert_eq!(overview.unreadable, 1);
+    assert_eq!(
+        overview.destinations.len(),
+        1,
+        "the good thread's destination is listed"
+    );
+    // Parked threads are not visited again until they are rebound.
+    assert!(
+        log.pending_threads(None, 10)
+            .unwrap()
+            .iter()
+            .all(|pending| pending.thread.as_str() != "bad")
+    );
+    let bea = ThreadDestination::for_user("bea", scopes).unwrap();
+    log.rebind(&ThreadId::new("bad").unwrap(), &bea).unwrap();
+    let status = Command::new(BINARY)
+        .arg("--db")
+        .arg(&path)
+        .arg("--once")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rebound = MemoryKey {
+        namespace: bea.namespace().clone(),
+        id: statement_document_id("ana", "I keep a diary called bad.").unwrap(),
+    };
+    assert!(runtime.block_on(memory.read(&rebound)).unwrap().is_some());
+    assert!(log.overview().unwrap().parked.is_empty());
+    assert_eq!(log.overview().unwrap().pending, 0);
 }

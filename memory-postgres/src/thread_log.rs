@@ -430,7 +430,7 @@ impl ThreadLog for PostgresThreadLog {
                         to_u64(threads, "thread count").map_err(Fail::Model)?,
                     ));
                 }
-                let destinations = overview_destinations(counted).map_err(Fail::Model)?;
+                let (destinations, unreadable) = overview_destinations(counted);
                 let counts = transaction
                     .query_one(
                         "SELECT (SELECT count(*) FROM thread_heads WHERE destination IS NULL), \
@@ -457,6 +457,7 @@ impl ThreadLog for PostgresThreadLog {
                 transaction.commit().await?;
                 Ok(ThreadOverview {
                     destinations,
+                    unreadable,
                     unbound: to_u64(unbound, "thread count").map_err(Fail::Model)?,
                     pending: to_u64(pending, "thread count").map_err(Fail::Model)?,
                     parked,

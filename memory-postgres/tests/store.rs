@@ -545,7 +545,9 @@ async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_befor
         "DROP INDEX memory_documents_lexical; \
          DROP FUNCTION memory_lexical_keys(TEXT, TSVECTOR); \
          CREATE INDEX memory_documents_search ON memory_documents USING GIN (search); \
-         DELETE FROM memory_schema_version WHERE version = 3;",
+         ALTER TABLE thread_heads DROP COLUMN destination, DROP COLUMN generation; \
+         DROP TABLE thread_pending, thread_parks, extraction_notes, extraction_totals; \
+         DELETE FROM memory_schema_version WHERE version >= 3;",
     )
     .await
     .expect("back to version 2");

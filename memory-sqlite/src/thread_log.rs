@@ -461,7 +461,7 @@ impl ThreadLog for SqliteThreadLog {
         let transaction = connection
             .transaction()
             .map_err(sql_error("thread overview"))?;
-        let destinations = {
+        let (destinations, unreadable) = {
             let mut statement = transaction
                 .prepare("SELECT destination, COUNT(*) FROM thread_bindings GROUP BY destination")
                 .map_err(sql_error("thread overview"))?;
@@ -475,7 +475,7 @@ impl ThreadLog for SqliteThreadLog {
                 let (destination, threads) = row.map_err(sql_error("thread overview"))?;
                 counted.push((destination, to_u64(threads, "thread count")?));
             }
-            overview_destinations(counted)?
+            overview_destinations(counted)
         };
         let count = |sql: &str| -> Result<u64, ActivityError> {
             let value: i64 = transaction
@@ -506,6 +506,7 @@ impl ThreadLog for SqliteThreadLog {
         };
         Ok(ThreadOverview {
             destinations,
+            unreadable,
             unbound,
             pending,
             parked,

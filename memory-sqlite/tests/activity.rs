@@ -63,3 +63,54 @@ fn thread_records_are_append_only_for_a_raw_connection() {
         assert!(error.to_string().contains("append-only"), "{error}");
     }
 }
+
+/// A file written before destinations and the pending index (thread records only, no pending rows,
+/// no marker) opens with every existing thread pending once and unbound, so the worker's next pass
+/// visits each of them, and its records keep their place.
+#[test]
+fn a_thread_log_from_before_the_pending_index_marks_every_thread_pending_once() {
+    use memory_core::activity::{NewRecord, Sequence, ThreadLog};
+    let path = common::fresh_path();
+    {
+        let log = SqliteThreadLog::open(&path).unwrap();
+        for (thread, records) in [("a", 2), ("b", 1)] {
+            for at in 0..records {
+                log.append(
+                    &ThreadId::new(thread).unwrap(),
+                    NewRecord::user("ana", "hello", at),
+                )
+                .unwrap();
+            }
+        }
+    }
+    // Make the file look like one an earlier build wrote.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "DROP TABLE thread_pending; DROP TABLE thread_parks; DROP TABLE thread_bindings;
+         DELETE FROM activity_formats WHERE component = 'thread_log.pending';",
+    )
+    .unwrap();
+    drop(raw);
+    let log = SqliteThreadLog::open(&path).unwrap();
+    let pending: Vec<(String, u64)> = log
+        .pending_threads(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|pending| (pending.thread.as_str().to_owned(), pending.tail.0))
+        .collect();
+    assert_eq!(pending, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
+    let overview = log.overview().unwrap();
+    assert_eq!((overview.unbound, overview.pending), (2, 2));
+    assert_eq!(
+        log.inspect_tail(&ThreadId::new("a").unwrap()).unwrap(),
+        Sequence(2)
+    );
+    // Settled once, a reopen does not mark them again.
+    assert!(
+        log.settle(&ThreadId::new("a").unwrap(), Sequence(2))
+            .unwrap()
+    );
+    drop(log);
+    let log = SqliteThreadLog::open(&path).unwrap();
+    assert_eq!(log.overview().unwrap().pending, 1);
+}

@@ -1,7 +1,9 @@
 //! Crash at every failpoint of a committed-activity pass, in a child process that exits on the spot
-//! (no destructors, no rollback courtesy), then restart: each record lands exactly once, a saved output
-//! wins over re-extraction (a re-extracted command would differ and meet `OperationConflict`), and the
-//! cursor never moves back. Everything is durable in one SQLite file, memory documents included.
+//! (no destructors, no rollback courtesy), then restart: each record lands exactly once (one revision
+//! per statement, never replaced) and the cursor never moves back. Everything is durable in one SQLite
+//! file, memory documents included. (Statements are attestations, which absorb a second extraction of
+//! a landed record; that a saved output wins over re-extraction is checked by `activity_pass`'s
+//! lost-acknowledgement tests, which compare the commands sent.)
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;

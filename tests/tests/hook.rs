@@ -335,8 +335,14 @@ fn session_start_recalls_for_the_sessions_latest_prompts() {
     );
     let context = additional_context(&outcome, "SessionStart");
     assert!(context.contains("Miso"), "{context}");
+    // A fresh session of the same user starts with the user's memory; another user's, with nothing.
     let fresh = claude_input("session-start.json", "fresh", &transcript, None);
-    let nothing = run_hook(&fixture, &["session-start"], &fresh, &[]);
+    let same_user = run_hook(&fixture, &["session-start"], &fresh, &[]);
+    assert!(
+        additional_context(&same_user, "SessionStart").contains("Miso"),
+        "{same_user:#?}"
+    );
+    let nothing = run_hook(&fixture, &["session-start", "--user", "bea"], &fresh, &[]);
     assert_eq!(nothing.code, 0);
     assert!(nothing.stdout.is_empty(), "{nothing:#?}");
 }

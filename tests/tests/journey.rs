@@ -57,6 +57,40 @@ fn status(fixture: &Fixture) -> Value {
     outcome.json
 }
 
+/// `memory thread append` of one statement of ana's, bound to her namespace through the argument's
+/// `user`; answers the sequence.
+fn say(fixture: &Fixture, thread: &str, at: i64, text: &str) -> u64 {
+    let argument = json!({
+        "thread": thread,
+        "record": {"speaker": "ana", "occurred_at": at, "body": {"kind": "user_input", "text": text}},
+        "user": "ana",
+    })
+    .to_string();
+    let outcome = fixture.run(&["thread", "append", &argument]);
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    outcome.json["sequence"].as_u64().expect("sequence")
+}
+
+/// `memory recall` of `query` in `namespace` with scope `agent`.
+fn recall(fixture: &Fixture, namespace: &Value, query: &str, mode: &str) -> Outcome {
+    let outcome = fixture.call(
+        "recall",
+        &json!({
+            "namespace": namespace,
+            "scope": "agent",
+            "query": query,
+            "mode": mode,
+            "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000},
+        }),
+    );
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    outcome
+}
+
+fn user_namespace(user: &str) -> Value {
+    json!({"name": "memory.user", "version": 1, "identity": {"user": user}})
+}
+
 #[test]
 fn what_a_user_says_in_one_session_is_recalled_in_the_next_and_never_by_another_user() {
     let fixture = Fixture::new();
@@ -220,26 +254,12 @@ fn a_thread_cannot_be_redirected_and_bad_destinations_change_nothing() {
     // From a shell: the worker remembers the statements, `memory recall` finds them in ana's
     // namespace, and bea's namespace has nothing.
     fixture.worker_pass();
-    let recall = |user: &str| {
-        fixture.call(
-            "recall",
-            &json!({
-                "namespace": {"name": "memory.user", "version": 1, "identity": {"user": user}},
-                "scope": "agent",
-                "query": "Lisbon",
-                "mode": "lexical",
-                "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 30000},
-            }),
-        )
-    };
-    let ana = recall("ana");
-    assert_eq!(ana.code, 0, "{ana:#?}");
+    let ana = recall(&fixture, &user_namespace("ana"), "Lisbon", "lexical");
     assert!(
         ana.json["text"].as_str().unwrap_or("").contains("Lisbon"),
         "{ana:#?}"
     );
-    let bea = recall("bea");
-    assert_eq!(bea.code, 0, "{bea:#?}");
+    let bea = recall(&fixture, &user_namespace("bea"), "Lisbon", "lexical");
     assert_eq!(bea.json["passages"], json!([]), "{bea:#?}");
 }
 
@@ -257,22 +277,9 @@ fn a_thread_from_before_destinations_keeps_working_and_moves_with_rebind() {
         .expect("appended");
     }
     fixture.worker_pass();
-    let recall = |namespace: Value| {
-        fixture.call(
-            "recall",
-            &json!({
-                "namespace": namespace,
-                "scope": "agent",
-                "query": "cat Miso",
-                "mode": "lexical",
-                "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 30000},
-            }),
-        )
-    };
     let legacy = json!({"name": "remembering.thread-statements", "version": 1,
                         "identity": {"thread": "old-session"}});
-    let user = json!({"name": "memory.user", "version": 1, "identity": {"user": "ana"}});
-    let before = recall(legacy.clone());
+    let before = recall(&fixture, &legacy, "cat Miso", "lexical");
     assert!(
         before.json["text"].as_str().unwrap_or("").contains("Miso"),
         "{before:#?}"
@@ -292,7 +299,7 @@ fn a_thread_from_before_destinations_keeps_working_and_moves_with_rebind() {
     assert_eq!(appended.code, 0, "{appended:#?}");
     fixture.worker_pass();
     // The whole thread is remembered again in the new destination.
-    let after = recall(user);
+    let after = recall(&fixture, &user_namespace("ana"), "cat Miso", "lexical");
     let text = after.json["text"].as_str().unwrap_or("").to_owned();
     assert!(text.contains("grey cat named Miso"), "{after:#?}");
     assert!(text.contains("Miso is three"), "{after:#?}");
@@ -354,15 +361,7 @@ fn sessions_through_a_running_server_share_the_users_memory() {
 fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
     let fixture = Fixture::new();
     let append = |thread: &str, at: i64, text: &str| {
-        let argument = json!({
-            "thread": thread,
-            "record": {"speaker": "ana", "occurred_at": at,
-                       "body": {"kind": "user_input", "text": text}},
-            "user": "ana",
-        })
-        .to_string();
-        let outcome = fixture.run(&["thread", "append", &argument]);
-        assert_eq!(outcome.code, 0, "{outcome:#?}");
+        say(&fixture, thread, at, text);
     };
     // Week one, then week three; other memories around them, as a real memory has.
     for (index, text) in [
@@ -387,17 +386,12 @@ fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
     );
     append("later", 1_768_435_200_000, "I moved to Lisbon last spring.");
     fixture.worker_pass();
-    let recalled = fixture.call(
-        "recall",
-        &json!({
-            "namespace": {"name": "memory.user", "version": 1, "identity": {"user": "ana"}},
-            "scope": "agent",
-            "query": "Where did I move last spring?",
-            "mode": "hybrid",
-            "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000},
-        }),
+    let recalled = recall(
+        &fixture,
+        &user_namespace("ana"),
+        "Where did I move last spring?",
+        "hybrid",
     );
-    assert_eq!(recalled.code, 0, "{recalled:#?}");
     let text = recalled.json["text"].as_str().unwrap_or("").to_owned();
     // Both are recalled (time withdraws nothing); the newer statement is cited first, and each
     // shows its own activity time.
@@ -410,4 +404,58 @@ fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
         text.contains("2026-01-15") || text.contains("1768435200000"),
         "{text}"
     );
+}
+
+#[test]
+fn a_statement_said_again_in_another_session_is_one_memory_and_survives_forgetting_either() {
+    let fixture = Fixture::new();
+    let list = || {
+        let outcome = fixture.run(&[
+            "list",
+            "--namespace",
+            r#"{"name":"memory.user","version":1,"identity":{"user":"ana"}}"#,
+        ]);
+        assert_eq!(outcome.code, 0, "{outcome:#?}");
+        outcome.json["documents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let first = say(
+        &fixture,
+        "week-1",
+        1_767_225_600_000,
+        "I am allergic to peanuts.",
+    );
+    let again = say(
+        &fixture,
+        "week-2",
+        1_767_830_400_000,
+        "I am allergic to peanuts!",
+    );
+    fixture.worker_pass();
+    let documents = list();
+    assert_eq!(documents.len(), 1, "one memory: {documents:#?}");
+    let attributions = |document: &Value| {
+        document["content"]["attributions"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(attributions(&documents[0]), 2, "{documents:#?}");
+    // Forgetting the restatement keeps the fact, attributed to the first statement only.
+    let forget = |thread: &str, sequence: u64| {
+        let argument =
+            json!({"thread": thread, "sequence": sequence, "reason": "asked to"}).to_string();
+        let outcome = fixture.run(&["thread", "forget", &argument]);
+        assert_eq!(outcome.code, 0, "{outcome:#?}");
+    };
+    forget("week-2", again);
+    fixture.worker_pass();
+    let documents = list();
+    assert_eq!(documents.len(), 1, "{documents:#?}");
+    assert_eq!(attributions(&documents[0]), 1, "{documents:#?}");
+    // Forgetting the first statement too leaves nothing.
+    forget("week-1", first);
+    fixture.worker_pass();
+    assert!(list().is_empty());
 }

@@ -209,14 +209,14 @@ fn a_sync_past_max_chunks_is_refused_and_the_rest_is_counted_not_hidden() {
     assert_eq!(status.success()["chunks"]["live"], 20);
 }
 
-/// The namespace the worker's statement extractor writes thread `thread`'s statements to.
-fn statements_namespace(thread: &str) -> Value {
-    json!({"name": "remembering.thread-statements", "version": 1, "identity": {"thread": thread}})
+/// The namespace the tests' thread records are bound to (each append names `user` ana): hers.
+fn statements_namespace() -> Value {
+    json!({"name": "memory.user", "version": 1, "identity": {"user": "ana"}})
 }
 
 fn statements_recall(query: &str, mode: &str) -> Value {
     json!({
-        "namespace": statements_namespace("chat-7"), "scope": "agent", "query": query, "mode": mode,
+        "namespace": statements_namespace(), "scope": "agent", "query": query, "mode": mode,
         "limits": {"max_items": 5, "max_bytes": 8000, "max_tokens": 2000, "timeout_ms": 60000}
     })
 }
@@ -232,7 +232,7 @@ fn recalled_texts(outcome: &integration_tests::product::Outcome) -> String {
 fn a_forgotten_record_is_never_recalled_from_acknowledgement_on_in_any_mode() {
     let fixture = Fixture::new();
     let record = |text: &str, at: i64| {
-        json!({"thread": "chat-7", "record": {
+        json!({"thread": "chat-7", "user": "ana", "record": {
             "occurred_at": at, "speaker": "ana", "observers": ["assistant"],
             "body": {"kind": "user_input", "text": text}
         }})

@@ -27,7 +27,7 @@ use memory_postgres::{PostgresStore, SchemaName};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
-use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
@@ -203,8 +203,13 @@ async fn postgres_stores(
     })
 }
 
-type Intents<W> =
-    IntentWorker<W, ThreadRecordLoader, StatementProposals, KeepLatestMerger, WithdrawOwnRevision>;
+type Intents<W> = IntentWorker<
+    W,
+    ThreadRecordLoader,
+    StatementProposals,
+    KeepLatestMerger,
+    RemoveSourceAttributions,
+>;
 
 /// Everything one pass runs.
 struct Work<W> {
@@ -297,7 +302,7 @@ where
             loader: ThreadRecordLoader::new(log.clone()),
             extractor: StatementProposals::new(StatementExtractor::new()),
             merger: KeepLatestMerger,
-            cleanup: WithdrawOwnRevision,
+            cleanup: RemoveSourceAttributions,
         },
         Arc::new(SystemClock),
         owner,

@@ -14,7 +14,7 @@ use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
-use remembering::app::{KeepLatestMerger, WithdrawOwnRevision};
+use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
@@ -195,7 +195,7 @@ impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
                 loader: ThreadRecordLoader::new(Arc::clone(&self.log)),
                 extractor: StatementProposals::new(StatementExtractor::new()),
                 merger: KeepLatestMerger,
-                cleanup: WithdrawOwnRevision,
+                cleanup: RemoveSourceAttributions,
             },
             Arc::new(SystemClock),
             Self::owner(),

@@ -216,6 +216,9 @@ pub struct ThreadOverview {
     pub destinations: Vec<DestinationCount>,
     /// Threads with records and no binding (appended before bindings existed).
     pub unbound: u64,
+    /// Threads whose stored destination no longer validates (damaged outside the product); the
+    /// worker parks them, and `rebind` repairs them.
+    pub unreadable: u64,
     /// Threads marked pending (records a worker has not settled).
     pub pending: u64,
     /// Parked threads by the kind of the error that parked them.
@@ -375,21 +378,29 @@ pub fn rebinding(
 
 /// Builds [`ThreadOverview::destinations`] from stored (destination JSON, thread count) rows: each
 /// destination is read back through [`ThreadDestination::from_stored`]; most threads first, then by
-/// the stored text, at most [`MAX_OVERVIEW_DESTINATIONS`].
+/// the stored text, at most [`MAX_OVERVIEW_DESTINATIONS`]. A row that no longer validates is not
+/// listed but counted, in the second answer, so one damaged binding cannot hide the rest.
 pub fn overview_destinations(
     rows: impl IntoIterator<Item = (String, u64)>,
-) -> Result<Vec<DestinationCount>, ActivityError> {
-    let mut rows: Vec<(String, u64)> = rows.into_iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    rows.truncate(MAX_OVERVIEW_DESTINATIONS);
-    rows.into_iter()
-        .map(|(stored, threads)| {
-            Ok(DestinationCount {
-                destination: ThreadDestination::from_stored(&stored)?,
-                threads,
-            })
+) -> (Vec<DestinationCount>, u64) {
+    let mut readable = Vec::new();
+    let mut unreadable = 0u64;
+    for (stored, threads) in rows {
+        match ThreadDestination::from_stored(&stored) {
+            Ok(destination) => readable.push((stored, destination, threads)),
+            Err(_) => unreadable = unreadable.saturating_add(threads),
+        }
+    }
+    readable.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    readable.truncate(MAX_OVERVIEW_DESTINATIONS);
+    let destinations = readable
+        .into_iter()
+        .map(|(_, destination, threads)| DestinationCount {
+            destination,
+            threads,
         })
-        .collect()
+        .collect();
+    (destinations, unreadable)
 }
 
 /// Checks a page limit of [`ThreadLog::threads`] and [`ThreadLog::pending_threads`].

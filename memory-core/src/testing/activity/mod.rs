@@ -57,19 +57,6 @@ pub trait ActivityBackend {
 
     /// A handle on this backend's remembering store (see [`ActivityBackend::thread_log`]).
     fn remembering(&self) -> Self::Remembering;
-
-    /// Up to `limit` thread ids that have records, in id order, after `after` (exclusive).
-    ///
-    /// Superseded by [`ThreadLog::threads`], which the suites check directly; this answers it, and
-    /// remains only so that backends written when listing was outside the port still compile. An
-    /// override is never called by the suites.
-    fn threads(
-        log: &Self::Log,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        log.threads(after, limit)
-    }
 }
 
 impl ActivityBackend for InMemoryActivity {

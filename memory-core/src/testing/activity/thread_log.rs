@@ -963,6 +963,7 @@ fn overview_counts_threads<B: ActivityBackend>(backend: &B) -> Checked {
             },
         ],
         unbound: 1,
+        unreadable: 0,
         // Parked threads stay marked: a2, a3, c1, u1 and u2.
         pending: 5,
         parked: vec![("corrupt".to_owned(), 1), ("invalid-input".to_owned(), 2)],

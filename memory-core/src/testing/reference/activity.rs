@@ -245,12 +245,14 @@ impl ThreadLog for InMemoryActivity {
         for binding in state.bindings.values() {
             *counts.entry(binding.destination.to_stored()).or_default() += 1;
         }
+        let (destinations, unreadable) = overview_destinations(counts);
         let mut parked: BTreeMap<String, u64> = BTreeMap::new();
         for (_, kind) in state.parked.values() {
             *parked.entry(kind.clone()).or_default() += 1;
         }
         Ok(ThreadOverview {
-            destinations: overview_destinations(counts)?,
+            destinations,
+            unreadable,
             unbound: state
                 .records
                 .keys()
