@@ -233,19 +233,34 @@ impl ThreadLog for PostgresThreadLog {
                     )
                     .await?;
                 let row = transaction.query_opt(&head, &[&thread.as_str()]).await?;
+                // A stored destination that no longer validates is what a rebind repairs: it is
+                // read leniently here.
                 let (tail, current) = match row {
-                    Some(row) => (
-                        row.try_get::<_, i64>(0)?,
-                        binding_of(row.try_get(1)?, row.try_get(2)?).map_err(Fail::Model)?,
-                    ),
+                    Some(row) => {
+                        let stored: Option<String> = row.try_get(1)?;
+                        let generation: Option<i64> = row.try_get(2)?;
+                        let current = match generation {
+                            Some(generation) => Some((
+                                stored.and_then(|stored| {
+                                    ThreadDestination::from_stored(&stored).ok()
+                                }),
+                                to_u64(generation, "binding generation").map_err(Fail::Model)?,
+                            )),
+                            None => None,
+                        };
+                        (row.try_get::<_, i64>(0)?, current)
+                    }
                     None => (0, None),
                 };
                 let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
-                let Some(binding) =
-                    rebinding(current.as_ref(), sequence, &destination).map_err(Fail::Model)?
+                let read = current
+                    .as_ref()
+                    .map(|(destination, generation)| (destination.as_ref(), *generation));
+                let Some(binding) = rebinding(read, sequence, &destination).map_err(Fail::Model)?
                 else {
-                    return current.ok_or_else(|| {
-                        Fail::Model(ActivityError::invalid("thread", "has no binding"))
+                    return Ok(ThreadBinding {
+                        destination: destination.clone(),
+                        generation: current.map_or(0, |(_, generation)| generation),
                     });
                 };
                 let generation =

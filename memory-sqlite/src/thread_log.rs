@@ -329,14 +329,32 @@ impl ThreadLog for SqliteThreadLog {
                 |row| row.get(0),
             )
             .map_err(sql_error("rebind thread"))?;
-        let current = read_binding(&transaction, thread)?;
-        let Some(binding) = rebinding(
-            current.as_ref(),
-            Sequence(to_u64(tail, "record sequence")?),
-            destination,
-        )?
-        else {
-            return current.ok_or_else(|| ActivityError::invalid("thread", "has no binding"));
+        // A stored destination that no longer validates is what a rebind repairs: read leniently.
+        let row: Option<(String, i64)> = transaction
+            .query_row(
+                "SELECT destination, generation FROM thread_bindings WHERE thread = ?1",
+                [thread.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(sql_error("rebind thread"))?;
+        let current = row
+            .map(|(stored, generation)| {
+                Ok::<_, ActivityError>((
+                    ThreadDestination::from_stored(&stored).ok(),
+                    to_u64(generation, "binding generation")?,
+                ))
+            })
+            .transpose()?;
+        let read = current
+            .as_ref()
+            .map(|(destination, generation)| (destination.as_ref(), *generation));
+        let tail_sequence = Sequence(to_u64(tail, "record sequence")?);
+        let Some(binding) = rebinding(read, tail_sequence, destination)? else {
+            return Ok(ThreadBinding {
+                destination: destination.clone(),
+                generation: current.map_or(0, |(_, generation)| generation),
+            });
         };
         transaction
             .execute(

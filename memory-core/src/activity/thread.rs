@@ -343,10 +343,14 @@ pub fn binding_step(
     }
 }
 
+/// A thread's binding as [`rebinding`] reads it: the destination when it still validates (`None`
+/// for a stored destination damaged outside the product, which a rebind repairs), and the generation.
+pub type CurrentBinding<'a> = (Option<&'a ThreadDestination>, u64);
+
 /// What [`ThreadLog::rebind`] writes, given the binding and tail read in its transaction: `None` when
 /// the thread is already bound to `destination` (nothing changes); refused when it has no records.
 pub fn rebinding(
-    current: Option<&ThreadBinding>,
+    current: Option<CurrentBinding<'_>>,
     tail: Sequence,
     destination: &ThreadDestination,
 ) -> Result<Option<ThreadBinding>, ActivityError> {
@@ -357,15 +361,12 @@ pub fn rebinding(
         ));
     }
     let generation = match current {
-        Some(current) if current.destination == *destination => return Ok(None),
-        Some(current) => current
-            .generation
-            .checked_add(1)
-            .ok_or(ActivityError::TooLarge {
-                limit: "binding generation",
-                max: u64::MAX,
-                actual: u64::MAX,
-            })?,
+        Some((Some(current), _)) if current == destination => return Ok(None),
+        Some((_, generation)) => generation.checked_add(1).ok_or(ActivityError::TooLarge {
+            limit: "binding generation",
+            max: u64::MAX,
+            actual: u64::MAX,
+        })?,
         // A thread from before bindings: its records were remembered elsewhere under generation 0's
         // progress, so its first binding is generation 1 and they are remembered again.
         None => 1,

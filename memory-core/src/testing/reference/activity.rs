@@ -163,7 +163,10 @@ impl ThreadLog for InMemoryActivity {
             .and_then(|records| records.last())
             .map_or(Sequence::ZERO, |last| last.sequence);
         let current = state.bindings.get(thread).cloned();
-        let Some(binding) = rebinding(current.as_ref(), tail, destination)? else {
+        let read = current
+            .as_ref()
+            .map(|binding| (Some(&binding.destination), binding.generation));
+        let Some(binding) = rebinding(read, tail, destination)? else {
             return current.ok_or_else(|| ActivityError::invalid("thread", "has no binding"));
         };
         state.bindings.insert(thread.clone(), binding.clone());
