@@ -40,3 +40,4 @@ pub mod simple;
 pub mod status;
 pub mod thread;
 pub mod wire;
+pub mod worker;

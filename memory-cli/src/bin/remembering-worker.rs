@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
+use memory_cli::worker::{ProcessorStores, WorkerSettings, pending_pass};
 use memory_core::activity::{
     ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadDestination, ThreadLog,
     WorkerId,
@@ -31,10 +32,7 @@ use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
-use remembering::{
-    ActivityProcessor, ActivityProcessorParts, PassLimits, PendingPass, StatementExtractor,
-    UnboundThreads,
-};
+use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
 
 /// Pooled PostgreSQL connections per worker: a worker runs one pass at a time, and a pass holds at
 /// most one connection per call, so a few cover the store calls and the pool's replacements.
@@ -267,34 +265,31 @@ where
             .clone()
             .unwrap_or_else(|| format!("worker-{}", std::process::id())),
     )?;
-    let limits = PassLimits {
-        max_records: args.max_records,
-        page_size: args.page_size,
-        timeout_ms: args.timeout_ms,
-        lease_ms: args.lease_ms,
+    let settings = WorkerSettings {
+        processors: args
+            .processors
+            .iter()
+            .map(|text| parse_processor(text))
+            .collect::<anyhow::Result<_>>()?,
+        owner: owner.clone(),
+        limits: PassLimits {
+            max_records: args.max_records,
+            page_size: args.page_size,
+            timeout_ms: args.timeout_ms,
+            lease_ms: args.lease_ms,
+        },
+        unbound,
     };
-    let hooks = stall::hooks()?;
-    let mut processors = Vec::new();
-    for text in &args.processors {
-        let (processor, version) = parse_processor(text)?;
-        let processor = ActivityProcessor::new(ActivityProcessorParts {
-            log: log.clone(),
-            progress: progress.clone(),
-            references: remembering.clone(),
-            writer: memory.clone(),
-            extractor: StatementExtractor::new(),
-            clock: Arc::new(SystemClock),
-            processor,
-            version,
-            owner: owner.clone(),
-            limits,
-            unbound: unbound.clone(),
-        })?;
-        processors.push(match &hooks {
-            Some(hooks) => processor.with_hooks(hooks.clone()),
-            None => processor,
-        });
-    }
+    let pending = pending_pass(
+        &ProcessorStores {
+            memory: Arc::clone(&memory),
+            log: Arc::clone(&log),
+            progress,
+            remembering: Arc::clone(&remembering),
+        },
+        &settings,
+        stall::hooks()?,
+    )?;
     let intents = IntentWorker::new(
         remembering,
         memory,
@@ -312,7 +307,7 @@ where
         },
     )?;
     Ok(Work {
-        pending: PendingPass::new(Arc::clone(&log), processors),
+        pending,
         log,
         intents,
     })

@@ -1,0 +1,88 @@
+//! The remembering worker's committed-activity processors, built in one place: the
+//! `remembering-worker` binary builds them from its flags, and `memory-eval locomo --via worker`
+//! from [`WorkerSettings::defaults`] (the binary's defaults), so the eval measures exactly what the
+//! binary runs.
+
+use std::sync::Arc;
+
+use memory_core::activity::{
+    ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadLog, WorkerId,
+};
+use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use remembering::{
+    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
+    RememberingError, StatementExtractor, UnboundThreads,
+};
+
+/// The processor the binary runs by default (`--processor statements@1`).
+pub const DEFAULT_PROCESSOR: &str = "statements";
+
+/// The stores one worker's processors run over (one database's).
+pub struct ProcessorStores<W> {
+    /// The memory store, written through its `MemoryWriter`.
+    pub memory: Arc<W>,
+    /// The thread log.
+    pub log: Arc<dyn ThreadLog>,
+    /// Activity progress.
+    pub progress: Arc<dyn ProgressStore>,
+    /// Source-to-target references and suppression.
+    pub remembering: Arc<dyn RememberingStore>,
+}
+
+/// How a worker's processors run.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// Each processor's id and version.
+    pub processors: Vec<(ProcessorId, ProcessorVersion)>,
+    /// This worker's id.
+    pub owner: WorkerId,
+    /// Pass limits.
+    pub limits: PassLimits,
+    /// Where the memory of threads without a destination goes.
+    pub unbound: UnboundThreads,
+}
+
+impl WorkerSettings {
+    /// The binary's defaults: `statements@1`, owner `worker-<pid>`, the default pass limits, and
+    /// unbound threads into a namespace of their own with scope `agent`.
+    pub fn defaults() -> Result<Self, RememberingError> {
+        Ok(Self {
+            processors: vec![(ProcessorId::new(DEFAULT_PROCESSOR)?, ProcessorVersion(1))],
+            owner: WorkerId::new(format!("worker-{}", std::process::id()))?,
+            limits: PassLimits::default(),
+            unbound: UnboundThreads::PerThread {
+                scopes: vec![MemoryScope::new(crate::destination::DEFAULT_SCOPE)?],
+            },
+        })
+    }
+}
+
+/// One pending pass of every processor of `settings` over `stores`, each with the default statement
+/// extractor (and `hooks`, where tests inject stalls).
+pub fn pending_pass<W: MemoryReader + MemoryWriter>(
+    stores: &ProcessorStores<W>,
+    settings: &WorkerSettings,
+    hooks: Option<Arc<dyn PassHooks>>,
+) -> Result<PendingPass<W, StatementExtractor>, RememberingError> {
+    let mut processors = Vec::with_capacity(settings.processors.len());
+    for (processor, version) in &settings.processors {
+        let processor = ActivityProcessor::new(ActivityProcessorParts {
+            log: Arc::clone(&stores.log),
+            progress: Arc::clone(&stores.progress),
+            references: Arc::clone(&stores.remembering),
+            writer: Arc::clone(&stores.memory),
+            extractor: StatementExtractor::new(),
+            clock: Arc::new(SystemClock),
+            processor: processor.clone(),
+            version: *version,
+            owner: settings.owner.clone(),
+            limits: settings.limits,
+            unbound: settings.unbound.clone(),
+        })?;
+        processors.push(match &hooks {
+            Some(hooks) => processor.with_hooks(Arc::clone(hooks)),
+            None => processor,
+        });
+    }
+    Ok(PendingPass::new(Arc::clone(&stores.log), processors))
+}
