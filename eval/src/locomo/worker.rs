@@ -6,10 +6,10 @@
 //!   (`locomo/<conversation>/session-<N>`), bound by its first append to the conversation's
 //!   destination: the namespace and scope the direct import writes and recalls through
 //!   ([`super::run::namespace`], [`super::run::SCOPE`]).
-//! - The worker is the `remembering-worker` binary's committed-activity work: the same
-//!   [`ActivityProcessor`] parts ([`StatementExtractor::new`], processor `statements` version 1, its
-//!   default pass limits, lease, clock and unbound-thread scopes; see [`worker`]) driven through
-//!   [`PendingPass`] until no thread is pending. The binary's intent pass is not run: no intent is
+//! - The worker is the `remembering-worker` binary's committed-activity work: the processors the
+//!   binary builds ([`memory_cli::worker::pending_pass`] with the binary's defaults,
+//!   [`memory_cli::worker::WorkerSettings::defaults`]; see [`worker`]) driven through [`PendingPass`]
+//!   until no thread is pending. The binary's intent pass is not run: no intent is
 //!   ever admitted here, so it would do nothing.
 //! - Then one sync and every scored question in every mode through [`super::run::recall_all_judged`]
 //!   (the code, modes and limits of `memory-eval locomo`). A recalled document counts as each turn it
