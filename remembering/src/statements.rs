@@ -174,7 +174,7 @@ pub fn classify(sentence: &str) -> SentenceKind {
     if let Some(reason) = pleasantry(&words) {
         return SentenceKind::Dropped(reason);
     }
-    if is_request(&words) {
+    if is_request(sentence, &words) {
         return SentenceKind::Dropped(DropReason::Request);
     }
     if is_question(sentence, &words) {
@@ -1245,7 +1245,7 @@ const MEMORY_VERBS: &[&str] = &[
 /// Phrases that look like requests but state a standing preference or instruction worth keeping.
 const NOT_REQUESTS: &[&str] = &["make sure", "let me tell you", "let me explain"];
 
-fn is_request(words: &[Word]) -> bool {
+fn is_request(sentence: &str, words: &[Word]) -> bool {
     let mut at = 0;
     while phrase_at(words, at, REQUESTS).is_none() {
         let Some(length) = phrase_at(words, at, REQUEST_OPENERS) else {
@@ -1253,11 +1253,13 @@ fn is_request(words: &[Word]) -> bool {
         };
         at += length;
     }
-    // A name addressing the assistant: "Claude, can you…".
+    // A name addressing the assistant: "Claude, can you…". Only a capitalised word followed by a
+    // comma that is no pronoun, determiner or contraction: "I'll show you…", "We give them…" and
+    // "Gonna continue…" state things (LoCoMo lost evidence turns to this rule without the comma).
     if phrase_at(words, at, REQUESTS).is_none()
         && words
             .get(at)
-            .is_some_and(|word| word.capitalized && word.lower != "i")
+            .is_some_and(|word| is_addressed_name(sentence, word))
         && phrase_at(words, at + 1, REQUESTS).is_some()
     {
         at += 1;
@@ -1276,6 +1278,18 @@ fn is_request(words: &[Word]) -> bool {
         rest += 1;
     }
     phrase_at(words, rest, MEMORY_VERBS).is_none()
+}
+
+/// Whether `word` reads as a name addressing someone: capitalised, followed by a comma in the
+/// sentence, and no pronoun, determiner or contraction.
+fn is_addressed_name(sentence: &str, word: &Word) -> bool {
+    word.capitalized
+        && !SUBJECTS.contains(&word.lower.as_str())
+        && !word.lower.contains('\'')
+        && !matches!(word.lower.as_str(), "gonna" | "gotta" | "wanna")
+        && sentence
+            .to_lowercase()
+            .contains(&format!("{},", word.lower))
 }
 
 const WH_WORDS: &[&str] = &[
@@ -1542,6 +1556,12 @@ mod tests {
             "Make sure you always answer in Portuguese.",
             "Read a great book about whales yesterday.",
             "Call me Ana.",
+            // A capitalised first word before a request verb is no addressed name without a comma
+            // (LoCoMo evidence turns the first cut dropped).
+            "I'll show you what Samantha looks like.",
+            "We give them lots of activities to keep them busy.",
+            "Gonna continue my edu and check out career options, which is pretty exciting!",
+            "You'll find it, just keep trying new things.",
         ] {
             assert_eq!(kept(keep), vec![keep.to_owned()], "{keep}");
         }
