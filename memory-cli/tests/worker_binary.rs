@@ -19,6 +19,16 @@ use remembering::sources::{SourceEvent, SourceEvents};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_remembering-worker");
 
+/// One `remembering-worker --db PATH --once`; answers its exit status.
+fn run_once(path: &std::path::Path) -> std::process::ExitStatus {
+    Command::new(BINARY)
+        .arg("--db")
+        .arg(path)
+        .arg("--once")
+        .status()
+        .unwrap()
+}
+
 #[test]
 fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
     let dir = tempfile::tempdir().unwrap();
@@ -31,12 +41,7 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
         log.append(&thread, NewRecord::assistant("noted", 2))
             .unwrap();
     }
-    let status = Command::new(BINARY)
-        .arg("--db")
-        .arg(&path)
-        .arg("--once")
-        .status()
-        .unwrap();
+    let status = run_once(&path);
     assert!(status.success());
     let progress = SqliteProgressStore::open(&path).unwrap();
     let views = progress.inspect_all(10).unwrap();
@@ -66,12 +71,7 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
         )
         .unwrap()
         .cleanup;
-    let status = Command::new(BINARY)
-        .arg("--db")
-        .arg(&path)
-        .arg("--once")
-        .status()
-        .unwrap();
+    let status = run_once(&path);
     assert!(status.success());
     let view = remembering.inspect_intent(&cleanup).unwrap().unwrap();
     assert_eq!(view.state, IntentState::Done);
@@ -133,12 +133,7 @@ fn a_thread_with_a_destination_that_no_longer_validates_is_parked_and_the_rest_g
             [],
         )
         .unwrap();
-    let status = Command::new(BINARY)
-        .arg("--db")
-        .arg(&path)
-        .arg("--once")
-        .status()
-        .unwrap();
+    let status = run_once(&path);
     assert!(status.success(), "one bad thread does not stop the worker");
     let memory = memory_sqlite::SqliteStore::open(&path).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -166,12 +161,7 @@ fn a_thread_with_a_destination_that_no_longer_validates_is_parked_and_the_rest_g
     );
     let bea = ThreadDestination::for_user("bea", scopes).unwrap();
     log.rebind(&ThreadId::new("bad").unwrap(), &bea).unwrap();
-    let status = Command::new(BINARY)
-        .arg("--db")
-        .arg(&path)
-        .arg("--once")
-        .status()
-        .unwrap();
+    let status = run_once(&path);
     assert!(status.success());
     let rebound = MemoryKey {
         namespace: bea.namespace().clone(),

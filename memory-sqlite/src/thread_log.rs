@@ -330,15 +330,7 @@ impl ThreadLog for SqliteThreadLog {
             )
             .map_err(sql_error("rebind thread"))?;
         // A stored destination that no longer validates is what a rebind repairs: read leniently.
-        let row: Option<(String, i64)> = transaction
-            .query_row(
-                "SELECT destination, generation FROM thread_bindings WHERE thread = ?1",
-                [thread.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
-            .map_err(sql_error("rebind thread"))?;
-        let current = row
+        let current = binding_row(&transaction, thread)?
             .map(|(stored, generation)| {
                 Ok::<_, ActivityError>((
                     ThreadDestination::from_stored(&stored).ok(),
@@ -536,21 +528,29 @@ fn read_binding(
     connection: &Connection,
     thread: &ThreadId,
 ) -> Result<Option<ThreadBinding>, ActivityError> {
-    let row: Option<(String, i64)> = connection
+    binding_row(connection, thread)?
+        .map(|(destination, generation)| {
+            Ok(ThreadBinding {
+                destination: ThreadDestination::from_stored(&destination)?,
+                generation: to_u64(generation, "binding generation")?,
+            })
+        })
+        .transpose()
+}
+
+/// The stored (destination JSON, generation) of `thread`'s binding, unchecked.
+fn binding_row(
+    connection: &Connection,
+    thread: &ThreadId,
+) -> Result<Option<(String, i64)>, ActivityError> {
+    connection
         .query_row(
             "SELECT destination, generation FROM thread_bindings WHERE thread = ?1",
             [thread.as_str()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()
-        .map_err(sql_error("read binding"))?;
-    row.map(|(destination, generation)| {
-        Ok(ThreadBinding {
-            destination: ThreadDestination::from_stored(&destination)?,
-            generation: to_u64(generation, "binding generation")?,
-        })
-    })
-    .transpose()
+        .map_err(sql_error("read binding"))
 }
 
 /// Marks `thread` pending at `tail` (an append's or a rebind's).
