@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use memory_postgres::SchemaName;
 
+use crate::database::Database;
 use crate::refusal::Refusal;
 
 const OVERVIEW: &str = "\
@@ -263,60 +263,6 @@ impl Cli {
     }
 }
 
-/// Which backend holds the memory.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Database {
-    /// A SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database.
-    Postgres {
-        /// The connection URL; it may hold a password and is never printed.
-        url: String,
-        /// The schema holding the tables, when given.
-        schema: Option<SchemaName>,
-    },
-}
-
-impl std::fmt::Debug for Database {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(path) => formatter.debug_tuple("Sqlite").field(path).finish(),
-            Self::Postgres { schema, .. } => formatter
-                .debug_struct("Postgres")
-                .field("schema", schema)
-                .finish_non_exhaustive(),
-        }
-    }
-}
-
-impl Database {
-    /// A `postgres://` or `postgresql://` URL (scheme in any case) selects PostgreSQL; anything else
-    /// is a SQLite path. A schema without a URL is refused (`invalid-input`) rather than ignored, so a
-    /// mistyped URL does not silently fall back to a local file.
-    pub fn select(db: &std::path::Path, schema: Option<&str>) -> Result<Self, Refusal> {
-        // A path that is not UTF-8 cannot be a URL; it stays a (SQLite) path.
-        let url = db
-            .to_str()
-            .filter(|text| memory_postgres::is_postgres_url(text));
-        match (url, schema) {
-            (Some(url), schema) => {
-                let schema = schema
-                    .map(SchemaName::new)
-                    .transpose()
-                    .map_err(|error| Refusal::invalid_input(format!("--schema: {error}")))?;
-                Ok(Self::Postgres {
-                    url: url.to_owned(),
-                    schema,
-                })
-            }
-            (None, Some(_)) => Err(Refusal::invalid_input(
-                "--schema needs a PostgreSQL --db URL (postgres://...)",
-            )),
-            (None, None) => Ok(Self::Sqlite(db.to_owned())),
-        }
-    }
-}
-
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -511,44 +457,6 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn a_postgres_url_selects_postgresql_and_anything_else_a_sqlite_file() {
-        for url in [
-            "postgres://u:p@127.0.0.1:5432/db",
-            "postgresql://u@host/db",
-            "POSTGRES://u@host/db",
-        ] {
-            let selected = Database::select(url.as_ref(), None).expect("a URL");
-            assert_eq!(
-                selected,
-                Database::Postgres {
-                    url: url.to_owned(),
-                    schema: None
-                }
-            );
-            assert!(!format!("{selected:?}").contains("u@"), "{selected:?}");
-        }
-        assert!(matches!(
-            Database::select("postgres://u@host/db".as_ref(), Some("team_a")),
-            Ok(Database::Postgres { schema: Some(schema), .. }) if schema.as_str() == "team_a"
-        ));
-        assert_eq!(
-            Database::select("./postgres/memory.sqlite".as_ref(), None),
-            Ok(Database::Sqlite("./postgres/memory.sqlite".into()))
-        );
-    }
-
-    #[test]
-    fn a_schema_needs_a_url_and_a_valid_name() {
-        for (db, schema) in [
-            ("memory.sqlite", "team_a"),
-            ("postgres://u@host/db", "no; drop"),
-        ] {
-            let refusal = Database::select(db.as_ref(), Some(schema)).expect_err("refused");
-            assert_eq!(refusal.kind(), memory_core::ErrorKind::InvalidInput);
-        }
     }
 
     #[test]

@@ -111,13 +111,12 @@ impl DestinationDefaults {
                         )
                     })?;
                 // The limits of a user name are checked here, before anything is written.
-                user_namespace(&user).map_err(crate::thread::refusal_of)?;
+                user_namespace(&user)?;
                 user_dynamic_namespace(&user)
             }
         };
         let address = crate::wire::address_of(&namespace)?;
-        let destination = ThreadDestination::new(address, vec![scope.clone()])
-            .map_err(crate::thread::refusal_of)?;
+        let destination = ThreadDestination::new(address, vec![scope.clone()])?;
         Ok(Resolved {
             destination,
             namespace,

@@ -6,7 +6,8 @@
 //! an idle server runs no query at all between writes and a write is indexed as soon as it commits.
 //! Other processes may write the same file (a one-shot `memory put`, the remembering worker); SQLite
 //! has no cross-process notification, so an empty wait ends after [`FALLBACK_POLL`] and the feed looks
-//! again: their writes are indexed within that interval. Every store call runs on the blocking pool.
+//! again: their writes are indexed within that interval. Every store call runs on the blocking pool
+//! ([`PoolFeed`], which a one-shot command's catch-up reads through too).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use memory_core::{
     Change, ChangeFeed, ChangeSequence, MemoryDocument, MemoryError, MemoryKey, MemoryReader,
 };
 use tokio::sync::Notify;
+
+use crate::blocking::store_call;
 
 /// How long an empty [`WakingFeed::changes_since`] waits for a commit of this process before it looks
 /// at the file again for other processes' writes.
@@ -36,9 +39,61 @@ impl CommitSignal {
     }
 }
 
+/// The change feed and reads of `S`, each call on the blocking pool ([`crate::blocking`]): what the
+/// semantic index's indexer and catch-up read the store through.
+pub struct PoolFeed<S> {
+    store: Arc<S>,
+}
+
+impl<S> std::fmt::Debug for PoolFeed<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("PoolFeed").finish_non_exhaustive()
+    }
+}
+
+impl<S> PoolFeed<S> {
+    /// The feed and reads of `store`.
+    pub fn new(store: Arc<S>) -> Self {
+        Self { store }
+    }
+}
+
+impl<S: ChangeFeed + MemoryReader + 'static> ChangeFeed for PoolFeed<S> {
+    async fn head(&self) -> Result<ChangeSequence, MemoryError> {
+        let store = Arc::clone(&self.store);
+        store_call(async move { store.head().await }).await
+    }
+
+    async fn changes_since(
+        &self,
+        after: ChangeSequence,
+        limit: usize,
+    ) -> Result<Vec<Change>, MemoryError> {
+        let store = Arc::clone(&self.store);
+        store_call(async move { store.changes_since(after, limit).await }).await
+    }
+}
+
+impl<S: ChangeFeed + MemoryReader + 'static> MemoryReader for PoolFeed<S> {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        let store = Arc::clone(&self.store);
+        let key = key.clone();
+        store_call(async move { store.read(&key).await }).await
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        let store = Arc::clone(&self.store);
+        let keys = keys.to_vec();
+        store_call(async move { store.read_many(&keys).await }).await
+    }
+}
+
 /// A change feed over `S` whose empty reads wait for a [`CommitSignal`] (or [`FALLBACK_POLL`]).
 pub struct WakingFeed<S> {
-    store: Arc<S>,
+    store: PoolFeed<S>,
     signal: CommitSignal,
     fallback: Duration,
 }
@@ -56,7 +111,7 @@ impl<S> WakingFeed<S> {
     /// The feed of `store`, woken by `signal`.
     pub fn new(store: Arc<S>, signal: CommitSignal) -> Self {
         Self {
-            store,
+            store: PoolFeed::new(store),
             signal,
             fallback: FALLBACK_POLL,
         }
@@ -69,19 +124,9 @@ impl<S> WakingFeed<S> {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    work: impl Future<Output = Result<T, MemoryError>> + Send + 'static,
-) -> Result<T, MemoryError> {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || handle.block_on(work))
-        .await
-        .map_err(|error| MemoryError::storage("blocking feed task", error))?
-}
-
 impl<S: ChangeFeed + MemoryReader + 'static> ChangeFeed for WakingFeed<S> {
     async fn head(&self) -> Result<ChangeSequence, MemoryError> {
-        let store = Arc::clone(&self.store);
-        blocking(async move { store.head().await }).await
+        self.store.head().await
     }
 
     async fn changes_since(
@@ -93,34 +138,26 @@ impl<S: ChangeFeed + MemoryReader + 'static> ChangeFeed for WakingFeed<S> {
         let notified = self.signal.0.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let read = || {
-            let store = Arc::clone(&self.store);
-            blocking(async move { store.changes_since(after, limit).await })
-        };
-        let changes = read().await?;
+        let changes = self.store.changes_since(after, limit).await?;
         if !changes.is_empty() {
             return Ok(changes);
         }
         // Either way the file is read again: a timeout means another process may have written.
         let _ = tokio::time::timeout(self.fallback, notified).await;
-        read().await
+        self.store.changes_since(after, limit).await
     }
 }
 
 impl<S: ChangeFeed + MemoryReader + 'static> MemoryReader for WakingFeed<S> {
     async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
-        let store = Arc::clone(&self.store);
-        let key = key.clone();
-        blocking(async move { store.read(&key).await }).await
+        self.store.read(key).await
     }
 
     async fn read_many(
         &self,
         keys: &[MemoryKey],
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
-        let store = Arc::clone(&self.store);
-        let keys = keys.to_vec();
-        blocking(async move { store.read_many(&keys).await }).await
+        self.store.read_many(keys).await
     }
 }
 

@@ -29,12 +29,13 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::blocking::on_blocking_pool;
+use crate::database::Store;
 use crate::input::MAX_INPUT_BYTES;
 use crate::mcp::{MemoryServer, ServeError};
 use crate::metrics::{CONTENT_TYPE, IndexSnapshot, LoadedIndex, ServerMetrics};
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
-use crate::service::{Store, on_blocking_pool};
 
 /// The path of the MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";

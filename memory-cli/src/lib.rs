@@ -2,7 +2,10 @@
 //!
 //! - [`wire`]: the five operations' JSON arguments and results (the contract of issue 7).
 //! - [`input`]: reading untrusted input within a size cap and decoding it.
-//! - [`refusal`]: the typed `{"error": {"kind", "message"}}` answer.
+//! - [`refusal`]: the typed `{"error": {"kind", "message"}}` answer, and every error's conversion to it.
+//! - [`database`]: the database `--db` names: which backend, and every store opened in it (for
+//!   `memory`, `memory serve`, `memory hook` and `remembering-worker` alike).
+//! - [`blocking`]: where a store call leaves the async workers (the one rule, and its helpers).
 //! - [`service`]: the operations over one store, shared by every interface.
 //! - [`recall_service`]: which index backs each recall mode, and what sync waits for.
 //! - [`semantic`]: the semantic index (the real embedding model, loaded lazily) and how it follows the store.
@@ -19,7 +22,9 @@
 //!
 //! The binary (`src/main.rs`) only parses the command line, opens the store and prints answers.
 
+pub mod blocking;
 pub mod cli;
+pub mod database;
 pub mod destination;
 pub mod discovery;
 pub mod doctor;

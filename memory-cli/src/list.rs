@@ -10,8 +10,10 @@ use memory_core::{DynamicNamespace, ListCursor};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::blocking::on_blocking_pool;
+use crate::database::Store;
 use crate::refusal::Refusal;
-use crate::service::{MemoryService, Store, on_blocking_pool};
+use crate::service::MemoryService;
 use crate::wire::{WireDocument, address_of};
 
 /// The page size when none is given.

@@ -8,24 +8,19 @@ use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use memory_cli::cli::{
-    Cli, Command, Database, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs,
-    ThreadCommand,
+    Cli, Command, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs, ThreadCommand,
 };
+use memory_cli::database::{Client, Database, Store, with_store};
 use memory_cli::destination::DestinationDefaults;
-use memory_cli::feed::{CommitSignal, WakingFeed};
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
 use memory_cli::recall_service::RecallService;
-use memory_cli::refusal::Refusal;
+use memory_cli::refusal::{Refusal, to_json};
 use memory_cli::semantic::{IndexOptions, SemanticBackend};
 use memory_cli::serve::ServeOptions;
-use memory_cli::service::{MemoryService, Operation, RawArguments, Request, Store};
+use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
-use memory_core::{ErrorKind, MemoryError};
-use memory_postgres::{PostgresFailure, PostgresStore, postgres_failure};
-use memory_sqlite::SqliteStore;
-use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
 
 const EXIT_UNEXPECTED: u8 = 1;
@@ -68,9 +63,6 @@ fn init_tracing() {
         .try_init();
 }
 
-/// The `application_name` this command's PostgreSQL connections show in `pg_stat_activity`.
-const APPLICATION_NAME: &str = "memory";
-
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let database = match cli.database() {
         Ok(database) => database,
@@ -96,39 +88,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     run_operation(&database, operation.0, operation.1, index)
 }
 
-/// Connects to PostgreSQL (migrating the schema on first use). A server that cannot be reached or
-/// refuses the connection, or a pool that cannot be built, is `unavailable`: the caller may retry once
-/// the server is back. A URL that does not parse is `invalid-input`; anything else (a schema newer than
-/// this build) keeps its own kind. Messages never hold the URL.
-fn open_postgres(
-    url: &str,
-    schema: Option<&memory_postgres::SchemaName>,
-) -> Result<PostgresStore, Refusal> {
-    let mut builder = PostgresStore::builder(url).application_name(APPLICATION_NAME);
-    if let Some(schema) = schema {
-        builder = builder.schema(schema.clone());
-    }
-    builder.connect_blocking().map_err(connect_refusal)
-}
-
-fn connect_refusal(error: MemoryError) -> Refusal {
-    match postgres_failure(&error) {
-        Some(failure @ PostgresFailure::InvalidUrl(_)) => {
-            Refusal::invalid_input(format!("--db: {failure}"))
-        }
-        Some(failure @ (PostgresFailure::Postgres(_) | PostgresFailure::Pool(_))) => {
-            Refusal::unavailable(format!(
-                "could not connect to the PostgreSQL database: {failure}"
-            ))
-        }
-        // Connection attempts exhausted their retries: say what was being done, not just "busy".
-        _ if error.kind() == ErrorKind::Unavailable => Refusal::unavailable(format!(
-            "could not connect to the PostgreSQL database ({error}): is the server running and reachable?"
-        )),
-        _ => Refusal::from(error),
-    }
-}
-
 fn run_operation(
     database: &Database,
     operation: Operation,
@@ -149,46 +108,9 @@ fn run_operation(
     };
     // Only recall and sync may need the semantic index; writes and reads never open its tables.
     let semantic = matches!(operation, Operation::Recall | Operation::Sync);
-    match database {
-        Database::Sqlite(path) => {
-            let store = match SqliteStore::open(path) {
-                Ok(store) => Arc::new(store),
-                Err(error) => return Ok(print_refusal(&Refusal::from(error))),
-            };
-            let semantic = if semantic {
-                let opened = SqliteVectorStore::open(path)
-                    .map_err(Refusal::from)
-                    .and_then(|vectors| {
-                        SemanticBackend::catching_up(Arc::clone(&store), Arc::new(vectors))
-                            .and_then(|backend| backend.with_index_options(index))
-                    });
-                match opened {
-                    Ok(backend) => Some(backend),
-                    Err(refusal) => return Ok(print_refusal(&refusal)),
-                }
-            } else {
-                None
-            };
-            answer(store, semantic, request)
-        }
-        Database::Postgres { url, schema } => {
-            let store = match open_postgres(url, schema.as_ref()) {
-                Ok(store) => Arc::new(store),
-                Err(refusal) => return Ok(print_refusal(&refusal)),
-            };
-            let semantic = if semantic {
-                let vectors = Arc::new(store.vectors());
-                match SemanticBackend::catching_up(Arc::clone(&store), vectors)
-                    .and_then(|backend| backend.with_index_options(index))
-                {
-                    Ok(backend) => Some(backend),
-                    Err(refusal) => return Ok(print_refusal(&refusal)),
-                }
-            } else {
-                None
-            };
-            answer(store, semantic, request)
-        }
+    match database.open(Client::MEMORY) {
+        Ok(opened) => with_store!(opened, store => answer(store, semantic, index, request)),
+        Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
 
@@ -240,20 +162,14 @@ fn run_rebind(
         defaults.resolve(&memory_cli::destination::DestinationRequest::default())
     });
     let (thread, destination) = match (
-        memory_core::activity::ThreadId::new(thread).map_err(memory_cli::thread::refusal_of),
+        memory_core::activity::ThreadId::new(thread).map_err(Refusal::from),
         resolved,
     ) {
         (Ok(thread), Ok(resolved)) => (thread, resolved.destination),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(print_refusal(&refusal)),
     };
     with_thread_service(database, move |service| async move {
-        let answer = service.rebind(thread, destination).await?;
-        serde_json::to_value(answer).map_err(|error| {
-            Refusal::new(
-                ErrorKind::Corrupt,
-                format!("answer cannot be encoded: {error}"),
-            )
-        })
+        to_json(&service.rebind(thread, destination).await?)
     })
 }
 
@@ -263,14 +179,9 @@ where
     F: FnOnce(ThreadService) -> Fut,
     Fut: std::future::Future<Output = Result<Value, Refusal>>,
 {
-    let service = match database {
-        Database::Sqlite(path) => SqliteStore::open(path)
-            .map_err(Refusal::from)
-            .and_then(|store| ThreadService::open(&store)),
-        Database::Postgres { url, schema } => {
-            open_postgres(url, schema.as_ref()).and_then(|store| ThreadService::open(&store))
-        }
-    };
+    let service = database
+        .open(Client::MEMORY)
+        .and_then(|opened| with_store!(opened, store => ThreadService::open(&*store)));
     let service = match service {
         Ok(service) => service,
         Err(refusal) => return Ok(print_refusal(&refusal)),
@@ -287,15 +198,24 @@ where
     }
 }
 
-/// Runs one decoded request and prints its answer.
+/// Runs one decoded request and prints its answer; with `semantic`, over the semantic index too.
 fn answer<S: Store>(
     store: Arc<S>,
-    semantic: Option<SemanticBackend<S>>,
+    semantic: bool,
+    index: IndexOptions,
     request: Request,
 ) -> anyhow::Result<ExitCode> {
-    let recall = match semantic {
-        Some(semantic) => RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic)),
-        None => RecallService::lexical_only(Arc::clone(&store)),
+    let recall = if semantic {
+        let opened = store.open_vectors().and_then(|vectors| {
+            SemanticBackend::catching_up(Arc::clone(&store), vectors)
+                .and_then(|backend| backend.with_index_options(index))
+        });
+        match opened {
+            Ok(backend) => RecallService::with_semantic(Arc::clone(&store), Arc::new(backend)),
+            Err(refusal) => return Ok(print_refusal(&refusal)),
+        }
+    } else {
+        RecallService::lexical_only(Arc::clone(&store))
     };
     let service = MemoryService::new(Arc::clone(&store), recall);
     let read_only = matches!(request, Request::Recall(_) | Request::Get(_));
@@ -349,15 +269,9 @@ fn run_import(database: &Database, arguments: &ImportArgs) -> anyhow::Result<Exi
         .with_context(|| format!("could not open {}", arguments.file.display()))?;
     let length = file.metadata().map(|metadata| metadata.len()).ok();
     let reader = BufReader::with_capacity(1 << 20, file);
-    match database {
-        Database::Sqlite(path) => match SqliteStore::open(path) {
-            Ok(store) => import_into(reader, length, &store),
-            Err(error) => Ok(print_refusal(&Refusal::from(error))),
-        },
-        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
-            Ok(store) => import_into(reader, length, &store),
-            Err(refusal) => Ok(print_refusal(&refusal)),
-        },
+    match database.open(Client::MEMORY) {
+        Ok(opened) => with_store!(opened, store => import_into(reader, length, &*store)),
+        Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
 
@@ -436,33 +350,13 @@ fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCo
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
-    let answer = match database {
-        Database::Sqlite(path) => match (SqliteStore::open(path), SqliteVectorStore::open(path)) {
-            (Ok(store), Ok(vectors)) => runtime.block_on(memory_cli::status::status(
-                Arc::new(store),
-                Arc::new(vectors),
-                index,
-            )),
-            (Err(error), _) | (_, Err(error)) => Err(Refusal::from(error)),
-        },
-        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
-            Ok(store) => {
-                let store = Arc::new(store);
-                let vectors = Arc::new(store.vectors());
-                runtime.block_on(memory_cli::status::status(store, vectors, index))
-            }
-            Err(refusal) => Err(refusal),
-        },
-    };
+    let answer = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => store.open_vectors().and_then(|vectors| {
+            runtime.block_on(memory_cli::status::status(store, vectors, index))
+        }))
+    });
     runtime.shutdown_background();
-    match answer.and_then(|status| {
-        serde_json::to_value(status.with_hooks(database)).map_err(|error| {
-            Refusal::new(
-                ErrorKind::Corrupt,
-                format!("status cannot be encoded: {error}"),
-            )
-        })
-    }) {
+    match answer.and_then(|status| to_json(&status.with_hooks(database))) {
         Ok(value) => {
             print_json(&value)?;
             Ok(ExitCode::SUCCESS)
@@ -486,56 +380,33 @@ fn run_serve(
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    match database {
-        Database::Sqlite(path) => {
-            let store = match SqliteStore::open(path) {
-                Ok(store) => Arc::new(store),
-                Err(error) => return Ok(print_refusal(&Refusal::from(error))),
-            };
-            // Only processes on this machine write to the file: the indexer follows the store
-            // itself, woken by this server's commits.
-            let commits = CommitSignal::new();
-            let feed = Arc::new(WakingFeed::new(Arc::clone(&store), commits.clone()));
-            let semantic = SqliteVectorStore::open(path)
-                .map_err(Refusal::from)
-                .and_then(|vectors| {
-                    SemanticBackend::following(Arc::clone(&store), Arc::new(vectors), feed)
-                        .and_then(|backend| backend.with_index_options(index))
-                });
-            match semantic {
-                Ok(semantic) => serve(runtime, store, semantic, Some(commits), options),
-                Err(refusal) => Ok(print_refusal(&refusal)),
-            }
-        }
-        Database::Postgres { url, schema } => {
-            let store = match open_postgres(url, schema.as_ref()) {
-                Ok(store) => Arc::new(store),
-                Err(refusal) => return Ok(print_refusal(&refusal)),
-            };
-            // Other servers and hosts write to the database too: the indexer follows their commits
-            // through LISTEN/NOTIFY, with the change sequence as the source of truth.
-            let follower = match runtime.block_on(store.follow_changes()) {
-                Ok(follower) => Arc::new(follower),
-                Err(error) => return Ok(print_refusal(&connect_refusal(error))),
-            };
-            let vectors = Arc::new(store.vectors());
-            match SemanticBackend::following(Arc::clone(&store), vectors, follower)
-                .and_then(|backend| backend.with_index_options(index))
-            {
-                Ok(semantic) => serve(runtime, store, semantic, None, options),
-                Err(refusal) => Ok(print_refusal(&refusal)),
-            }
-        }
+    match database.open(Client::MEMORY) {
+        Ok(opened) => with_store!(opened, store => serve(runtime, store, index, options)),
+        Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
 
+/// Serves `store`: the semantic index follows the store's feed ([`Store::follow`]: a SQLite file is
+/// followed through the store itself, woken by this server's commits; a PostgreSQL database through
+/// LISTEN/NOTIFY, since other servers and hosts write to it too).
 fn serve<S: Store>(
     runtime: tokio::runtime::Runtime,
     store: Arc<S>,
-    semantic: SemanticBackend<S>,
-    commits: Option<CommitSignal>,
+    index: IndexOptions,
     options: ServeOptions,
 ) -> anyhow::Result<ExitCode> {
+    let opened = runtime
+        .block_on(S::follow(Arc::clone(&store)))
+        .and_then(|following| {
+            let vectors = store.open_vectors()?;
+            let semantic = SemanticBackend::following(Arc::clone(&store), vectors, following.feed)?
+                .with_index_options(index)?;
+            Ok((semantic, following.commits))
+        });
+    let (semantic, commits) = match opened {
+        Ok(opened) => opened,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let served = runtime.block_on(memory_cli::serve::serve(store, semantic, commits, options));
     // Standard input may still hold a blocked read on the runtime's blocking pool; do not wait for it.
     runtime.shutdown_background();
@@ -565,15 +436,9 @@ fn run_list(database: &Database, arguments: &ListArgs) -> anyhow::Result<ExitCod
         Ok(list_arguments) => list_arguments,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    match database {
-        Database::Sqlite(path) => match SqliteStore::open(path) {
-            Ok(store) => list_answer(Arc::new(store), &namespace, list_arguments),
-            Err(error) => Ok(print_refusal(&Refusal::from(error))),
-        },
-        Database::Postgres { url, schema } => match open_postgres(url, schema.as_ref()) {
-            Ok(store) => list_answer(Arc::new(store), &namespace, list_arguments),
-            Err(refusal) => Ok(print_refusal(&refusal)),
-        },
+    match database.open(Client::MEMORY) {
+        Ok(opened) => with_store!(opened, store => list_answer(store, &namespace, list_arguments)),
+        Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
 
@@ -591,14 +456,7 @@ fn list_answer<S: Store>(
         .build()
         .context("could not start the async runtime")?;
     let answer = runtime.block_on(memory_cli::list::list(&service, namespace, arguments));
-    match answer.and_then(|page| {
-        serde_json::to_value(page).map_err(|error| {
-            Refusal::new(
-                ErrorKind::Corrupt,
-                format!("list cannot be encoded: {error}"),
-            )
-        })
-    }) {
+    match answer.and_then(|page| to_json(&page)) {
         Ok(value) => {
             print_json(&value)?;
             Ok(ExitCode::SUCCESS)

@@ -71,9 +71,10 @@ use semantic_index::recall::{
 use semantic_index::{ChunkingConfig, ProfileDigest, SemanticProfile};
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
+use crate::blocking::blocking;
+use crate::database::Store;
 use crate::refusal::Refusal;
 use crate::semantic::{MemorySemanticIndex, SemanticBackend};
-use crate::service::Store;
 use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
@@ -156,12 +157,6 @@ impl<S: Store> std::fmt::Debug for RecallService<S> {
             .debug_struct("RecallService")
             .field("semantic", &self.semantic.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-impl From<RecallError> for Refusal {
-    fn from(error: RecallError) -> Self {
-        Self::new(error.kind(), error.to_string())
     }
 }
 
@@ -352,7 +347,12 @@ impl<S: Store> RecallService<S> {
                 let synced = semantic.sync().await?;
                 (synced.head, synced.unindexed)
             }
-            None => (self.store.head().await?, 0),
+            None => {
+                let store = Arc::clone(&self.store);
+                let head =
+                    crate::blocking::on_blocking_pool(async move { store.head().await }).await??;
+                (head, 0)
+            }
         };
         Ok(SyncResult {
             indexed: head.0,
@@ -597,10 +597,7 @@ impl Suppression {
             return Ok(Arc::clone(opened));
         }
         let store = Arc::clone(store);
-        let opened = tokio::task::spawn_blocking(move || store.open_remembering())
-            .await
-            .map_err(|_| Refusal::new(ErrorKind::Storage, "opening the remembering store failed"))?
-            .map_err(crate::thread::refusal_of)?;
+        let opened = blocking(move || store.open_remembering()).await??;
         // Two first reads may both open; one handle wins and the other is dropped.
         Ok(Arc::clone(self.0.get_or_init(|| opened)))
     }
@@ -625,10 +622,7 @@ impl<S: Store> RecallService<S> {
             return Ok(None);
         }
         let suppression = self.suppression.get(&self.store).await?;
-        let visible =
-            tokio::task::spawn_blocking(move || hide_suppressed(&*suppression, vec![document]))
-                .await
-                .map_err(|_| Refusal::new(ErrorKind::Storage, "the suppression check failed"))??;
+        let visible = blocking(move || hide_suppressed(&*suppression, vec![document])).await??;
         Ok(visible.into_iter().next().flatten())
     }
 
@@ -642,10 +636,7 @@ impl<S: Store> RecallService<S> {
         }
         let suppression = self.suppression.get(&self.store).await?;
         let documents = documents.into_iter().map(Some).collect();
-        let visible =
-            tokio::task::spawn_blocking(move || hide_suppressed(&*suppression, documents))
-                .await
-                .map_err(|_| Refusal::new(ErrorKind::Storage, "the suppression check failed"))??;
+        let visible = blocking(move || hide_suppressed(&*suppression, documents)).await??;
         Ok(visible.into_iter().flatten().collect())
     }
 }

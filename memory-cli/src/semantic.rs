@@ -47,9 +47,9 @@ use memory_core::vectors::{ProfileDigest, VectorStore};
 use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
-    CompactVectors, EmbedError, FETCH_ASSETS_COMMAND, FastembedEmbedder, HnswParams, HnswStartup,
-    IndexBounds, Indexer, IndexerOptions, ModelAssets, SemanticError, SemanticIndex,
-    SemanticIndexConfig, SemanticProfile, UnindexedReason,
+    CompactVectors, FastembedEmbedder, HnswParams, HnswStartup, IndexBounds, Indexer,
+    IndexerOptions, ModelAssets, SemanticIndex, SemanticIndexConfig, SemanticProfile,
+    UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
@@ -62,8 +62,10 @@ pub struct Synced {
     pub unindexed: u64,
 }
 
+use crate::blocking::{blocking, on_blocking_pool};
+use crate::database::Store;
+use crate::feed::PoolFeed;
 use crate::refusal::Refusal;
-use crate::service::Store;
 
 /// The semantic index the binary uses: the real model, vectors in the store's own database.
 pub type MemorySemanticIndex<V> = SemanticIndex<FastembedEmbedder, V>;
@@ -180,7 +182,7 @@ impl<S: Store> SemanticBackend<S> {
         assets: ModelAssets,
     ) -> Result<Self, Refusal> {
         let profile = SemanticProfile::minilm_l6_v2();
-        let digest = profile.digest().map_err(refusal_of)?;
+        let digest = profile.digest()?;
         let bounds = IndexBounds::for_dimensions(profile.dimensions);
         Ok(Self {
             store,
@@ -282,7 +284,7 @@ impl<S: Store> SemanticBackend<S> {
             }
         };
         if let Follower::CatchUp(position) = &loaded.follower {
-            let head = self.store.head().await?;
+            let head = self.head().await?;
             let caught = tokio::time::timeout_at(
                 deadline,
                 self.catch_up(&loaded.index, position, head, false),
@@ -298,7 +300,7 @@ impl<S: Store> SemanticBackend<S> {
 
     /// The refusal of a recall whose catch-up up to `head` ran out of time.
     async fn behind(&self, head: ChangeSequence) -> Refusal {
-        let behind = match self.vectors.indexed_position(&self.digest).await {
+        let behind = match self.indexed_position().await {
             Ok(indexed) => head.0.saturating_sub(indexed.0).to_string(),
             Err(_) => "an unknown number of".to_owned(),
         };
@@ -312,17 +314,16 @@ impl<S: Store> SemanticBackend<S> {
     /// the stored vectors already reflect the head and the model is not loaded yet (a later load starts
     /// from them).
     pub async fn sync(&self) -> Result<Synced, Refusal> {
-        let head = self.store.head().await?;
-        let stored = self.vectors.unindexed_counts(&self.digest).await?;
+        let head = self.head().await?;
+        let (vectors, digest) = (Arc::clone(&self.vectors), self.digest);
+        let stored =
+            on_blocking_pool(async move { vectors.unindexed_counts(&digest).await }).await??;
         // Documents refused for room are retried by every sync (the capacity may have been raised, or
         // documents withdrawn), so only a sync with none waiting may answer without loading.
         let retry = stored
             .iter()
             .any(|(reason, count)| *reason == UnindexedReason::Capacity && *count > 0);
-        if !retry
-            && self.loaded.get().is_none()
-            && self.vectors.indexed_position(&self.digest).await? >= head
-        {
+        if !retry && self.loaded.get().is_none() && self.indexed_position().await? >= head {
             return self.synced(head, &stored, None);
         }
         let loaded = self.loaded().await?;
@@ -331,17 +332,17 @@ impl<S: Store> SemanticBackend<S> {
                 self.catch_up(&loaded.index, position, head, retry).await?;
                 // The next one-shot command loads this graph instead of answering exactly: a small
                 // catch-up over a loaded graph saves it as it is, only a missing one is built.
-                loaded.index.persist_graph().await.map_err(refusal_of)?;
+                loaded.index.persist_graph().await?;
             }
             Follower::Background(indexer) => {
                 let indexer = indexer.read().await;
                 let Some(indexer) = indexer.as_ref() else {
                     return Err(Refusal::unavailable("the semantic indexer has shut down"));
                 };
-                indexer.wait_until_indexed(head).await.map_err(refusal_of)?;
+                indexer.wait_until_indexed(head).await?;
             }
         }
-        let unindexed = loaded.index.unindexed_counts().await.map_err(refusal_of)?;
+        let unindexed = loaded.index.unindexed_counts().await?;
         self.synced(head, &unindexed, Some(loaded.index.stats().live_chunks))
     }
 
@@ -428,16 +429,17 @@ impl<S: Store> SemanticBackend<S> {
         // Reading and initializing the model takes a while; keep it off the async workers. The
         // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
         // longer of the two, not their sum.
-        let model = tokio::task::spawn_blocking(move || {
+        // Spawned, so the load starts now and runs while this task reads the vectors.
+        let model = tokio::spawn(blocking(move || {
             if isolated {
                 FastembedEmbedder::load_isolated(&assets, &profile)
             } else {
                 FastembedEmbedder::load(&assets, &profile)
             }
-        });
+        }));
         // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
         // indexed twice are replays.
-        let start = self.vectors.indexed_position(&self.digest).await?;
+        let start = self.indexed_position().await?;
         // One-shot commands never build a graph they would throw away: they load a fresh persisted
         // one or answer exactly (`answered_by` says which). The server builds in the background.
         let startup = if self.following.is_some() {
@@ -460,13 +462,10 @@ impl<S: Store> SemanticBackend<S> {
         // semantic mode works, whatever the vectors.
         let embedder = model
             .await
-            .map_err(|_| Refusal::unavailable("loading the embedding model failed"))?
-            .map_err(|error| refusal_of(SemanticError::Embed(error)))?;
-        let index = Arc::new(
-            stored
-                .and_then(|stored| stored.with_embedder(Arc::new(embedder)))
-                .map_err(refusal_of)?,
-        );
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| Refusal::unavailable("loading the embedding model failed"))??;
+        let index = Arc::new(stored.and_then(|stored| stored.with_embedder(Arc::new(embedder)))?);
         let follower = match &self.following {
             None => Follower::CatchUp(Mutex::new(start)),
             Some(Following { feed, options }) => {
@@ -476,8 +475,7 @@ impl<S: Store> SemanticBackend<S> {
                     Arc::clone(feed),
                     *options,
                 )
-                .await
-                .map_err(refusal_of)?;
+                .await?;
                 // The indexer starts from the stored position as it reads it now, after the vectors
                 // were loaded. Another process sharing the store (a second server, a one-shot
                 // command) may have indexed and recorded changes in between: they are in the store
@@ -488,7 +486,7 @@ impl<S: Store> SemanticBackend<S> {
                     let gap = catch_up(&index, &**feed, &**feed, start, resumed, *options).await;
                     if let Err(error) = gap {
                         indexer.shutdown().await;
-                        return Err(refusal_of(error));
+                        return Err(Refusal::from(error));
                     }
                 }
                 Follower::Background(RwLock::new(Some(indexer)))
@@ -496,6 +494,18 @@ impl<S: Store> SemanticBackend<S> {
         };
         tracing::debug!(chunks = index.stats().live_chunks, "semantic index ready");
         Ok(Loaded { index, follower })
+    }
+
+    /// The store's head, read on the blocking pool.
+    async fn head(&self) -> Result<ChangeSequence, Refusal> {
+        let store = Arc::clone(&self.store);
+        Ok(on_blocking_pool(async move { store.head().await }).await??)
+    }
+
+    /// The change the stored vectors reflect, read on the blocking pool.
+    async fn indexed_position(&self) -> Result<ChangeSequence, Refusal> {
+        let (vectors, digest) = (Arc::clone(&self.vectors), self.digest);
+        Ok(on_blocking_pool(async move { vectors.indexed_position(&digest).await }).await??)
     }
 
     /// Indexes every change after `position` up to at least `head` with semantic-index's
@@ -518,13 +528,12 @@ impl<S: Store> SemanticBackend<S> {
             batch_size: CATCH_UP_BATCH,
             ..IndexerOptions::default()
         };
-        let store = self.store.as_ref();
+        // The store's reads run on the blocking pool, like every store call of the services.
+        let store = PoolFeed::new(Arc::clone(&self.store));
         // Sources the index cannot take are recorded unindexed (by reason) and the position moves on;
         // a sync refuses afterwards while any wait for room (see [`Self::synced`]), a recall answers
         // from what is indexed.
-        let caught = catch_up_report(index, store, store, *position, head, options)
-            .await
-            .map_err(refusal_of)?;
+        let caught = catch_up_report(index, &store, &store, *position, head, options).await?;
         *position = caught.position;
         Ok(())
     }
@@ -550,7 +559,7 @@ impl IndexOptions {
         if let Some(width) = self.hnsw_ef_search {
             params.ef_search = width;
         }
-        params.validate().map_err(refusal_of)?;
+        params.validate()?;
         Ok(params)
     }
 
@@ -572,31 +581,9 @@ pub fn index_bounds(
 ) -> Result<IndexBounds, Refusal> {
     match max_chunks {
         Some(max_chunks) => {
-            IndexBounds::with_max_chunks(profile.dimensions, max_chunks).map_err(refusal_of)
+            IndexBounds::with_max_chunks(profile.dimensions, max_chunks).map_err(Refusal::from)
         }
         None => Ok(IndexBounds::for_dimensions(profile.dimensions)),
-    }
-}
-
-/// The refusal for a semantic-index failure. An embedder that cannot be loaded makes every semantic mode
-/// `unavailable`, and the message says how to install the model.
-pub fn refusal_of(error: SemanticError) -> Refusal {
-    match error {
-        SemanticError::Store(error) => Refusal::from(error),
-        SemanticError::Embed(
-            error @ (EmbedError::MissingAsset { .. }
-            | EmbedError::RuntimeLoad { .. }
-            | EmbedError::ModelMismatch),
-        ) => {
-            let mut message = format!("semantic recall is unavailable: {error}");
-            if !message.contains(FETCH_ASSETS_COMMAND) {
-                message.push_str(&format!(
-                    " (run `{FETCH_ASSETS_COMMAND}` or set MEMORY_ASSETS_DIR)"
-                ));
-            }
-            Refusal::unavailable(message)
-        }
-        other => Refusal::new(other.kind(), other.to_string()),
     }
 }
 
@@ -605,6 +592,7 @@ mod tests {
     use memory_core::ErrorKind;
     use memory_sqlite::SqliteStore;
     use memory_sqlite::vectors::SqliteVectorStore;
+    use semantic_index::FETCH_ASSETS_COMMAND;
 
     use super::*;
 
@@ -638,18 +626,5 @@ mod tests {
             "{}",
             refusal.message()
         );
-    }
-
-    #[test]
-    fn a_model_that_does_not_match_the_profile_names_the_fetch_script() {
-        let refusal = refusal_of(SemanticError::Embed(EmbedError::ModelMismatch));
-        assert_eq!(refusal.kind(), ErrorKind::Unavailable);
-        assert!(refusal.message().contains(FETCH_ASSETS_COMMAND));
-        let budget = refusal_of(SemanticError::Budget {
-            limit: "max_output_bytes",
-            max: 1,
-            actual: 2,
-        });
-        assert_eq!(budget.kind(), ErrorKind::Budget);
     }
 }

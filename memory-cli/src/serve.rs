@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::{Database, ServeArgs};
+use crate::cli::ServeArgs;
+use crate::database::{Database, Store};
 use crate::discovery::{self, Discovery, DiscoveryGuard};
 use crate::feed::CommitSignal;
 use crate::http::{self, HttpState};
@@ -15,7 +16,7 @@ use crate::metrics::ServerMetrics;
 use crate::recall_service::RecallService;
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
-use crate::service::{MemoryService, Store};
+use crate::service::MemoryService;
 use crate::simple::Defaults;
 
 /// How often the server saves its HNSW graph when it changed.

@@ -6,99 +6,21 @@
 
 use std::sync::Arc;
 
-use memory_core::activity::{ActivityError, ProgressStore, RememberingStore, ThreadLog};
-use memory_core::vectors::VectorStore;
-use memory_core::{
-    ChangeFeed, ErrorKind, LexicalSearch, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter,
-};
-use memory_postgres::PostgresStore;
-use memory_postgres::vectors::PostgresVectorStore;
-use memory_sqlite::SqliteStore;
-use memory_sqlite::remembering_store::SqliteRememberingStore;
-use memory_sqlite::thread_log::SqliteThreadLog;
-use memory_sqlite::vectors::SqliteVectorStore;
-use serde::Serialize;
+use memory_core::{MemoryKey, MemoryWrite};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::feed::{CommitSignal, WakingFeed};
+use crate::blocking::on_blocking_pool;
+use crate::database::Store;
+use crate::feed::CommitSignal;
 use crate::input::{decode_bytes, decode_value};
 use crate::recall_service::{RecallQuery, RecallService};
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, to_json};
 use crate::wire::{
     GetArguments, GetResult, PutArguments, RecallArguments, SyncArguments, WireDocument,
     WithdrawArguments, WriteResult, key_of,
 };
-
-/// Everything the operations need from a store, and where its semantic index lives.
-pub trait Store:
-    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + memory_core::MemoryLister + 'static
-{
-    /// Where the semantic index's chunk vectors and indexed position are kept.
-    type Vectors: VectorStore + 'static;
-    /// What the server's background indexer follows: a change feed that reads the documents too.
-    type Feed: ChangeFeed + MemoryReader + 'static;
-    /// Whether [`Self::Feed`]'s `changes_since` waits a while for a new change instead of answering
-    /// empty at once (so the indexer need not sleep between empty rounds).
-    const FEED_WAITS: bool;
-
-    /// Opens the thread log kept in the same database (a blocking call; for SQLite one more connection).
-    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError>;
-
-    /// Opens the remembering store kept in the same database: suppression, intents and source-to-target
-    /// references (a blocking call; for SQLite one more connection).
-    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError>;
-
-    /// Opens the activity progress store kept in the same database (a blocking call; for SQLite one
-    /// more connection).
-    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError>;
-}
-
-/// A SQLite file: the vectors live in the same file, and the server's indexer follows the store's own
-/// feed, woken by the server's commits ([`WakingFeed`]; only processes on this machine write to it, and
-/// their writes are picked up by the feed's fallback read).
-impl Store for SqliteStore {
-    type Vectors = SqliteVectorStore;
-    type Feed = WakingFeed<SqliteStore>;
-    const FEED_WAITS: bool = true;
-
-    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError> {
-        Ok(Arc::new(SqliteThreadLog::open(self.path())?))
-    }
-
-    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
-        Ok(Arc::new(SqliteRememberingStore::open(self.path())?))
-    }
-
-    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError> {
-        Ok(Arc::new(
-            memory_sqlite::progress::SqliteProgressStore::open(self.path())?,
-        ))
-    }
-}
-
-/// A shared PostgreSQL database: the vectors live in the same database, and the server's indexer follows
-/// a [`memory_postgres::ChangeFollower`], which wakes on `NOTIFY` when any process on any host commits.
-impl Store for PostgresStore {
-    type Vectors = PostgresVectorStore;
-    type Feed = memory_postgres::ChangeFollower;
-    const FEED_WAITS: bool = true;
-
-    /// Shares the store's connection pool.
-    fn open_thread_log(&self) -> Result<Arc<dyn ThreadLog>, ActivityError> {
-        Ok(Arc::new(self.thread_log()))
-    }
-
-    /// Shares the store's connection pool.
-    fn open_remembering(&self) -> Result<Arc<dyn RememberingStore>, ActivityError> {
-        Ok(Arc::new(self.remembering()))
-    }
-
-    fn open_progress(&self) -> Result<Arc<dyn ProgressStore>, ActivityError> {
-        Ok(Arc::new(self.progress()))
-    }
-}
 
 /// One of the five operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -207,7 +129,7 @@ impl Request {
 pub struct MemoryService<S: Store> {
     store: Arc<S>,
     recall: RecallService<S>,
-    /// Signalled after each committed write and before each sync, so a [`WakingFeed`] indexer wakes.
+    /// Signalled after each committed write and before each sync, so a [`crate::feed::WakingFeed`] indexer wakes.
     commits: Option<CommitSignal>,
 }
 
@@ -230,7 +152,7 @@ impl<S: Store> MemoryService<S> {
     }
 
     /// Signals `commits` after every committed write and before every sync (the server's indexer
-    /// follows a [`WakingFeed`] woken by it).
+    /// follows a [`crate::feed::WakingFeed`] woken by it).
     pub fn with_commit_signal(mut self, commits: CommitSignal) -> Self {
         self.commits = Some(commits);
         self
@@ -266,13 +188,13 @@ impl<S: Store> MemoryService<S> {
         let span = tracing::debug_span!("operation", name = request.operation().tool_name());
         async move {
             let answer = match request {
-                Request::Write(write) => to_json(self.write(write).await?),
-                Request::Get(key) => to_json(self.get(&key).await?),
-                Request::Recall(query) => to_json(self.recall.recall(query).await?),
+                Request::Write(write) => to_json(&self.write(write).await?),
+                Request::Get(key) => to_json(&self.get(&key).await?),
+                Request::Recall(query) => to_json(&self.recall.recall(query).await?),
                 Request::Sync => {
                     // Wakes the indexer now, for writes other processes made since its last read.
                     self.signal_commit();
-                    to_json(self.recall.sync().await?)
+                    to_json(&self.recall.sync().await?)
                 }
             };
             if let Err(refusal) = &answer {
@@ -311,24 +233,4 @@ impl<S: Store> MemoryService<S> {
             .transpose()?;
         Ok(GetResult { document })
     }
-}
-
-/// Runs `work` on tokio's blocking pool (store calls that may block their thread), driving it there
-/// with the current runtime's handle.
-pub async fn on_blocking_pool<T: Send + 'static>(
-    work: impl Future<Output = T> + Send + 'static,
-) -> Result<T, Refusal> {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || handle.block_on(work))
-        .await
-        .map_err(|_| Refusal::new(ErrorKind::Storage, "a blocking store task failed"))
-}
-
-fn to_json(result: impl Serialize) -> Result<Value, Refusal> {
-    serde_json::to_value(result).map_err(|error| {
-        Refusal::new(
-            ErrorKind::Corrupt,
-            format!("result cannot be encoded as JSON: {error}"),
-        )
-    })
 }

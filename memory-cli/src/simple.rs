@@ -29,10 +29,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::blocking::on_blocking_pool;
+use crate::database::Store;
 use crate::list::{ListArguments, ListResult};
 use crate::recall_service::RecallQuery;
 use crate::refusal::Refusal;
-use crate::service::{MemoryService, Request, Store, on_blocking_pool};
+use crate::service::{MemoryService, Request};
 use crate::wire::{
     RecallArguments, RecallMode, RecallResult, WireRecallLimits, WriteResult, address_of,
 };

@@ -18,12 +18,11 @@ use semantic_index::{
 };
 use serde::Serialize;
 
-use crate::cli::Database;
+use crate::blocking::{blocking, on_blocking_pool};
+use crate::database::{Database, Store};
 use crate::hook::state::{HookErrors, dir_for, read_errors};
 use crate::refusal::Refusal;
-use crate::semantic::{IndexOptions, index_bounds, refusal_of};
-use crate::service::{Store, on_blocking_pool};
-use crate::thread::refusal_of as refusal_of_activity;
+use crate::semantic::{IndexOptions, index_bounds};
 use memory_core::activity::ExtractionTotals;
 
 /// The answer of `memory status`.
@@ -85,10 +84,10 @@ pub struct DestinationStatus {
 impl ThreadStatus {
     /// Reads the thread log's overview and the extraction totals of `store`'s database (blocking).
     pub fn read<S: Store>(store: &S) -> Result<Self, Refusal> {
-        let log = store.open_thread_log().map_err(refusal_of_activity)?;
-        let progress = store.open_progress().map_err(refusal_of_activity)?;
-        let overview = log.overview().map_err(refusal_of_activity)?;
-        let extraction = progress.extraction_totals().map_err(refusal_of_activity)?;
+        let log = store.open_thread_log()?;
+        let progress = store.open_progress()?;
+        let overview = log.overview()?;
+        let extraction = progress.extraction_totals()?;
         Ok(Self {
             destinations: overview
                 .destinations
@@ -196,9 +195,7 @@ pub async fn status<S: Store>(
     let profile = SemanticProfile::minilm_l6_v2();
     let bounds = index_bounds(&profile, options.max_chunks)?;
     let thread_store = Arc::clone(&store);
-    let threads = tokio::task::spawn_blocking(move || ThreadStatus::read(&*thread_store))
-        .await
-        .map_err(|_| Refusal::new(memory_core::ErrorKind::Storage, "reading threads failed"))??;
+    let threads = blocking(move || ThreadStatus::read(&*thread_store)).await??;
     let head = on_blocking_pool(async move { store.head().await }).await??;
     let embedder = Arc::new(NoModel(profile.dimensions));
     let hnsw = options.hnsw_params()?;
@@ -209,10 +206,8 @@ pub async fn status<S: Store>(
     .with_bounds(bounds)
     .with_hnsw_startup(HnswStartup::LoadOnly)
     .with_compact_vectors(options.compact());
-    let index = SemanticIndex::open(config, embedder, vectors)
-        .await
-        .map_err(refusal_of)?;
-    let status = index.status().await.map_err(refusal_of)?;
+    let index = SemanticIndex::open(config, embedder, vectors).await?;
+    let status = index.status().await?;
     let IndexStats {
         sources,
         live_chunks,

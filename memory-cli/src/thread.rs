@@ -38,8 +38,8 @@ use std::sync::{Arc, OnceLock};
 
 use memory_core::activity::suppression::{SourceEvent, SourceEvents};
 use memory_core::activity::{
-    ActivityError, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadDestination,
-    ThreadId, ThreadLog,
+    NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadDestination, ThreadId,
+    ThreadLog,
 };
 use memory_core::document::EpochMillis;
 use memory_core::{Clock, ErrorKind, SystemClock};
@@ -48,10 +48,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::blocking::blocking;
+use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
 use crate::input::{decode_bytes, decode_value};
-use crate::refusal::Refusal;
-use crate::service::{RawArguments, Store};
+use crate::refusal::{Refusal, to_json};
+use crate::service::RawArguments;
 
 /// Most UTF-8 bytes of a forget's reason (the same as a withdrawal's).
 pub const MAX_REASON_BYTES: usize = memory_core::write::MAX_LOCATOR_BYTES;
@@ -75,73 +77,6 @@ impl ThreadOperation {
     }
 }
 
-/// What a record says: the serde form of [`RecordBody`], tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum WireRecordBody {
-    /// Something a user typed: the only kind the default extractor turns into memory.
-    UserInput {
-        /// The user's words.
-        text: String,
-    },
-    /// Something the assistant said.
-    AssistantMessage {
-        /// The assistant's words.
-        text: String,
-    },
-    /// The assistant called a tool.
-    ToolCall {
-        /// The call's id within the run.
-        call_id: String,
-        /// The tool's name.
-        name: String,
-        /// The arguments as given.
-        arguments: Value,
-    },
-    /// A tool answered.
-    ToolResult {
-        /// The call this answers.
-        call_id: String,
-        /// What the tool returned.
-        output: Value,
-        /// Whether the tool reported failure.
-        is_error: bool,
-    },
-    /// A run of the agent finished.
-    RunCompleted {
-        /// How it ended (for example `completed`, `cancelled`).
-        outcome: String,
-    },
-}
-
-impl From<WireRecordBody> for RecordBody {
-    fn from(body: WireRecordBody) -> Self {
-        match body {
-            WireRecordBody::UserInput { text } => Self::UserInput { text },
-            WireRecordBody::AssistantMessage { text } => Self::AssistantMessage { text },
-            WireRecordBody::ToolCall {
-                call_id,
-                name,
-                arguments,
-            } => Self::ToolCall {
-                call_id,
-                name,
-                arguments,
-            },
-            WireRecordBody::ToolResult {
-                call_id,
-                output,
-                is_error,
-            } => Self::ToolResult {
-                call_id,
-                output,
-                is_error,
-            },
-            WireRecordBody::RunCompleted { outcome } => Self::RunCompleted { outcome },
-        }
-    }
-}
-
 /// A record to append: the serde form of [`NewRecord`], with unknown fields refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -155,20 +90,19 @@ pub struct WireRecord {
     #[serde(default)]
     pub observers: Vec<String>,
     /// What it says.
-    pub body: WireRecordBody,
+    pub body: RecordBody,
     /// An opaque provider cursor (for example a response id), kept but outside the digest; at most
     /// 4,096 bytes.
     #[serde(default)]
     pub opaque_cursor: Option<String>,
 }
-
 impl From<WireRecord> for NewRecord {
     fn from(record: WireRecord) -> Self {
         Self {
             occurred_at: record.occurred_at,
             speaker: record.speaker,
             observers: record.observers,
-            body: record.body.into(),
+            body: record.body,
             opaque_cursor: record.opaque_cursor,
         }
     }
@@ -302,9 +236,9 @@ impl ThreadRequest {
         match operation {
             ThreadOperation::Append => {
                 let arguments: ThreadAppendArguments = decode(arguments)?;
-                let thread = ThreadId::new(arguments.thread).map_err(refusal_of)?;
+                let thread = ThreadId::new(arguments.thread)?;
                 let record = NewRecord::from(arguments.record);
-                record.validate().map_err(refusal_of)?;
+                record.validate()?;
                 let destination = defaults
                     .resolve(&DestinationRequest {
                         namespace: arguments.namespace,
@@ -320,7 +254,7 @@ impl ThreadRequest {
             }
             ThreadOperation::Forget => {
                 let arguments: ThreadForgetArguments = decode(arguments)?;
-                let thread = ThreadId::new(arguments.thread).map_err(refusal_of)?;
+                let thread = ThreadId::new(arguments.thread)?;
                 if arguments.sequence == 0 {
                     return Err(Refusal::invalid_input(
                         "sequence: must be at least 1 (records are numbered from 1)",
@@ -361,15 +295,6 @@ fn decode<T: serde::de::DeserializeOwned>(arguments: RawArguments<'_>) -> Result
     }
 }
 
-/// The refusal of an activity store error: limits and input faults keep their kind, a busy store or a
-/// full queue is `unavailable` (retry later), inconsistent stored data `corrupt`, anything else
-/// `storage`.
-pub fn refusal_of(error: ActivityError) -> Refusal {
-    let kind = error.kind();
-    // `Display` of a storage error names the operation, never its source or any user data.
-    Refusal::new(kind, error.to_string())
-}
-
 /// The thread operations over one database's thread log and remembering store.
 #[derive(Clone)]
 pub struct ThreadService {
@@ -403,8 +328,8 @@ impl ThreadService {
     /// Opens the thread log and remembering store of `store`'s database (a blocking call).
     pub fn open<S: Store>(store: &S) -> Result<Self, Refusal> {
         Ok(Self::new(
-            store.open_thread_log().map_err(refusal_of)?,
-            store.open_remembering().map_err(refusal_of)?,
+            store.open_thread_log()?,
+            store.open_remembering()?,
             Arc::new(SystemClock),
         ))
     }
@@ -443,7 +368,8 @@ impl ThreadService {
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Refusal> {
         let log = Arc::clone(&self.log);
-        let stored = blocking(move || log.append_to(&thread, destination.as_ref(), record)).await?;
+        let stored =
+            blocking(move || log.append_to(&thread, destination.as_ref(), record)).await??;
         Ok(ThreadAppendResult {
             thread: stored.thread.as_str().to_owned(),
             sequence: stored.sequence.0,
@@ -460,7 +386,7 @@ impl ThreadService {
     ) -> Result<ThreadRebindResult, Refusal> {
         let log = Arc::clone(&self.log);
         let answer = thread.as_str().to_owned();
-        let binding = blocking(move || log.rebind(&thread, &destination)).await?;
+        let binding = blocking(move || log.rebind(&thread, &destination)).await??;
         Ok(ThreadRebindResult {
             thread: answer,
             generation: binding.generation,
@@ -484,14 +410,14 @@ impl ThreadService {
                 .iter()
                 .any(|record| record.sequence == sequence);
             if !exists {
-                return Ok(Err(Refusal::new(
+                return Err(Refusal::new(
                     ErrorKind::NotFound,
                     format!("the thread has no record at sequence {sequence}"),
-                )));
+                ));
             }
             let source = SourceId::thread_record(&thread, sequence);
             let acknowledged = events.record(&source, &event.source_event())?;
-            Ok(Ok((thread, acknowledged)))
+            Ok((thread, acknowledged))
         })
         .await??;
         Ok(ThreadForgetResult {
@@ -501,25 +427,6 @@ impl ThreadService {
             cleanup: acknowledged.cleanup.as_str().to_owned(),
         })
     }
-}
-
-/// Runs a synchronous store call on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ActivityError> + Send + 'static,
-) -> Result<T, Refusal> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|_| Refusal::new(ErrorKind::Storage, "a thread store call did not finish"))?
-        .map_err(refusal_of)
-}
-
-fn to_json(result: &impl Serialize) -> Result<Value, Refusal> {
-    serde_json::to_value(result).map_err(|error| {
-        Refusal::new(
-            ErrorKind::Corrupt,
-            format!("result cannot be encoded as JSON: {error}"),
-        )
-    })
 }
 
 /// The thread operations of a server: the stores are opened on the first call that needs them, so a
@@ -565,9 +472,7 @@ impl<S: Store> ThreadTools<S> {
             return Ok(service.clone());
         }
         let store = Arc::clone(&self.store);
-        let opened = tokio::task::spawn_blocking(move || ThreadService::open(&*store))
-            .await
-            .map_err(|_| Refusal::new(ErrorKind::Storage, "opening the thread stores failed"))??;
+        let opened = blocking(move || ThreadService::open(&*store)).await??;
         // Two first calls may both open; one wins and the other's handles are dropped.
         Ok(self.service.get_or_init(|| opened).clone())
     }

@@ -14,10 +14,14 @@ use remembering::{
     RememberingError, StatementExtractor, UnboundThreads,
 };
 
+use crate::database::Store;
+use crate::refusal::Refusal;
+
 /// The processor the binary runs by default (`--processor statements@1`).
 pub const DEFAULT_PROCESSOR: &str = "statements";
 
-/// The stores one worker's processors run over (one database's).
+/// The stores one worker's processors run over (one database's): the activity stores are trait objects;
+/// the memory store stays a type parameter because `MemoryWriter` is not object safe.
 pub struct ProcessorStores<W> {
     /// The memory store, written through its `MemoryWriter`.
     pub memory: Arc<W>,
@@ -27,6 +31,38 @@ pub struct ProcessorStores<W> {
     pub progress: Arc<dyn ProgressStore>,
     /// Source-to-target references and suppression.
     pub remembering: Arc<dyn RememberingStore>,
+}
+
+impl<W: Store> ProcessorStores<W> {
+    /// The thread log, progress and remembering store of `memory`'s database, opened beside it
+    /// ([`Store`]; a blocking call).
+    pub fn open(memory: Arc<W>) -> Result<Self, Refusal> {
+        Ok(Self {
+            log: memory.open_thread_log()?,
+            progress: memory.open_progress()?,
+            remembering: memory.open_remembering()?,
+            memory,
+        })
+    }
+}
+
+impl<W> Clone for ProcessorStores<W> {
+    fn clone(&self) -> Self {
+        Self {
+            memory: Arc::clone(&self.memory),
+            log: Arc::clone(&self.log),
+            progress: Arc::clone(&self.progress),
+            remembering: Arc::clone(&self.remembering),
+        }
+    }
+}
+
+impl<W> std::fmt::Debug for ProcessorStores<W> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ProcessorStores")
+            .finish_non_exhaustive()
+    }
 }
 
 /// How a worker's processors run.

@@ -12,12 +12,11 @@ mod common;
 mod thread_support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{Outcome, run_with_env};
 use memory_core::activity::IntentState;
-use memory_postgres::{PostgresStore, SchemaName};
+use memory_postgres::PostgresStore;
 use serde_json::{Value, json};
 use thread_support::*;
 
@@ -71,16 +70,17 @@ impl Database {
 
     /// The worker's stores on the same schema, as `remembering-worker --db URL --schema S` opens them.
     fn worker(&self) -> WorkerStores<PostgresStore> {
-        let memory = PostgresStore::builder(self.url.clone())
-            .schema(SchemaName::new(self.schema.clone()).unwrap())
-            .connect_blocking()
-            .unwrap();
-        WorkerStores {
-            log: Arc::new(memory.thread_log()),
-            progress: Arc::new(memory.progress()),
-            remembering: Arc::new(memory.remembering()),
-            memory: Arc::new(memory),
-        }
+        let database =
+            memory_cli::database::Database::select(Path::new(&self.url), Some(&self.schema))
+                .unwrap();
+        let memory_cli::database::Opened::Postgres(memory) =
+            database.open(memory_cli::database::Client::WORKER).unwrap()
+        else {
+            panic!("a URL opens PostgreSQL");
+        };
+        memory_cli::worker::ProcessorStores::open(memory)
+            .unwrap()
+            .into()
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`ports`]: the reader and writer traits every store implements, and the injectable clock.
 //! - [`recall`](mod@recall), [`revalidate`](mod@revalidate), [`tokens`]: transient-context recall under hard limits, revalidation
 //!   against the authoritative store, and token counting (SPEC §2.3, §2.4).
+//! - [`query`]: query text into the words a lexical search looks for (the one parser).
 //! - [`listing`]: the listing read (a namespace's documents, newest first, in pages).
 //! - [`storage`]: what every store backend shares below the ports (limits, row codecs, reports).
 //! - [`in_memory`]: a store for tests and examples.
@@ -21,6 +22,7 @@ pub mod in_memory;
 pub mod listing;
 pub mod namespace;
 pub mod ports;
+pub mod query;
 pub mod recall;
 pub mod revalidate;
 pub mod storage;
@@ -46,7 +48,7 @@ pub use ports::{
 pub use recall::{
     MemoryLookup, MemoryPassage, RecallError, RecallLimits, RecallSource, RecalledMemory, recall,
 };
-pub use revalidate::{RecallCandidate, RevalidationLimits, revalidate};
+pub use revalidate::{RecallCandidate, RevalidationLimits, revalidate, revalidate_each};
 pub use tokens::{ApproximateTokenCounter, TokenCounter};
 pub use write::{
     CommandDigest, MemoryReceipt, MemoryWrite, PreparedWrite, WriteKind, WriteOutcome, WritePlan,

@@ -181,7 +181,8 @@ async fn stale_text_is_replaced_by_the_current_document() {
         ),
     ];
     let passages = run(&reader, &candidates).await.unwrap();
-    assert_eq!(passages.len(), 2);
+    // Both become the whole current document: one citation.
+    assert_eq!(passages.len(), 1);
     for passage in &passages {
         assert_eq!(passage.content.text, "queue is bounded");
         assert_eq!(passage.source.revision.as_ref(), Some(&current));
@@ -345,7 +346,7 @@ async fn the_aggregate_bound_fails_before_later_groups_are_read() {
 }
 
 #[tokio::test]
-async fn the_aggregate_bound_counts_duplicate_candidates() {
+async fn a_duplicate_candidate_is_one_passage_counted_once() {
     let reader = RecordingReader::default();
     let key = key("team-a", "doc");
     let revision = put(&reader.store, &key, None, content("fact", "Dan"), "op-1").await;
@@ -359,16 +360,16 @@ async fn the_aggregate_bound_counts_duplicate_candidates() {
         &twice,
         &access("team-a"),
         &reader,
-        &RevalidationLimits::new(2 * size).unwrap(),
+        &RevalidationLimits::new(size).unwrap(),
     )
     .await
     .unwrap();
-    assert_eq!(fits.len(), 2);
+    assert_eq!(fits, single);
     let error = revalidate(
         &twice,
         &access("team-a"),
         &reader,
-        &RevalidationLimits::new(2 * size - 1).unwrap(),
+        &RevalidationLimits::new(size - 1).unwrap(),
     )
     .await
     .unwrap_err();

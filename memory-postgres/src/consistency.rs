@@ -5,11 +5,9 @@ use std::collections::HashSet;
 use deadpool_postgres::GenericClient;
 use memory_core::{MemoryError, NamespaceAddress};
 
-use crate::error::{Fail, corrupt};
+use crate::error::{Attempt, Fail, corrupt};
 use crate::rows::{DOCUMENT_COLUMNS, decode_document, decode_receipt};
 use crate::store::ConsistencyReport;
-
-type Attempt<T> = Result<T, Fail<MemoryError>>;
 
 fn fail(what: impl Into<String>) -> Fail<MemoryError> {
     Fail::Model(corrupt(what))

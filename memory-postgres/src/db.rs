@@ -1,4 +1,5 @@
-//! The connection pool, the background runtime every call runs on, and bounded retries.
+//! The connection pool and the background runtime every call runs on (the retry rule is
+//! [`crate::retry`]'s).
 //!
 //! Why a runtime of its own: the activity ports ([`memory_core::activity`]) are synchronous and are
 //! called from inside async tasks, where blocking on the caller's runtime would panic or starve it; and a
@@ -15,15 +16,11 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use memory_core::StoreFault;
-use memory_core::activity::ActivityError;
 use memory_core::{Clock, MemoryError};
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
-use crate::error::{Fail, FailureClass, PostgresFailure};
-
-/// How many times a call is retried after a serialization failure or a lost connection.
-pub const DEFAULT_RETRIES: u32 = 8;
+use crate::error::{PortError, PostgresFailure};
 
 /// A PostgreSQL schema name: 1 to 63 bytes of lowercase ASCII letters, digits and `_`, not starting with a
 /// digit, so it never needs quoting and can never inject SQL.
@@ -151,13 +148,13 @@ impl Handle {
     pub(crate) async fn run<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,
-        E: Send + 'static + From<Stopped>,
+        E: PortError,
         F: Future<Output = Result<T, E>> + Send + 'static,
     {
         match self.runtime.spawn(work).await {
             Ok(result) => result,
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            Err(_) => Err(E::from(Stopped)),
+            Err(_) => Err(Stopped.into_port()),
         }
     }
 
@@ -175,7 +172,7 @@ impl Handle {
     pub(crate) fn block<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,
-        E: Send + 'static + From<Stopped>,
+        E: PortError,
         F: Future<Output = Result<T, E>> + Send + 'static,
     {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
@@ -184,7 +181,7 @@ impl Handle {
             let _ = sender.send(work.await);
         }));
         // No answer means the task ended without one: it panicked, or the runtime is shutting down.
-        receiver.recv().unwrap_or_else(|_| Err(E::from(Stopped)))
+        receiver.recv().unwrap_or_else(|_| Err(Stopped.into_port()))
     }
 }
 
@@ -192,106 +189,21 @@ impl Handle {
 #[derive(Debug)]
 pub(crate) struct Stopped;
 
-impl From<Stopped> for MemoryError {
-    fn from(_: Stopped) -> Self {
-        MemoryError::storage("call", PostgresFailure::RuntimeStopped)
+impl Stopped {
+    /// The port's error for it.
+    pub(crate) fn into_port<E: PortError>(self) -> E {
+        E::from_fault(StoreFault::storage("call", PostgresFailure::RuntimeStopped))
     }
 }
 
-impl From<Stopped> for ActivityError {
-    fn from(_: Stopped) -> Self {
-        ActivityError::Store(StoreFault::Storage {
-            operation: "call",
-            source: Box::new(PostgresFailure::RuntimeStopped),
-        })
-    }
+/// A read-only `REPEATABLE READ` transaction: statements that see one snapshot.
+pub(crate) async fn snapshot(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, tokio_postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
 }
-
-/// Whether a failed attempt is tried again: conflicts between transactions always are (PostgreSQL rolled
-/// the attempt back); a lost connection only when the attempt had not sent `COMMIT`, or when the call is
-/// idempotent (a memory write, whose receipt turns a retry of a committed write into a replay).
-pub(crate) fn should_retry<E>(
-    error: &Fail<E>,
-    commit_sent: bool,
-    idempotent: bool,
-    attempt: u32,
-    retries: u32,
-) -> bool {
-    if attempt >= retries {
-        return false;
-    }
-    // Waiting for a free pooled connection already took the whole pool wait; waiting again would only
-    // multiply it.
-    if matches!(error, Fail::Pool(deadpool_postgres::PoolError::Timeout(_))) {
-        return false;
-    }
-    match error.class() {
-        FailureClass::Retry => true,
-        FailureClass::Unavailable => idempotent || !commit_sent,
-        FailureClass::Corrupt | FailureClass::Plain => false,
-    }
-}
-
-/// The pause before retry `attempt` (0-based): 5 ms doubling to at most 400 ms, so eight retries ride
-/// out a server restart of about two seconds.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(5u64.saturating_mul(1 << attempt.min(7)).min(400))
-}
-
-/// Runs `$body` (an expression of type `Result<T, Fail<E>>` that may use the pooled connection `$client`
-/// and sets `$commit_sent` to true just before it sends `COMMIT`) with bounded retries; see
-/// [`should_retry`].
-macro_rules! with_retries {
-    ($db:expr, idempotent = $idempotent:expr, |$client:ident, $commit_sent:ident| $body:expr) => {{
-        let db: &$crate::db::Database = &$db;
-        let mut attempt: u32 = 0;
-        loop {
-            let mut $commit_sent = false;
-            let result: Result<_, $crate::error::Fail<_>> = async {
-                #[allow(unused_mut)]
-                let mut $client = db.pool.get().await?;
-                $body
-            }
-            .await;
-            match result {
-                Ok(value) => break Ok(value),
-                Err(error) => {
-                    if error.class() == $crate::error::FailureClass::Unavailable {
-                        // A lost connection often means a restarted server: its idle siblings are
-                        // likely dead too, and the pool cannot tell until one is used.
-                        drop(db.pool.retain(|_, _| false));
-                    }
-                    if $crate::db::should_retry(
-                        &error,
-                        $commit_sent,
-                        $idempotent,
-                        attempt,
-                        db.retries,
-                    ) {
-                        tracing::debug!(attempt, "retrying a PostgreSQL call");
-                        tokio::time::sleep($crate::db::backoff(attempt)).await;
-                        attempt += 1;
-                    } else if $commit_sent && !$idempotent {
-                        break Err(error.commit_unknown());
-                    } else {
-                        break Err(error);
-                    }
-                }
-            }
-        }
-    }};
-}
-pub(crate) use with_retries;
-
-/// Runs an activity-store call (`$body`, as in [`with_retries`]) on the store's runtime and blocks
-/// until it is done, mapping failures to [`ActivityError`].
-macro_rules! block_activity {
-    ($handle:expr, $operation:expr, idempotent = $idempotent:expr, |$client:ident, $commit_sent:ident| $body:expr) => {{
-        let db = $handle.db.clone();
-        $handle.block(async move {
-            $crate::db::with_retries!(db, idempotent = $idempotent, |$client, $commit_sent| $body)
-                .map_err(|error| error.into_activity($operation))
-        })
-    }};
-}
-pub(crate) use block_activity;

@@ -99,6 +99,9 @@ pub fn classify(error: &tokio_postgres::Error) -> FailureClass {
     }
 }
 
+/// What one attempt at a database call returns: the model's error type is `E`.
+pub(crate) type Attempt<T, E = MemoryError> = Result<T, Fail<E>>;
+
 /// A failure of one attempt at a database call: the database's, or the model's (`E`), which is never
 /// retried.
 #[derive(Debug)]
@@ -109,6 +112,8 @@ pub(crate) enum Fail<E> {
     Pool(deadpool_postgres::PoolError),
     /// The model refused or a row did not decode.
     Model(E),
+    /// `COMMIT` failed (see [`crate::retry::commit`]); what that means is the retry rule's to say.
+    AtCommit(tokio_postgres::Error),
     /// The connection was lost after `COMMIT` was sent by a call that must not be repeated blindly.
     CommitUnknown(tokio_postgres::Error),
 }
@@ -134,20 +139,10 @@ impl From<ActivityError> for Fail<ActivityError> {
 impl<E> Fail<E> {
     pub(crate) fn class(&self) -> FailureClass {
         match self {
-            Self::Db(error) => classify(error),
+            Self::Db(error) | Self::AtCommit(error) => classify(error),
             Self::Pool(deadpool_postgres::PoolError::Backend(error)) => classify(error),
             Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => FailureClass::Unavailable,
             Self::Pool(_) | Self::Model(_) | Self::CommitUnknown(_) => FailureClass::Plain,
-        }
-    }
-
-    /// Marks a lost connection after `COMMIT` as an unknown outcome.
-    pub(crate) fn commit_unknown(self) -> Self {
-        match self {
-            Self::Db(error) if classify(&error) == FailureClass::Unavailable => {
-                Self::CommitUnknown(error)
-            }
-            other => other,
         }
     }
 
@@ -170,7 +165,7 @@ impl<E> Fail<E> {
     /// The storage-level failure, for errors that are not the model's.
     fn into_failure(self) -> Result<PostgresFailure, E> {
         match self {
-            Self::Db(error) => Ok(PostgresFailure::Postgres(error)),
+            Self::Db(error) | Self::AtCommit(error) => Ok(PostgresFailure::Postgres(error)),
             Self::Pool(deadpool_postgres::PoolError::Backend(error)) => {
                 Ok(PostgresFailure::Postgres(error))
             }
@@ -181,19 +176,28 @@ impl<E> Fail<E> {
     }
 }
 
-impl Fail<MemoryError> {
-    /// The error a caller of a memory port sees.
-    pub(crate) fn into_memory(self, operation: &'static str) -> MemoryError {
-        self.into_fault(operation)
-            .map_or_else(|model| model, MemoryError::Store)
+/// The error type of a port, which embeds a [`StoreFault`]: [`MemoryError`] or [`ActivityError`].
+pub(crate) trait PortError: Sized + Send + 'static {
+    fn from_fault(fault: StoreFault) -> Self;
+}
+
+impl PortError for MemoryError {
+    fn from_fault(fault: StoreFault) -> Self {
+        Self::Store(fault)
     }
 }
 
-impl Fail<ActivityError> {
-    /// The error a caller of an activity port sees.
-    pub(crate) fn into_activity(self, operation: &'static str) -> ActivityError {
+impl PortError for ActivityError {
+    fn from_fault(fault: StoreFault) -> Self {
+        Self::Store(fault)
+    }
+}
+
+impl<E: PortError> Fail<E> {
+    /// The error a caller of the port sees: the store fault, or the model's own error unchanged.
+    pub(crate) fn into_port(self, operation: &'static str) -> E {
         self.into_fault(operation)
-            .map_or_else(|model| model, ActivityError::Store)
+            .map_or_else(|model| model, E::from_fault)
     }
 }
 
@@ -220,20 +224,18 @@ mod tests {
     #[test]
     fn kinds_survive_both_translations() {
         assert_eq!(
-            pool_timeout::<MemoryError>().into_memory("read").kind(),
+            pool_timeout::<MemoryError>().into_port("read").kind(),
             ErrorKind::Unavailable
         );
         assert_eq!(
-            pool_timeout::<ActivityError>()
-                .into_activity("append")
-                .kind(),
+            pool_timeout::<ActivityError>().into_port("append").kind(),
             ErrorKind::Unavailable
         );
         let closed = Fail::<ActivityError>::Pool(deadpool_postgres::PoolError::Closed);
-        assert_eq!(closed.into_activity("append").kind(), ErrorKind::Storage);
+        assert_eq!(closed.into_port("append").kind(), ErrorKind::Storage);
         let model = Fail::Model(ActivityError::AtCapacity { capacity: 1 });
-        assert_eq!(model.into_activity("admit").kind(), ErrorKind::Unavailable);
+        assert_eq!(model.into_port("admit").kind(), ErrorKind::Unavailable);
         let model = Fail::Model(MemoryError::NotFound);
-        assert_eq!(model.into_memory("read").kind(), ErrorKind::NotFound);
+        assert_eq!(model.into_port("read").kind(), ErrorKind::NotFound);
     }
 }

@@ -168,7 +168,7 @@ impl ChangeFollower {
         head.wait_for(|head| *head > after)
             .await
             .map(|head| *head)
-            .map_err(|_| crate::db::Stopped.into())
+            .map_err(|_| crate::db::Stopped.into_port())
     }
 
     /// [`Self::wait_past`] for at most `limit`; `None` when nothing new came in that time. The timer
@@ -184,7 +184,7 @@ impl ChangeFollower {
             .run(async move {
                 match tokio::time::timeout(limit, head.wait_for(|head| *head > after)).await {
                     Ok(Ok(head)) => Ok(Some(*head)),
-                    Ok(Err(_)) => Err(MemoryError::from(crate::db::Stopped)),
+                    Ok(Err(_)) => Err(crate::db::Stopped.into_port()),
                     Err(_) => Ok(None),
                 }
             })

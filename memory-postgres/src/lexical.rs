@@ -2,11 +2,13 @@
 //! configuration (stemming and stop words) over the text and the attributions' speakers, ranked by
 //! `ts_rank`.
 //!
-//! - Query text is words, never query syntax: it is cut at every character that is not alphanumeric;
-//!   each word becomes its own `plainto_tsquery` (which parses no operators) and the words are OR-ed with
-//!   the `memory_tsquery_or` aggregate. A query with no word, or only stop words, returns no hit.
-//! - At most [`MAX_QUERY_TERMS`] distinct words are used (the first ones); queries over
-//!   [`MAX_QUERY_BYTES`] are refused before any work.
+//! - Query text becomes words through memory-core's one parser ([`memory_core::query`], as on
+//!   SQLite): words, never syntax, lower case, distinct, stop words dropped, at most
+//!   [`MAX_QUERY_TERMS`], queries over [`MAX_QUERY_BYTES`] refused before any work. Each word becomes
+//!   its own `plainto_tsquery` (which parses no operators) and the words are OR-ed with the
+//!   `memory_tsquery_or` aggregate. A query with no word left (none, or only stop words) returns no
+//!   hit. The parser's stop words contain the `english` configuration's, so no word reaches the
+//!   server that its index would not hold.
 //! - The namespace is part of the index key: the GIN index `memory_documents_lexical` holds each
 //!   document's lexemes prefixed with its namespace's digest (migration 3 in the schema module), and
 //!   the statement looks up its words' lexemes under the caller's digest, so it reads only the
@@ -20,31 +22,14 @@
 //!   only the order within one answer means something.
 
 use memory_core::MemoryError;
+use memory_core::query::StopWords;
 
 pub use memory_core::storage::{MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_SEARCH_HITS};
 
-/// The distinct words of a user query, at most [`MAX_QUERY_TERMS`].
+/// The words a user query searches (memory-core's [`memory_core::query::query_words`], stop
+/// words dropped).
 pub fn query_words(query: &str) -> Result<Vec<String>, MemoryError> {
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(MemoryError::TooLarge {
-            limit: "lexical query bytes",
-            max: MAX_QUERY_BYTES as u64,
-            actual: query.len() as u64,
-        });
-    }
-    let mut terms: Vec<String> = Vec::new();
-    for word in query
-        .split(|character: char| !character.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-    {
-        if terms.len() == MAX_QUERY_TERMS {
-            break;
-        }
-        if !terms.iter().any(|term| term == word) {
-            terms.push(word.to_owned());
-        }
-    }
-    Ok(terms)
+    memory_core::query::query_words(query, StopWords::Drop)
 }
 
 /// The search statement: `$1` words, `$2` namespace, `$3` scope, `$4` limit.
@@ -81,35 +66,37 @@ pub(crate) const SEARCH_SQL: &str = "
 
 #[cfg(test)]
 mod tests {
-    use super::*;
 
+    /// The parser's stop words hold every word of the server's `english` stop list (read from the
+    /// installed PostgreSQL's share folder, which the test server's setup installs), so a word the
+    /// server's index drops is never searched on one backend and not the other.
     #[test]
-    fn query_syntax_becomes_plain_words() {
-        assert_eq!(
-            query_words(r#"alice NEAR("x" y) col:* ^start & !no | <->"#).expect("small query"),
-            ["alice", "NEAR", "x", "y", "col", "start", "no"]
+    fn the_parser_drops_every_english_stop_word_of_the_server() {
+        let found = std::fs::read_dir("/usr/share/postgresql")
+            .ok()
+            .and_then(|versions| {
+                versions
+                    .flatten()
+                    .map(|version| version.path().join("tsearch_data/english.stop"))
+                    .find(|path| path.is_file())
+            });
+        let Some(path) = found else {
+            assert!(
+                std::env::var("MEMORY_TEST_POSTGRES_URL").is_err(),
+                "a PostgreSQL test server is configured but its english.stop was not found"
+            );
+            eprintln!("SKIPPED: no PostgreSQL installed, so no english.stop to compare");
+            return;
+        };
+        let list = std::fs::read_to_string(&path).expect("english.stop is readable");
+        let missing: Vec<&str> = list
+            .lines()
+            .map(str::trim)
+            .filter(|word| !word.is_empty() && !memory_core::query::is_stop_word(word))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{path:?}: not stop words here: {missing:?}"
         );
-        assert!(query_words(" \"*^:() ").expect("small query").is_empty());
-        assert!(query_words("").expect("small query").is_empty());
-    }
-
-    #[test]
-    fn repeated_words_are_searched_once_and_terms_are_capped() {
-        let query = (0..200)
-            .map(|n| format!("w{n} w{n}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert_eq!(
-            query_words(&query).expect("small query").len(),
-            MAX_QUERY_TERMS
-        );
-    }
-
-    #[test]
-    fn oversized_queries_are_refused_before_work() {
-        assert!(matches!(
-            query_words(&"a".repeat(MAX_QUERY_BYTES + 1)),
-            Err(MemoryError::TooLarge { .. })
-        ));
     }
 }

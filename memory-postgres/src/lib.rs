@@ -72,15 +72,17 @@ pub mod lexical;
 mod listing;
 pub mod progress;
 pub mod remembering_store;
+mod retry;
 mod rows;
 pub mod schema;
 mod store;
 pub mod thread_log;
 pub mod vectors;
 
-pub use db::{DEFAULT_RETRIES, SchemaName};
+pub use db::SchemaName;
 pub use error::{PostgresFailure, postgres_failure};
 pub use follower::{ChangeFollower, FollowerOptions};
+pub use retry::DEFAULT_RETRIES;
 pub use rows::MAX_INDEXED_TEXT_BYTES;
 pub use schema::SCHEMA_VERSION;
 pub use store::{

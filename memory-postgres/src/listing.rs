@@ -9,9 +9,10 @@ use memory_core::StoreFault;
 use memory_core::listing::{ListCursor, ListPage, MemoryLister, check_list_limit, page_of};
 use memory_core::{MemoryError, NamespaceAddress};
 
-use crate::error::Fail;
+use crate::error::{Attempt, Fail};
+use crate::retry::Idempotent;
 use crate::rows::decode_document;
-use crate::store::{AsyncReadFn, Attempt, PostgresStore};
+use crate::store::PostgresStore;
 
 const LIST_SQL: &str = "\
 SELECT d.namespace, d.id, d.revision, d.withdrawn, d.locator, d.body, r.sequence \
@@ -26,8 +27,8 @@ struct ListDocuments {
     fetch: i64,
 }
 
-impl AsyncReadFn<Vec<(u64, memory_core::MemoryDocument)>> for ListDocuments {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<(u64, memory_core::MemoryDocument)>> {
+impl ListDocuments {
+    async fn run(&self, client: Object) -> Attempt<Vec<(u64, memory_core::MemoryDocument)>> {
         let statement = client.prepare_cached(LIST_SQL).await?;
         let rows = client
             .query(&statement, &[&self.namespace, &self.before, &self.fetch])
@@ -62,7 +63,12 @@ impl MemoryLister for PostgresStore {
             // One more row than asked says whether another page follows.
             fetch: i64::try_from(limit + 1).unwrap_or(i64::MAX),
         };
-        let rows = self.read_call("list documents", work).await?;
+        let rows = self
+            .handle
+            .call("list documents", Idempotent::Yes, work, |work, client| {
+                Box::pin(work.run(client))
+            })
+            .await?;
         Ok(page_of(rows, limit))
     }
 }

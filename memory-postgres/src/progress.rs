@@ -21,10 +21,9 @@ use memory_core::activity::{
 use memory_core::document::EpochMillis;
 use tokio_postgres::Row;
 
-use crate::db::{Handle, block_activity};
-use crate::error::Fail;
-
-type Attempt<T> = Result<T, Fail<ActivityError>>;
+use crate::db::Handle;
+use crate::error::{Attempt, Fail};
+use crate::retry::{Idempotent, commit};
 
 /// The PostgreSQL progress store; get one from [`crate::PostgresStore::progress`].
 #[derive(Clone)]
@@ -58,7 +57,7 @@ async fn read_row<C: deadpool_postgres::GenericClient + Sync>(
     client: &C,
     key: &KeyColumns,
     lock: bool,
-) -> Attempt<Option<StoredProgress>> {
+) -> Attempt<Option<StoredProgress>, ActivityError> {
     let statement = client
         .prepare_cached(&format!(
             "SELECT {PROGRESS_COLUMNS} FROM activity_progress \
@@ -73,21 +72,22 @@ async fn read_row<C: deadpool_postgres::GenericClient + Sync>(
         .transpose()
 }
 
-/// One fenced write inside `transaction`: `UPDATE activity_progress SET {set} WHERE <lease> AND
+/// One fenced write in a transaction of its own: `UPDATE activity_progress SET {set} WHERE <lease> AND
 /// {condition}`, the lease columns bound as `$1`..`$6` (processor, version, thread, epoch, owner, now)
 /// and `values` from `$7` on. Exactly one row must change; otherwise the refusal is what [`refusal`]
 /// finds in the row (stale lease first, then `otherwise`). `set` and `condition` are fixed strings of
 /// this module.
-async fn fenced_update(
-    transaction: &deadpool_postgres::Transaction<'_>,
+async fn fenced_write(
+    mut client: deadpool_postgres::Object,
     (set, condition): (&str, &str),
     lease: &Lease,
     now: EpochMillis,
     values: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     otherwise: impl FnOnce(&StoredProgress) -> ActivityError,
-) -> Attempt<()> {
+) -> Attempt<(), ActivityError> {
     let key = KeyColumns::of(&lease.key).map_err(Fail::Model)?;
     let epoch = column_i64(lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
+    let transaction = client.transaction().await?;
     let statement = transaction
         .prepare_cached(&format!(
             "UPDATE activity_progress SET {set} \
@@ -107,10 +107,10 @@ async fn fenced_update(
     parameters.extend_from_slice(values);
     let changed = transaction.execute(&statement, &parameters).await?;
     if changed != 1 {
-        let row = read_row(transaction, &key, false).await?;
+        let row = read_row(&transaction, &key, false).await?;
         return Err(Fail::Model(refusal(row.as_ref(), lease, now, otherwise)));
     }
-    Ok(())
+    commit(transaction).await
 }
 
 impl ProgressStore for PostgresProgressStore {
@@ -124,51 +124,53 @@ impl ProgressStore for PostgresProgressStore {
         let request = ClaimRequest::new(key, owner, lease_ms, now)?;
         let params = KeyColumns::of(key)?;
         // A retry after a lost COMMIT claims again: the first epoch is superseded before anyone used it.
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "claim lease",
-            idempotent = true,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                let create = transaction
-                    .prepare_cached(
-                        "INSERT INTO activity_progress (processor, version, thread) \
-                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    )
-                    .await?;
-                transaction
-                    .execute(
-                        &create,
-                        &[&params.processor, &params.version, &params.thread],
-                    )
-                    .await?;
-                let existing = read_row(&transaction, &params, true).await?;
-                let claim = request.clone().plan(existing, now).map_err(Fail::Model)?;
-                let epoch =
-                    column_i64(claim.lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
-                let take = transaction
-                .prepare_cached(
-                    "UPDATE activity_progress SET epoch = $4, owner = $5, lease_expires_at = $6 \
-                     WHERE processor = $1 AND version = $2 AND thread = $3",
-                )
-                .await?;
-                transaction
-                    .execute(
-                        &take,
-                        &[
-                            &params.processor,
-                            &params.version,
-                            &params.thread,
-                            &epoch,
-                            &claim.lease.owner.as_str(),
-                            &claim.lease.expires_at,
-                        ],
-                    )
-                    .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(claim)
-            }
+            Idempotent::Yes,
+            (params, request),
+            move |(params, request), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    let create = transaction
+                        .prepare_cached(
+                            "INSERT INTO activity_progress (processor, version, thread) \
+                             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        )
+                        .await?;
+                    transaction
+                        .execute(
+                            &create,
+                            &[&params.processor, &params.version, &params.thread],
+                        )
+                        .await?;
+                    let existing = read_row(&transaction, params, true).await?;
+                    let claim = request.clone().plan(existing, now).map_err(Fail::Model)?;
+                    let epoch =
+                        column_i64(claim.lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
+                    let take = transaction
+                        .prepare_cached(
+                            "UPDATE activity_progress \
+                             SET epoch = $4, owner = $5, lease_expires_at = $6 \
+                             WHERE processor = $1 AND version = $2 AND thread = $3",
+                        )
+                        .await?;
+                    transaction
+                        .execute(
+                            &take,
+                            &[
+                                &params.processor,
+                                &params.version,
+                                &params.thread,
+                                &epoch,
+                                &claim.lease.owner.as_str(),
+                                &claim.lease.expires_at,
+                            ],
+                        )
+                        .await?;
+                    commit(transaction).await?;
+                    Ok(claim)
+                })
+            },
         )
     }
 
@@ -181,28 +183,26 @@ impl ProgressStore for PostgresProgressStore {
         // Checked before the transaction: a refused output leaves prior progress untouched.
         let prepared = PreparedPending::new(lease, pending)?;
         let (lease, work_id) = (lease.clone(), pending.work_id.clone());
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "save pending output",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                fenced_update(
-                    &transaction,
-                    (
-                        "pending_sequence = $7, pending_work_id = $8, pending_json = $9",
-                        "pending_sequence IS NULL AND cursor + 1 = $7",
-                    ),
-                    &lease,
-                    now,
-                    &[&prepared.sequence, &work_id.as_str(), &prepared.output_json],
-                    |row| prepared.save_refused(row),
-                )
-                .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            (lease, prepared, work_id),
+            move |(lease, prepared, work_id), client| {
+                Box::pin(async move {
+                    fenced_write(
+                        client,
+                        (
+                            "pending_sequence = $7, pending_work_id = $8, pending_json = $9",
+                            "pending_sequence IS NULL AND cursor + 1 = $7",
+                        ),
+                        lease,
+                        now,
+                        &[&prepared.sequence, &work_id.as_str(), &prepared.output_json],
+                        |row| prepared.save_refused(row),
+                    )
+                    .await
+                })
+            },
         )
     }
 
@@ -216,54 +216,50 @@ impl ProgressStore for PostgresProgressStore {
         let prepared = PreparedPending::new(lease, pending)?;
         let lease = lease.clone();
         // Idempotent: replacing with the same output twice leaves the same row.
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "replace pending output",
-            idempotent = true,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                fenced_update(
-                    &transaction,
-                    ("pending_json = $8", "pending_sequence = $7"),
-                    &lease,
-                    now,
-                    &[&prepared.sequence, &prepared.output_json],
-                    |row| prepared.replace_refused(row),
-                )
-                .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::Yes,
+            (lease, prepared),
+            move |(lease, prepared), client| {
+                Box::pin(async move {
+                    fenced_write(
+                        client,
+                        ("pending_json = $8", "pending_sequence = $7"),
+                        lease,
+                        now,
+                        &[&prepared.sequence, &prepared.output_json],
+                        |row| prepared.replace_refused(row),
+                    )
+                    .await
+                })
+            },
         )
     }
 
     fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError> {
         let advance = Advance::new(to)?;
         let lease = lease.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "advance cursor",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                fenced_update(
-                    &transaction,
-                    (
-                        "cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
-                     pending_json = NULL, last_advance_at = $6",
-                        "cursor = $8",
-                    ),
-                    &lease,
-                    now,
-                    &[&advance.to, &advance.from],
-                    |row| advance.refused(row),
-                )
-                .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            lease,
+            move |lease, client| {
+                Box::pin(async move {
+                    fenced_write(
+                        client,
+                        (
+                            "cursor = $7, pending_sequence = NULL, pending_work_id = NULL, \
+                             pending_json = NULL, last_advance_at = $6",
+                            "cursor = $8",
+                        ),
+                        lease,
+                        now,
+                        &[&advance.to, &advance.from],
+                        |row| advance.refused(row),
+                    )
+                    .await
+                })
+            },
         )
     }
 
@@ -271,62 +267,65 @@ impl ProgressStore for PostgresProgressStore {
         let params = KeyColumns::of(&lease.key)?;
         let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
         let lease = lease.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "release lease",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                // Releasing is a courtesy: wait at most RELEASE_WAIT for the row, after which the lease
-                // expires on its own.
-                transaction
-                    .batch_execute(&format!(
-                        "SET LOCAL lock_timeout = {}",
-                        RELEASE_WAIT.as_millis()
-                    ))
-                    .await?;
-                let update = transaction
-                    .prepare_cached(
-                        "UPDATE activity_progress SET owner = NULL, lease_expires_at = NULL \
-                     WHERE processor = $1 AND version = $2 AND thread = $3 \
-                       AND epoch = $4 AND owner = $5 AND lease_expires_at > $6",
-                    )
-                    .await?;
-                let changed = transaction
-                    .execute(
-                        &update,
-                        &[
-                            &params.processor,
-                            &params.version,
-                            &params.thread,
-                            &epoch,
-                            &lease.owner.as_str(),
-                            &now,
-                        ],
-                    )
-                    .await?;
-                if changed != 1 {
-                    return Err(Fail::Model(stale(&lease)));
-                }
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            (lease, params),
+            move |(lease, params), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    // Releasing is a courtesy: wait at most RELEASE_WAIT for the row, after which the lease
+                    // expires on its own.
+                    transaction
+                        .batch_execute(&format!(
+                            "SET LOCAL lock_timeout = {}",
+                            RELEASE_WAIT.as_millis()
+                        ))
+                        .await?;
+                    let update = transaction
+                        .prepare_cached(
+                            "UPDATE activity_progress SET owner = NULL, lease_expires_at = NULL \
+                             WHERE processor = $1 AND version = $2 AND thread = $3 \
+                             AND epoch = $4 AND owner = $5 AND lease_expires_at > $6",
+                        )
+                        .await?;
+                    let changed = transaction
+                        .execute(
+                            &update,
+                            &[
+                                &params.processor,
+                                &params.version,
+                                &params.thread,
+                                &epoch,
+                                &lease.owner.as_str(),
+                                &now,
+                            ],
+                        )
+                        .await?;
+                    if changed != 1 {
+                        return Err(Fail::Model(stale(lease)));
+                    }
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
     fn inspect(&self, key: &ProgressKey) -> Result<Option<ProgressView>, ActivityError> {
         let params = KeyColumns::of(key)?;
         let key = key.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "inspect progress",
-            idempotent = true,
-            |client, _commit_sent| {
-                Ok(read_row(&client, &params, false)
-                    .await?
-                    .map(|row| row.view(key.clone())))
-            }
+            Idempotent::Yes,
+            (params, key),
+            move |(params, key), client| {
+                Box::pin(async move {
+                    Ok(read_row(&client, params, false)
+                        .await?
+                        .map(|row| row.view(key.clone())))
+                })
+            },
         )
     }
 
@@ -346,84 +345,91 @@ impl ProgressStore for PostgresProgressStore {
         let thread = key.thread.as_str().to_owned();
         let sequence = column_i64(sequence.0, "note sequence")?;
         // Idempotent: a retry after an unknown commit finds the note and adds nothing.
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "note extraction",
-            idempotent = true,
-            |client, _commit_sent| {
-                let transaction = client.transaction().await?;
-                let note = transaction
-                    .prepare_cached(
-                        "INSERT INTO extraction_notes (processor, version, thread, sequence) \
-                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    )
-                    .await?;
-                let inserted = transaction
-                    .execute(&note, &[&processor, &version, &thread, &sequence])
-                    .await?;
-                if inserted == 1 {
-                    let add = transaction
+            Idempotent::Yes,
+            (processor, thread, totals),
+            move |(processor, thread, totals), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    let note = transaction
                         .prepare_cached(
-                            "INSERT INTO extraction_totals (name, amount) VALUES ($1, $2) \
-                         ON CONFLICT (name) DO UPDATE \
-                         SET amount = extraction_totals.amount + excluded.amount",
+                            "INSERT INTO extraction_notes (processor, version, thread, sequence) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
                         )
                         .await?;
-                    for (name, amount) in &totals {
-                        transaction.execute(&add, &[name, amount]).await?;
+                    let inserted = transaction
+                        .execute(&note, &[&processor, &version, &thread, &sequence])
+                        .await?;
+                    if inserted == 1 {
+                        let add = transaction
+                            .prepare_cached(
+                                "INSERT INTO extraction_totals (name, amount) VALUES ($1, $2) \
+                                 ON CONFLICT (name) DO UPDATE \
+                                 SET amount = extraction_totals.amount + excluded.amount",
+                            )
+                            .await?;
+                        for (name, amount) in totals {
+                            transaction.execute(&add, &[name, amount]).await?;
+                        }
                     }
-                }
-                transaction.commit().await?;
-                Ok(())
-            }
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
     fn extraction_totals(&self) -> Result<ExtractionTotals, ActivityError> {
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "read extraction totals",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached("SELECT name, amount FROM extraction_totals")
-                    .await?;
-                let rows = client.query(&statement, &[]).await?;
-                let mut pairs = Vec::with_capacity(rows.len());
-                for row in rows {
-                    pairs.push((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?));
-                }
-                totals_from_rows(pairs).map_err(Fail::Model)
-            }
+            Idempotent::Yes,
+            (),
+            move |(), client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached("SELECT name, amount FROM extraction_totals")
+                        .await?;
+                    let rows = client.query(&statement, &[]).await?;
+                    let mut pairs = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        pairs.push((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?));
+                    }
+                    totals_from_rows(pairs).map_err(Fail::Model)
+                })
+            },
         )
     }
 
     fn inspect_all(&self, limit: usize) -> Result<Vec<ProgressView>, ActivityError> {
         check_page(limit, MAX_INSPECT_ROWS, "inspect limit")?;
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "inspect progress",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(&format!(
-                        "SELECT processor, version, thread, {PROGRESS_COLUMNS} FROM activity_progress \
-                     ORDER BY processor, version, thread LIMIT $1"
-                    ))
-                    .await?;
-                let rows = client.query(&statement, &[&(limit as i64)]).await?;
-                let mut views = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let key = KeyColumns {
-                        processor: row.try_get(0)?,
-                        version: row.try_get(1)?,
-                        thread: row.try_get(2)?,
-                    };
-                    let stored = columns(&row, 3)?.decode().map_err(Fail::Model)?;
-                    views.push(stored.view(key.decode().map_err(Fail::Model)?));
-                }
-                Ok(views)
-            }
+            Idempotent::Yes,
+            (),
+            move |(), client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(&format!(
+                            "SELECT processor, version, thread, {PROGRESS_COLUMNS} \
+                             FROM activity_progress \
+                             ORDER BY processor, version, thread LIMIT $1"
+                        ))
+                        .await?;
+                    let rows = client.query(&statement, &[&(limit as i64)]).await?;
+                    let mut views = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let key = KeyColumns {
+                            processor: row.try_get(0)?,
+                            version: row.try_get(1)?,
+                            thread: row.try_get(2)?,
+                        };
+                        let stored = columns(&row, 3)?.decode().map_err(Fail::Model)?;
+                        views.push(stored.view(key.decode().map_err(Fail::Model)?));
+                    }
+                    Ok(views)
+                })
+            },
         )
     }
 }

@@ -28,13 +28,12 @@ use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
 use tokio_postgres::types::ToSql;
 
-use crate::db::{Handle, block_activity};
-use crate::error::Fail;
+use crate::db::Handle;
+use crate::error::{Attempt, Fail};
+use crate::retry::{Idempotent, commit};
 
 /// The advisory lock key of admission, the outbox and references ("memory-r" in ASCII).
 const REMEMBERING_LOCK: i64 = 0x6d65_6d6f_7279_2d72;
-
-type Attempt<T> = Result<T, Fail<ActivityError>>;
 
 /// The PostgreSQL remembering store; get one from [`crate::PostgresStore::remembering`].
 #[derive(Clone)]
@@ -50,7 +49,9 @@ impl std::fmt::Debug for PostgresRememberingStore {
     }
 }
 
-async fn lock_remembering(transaction: &deadpool_postgres::Transaction<'_>) -> Attempt<()> {
+async fn lock_remembering(
+    transaction: &deadpool_postgres::Transaction<'_>,
+) -> Attempt<(), ActivityError> {
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&REMEMBERING_LOCK])
         .await?;
@@ -63,7 +64,7 @@ async fn admit_in(
     transaction: &deadpool_postgres::Transaction<'_>,
     admission: &PreparedAdmission,
     now: EpochMillis,
-) -> Attempt<Admitted> {
+) -> Attempt<Admitted, ActivityError> {
     let id = admission.id().as_str();
     let existing: Option<String> = transaction
         .query_opt(
@@ -115,7 +116,7 @@ async fn fenced_update(
     now: EpochMillis,
     assignments: &str,
     values: &[&(dyn ToSql + Sync)],
-) -> Attempt<()> {
+) -> Attempt<(), ActivityError> {
     let sql = format!(
         "UPDATE remembering_intents SET {assignments} \
          WHERE id = $1 AND epoch = $2 AND owner = $3 AND lease_expires_at > $4 AND state = 'queued'"
@@ -138,11 +139,11 @@ async fn fenced_update(
 async fn insert_reference(
     transaction: &deadpool_postgres::Transaction<'_>,
     reference: &SourceReference,
-) -> Attempt<()> {
+) -> Attempt<(), ActivityError> {
     let statement = transaction
         .prepare_cached(
             "INSERT INTO remembering_references \
-                 (source, source_revision, target_namespace, target_id, operation_id, revision) \
+             (source, source_revision, target_namespace, target_id, operation_id, revision) \
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
         )
         .await?;
@@ -163,18 +164,19 @@ impl RememberingStore for PostgresRememberingStore {
         now: EpochMillis,
     ) -> Result<Admitted, ActivityError> {
         let admission = PreparedAdmission::queued(intent, capacity)?;
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "admit intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                let admitted = admit_in(&transaction, &admission, now).await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(admitted)
-            }
+            Idempotent::No,
+            admission,
+            move |admission, mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    let admitted = admit_in(&transaction, admission, now).await?;
+                    commit(transaction).await?;
+                    Ok(admitted)
+                })
+            },
         )
     }
 
@@ -185,50 +187,52 @@ impl RememberingStore for PostgresRememberingStore {
         now: EpochMillis,
     ) -> Result<Option<IntentClaim>, ActivityError> {
         let request = IntentClaimRequest::new(owner, lease_ms, now)?;
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "claim intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                let found = transaction
-                    .query_opt(
-                        &format!(
-                            "SELECT {CLAIM_COLUMNS} FROM remembering_intents \
-                             WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= $1) \
-                             ORDER BY row LIMIT 1 FOR UPDATE SKIP LOCKED"
-                        ),
-                        &[&now],
-                    )
-                    .await?;
-                let Some(row) = found else {
-                    return Ok(None);
-                };
-                let claim = request.clone().plan(ClaimColumns {
-                    id: row.try_get(0)?,
-                    intent_json: row.try_get(1)?,
-                    epoch: row.try_get(2)?,
-                    proposal_json: row.try_get(3)?,
-                    command_json: row.try_get(4)?,
-                    command_attempt: row.try_get(5)?,
-                })?;
-                let epoch = column_i64(claim.lease.epoch.0, "fencing epoch")?;
-                transaction
-                    .execute(
-                        "UPDATE remembering_intents SET epoch = $2, owner = $3, lease_expires_at = $4 \
-                         WHERE id = $1",
-                        &[
-                            &claim.lease.id.as_str(),
-                            &epoch,
-                            &claim.lease.owner.as_str(),
-                            &claim.lease.expires_at,
-                        ],
-                    )
-                    .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(Some(claim))
-            }
+            Idempotent::No,
+            request,
+            move |request, mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    let found = transaction
+                        .query_opt(
+                            &format!(
+                                "SELECT {CLAIM_COLUMNS} FROM remembering_intents \
+                                 WHERE state = 'queued' AND (owner IS NULL OR lease_expires_at <= $1) \
+                                 ORDER BY row LIMIT 1 FOR UPDATE SKIP LOCKED"
+                            ),
+                            &[&now],
+                        )
+                        .await?;
+                    let Some(row) = found else {
+                        return Ok(None);
+                    };
+                    let claim = request.clone().plan(ClaimColumns {
+                        id: row.try_get(0)?,
+                        intent_json: row.try_get(1)?,
+                        epoch: row.try_get(2)?,
+                        proposal_json: row.try_get(3)?,
+                        command_json: row.try_get(4)?,
+                        command_attempt: row.try_get(5)?,
+                    })?;
+                    let epoch = column_i64(claim.lease.epoch.0, "fencing epoch")?;
+                    transaction
+                        .execute(
+                            "UPDATE remembering_intents \
+                             SET epoch = $2, owner = $3, lease_expires_at = $4 \
+                             WHERE id = $1",
+                            &[
+                                &claim.lease.id.as_str(),
+                                &epoch,
+                                &claim.lease.owner.as_str(),
+                                &claim.lease.expires_at,
+                            ],
+                        )
+                        .await?;
+                    commit(transaction).await?;
+                    Ok(Some(claim))
+                })
+            },
         )
     }
 
@@ -240,24 +244,25 @@ impl RememberingStore for PostgresRememberingStore {
     ) -> Result<(), ActivityError> {
         let proposal_json = canonical_progress_json("proposal canonical JSON", proposal)?;
         let lease = lease.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "save proposal",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                fenced_update(
-                    &transaction,
-                    &lease,
-                    now,
-                    "proposal_json = COALESCE(proposal_json, $5)",
-                    &[&proposal_json],
-                )
-                .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            (lease, proposal_json),
+            move |(lease, proposal_json), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    fenced_update(
+                        &transaction,
+                        lease,
+                        now,
+                        "proposal_json = COALESCE(proposal_json, $5)",
+                        &[&proposal_json],
+                    )
+                    .await?;
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
@@ -270,35 +275,37 @@ impl RememberingStore for PostgresRememberingStore {
     ) -> Result<(), ActivityError> {
         let prepared = PreparedCommand::new(command)?;
         let (lease, reference) = (lease.clone(), reference.clone());
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "save command",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                let stored_attempt: Option<Option<i64>> = transaction
-                    .query_opt(
-                        "SELECT command_attempt FROM remembering_intents WHERE id = $1 FOR UPDATE",
-                        &[&lease.id.as_str()],
+            Idempotent::No,
+            (lease, prepared, reference),
+            move |(lease, prepared, reference), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    let stored_attempt: Option<Option<i64>> = transaction
+                        .query_opt(
+                            "SELECT command_attempt FROM remembering_intents \
+                             WHERE id = $1 FOR UPDATE",
+                            &[&lease.id.as_str()],
+                        )
+                        .await?
+                        .map(|row| row.try_get(0))
+                        .transpose()?;
+                    prepared.check_attempt(stored_attempt.flatten())?;
+                    fenced_update(
+                        &transaction,
+                        lease,
+                        now,
+                        "command_json = $5, command_attempt = $6",
+                        &[&prepared.command_json, &prepared.attempt],
                     )
-                    .await?
-                    .map(|row| row.try_get(0))
-                    .transpose()?;
-                prepared.check_attempt(stored_attempt.flatten())?;
-                fenced_update(
-                    &transaction,
-                    &lease,
-                    now,
-                    "command_json = $5, command_attempt = $6",
-                    &[&prepared.command_json, &prepared.attempt],
-                )
-                .await?;
-                insert_reference(&transaction, &reference).await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+                    .await?;
+                    insert_reference(&transaction, reference).await?;
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
@@ -312,53 +319,55 @@ impl RememberingStore for PostgresRememberingStore {
         let outcome_json = canonical_progress_json("outcome canonical JSON", outcome)?;
         let successor = successor.map(PreparedAdmission::uncounted).transpose()?;
         let lease = lease.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "complete intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                if successor.is_some() {
-                    lock_remembering(&transaction).await?;
-                }
-                fenced_update(
-                    &transaction,
-                    &lease,
-                    now,
-                    "state = 'done', outcome_json = $5, owner = NULL, lease_expires_at = NULL",
-                    &[&outcome_json],
-                )
-                .await?;
-                if let Some(successor) = &successor {
-                    admit_in(&transaction, successor, now).await?;
-                }
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            (successor, lease, outcome_json),
+            move |(successor, lease, outcome_json), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    if successor.is_some() {
+                        lock_remembering(&transaction).await?;
+                    }
+                    fenced_update(
+                        &transaction,
+                        lease,
+                        now,
+                        "state = 'done', outcome_json = $5, owner = NULL, lease_expires_at = NULL",
+                        &[&outcome_json],
+                    )
+                    .await?;
+                    if let Some(successor) = &successor {
+                        admit_in(&transaction, successor, now).await?;
+                    }
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
     fn release(&self, lease: &IntentLease, now: EpochMillis) -> Result<(), ActivityError> {
         let lease = lease.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "release intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                fenced_update(
-                    &transaction,
-                    &lease,
-                    now,
-                    "owner = NULL, lease_expires_at = NULL",
-                    &[],
-                )
-                .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            lease,
+            move |lease, mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    fenced_update(
+                        &transaction,
+                        lease,
+                        now,
+                        "owner = NULL, lease_expires_at = NULL",
+                        &[],
+                    )
+                    .await?;
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
@@ -374,25 +383,27 @@ impl RememberingStore for PostgresRememberingStore {
         })?;
         let source = source.as_str().to_owned();
         let revision = suppression_revision(revision).to_owned();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "suppress source",
-            idempotent = true,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                transaction
-                    .execute(
-                        "INSERT INTO remembering_suppressions (source, revision, suppressed_at) \
-                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                        &[&source, &revision, &now],
-                    )
-                    .await?;
-                let admitted = admit_in(&transaction, &cleanup, now).await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(admitted.id)
-            }
+            Idempotent::Yes,
+            (source, revision, cleanup),
+            move |(source, revision, cleanup), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    transaction
+                        .execute(
+                            "INSERT INTO remembering_suppressions \
+                             (source, revision, suppressed_at) \
+                             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                            &[&source, &revision, &now],
+                        )
+                        .await?;
+                    let admitted = admit_in(&transaction, cleanup, now).await?;
+                    commit(transaction).await?;
+                    Ok(admitted.id)
+                })
+            },
         )
     }
 
@@ -402,22 +413,24 @@ impl RememberingStore for PostgresRememberingStore {
         revision: &SourceRevision,
     ) -> Result<bool, ActivityError> {
         let (source, revision) = (source.as_str().to_owned(), revision.as_str().to_owned());
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "check suppression",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM remembering_suppressions \
-                     WHERE source = $1 AND revision IN ($2, $3))",
-                    )
-                    .await?;
-                Ok(client
-                    .query_one(&statement, &[&source, &revision, &ALL_REVISIONS])
-                    .await?
-                    .try_get(0)?)
-            }
+            Idempotent::Yes,
+            (source, revision),
+            move |(source, revision), client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT EXISTS (SELECT 1 FROM remembering_suppressions \
+                             WHERE source = $1 AND revision IN ($2, $3))",
+                        )
+                        .await?;
+                    Ok(client
+                        .query_one(&statement, &[&source, &revision, &ALL_REVISIONS])
+                        .await?
+                        .try_get(0)?)
+                })
+            },
         )
     }
 
@@ -428,20 +441,21 @@ impl RememberingStore for PostgresRememberingStore {
         }
         let references = references.to_vec();
         // Idempotent: a reference already kept is not added twice.
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "save references",
-            idempotent = true,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                for reference in &references {
-                    insert_reference(&transaction, reference).await?;
-                }
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::Yes,
+            references,
+            move |references, mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    for reference in references {
+                        insert_reference(&transaction, reference).await?;
+                    }
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
@@ -454,34 +468,36 @@ impl RememberingStore for PostgresRememberingStore {
         check_page(limit, MAX_PAGE_ROWS, "reference page limit")?;
         let after = column_i64(after, "reference row")?;
         let source = source.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "read references",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(&format!(
-                        "SELECT {REFERENCE_COLUMNS} FROM remembering_references \
-                         WHERE source = $1 AND row > $2 ORDER BY row LIMIT $3"
-                    ))
-                    .await?;
-                let rows = client
-                    .query(&statement, &[&source.as_str(), &after, &(limit as i64)])
-                    .await?;
-                let mut references = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let columns = ReferenceColumns {
-                        row: row.try_get(0)?,
-                        source_revision: row.try_get(1)?,
-                        target_namespace: row.try_get(2)?,
-                        target_id: row.try_get(3)?,
-                        operation_id: row.try_get(4)?,
-                        revision: row.try_get(5)?,
-                    };
-                    references.push(columns.decode(&source)?);
-                }
-                Ok(references)
-            }
+            Idempotent::Yes,
+            source,
+            move |source, client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(&format!(
+                            "SELECT {REFERENCE_COLUMNS} FROM remembering_references \
+                             WHERE source = $1 AND row > $2 ORDER BY row LIMIT $3"
+                        ))
+                        .await?;
+                    let rows = client
+                        .query(&statement, &[&source.as_str(), &after, &(limit as i64)])
+                        .await?;
+                    let mut references = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let columns = ReferenceColumns {
+                            row: row.try_get(0)?,
+                            source_revision: row.try_get(1)?,
+                            target_namespace: row.try_get(2)?,
+                            target_id: row.try_get(3)?,
+                            operation_id: row.try_get(4)?,
+                            revision: row.try_get(5)?,
+                        };
+                        references.push(columns.decode(source)?);
+                    }
+                    Ok(references)
+                })
+            },
         )
     }
 
@@ -505,79 +521,79 @@ impl RememberingStore for PostgresRememberingStore {
             .iter()
             .map(|(_, revision)| revision.as_str().to_owned())
             .collect();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "check suppression",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM remembering_references AS r \
-                         JOIN remembering_suppressions AS s \
-                           ON s.source = r.source AND s.revision IN (r.source_revision, $4) \
-                         WHERE r.target_namespace = d.namespace AND r.target_id = d.id \
-                           AND r.revision = d.revision) \
-                     FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY \
-                         AS d (namespace, id, revision, position) \
-                     ORDER BY d.position",
-                    )
-                    .await?;
-                let rows = client
-                    .query(&statement, &[&namespaces, &ids, &revisions, &ALL_REVISIONS])
-                    .await?;
-                rows.iter()
-                    .map(|row| row.try_get(0).map_err(Fail::Db))
-                    .collect()
-            }
+            Idempotent::Yes,
+            (namespaces, ids, revisions),
+            move |(namespaces, ids, revisions), client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT EXISTS (SELECT 1 FROM remembering_references AS r \
+                             JOIN remembering_suppressions AS s \
+                             ON s.source = r.source AND s.revision IN (r.source_revision, $4) \
+                             WHERE r.target_namespace = d.namespace AND r.target_id = d.id \
+                             AND r.revision = d.revision) \
+                             FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY \
+                             AS d (namespace, id, revision, position) \
+                             ORDER BY d.position",
+                        )
+                        .await?;
+                    let rows = client
+                        .query(&statement, &[&namespaces, &ids, &revisions, &ALL_REVISIONS])
+                        .await?;
+                    rows.iter()
+                        .map(|row| row.try_get(0).map_err(Fail::Db))
+                        .collect()
+                })
+            },
         )
     }
 
     fn inspect_intent(&self, id: &IntentId) -> Result<Option<IntentView>, ActivityError> {
         let id = id.as_str().to_owned();
-        block_activity!(
-            self.handle,
-            "inspect intent",
-            idempotent = true,
-            |client, _commit_sent| {
-                let found = client
-                    .query_opt(
-                        &format!("SELECT {VIEW_COLUMNS} FROM remembering_intents WHERE id = $1"),
-                        &[&id],
-                    )
-                    .await?;
-                let Some(row) = found else {
-                    return Ok(None);
-                };
-                let columns = ViewColumns {
-                    intent_json: row.try_get(0)?,
-                    state: row.try_get(1)?,
-                    proposal_json: row.try_get(2)?,
-                    command_json: row.try_get(3)?,
-                    command_attempt: row.try_get(4)?,
-                    outcome_json: row.try_get(5)?,
-                    epoch: row.try_get(6)?,
-                };
-                Ok(Some(columns.decode()?))
-            }
-        )
+        self.handle
+            .call_blocking("inspect intent", Idempotent::Yes, id, move |id, client| {
+                Box::pin(async move {
+                    let found = client
+                        .query_opt(
+                            &format!(
+                                "SELECT {VIEW_COLUMNS} FROM remembering_intents WHERE id = $1"
+                            ),
+                            &[&id],
+                        )
+                        .await?;
+                    let Some(row) = found else {
+                        return Ok(None);
+                    };
+                    let columns = ViewColumns {
+                        intent_json: row.try_get(0)?,
+                        state: row.try_get(1)?,
+                        proposal_json: row.try_get(2)?,
+                        command_json: row.try_get(3)?,
+                        command_attempt: row.try_get(4)?,
+                        outcome_json: row.try_get(5)?,
+                        epoch: row.try_get(6)?,
+                    };
+                    Ok(Some(columns.decode()?))
+                })
+            })
     }
 
     fn open_intents(&self) -> Result<u64, ActivityError> {
-        block_activity!(
-            self.handle,
-            "count intents",
-            idempotent = true,
-            |client, _commit_sent| {
-                let open: i64 = client
-                    .query_one(
-                        "SELECT count(*) FROM remembering_intents WHERE state = 'queued'",
-                        &[],
-                    )
-                    .await?
-                    .try_get(0)?;
-                Ok(stored_u64(open, "open intents")?)
-            }
-        )
+        self.handle
+            .call_blocking("count intents", Idempotent::Yes, (), move |(), client| {
+                Box::pin(async move {
+                    let open: i64 = client
+                        .query_one(
+                            "SELECT count(*) FROM remembering_intents WHERE state = 'queued'",
+                            &[],
+                        )
+                        .await?
+                        .try_get(0)?;
+                    Ok(stored_u64(open, "open intents")?)
+                })
+            })
     }
 
     fn outbox_put(
@@ -587,52 +603,52 @@ impl RememberingStore for PostgresRememberingStore {
         now: EpochMillis,
     ) -> Result<(), ActivityError> {
         let intent_json = canonical_progress_json("intent canonical JSON", intent)?;
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "park intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                let parked: i64 = transaction
-                    .query_one("SELECT count(*) FROM remembering_outbox", &[])
-                    .await?
-                    .try_get(0)?;
-                check_room(stored_u64(parked, "parked intents")?, capacity)?;
-                transaction
-                    .execute(
-                        "INSERT INTO remembering_outbox (intent_json, parked_at) VALUES ($1, $2)",
-                        &[&intent_json, &now],
-                    )
-                    .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(())
-            }
+            Idempotent::No,
+            intent_json,
+            move |intent_json, mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    let parked: i64 = transaction
+                        .query_one("SELECT count(*) FROM remembering_outbox", &[])
+                        .await?
+                        .try_get(0)?;
+                    check_room(stored_u64(parked, "parked intents")?, capacity)?;
+                    transaction
+                        .execute(
+                            "INSERT INTO remembering_outbox (intent_json, parked_at) \
+                             VALUES ($1, $2)",
+                            &[&intent_json, &now],
+                        )
+                        .await?;
+                    commit(transaction).await?;
+                    Ok(())
+                })
+            },
         )
     }
 
     fn outbox_peek(&self, limit: usize) -> Result<Vec<(u64, Intent)>, ActivityError> {
         check_page(limit, MAX_PAGE_ROWS, "outbox page limit")?;
-        block_activity!(
-            self.handle,
-            "read outbox",
-            idempotent = true,
-            |client, _commit_sent| {
-                let rows = client
-                    .query(
-                        "SELECT row, intent_json FROM remembering_outbox ORDER BY row LIMIT $1",
-                        &[&(limit as i64)],
-                    )
-                    .await?;
-                let mut entries = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let json: String = row.try_get(1)?;
-                    entries.push(parked(row.try_get(0)?, &json)?);
-                }
-                Ok(entries)
-            }
-        )
+        self.handle
+            .call_blocking("read outbox", Idempotent::Yes, (), move |(), client| {
+                Box::pin(async move {
+                    let rows = client
+                        .query(
+                            "SELECT row, intent_json FROM remembering_outbox ORDER BY row LIMIT $1",
+                            &[&(limit as i64)],
+                        )
+                        .await?;
+                    let mut entries = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let json: String = row.try_get(1)?;
+                        entries.push(parked(row.try_get(0)?, &json)?);
+                    }
+                    Ok(entries)
+                })
+            })
     }
 
     fn outbox_admit(
@@ -642,37 +658,38 @@ impl RememberingStore for PostgresRememberingStore {
         now: EpochMillis,
     ) -> Result<Admitted, ActivityError> {
         let row_value = column_i64(row, "outbox row")?;
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "admit parked intent",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                lock_remembering(&transaction).await?;
-                let json: Option<String> = transaction
-                    .query_opt(
-                        "SELECT intent_json FROM remembering_outbox WHERE row = $1",
-                        &[&row_value],
-                    )
-                    .await?
-                    .map(|found| found.try_get(0))
-                    .transpose()?;
-                let Some(json) = json else {
-                    return Err(Fail::Model(parked_gone()));
-                };
-                let intent: Intent = parse_stored(&json, "parked intent")?;
-                let admission = PreparedAdmission::queued(&intent, capacity)?;
-                let admitted = admit_in(&transaction, &admission, now).await?;
-                transaction
-                    .execute(
-                        "DELETE FROM remembering_outbox WHERE row = $1",
-                        &[&row_value],
-                    )
-                    .await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(admitted)
-            }
+            Idempotent::No,
+            (),
+            move |(), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    lock_remembering(&transaction).await?;
+                    let json: Option<String> = transaction
+                        .query_opt(
+                            "SELECT intent_json FROM remembering_outbox WHERE row = $1",
+                            &[&row_value],
+                        )
+                        .await?
+                        .map(|found| found.try_get(0))
+                        .transpose()?;
+                    let Some(json) = json else {
+                        return Err(Fail::Model(parked_gone()));
+                    };
+                    let intent: Intent = parse_stored(&json, "parked intent")?;
+                    let admission = PreparedAdmission::queued(&intent, capacity)?;
+                    let admitted = admit_in(&transaction, &admission, now).await?;
+                    transaction
+                        .execute(
+                            "DELETE FROM remembering_outbox WHERE row = $1",
+                            &[&row_value],
+                        )
+                        .await?;
+                    commit(transaction).await?;
+                    Ok(admitted)
+                })
+            },
         )
     }
 }

@@ -14,6 +14,7 @@ use memory_core::MemoryError;
 
 use crate::db::SchemaName;
 use crate::error::{Fail, PostgresFailure};
+use crate::retry::commit;
 
 /// The newest schema version this build migrates to, reads and writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -330,6 +331,5 @@ pub(crate) async fn migrate(
             .await?;
         tracing::info!(version, "applied PostgreSQL schema migration");
     }
-    transaction.commit().await?;
-    Ok(())
+    commit(transaction).await
 }

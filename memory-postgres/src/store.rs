@@ -12,8 +12,9 @@ use memory_core::{
     WrittenNeighbours,
 };
 
-use crate::db::{ConnectSettings, DEFAULT_RETRIES, Handle, SchemaName, with_retries};
-use crate::error::{Fail, corrupt};
+use crate::db::{ConnectSettings, Handle, SchemaName, snapshot};
+use crate::error::{Attempt, Fail, corrupt};
+use crate::retry::{AttemptFuture, DEFAULT_RETRIES, Idempotent, commit};
 use crate::rows::{
     DOCUMENT_COLUMNS, decode_document, decode_key, decode_receipt, decode_revision,
     decode_sequence, encode, indexed_text, speakers,
@@ -27,7 +28,6 @@ pub use memory_core::storage::{MAX_BATCH_WRITES, MAX_CHANGES_PER_CALL, MAX_READ_
 pub const CHANGE_CHANNEL: &str = "memory_changes";
 
 type Result<T, E = MemoryError> = std::result::Result<T, E>;
-pub(crate) type Attempt<T> = std::result::Result<T, Fail<MemoryError>>;
 
 pub use memory_core::storage::{ConsistencyReport, RevisionLink};
 
@@ -97,31 +97,17 @@ impl PostgresStoreBuilder {
 
     /// Connects, and creates or migrates the schema (see [`crate::schema`]).
     pub async fn connect(self) -> Result<PostgresStore> {
-        let schema = self.schema.clone();
         let handle = Handle::new(&self.settings())?;
-        let db = handle.db.clone();
         handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    schema::migrate(&mut client, schema.as_ref()).await
-                })
-                .map_err(|error| error.into_memory("open store"))
-            })
+            .call("open store", Idempotent::Yes, self.schema, migrate)
             .await?;
         Ok(PostgresStore { handle })
     }
 
     /// [`Self::connect`] for callers without an executor (or inside one that may block).
     pub fn connect_blocking(self) -> Result<PostgresStore> {
-        let schema = self.schema.clone();
         let handle = Handle::new(&self.settings())?;
-        let db = handle.db.clone();
-        handle.block(async move {
-            with_retries!(db, idempotent = true, |client, _commit_sent| {
-                schema::migrate(&mut client, schema.as_ref()).await
-            })
-            .map_err(|error| error.into_memory("open store"))
-        })?;
+        handle.call_blocking("open store", Idempotent::Yes, self.schema, migrate)?;
         Ok(PostgresStore { handle })
     }
 
@@ -137,6 +123,11 @@ impl PostgresStoreBuilder {
             application_name: self.application_name.clone(),
         }
     }
+}
+
+/// One attempt at creating or migrating the schema.
+fn migrate(schema: &Option<SchemaName>, mut client: Object) -> AttemptFuture<'_, (), MemoryError> {
+    Box::pin(async move { schema::migrate(&mut client, schema.as_ref()).await })
 }
 
 /// A memory store in a PostgreSQL database, shared by any number of processes. See the crate
@@ -214,39 +205,27 @@ impl PostgresStore {
         if prepared.is_empty() {
             return Ok(Vec::new());
         }
-        let db = self.handle.db.clone();
+        let clock = self.handle.db.clock.clone();
+        // Idempotent: a retry after a lost COMMIT finds the receipt and answers a replay.
         self.handle
-            .run(async move {
-                // Idempotent: a retry after a lost COMMIT finds the receipt and answers a replay.
-                with_retries!(db, idempotent = true, |client, commit_sent| {
-                    write_attempt(&mut client, db.clock.as_ref(), &prepared, &mut commit_sent).await
-                })
-                .map_err(|error| error.into_memory("write"))
-            })
-            .await
-    }
-
-    /// Runs a read-only call with retries on the store's runtime.
-    pub(crate) async fn read_call<T, F>(&self, operation: &'static str, work: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: AsyncReadFn<T>,
-    {
-        let db = self.handle.db.clone();
-        self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    work.call(&mut client).await
-                })
-                .map_err(|error| error.into_memory(operation))
-            })
+            .call(
+                "write",
+                Idempotent::Yes,
+                (prepared, clock),
+                |(prepared, clock), client| {
+                    Box::pin(write_attempt(client, clock.as_ref(), prepared))
+                },
+            )
             .await
     }
 
     /// Reads the current, non-withdrawn document of `key`.
     pub async fn read_document(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>> {
-        let key = key.clone();
-        self.read_call("read", ReadOne(key)).await
+        self.handle
+            .call("read", Idempotent::Yes, key.clone(), |key, client| {
+                Box::pin(read_visible(client, key))
+            })
+            .await
     }
 
     /// The stored receipt of `operation_id` in `namespace`, exactly as it was returned when issued.
@@ -266,19 +245,31 @@ impl PostgresStore {
         namespace: &NamespaceAddress,
         operation_id: &OperationId,
     ) -> Result<Option<String>> {
-        self.read_call(
-            "read receipt",
-            ReceiptJson(
-                namespace.as_str().to_owned(),
-                operation_id.as_str().to_owned(),
-            ),
-        )
-        .await
+        let state = (namespace.clone(), operation_id.as_str().to_owned());
+        self.handle
+            .call(
+                "read receipt",
+                Idempotent::Yes,
+                state,
+                |(namespace, operation_id), client| {
+                    Box::pin(
+                        async move { read_receipt_body(&client, namespace, operation_id).await },
+                    )
+                },
+            )
+            .await
     }
 
     /// Every committed revision of `key` (withdrawal included), in commit order.
     pub async fn history(&self, key: &MemoryKey) -> Result<Vec<RevisionLink>> {
-        self.read_call("read history", History(key.clone())).await
+        self.handle
+            .call(
+                "read history",
+                Idempotent::Yes,
+                key.clone(),
+                |key, client| Box::pin(history(client, key)),
+            )
+            .await
     }
 
     /// Checks that the database agrees with itself, in one snapshot: every row decodes, every current
@@ -287,7 +278,11 @@ impl PostgresStore {
     /// the search vectors and scopes cover exactly the current, non-withdrawn documents. Any
     /// disagreement is [`memory_core::StoreFault::Corrupt`].
     pub async fn check_consistency(&self) -> Result<ConsistencyReport> {
-        self.read_call("check consistency", Consistency).await
+        self.handle
+            .call("check consistency", Idempotent::Yes, (), |(), client| {
+                Box::pin(consistency(client))
+            })
+            .await
     }
 
     /// The thread log sharing this store's pool.
@@ -332,127 +327,84 @@ fn check_storable(write: &PreparedWrite) -> Result<()> {
     Ok(())
 }
 
-/// A read-only unit of work that runs on a pooled connection; a trait (not a closure) so the future it
-/// returns can borrow the connection and still be `Send`.
-pub(crate) trait AsyncReadFn<T>: Send + Sync + 'static {
-    fn call(&self, client: &mut Object) -> impl std::future::Future<Output = Attempt<T>> + Send;
+/// The current document of `key`, unless withdrawn.
+async fn read_visible(client: Object, key: &MemoryKey) -> Attempt<Option<MemoryDocument>> {
+    Ok(read_current(&client, key)
+        .await?
+        .filter(|document| document.withdrawn.is_none()))
 }
 
-struct ReadOne(MemoryKey);
-
-impl AsyncReadFn<Option<MemoryDocument>> for ReadOne {
-    async fn call(&self, client: &mut Object) -> Attempt<Option<MemoryDocument>> {
-        Ok(read_current(&*client, &self.0)
-            .await?
-            .filter(|document| document.withdrawn.is_none()))
+/// [`read_visible`] of every key, in one snapshot.
+async fn read_many_visible(
+    mut client: Object,
+    keys: &[MemoryKey],
+) -> Attempt<Vec<Option<MemoryDocument>>> {
+    let transaction = snapshot(&mut client).await?;
+    let mut documents = Vec::with_capacity(keys.len());
+    for key in keys {
+        documents.push(
+            read_current(&transaction, key)
+                .await?
+                .filter(|document| document.withdrawn.is_none()),
+        );
     }
+    commit(transaction).await?;
+    Ok(documents)
 }
 
-struct ReadMany(Vec<MemoryKey>);
-
-impl AsyncReadFn<Vec<Option<MemoryDocument>>> for ReadMany {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<Option<MemoryDocument>>> {
-        // One snapshot for all keys.
-        let transaction = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let mut documents = Vec::with_capacity(self.0.len());
-        for key in &self.0 {
-            documents.push(
-                read_current(&transaction, key)
-                    .await?
-                    .filter(|document| document.withdrawn.is_none()),
-            );
-        }
-        transaction.commit().await?;
-        Ok(documents)
+async fn history(client: Object, key: &MemoryKey) -> Attempt<Vec<RevisionLink>> {
+    let rows = client
+        .query(
+            "SELECT revision, predecessor, sequence FROM memory_revisions \
+             WHERE namespace = $1 AND id = $2 ORDER BY sequence",
+            &[&key.namespace.as_str(), &key.id.as_str()],
+        )
+        .await?;
+    let mut links = Vec::with_capacity(rows.len());
+    for row in rows {
+        let revision: String = row.try_get(0)?;
+        let predecessor: Option<String> = row.try_get(1)?;
+        let sequence: i64 = row.try_get(2)?;
+        links.push(RevisionLink {
+            revision: decode_revision(&revision).map_err(Fail::Model)?,
+            predecessor: predecessor
+                .as_deref()
+                .map(decode_revision)
+                .transpose()
+                .map_err(Fail::Model)?,
+            sequence: decode_sequence(sequence).map_err(Fail::Model)?,
+        });
     }
+    Ok(links)
 }
 
-struct ReceiptJson(String, String);
-
-impl AsyncReadFn<Option<String>> for ReceiptJson {
-    async fn call(&self, client: &mut Object) -> Attempt<Option<String>> {
-        let statement = client
-            .prepare_cached(
-                "SELECT body FROM memory_receipts WHERE namespace = $1 AND operation_id = $2",
-            )
-            .await?;
-        Ok(client
-            .query_opt(&statement, &[&self.0, &self.1])
-            .await?
-            .map(|row| row.get(0)))
-    }
+async fn head(client: Object) -> Attempt<ChangeSequence> {
+    let statement = client
+        .prepare_cached("SELECT head FROM memory_change_head")
+        .await?;
+    let head: i64 = client.query_one(&statement, &[]).await?.try_get(0)?;
+    decode_sequence(head).map_err(Fail::Model)
 }
 
-struct History(MemoryKey);
-
-impl AsyncReadFn<Vec<RevisionLink>> for History {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<RevisionLink>> {
-        let rows = client
-            .query(
-                "SELECT revision, predecessor, sequence FROM memory_revisions \
-                 WHERE namespace = $1 AND id = $2 ORDER BY sequence",
-                &[&self.0.namespace.as_str(), &self.0.id.as_str()],
-            )
-            .await?;
-        let mut links = Vec::with_capacity(rows.len());
-        for row in rows {
-            let revision: String = row.try_get(0)?;
-            let predecessor: Option<String> = row.try_get(1)?;
-            let sequence: i64 = row.try_get(2)?;
-            links.push(RevisionLink {
-                revision: decode_revision(&revision).map_err(Fail::Model)?,
-                predecessor: predecessor
-                    .as_deref()
-                    .map(decode_revision)
-                    .transpose()
-                    .map_err(Fail::Model)?,
-                sequence: decode_sequence(sequence).map_err(Fail::Model)?,
-            });
-        }
-        Ok(links)
+async fn changes_since(client: Object, after: i64, limit: i64) -> Attempt<Vec<Change>> {
+    let statement = client
+        .prepare_cached(
+            "SELECT sequence, namespace, id FROM memory_changes \
+             WHERE sequence > $1 ORDER BY sequence LIMIT $2",
+        )
+        .await?;
+    let rows = client.query(&statement, &[&after, &limit]).await?;
+    let mut changes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let sequence: i64 = row.try_get(0)?;
+        let namespace: String = row.try_get(1)?;
+        let id: String = row.try_get(2)?;
+        changes.push(Change {
+            sequence: decode_sequence(sequence).map_err(Fail::Model)?,
+            key: decode_key(&namespace, &id).map_err(Fail::Model)?,
+        });
     }
-}
-
-struct Head;
-
-impl AsyncReadFn<ChangeSequence> for Head {
-    async fn call(&self, client: &mut Object) -> Attempt<ChangeSequence> {
-        let statement = client
-            .prepare_cached("SELECT head FROM memory_change_head")
-            .await?;
-        let head: i64 = client.query_one(&statement, &[]).await?.try_get(0)?;
-        decode_sequence(head).map_err(Fail::Model)
-    }
-}
-
-struct ChangesSince(i64, i64);
-
-impl AsyncReadFn<Vec<Change>> for ChangesSince {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<Change>> {
-        let statement = client
-            .prepare_cached(
-                "SELECT sequence, namespace, id FROM memory_changes \
-                 WHERE sequence > $1 ORDER BY sequence LIMIT $2",
-            )
-            .await?;
-        let rows = client.query(&statement, &[&self.0, &self.1]).await?;
-        let mut changes = Vec::with_capacity(rows.len());
-        for row in rows {
-            let sequence: i64 = row.try_get(0)?;
-            let namespace: String = row.try_get(1)?;
-            let id: String = row.try_get(2)?;
-            changes.push(Change {
-                sequence: decode_sequence(sequence).map_err(Fail::Model)?,
-                key: decode_key(&namespace, &id).map_err(Fail::Model)?,
-            });
-        }
-        Ok(changes)
-    }
+    Ok(changes)
 }
 
 struct Search {
@@ -462,8 +414,8 @@ struct Search {
     limit: i64,
 }
 
-impl AsyncReadFn<Vec<LexicalHit>> for Search {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<LexicalHit>> {
+impl Search {
+    async fn run(&self, client: Object) -> Attempt<Vec<LexicalHit>> {
         let statement = client.prepare_cached(lexical::SEARCH_SQL).await?;
         let rows = client
             .query(
@@ -509,8 +461,8 @@ FROM unnest($3::text[]) WITH ORDINALITY AS c(id, ord) \
 JOIN memory_documents AS d ON d.namespace = $1 AND d.id = c.id AND NOT d.withdrawn \
 JOIN memory_document_scopes AS s ON s.entry = d.entry AND s.scope = $2";
 
-impl AsyncReadFn<Vec<WrittenNeighbours>> for Neighbours {
-    async fn call(&self, client: &mut Object) -> Attempt<Vec<WrittenNeighbours>> {
+impl Neighbours {
+    async fn run(&self, client: Object) -> Attempt<Vec<WrittenNeighbours>> {
         let statement = client.prepare_cached(NEIGHBOURS_SQL).await?;
         let rows = client
             .query(
@@ -538,20 +490,11 @@ impl AsyncReadFn<Vec<WrittenNeighbours>> for Neighbours {
     }
 }
 
-struct Consistency;
-
-impl AsyncReadFn<ConsistencyReport> for Consistency {
-    async fn call(&self, client: &mut Object) -> Attempt<ConsistencyReport> {
-        let transaction = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let report = crate::consistency::check(&transaction).await?;
-        transaction.commit().await?;
-        Ok(report)
-    }
+async fn consistency(mut client: Object) -> Attempt<ConsistencyReport> {
+    let transaction = snapshot(&mut client).await?;
+    let report = crate::consistency::check(&transaction).await?;
+    commit(transaction).await?;
+    Ok(report)
 }
 
 /// Reads the current row of `key`, withdrawn tombstones included.
@@ -572,23 +515,33 @@ pub(crate) async fn read_current<C: GenericClient + Sync>(
         .map_err(Fail::Model)
 }
 
+/// The stored JSON text of the receipt of `(namespace, operation_id)`.
+async fn read_receipt_body<C: GenericClient + Sync>(
+    client: &C,
+    namespace: &NamespaceAddress,
+    operation_id: &str,
+) -> Attempt<Option<String>> {
+    let statement = client
+        .prepare_cached(
+            "SELECT body FROM memory_receipts WHERE namespace = $1 AND operation_id = $2",
+        )
+        .await?;
+    Ok(client
+        .query_opt(&statement, &[&namespace.as_str(), &operation_id])
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?)
+}
+
 /// Reads and validates the receipt stored for `(namespace, operation_id)`.
 async fn read_receipt<C: GenericClient + Sync>(
     client: &C,
     namespace: &NamespaceAddress,
     operation_id: &str,
 ) -> Attempt<Option<MemoryReceipt>> {
-    let statement = client
-        .prepare_cached(
-            "SELECT body FROM memory_receipts WHERE namespace = $1 AND operation_id = $2",
-        )
-        .await?;
-    let body: Option<String> = client
-        .query_opt(&statement, &[&namespace.as_str(), &operation_id])
+    read_receipt_body(client, namespace, operation_id)
         .await?
-        .map(|row| row.try_get(0))
-        .transpose()?;
-    body.map(|body| decode_receipt(&body, namespace, operation_id))
+        .map(|body| decode_receipt(&body, namespace, operation_id))
         .transpose()
         .map_err(Fail::Model)
 }
@@ -604,10 +557,9 @@ type BatchOutcome = Vec<Result<WriteOutcome, MemoryError>>;
 /// order. The conditional update on the expected revision and the receipt's primary key still guard
 /// each row in SQL, so a plan that no longer matched would fail rather than overwrite.
 async fn write_attempt(
-    client: &mut Object,
+    mut client: Object,
     clock: &dyn Clock,
     writes: &[PreparedWrite],
-    commit_sent: &mut bool,
 ) -> Attempt<BatchOutcome> {
     let transaction = client.transaction().await?;
     let lock = transaction
@@ -633,8 +585,7 @@ async fn write_attempt(
         )
         .await?;
     transaction.query_one(&advance, &[&sequence]).await?;
-    *commit_sent = true;
-    transaction.commit().await?;
+    commit(transaction).await?;
     tracing::debug!(
         writes = writes.len(),
         committed = sequence - head,
@@ -845,7 +796,14 @@ impl MemoryReader for PostgresStore {
                 actual: keys.len() as u64,
             });
         }
-        self.read_call("read many", ReadMany(keys.to_vec())).await
+        self.handle
+            .call(
+                "read many",
+                Idempotent::Yes,
+                keys.to_vec(),
+                |keys, client| Box::pin(read_many_visible(client, keys)),
+            )
+            .await
     }
 }
 
@@ -857,13 +815,20 @@ impl MemoryWriter for PostgresStore {
 
 impl ChangeFeed for PostgresStore {
     async fn head(&self) -> Result<ChangeSequence> {
-        self.read_call("read change head", Head).await
+        self.handle
+            .call("read change head", Idempotent::Yes, (), |(), client| {
+                Box::pin(head(client))
+            })
+            .await
     }
 
     async fn changes_since(&self, after: ChangeSequence, limit: usize) -> Result<Vec<Change>> {
         let limit = limit.min(MAX_CHANGES_PER_CALL) as i64;
         let after = i64::try_from(after.0).unwrap_or(i64::MAX);
-        self.read_call("read changes", ChangesSince(after, limit))
+        self.handle
+            .call("read changes", Idempotent::Yes, (), move |(), client| {
+                Box::pin(changes_since(client, after, limit))
+            })
             .await
     }
 }
@@ -880,16 +845,20 @@ impl LexicalSearch for PostgresStore {
         if words.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        self.read_call(
-            "lexical search",
-            Search {
-                words,
-                namespace: access.namespace.as_str().to_owned(),
-                scope: access.scope.as_str().to_owned(),
-                limit: limit as i64,
-            },
-        )
-        .await
+        let search = Search {
+            words,
+            namespace: access.namespace.as_str().to_owned(),
+            scope: access.scope.as_str().to_owned(),
+            limit: limit as i64,
+        };
+        self.handle
+            .call(
+                "lexical search",
+                Idempotent::Yes,
+                search,
+                |search, client| Box::pin(search.run(client)),
+            )
+            .await
     }
     async fn written_neighbours(
         &self,
@@ -901,15 +870,19 @@ impl LexicalSearch for PostgresStore {
         if ids.is_empty() || reach == 0 {
             return Ok(vec![WrittenNeighbours::default(); ids.len()]);
         }
-        self.read_call(
-            "written neighbours",
-            Neighbours {
-                ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
-                reach: reach as i64,
-                namespace: access.namespace.as_str().to_owned(),
-                scope: access.scope.as_str().to_owned(),
-            },
-        )
-        .await
+        let neighbours = Neighbours {
+            ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
+            reach: reach as i64,
+            namespace: access.namespace.as_str().to_owned(),
+            scope: access.scope.as_str().to_owned(),
+        };
+        self.handle
+            .call(
+                "written neighbours",
+                Idempotent::Yes,
+                neighbours,
+                |neighbours, client| Box::pin(neighbours.run(client)),
+            )
+            .await
     }
 }

@@ -14,8 +14,9 @@ use memory_core::activity::{
     ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 
-use crate::db::{Handle, block_activity};
-use crate::error::{Fail, activity_corrupt, to_i64, to_u64};
+use crate::db::{Handle, snapshot};
+use crate::error::{Attempt, Fail, activity_corrupt, to_i64, to_u64};
+use crate::retry::{Idempotent, Params, commit, execute};
 
 /// The PostgreSQL thread log; get one from [`crate::PostgresStore::thread_log`].
 #[derive(Clone)]
@@ -67,86 +68,90 @@ impl ThreadLog for PostgresThreadLog {
         let thread = thread.clone();
         let destination = destination.cloned();
         // Not retried once COMMIT was sent: a second append would add the record twice.
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "append record",
-            idempotent = false,
-            |client, commit_sent| {
-                let transaction = client.transaction().await?;
-                // The head's row lock orders appenders to one thread, and guards its binding too.
-                let bump = transaction
-                    .prepare_cached(
-                        "INSERT INTO thread_heads (thread, tail) VALUES ($1, 1) \
-                     ON CONFLICT (thread) DO UPDATE SET tail = thread_heads.tail + 1 \
-                     RETURNING tail, destination, generation",
-                    )
-                    .await?;
-                let head = transaction.query_one(&bump, &[&thread.as_str()]).await?;
-                let tail: i64 = head.try_get(0)?;
-                let current =
-                    binding_of(head.try_get(1)?, head.try_get(2)?).map_err(Fail::Model)?;
-                let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
-                let before = Sequence(sequence.0.saturating_sub(1));
-                // A refusal drops the transaction: the bumped head rolls back with it.
-                let step = binding_step(current.as_ref(), before, destination.as_ref())
-                    .map_err(Fail::Model)?;
-                if let (BindingStep::Bind, Some(destination)) = (step, &destination) {
-                    let bind = transaction
+            Idempotent::No,
+            (thread, destination, record, record_json),
+            move |(thread, destination, record, record_json), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    // The head's row lock orders appenders to one thread, and guards its binding too.
+                    let bump = transaction
                         .prepare_cached(
-                            "UPDATE thread_heads SET destination = $2, generation = 0 \
-                         WHERE thread = $1",
+                            "INSERT INTO thread_heads (thread, tail) VALUES ($1, 1) \
+                             ON CONFLICT (thread) DO UPDATE SET tail = thread_heads.tail + 1 \
+                             RETURNING tail, destination, generation",
+                        )
+                        .await?;
+                    let head = transaction.query_one(&bump, &[&thread.as_str()]).await?;
+                    let tail: i64 = head.try_get(0)?;
+                    let current =
+                        binding_of(head.try_get(1)?, head.try_get(2)?).map_err(Fail::Model)?;
+                    let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                    let before = Sequence(sequence.0.saturating_sub(1));
+                    // A refusal drops the transaction: the bumped head rolls back with it.
+                    let step = binding_step(current.as_ref(), before, destination.as_ref())
+                        .map_err(Fail::Model)?;
+                    if let (BindingStep::Bind, Some(destination)) = (step, &destination) {
+                        let bind = transaction
+                            .prepare_cached(
+                                "UPDATE thread_heads SET destination = $2, generation = 0 \
+                                 WHERE thread = $1",
+                            )
+                            .await?;
+                        transaction
+                            .execute(&bind, &[&thread.as_str(), &destination.to_stored()])
+                            .await?;
+                    }
+                    let digest = RecordDigest::of(thread, sequence, record);
+                    let insert = transaction
+                        .prepare_cached(
+                            "INSERT INTO thread_records (thread, sequence, record_json, digest) \
+                             VALUES ($1, $2, $3, $4)",
                         )
                         .await?;
                     transaction
-                        .execute(&bind, &[&thread.as_str(), &destination.to_stored()])
+                        .execute(
+                            &insert,
+                            &[&thread.as_str(), &tail, &record_json, &digest.as_str()],
+                        )
                         .await?;
-                }
-                let digest = RecordDigest::of(&thread, sequence, &record);
-                let insert = transaction
-                    .prepare_cached(
-                        "INSERT INTO thread_records (thread, sequence, record_json, digest) \
-                     VALUES ($1, $2, $3, $4)",
-                    )
-                    .await?;
-                transaction
-                    .execute(
-                        &insert,
-                        &[&thread.as_str(), &tail, &record_json, &digest.as_str()],
-                    )
-                    .await?;
-                mark_pending(&transaction, &thread, tail).await?;
-                commit_sent = true;
-                transaction.commit().await?;
-                Ok(ThreadRecord {
-                    thread: thread.clone(),
-                    sequence,
-                    record: record.clone(),
-                    digest,
+                    mark_pending(&transaction, thread, tail).await?;
+                    commit(transaction).await?;
+                    Ok(ThreadRecord {
+                        thread: thread.clone(),
+                        sequence,
+                        record: record.clone(),
+                        digest,
+                    })
                 })
-            }
+            },
         )
     }
 
     fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError> {
         let thread = thread.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "inspect tail",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT COALESCE(max(sequence), 0) FROM thread_records WHERE thread = $1",
-                    )
-                    .await?;
-                let tail: i64 = client
-                    .query_one(&statement, &[&thread.as_str()])
-                    .await?
-                    .try_get(0)?;
-                to_u64(tail, "record sequence")
-                    .map(Sequence)
-                    .map_err(Fail::Model)
-            }
+            Idempotent::Yes,
+            thread,
+            move |thread, client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT COALESCE(max(sequence), 0) FROM thread_records \
+                             WHERE thread = $1",
+                        )
+                        .await?;
+                    let tail: i64 = client
+                        .query_one(&statement, &[&thread.as_str()])
+                        .await?
+                        .try_get(0)?;
+                    to_u64(tail, "record sequence")
+                        .map(Sequence)
+                        .map_err(Fail::Model)
+                })
+            },
         )
     }
 
@@ -164,52 +169,58 @@ impl ThreadLog for PostgresThreadLog {
         }
         let after = to_i64(after.0, "page start")?;
         let thread = thread.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "read page",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT sequence, record_json, digest FROM thread_records \
-                     WHERE thread = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
-                    )
-                    .await?;
-                let rows = client
-                    .query(&statement, &[&thread.as_str(), &after, &(limit as i64)])
-                    .await?;
-                let mut records = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let sequence: i64 = row.try_get(0)?;
-                    let record_json: String = row.try_get(1)?;
-                    let digest: String = row.try_get(2)?;
-                    records.push(
-                        decode_record(&thread, sequence, &record_json, digest)
-                            .map_err(Fail::Model)?,
-                    );
-                }
-                Ok(records)
-            }
+            Idempotent::Yes,
+            thread,
+            move |thread, client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT sequence, record_json, digest FROM thread_records \
+                             WHERE thread = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+                        )
+                        .await?;
+                    let rows = client
+                        .query(&statement, &[&thread.as_str(), &after, &(limit as i64)])
+                        .await?;
+                    let mut records = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let sequence: i64 = row.try_get(0)?;
+                        let record_json: String = row.try_get(1)?;
+                        let digest: String = row.try_get(2)?;
+                        records.push(
+                            decode_record(thread, sequence, &record_json, digest)
+                                .map_err(Fail::Model)?,
+                        );
+                    }
+                    Ok(records)
+                })
+            },
         )
     }
 
     fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
         let thread = thread.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "read binding",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT destination, generation FROM thread_heads WHERE thread = $1",
-                    )
-                    .await?;
-                match client.query_opt(&statement, &[&thread.as_str()]).await? {
-                    Some(row) => binding_of(row.try_get(0)?, row.try_get(1)?).map_err(Fail::Model),
-                    None => Ok(None),
-                }
-            }
+            Idempotent::Yes,
+            thread,
+            move |thread, client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT destination, generation FROM thread_heads WHERE thread = $1",
+                        )
+                        .await?;
+                    match client.query_opt(&statement, &[&thread.as_str()]).await? {
+                        Some(row) => {
+                            binding_of(row.try_get(0)?, row.try_get(1)?).map_err(Fail::Model)
+                        }
+                        None => Ok(None),
+                    }
+                })
+            },
         )
     }
 
@@ -220,75 +231,79 @@ impl ThreadLog for PostgresThreadLog {
     ) -> Result<ThreadBinding, ActivityError> {
         let thread = thread.clone();
         let destination = destination.clone();
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "rebind thread",
-            idempotent = true,
-            |client, _commit_sent| {
-                let transaction = client.transaction().await?;
-                let head = transaction
-                    .prepare_cached(
-                        "SELECT tail, destination, generation FROM thread_heads \
-                     WHERE thread = $1 FOR UPDATE",
-                    )
-                    .await?;
-                let row = transaction.query_opt(&head, &[&thread.as_str()]).await?;
-                // A stored destination that no longer validates is what a rebind repairs: it is
-                // read leniently here.
-                let (tail, current) = match row {
-                    Some(row) => {
-                        let stored: Option<String> = row.try_get(1)?;
-                        let generation: Option<i64> = row.try_get(2)?;
-                        let current = match generation {
-                            Some(generation) => Some((
-                                stored.and_then(|stored| {
-                                    ThreadDestination::from_stored(&stored).ok()
-                                }),
-                                to_u64(generation, "binding generation").map_err(Fail::Model)?,
-                            )),
-                            None => None,
-                        };
-                        (row.try_get::<_, i64>(0)?, current)
-                    }
-                    None => (0, None),
-                };
-                let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
-                let read = current
-                    .as_ref()
-                    .map(|(destination, generation)| (destination.as_ref(), *generation));
-                let Some(binding) = rebinding(read, sequence, &destination).map_err(Fail::Model)?
-                else {
-                    return Ok(ThreadBinding {
-                        destination: destination.clone(),
-                        generation: current.map_or(0, |(_, generation)| generation),
-                    });
-                };
-                let generation =
-                    to_i64(binding.generation, "binding generation").map_err(Fail::Model)?;
-                let update = transaction
-                    .prepare_cached(
-                        "UPDATE thread_heads SET destination = $2, generation = $3 \
-                     WHERE thread = $1",
-                    )
-                    .await?;
-                transaction
-                    .execute(
-                        &update,
-                        &[
-                            &thread.as_str(),
-                            &binding.destination.to_stored(),
-                            &generation,
-                        ],
-                    )
-                    .await?;
-                let unpark = transaction
-                    .prepare_cached("DELETE FROM thread_parks WHERE thread = $1")
-                    .await?;
-                transaction.execute(&unpark, &[&thread.as_str()]).await?;
-                mark_pending(&transaction, &thread, tail).await?;
-                transaction.commit().await?;
-                Ok(binding)
-            }
+            Idempotent::Yes,
+            (thread, destination),
+            move |(thread, destination), mut client| {
+                Box::pin(async move {
+                    let transaction = client.transaction().await?;
+                    let head = transaction
+                        .prepare_cached(
+                            "SELECT tail, destination, generation FROM thread_heads \
+                             WHERE thread = $1 FOR UPDATE",
+                        )
+                        .await?;
+                    let row = transaction.query_opt(&head, &[&thread.as_str()]).await?;
+                    // A stored destination that no longer validates is what a rebind repairs: it is
+                    // read leniently here.
+                    let (tail, current) = match row {
+                        Some(row) => {
+                            let stored: Option<String> = row.try_get(1)?;
+                            let generation: Option<i64> = row.try_get(2)?;
+                            let current = match generation {
+                                Some(generation) => Some((
+                                    stored.and_then(|stored| {
+                                        ThreadDestination::from_stored(&stored).ok()
+                                    }),
+                                    to_u64(generation, "binding generation")
+                                        .map_err(Fail::Model)?,
+                                )),
+                                None => None,
+                            };
+                            (row.try_get::<_, i64>(0)?, current)
+                        }
+                        None => (0, None),
+                    };
+                    let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                    let read = current
+                        .as_ref()
+                        .map(|(destination, generation)| (destination.as_ref(), *generation));
+                    let Some(binding) =
+                        rebinding(read, sequence, destination).map_err(Fail::Model)?
+                    else {
+                        return Ok(ThreadBinding {
+                            destination: destination.clone(),
+                            generation: current.map_or(0, |(_, generation)| generation),
+                        });
+                    };
+                    let generation =
+                        to_i64(binding.generation, "binding generation").map_err(Fail::Model)?;
+                    let update = transaction
+                        .prepare_cached(
+                            "UPDATE thread_heads SET destination = $2, generation = $3 \
+                             WHERE thread = $1",
+                        )
+                        .await?;
+                    transaction
+                        .execute(
+                            &update,
+                            &[
+                                &thread.as_str(),
+                                &binding.destination.to_stored(),
+                                &generation,
+                            ],
+                        )
+                        .await?;
+                    let unpark = transaction
+                        .prepare_cached("DELETE FROM thread_parks WHERE thread = $1")
+                        .await?;
+                    transaction.execute(&unpark, &[&thread.as_str()]).await?;
+                    mark_pending(&transaction, thread, tail).await?;
+                    commit(transaction).await?;
+                    Ok(binding)
+                })
+            },
         )
     }
 
@@ -299,26 +314,28 @@ impl ThreadLog for PostgresThreadLog {
     ) -> Result<Vec<ThreadId>, ActivityError> {
         check_thread_page(limit)?;
         let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "list threads",
-            idempotent = true,
-            |client, _commit_sent| {
-                // `thread_heads` has one row per thread that ever had a record (appends never roll back
-                // a committed head without its record: both are in one transaction).
-                let statement = client
-                    .prepare_cached(
-                        "SELECT thread FROM thread_heads WHERE thread > $1 \
-                     ORDER BY thread LIMIT $2",
-                    )
-                    .await?;
-                let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
-                let mut threads = Vec::with_capacity(rows.len());
-                for row in rows {
-                    threads.push(stored_thread(row.try_get(0)?).map_err(Fail::Model)?);
-                }
-                Ok(threads)
-            }
+            Idempotent::Yes,
+            after,
+            move |after, client| {
+                Box::pin(async move {
+                    // `thread_heads` has one row per thread that ever had a record (appends never roll back
+                    // a committed head without its record: both are in one transaction).
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT thread FROM thread_heads WHERE thread > $1 \
+                             ORDER BY thread LIMIT $2",
+                        )
+                        .await?;
+                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
+                    let mut threads = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        threads.push(stored_thread(row.try_get(0)?).map_err(Fail::Model)?);
+                    }
+                    Ok(threads)
+                })
+            },
         )
     }
 
@@ -329,155 +346,123 @@ impl ThreadLog for PostgresThreadLog {
     ) -> Result<Vec<PendingThread>, ActivityError> {
         check_thread_page(limit)?;
         let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "list pending threads",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT thread, tail FROM thread_pending AS pending WHERE thread > $1 \
-                     AND NOT EXISTS (SELECT 1 FROM thread_parks AS parks \
-                         WHERE parks.thread = pending.thread) \
-                     ORDER BY thread LIMIT $2",
-                    )
-                    .await?;
-                let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
-                let mut threads = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let tail: i64 = row.try_get(1)?;
-                    threads.push(PendingThread {
-                        thread: stored_thread(row.try_get(0)?).map_err(Fail::Model)?,
-                        tail: Sequence(to_u64(tail, "pending tail").map_err(Fail::Model)?),
-                    });
-                }
-                Ok(threads)
-            }
+            Idempotent::Yes,
+            after,
+            move |after, client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT thread, tail FROM thread_pending AS pending WHERE thread > $1 \
+                             AND NOT EXISTS (SELECT 1 FROM thread_parks AS parks \
+                             WHERE parks.thread = pending.thread) \
+                             ORDER BY thread LIMIT $2",
+                        )
+                        .await?;
+                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
+                    let mut threads = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let tail: i64 = row.try_get(1)?;
+                        threads.push(PendingThread {
+                            thread: stored_thread(row.try_get(0)?).map_err(Fail::Model)?,
+                            tail: Sequence(to_u64(tail, "pending tail").map_err(Fail::Model)?),
+                        });
+                    }
+                    Ok(threads)
+                })
+            },
         )
     }
 
     fn mark_all_pending(&self) -> Result<u64, ActivityError> {
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "mark threads pending",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "INSERT INTO thread_pending (thread, tail) SELECT thread, tail FROM thread_heads \
-                     ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
-                    )
-                    .await?;
-                Ok(client.execute(&statement, &[]).await?)
-            }
+            Idempotent::Yes,
+            Params::new(),
+            execute(
+                "INSERT INTO thread_pending (thread, tail) SELECT thread, tail FROM thread_heads \
+                 ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+            ),
         )
     }
 
     fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
-        let thread = thread.clone();
-        let tail = to_i64(tail.0, "pending tail")?;
-        block_activity!(
-            self.handle,
-            "settle thread",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached("DELETE FROM thread_pending WHERE thread = $1 AND tail = $2")
-                    .await?;
-                Ok(client
-                    .execute(&statement, &[&thread.as_str(), &tail])
-                    .await?
-                    == 1)
-            }
-        )
+        let params: Params = vec![
+            Box::new(thread.as_str().to_owned()),
+            Box::new(to_i64(tail.0, "pending tail")?),
+        ];
+        self.handle
+            .call_blocking(
+                "settle thread",
+                Idempotent::Yes,
+                params,
+                execute("DELETE FROM thread_pending WHERE thread = $1 AND tail = $2"),
+            )
+            .map(|settled| settled == 1)
     }
 
     fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
         check_park_kind(kind)?;
-        let thread = thread.clone();
-        let sequence = to_i64(sequence.0, "parked sequence")?;
-        let kind = kind.to_owned();
-        block_activity!(
-            self.handle,
-            "park thread",
-            idempotent = true,
-            |client, _commit_sent| {
-                let statement = client
-                    .prepare_cached(
-                        "INSERT INTO thread_parks (thread, sequence, kind) VALUES ($1, $2, $3) \
+        let params: Params = vec![
+            Box::new(thread.as_str().to_owned()),
+            Box::new(to_i64(sequence.0, "parked sequence")?),
+            Box::new(kind.to_owned()),
+        ];
+        self.handle
+            .call_blocking(
+                "park thread",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "INSERT INTO thread_parks (thread, sequence, kind) VALUES ($1, $2, $3) \
                      ON CONFLICT (thread) DO UPDATE SET sequence = excluded.sequence, \
-                         kind = excluded.kind",
-                    )
-                    .await?;
-                client
-                    .execute(&statement, &[&thread.as_str(), &sequence, &kind])
-                    .await?;
-                Ok(())
-            }
-        )
+                     kind = excluded.kind",
+                ),
+            )
+            .map(|_rows| ())
     }
 
     fn overview(&self) -> Result<ThreadOverview, ActivityError> {
-        block_activity!(
-            self.handle,
+        self.handle.call_blocking(
             "thread overview",
-            idempotent = true,
-            |client, _commit_sent| {
-                // One snapshot, so the counts agree with one another.
-                let transaction = client
-                    .build_transaction()
-                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .await?;
-                let rows = transaction
-                    .query(
+            Idempotent::Yes,
+            (),
+            move |(), mut client| {
+                Box::pin(async move {
+                    // One snapshot, so the counts agree with one another.
+                    let transaction = snapshot(&mut client).await?;
+                    let counted = counted_threads(
+                        &transaction,
                         "SELECT destination, count(*) FROM thread_heads \
-                     WHERE destination IS NOT NULL GROUP BY destination",
-                        &[],
+                         WHERE destination IS NOT NULL GROUP BY destination",
                     )
                     .await?;
-                let mut counted = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let threads: i64 = row.try_get(1)?;
-                    counted.push((
-                        row.try_get::<_, String>(0)?,
-                        to_u64(threads, "thread count").map_err(Fail::Model)?,
-                    ));
-                }
-                let (destinations, unreadable) = overview_destinations(counted);
-                let counts = transaction
-                    .query_one(
-                        "SELECT (SELECT count(*) FROM thread_heads WHERE destination IS NULL), \
-                         (SELECT count(*) FROM thread_pending)",
-                        &[],
-                    )
-                    .await?;
-                let unbound: i64 = counts.try_get(0)?;
-                let pending: i64 = counts.try_get(1)?;
-                let rows = transaction
-                    .query(
+                    let (destinations, unreadable) = overview_destinations(counted);
+                    let counts = transaction
+                        .query_one(
+                            "SELECT (SELECT count(*) FROM thread_heads WHERE destination IS NULL), \
+                             (SELECT count(*) FROM thread_pending)",
+                            &[],
+                        )
+                        .await?;
+                    let unbound: i64 = counts.try_get(0)?;
+                    let pending: i64 = counts.try_get(1)?;
+                    let parked = counted_threads(
+                        &transaction,
                         "SELECT kind, count(*) FROM thread_parks GROUP BY kind ORDER BY kind",
-                        &[],
                     )
                     .await?;
-                let mut parked = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let threads: i64 = row.try_get(1)?;
-                    parked.push((
-                        row.try_get::<_, String>(0)?,
-                        to_u64(threads, "thread count").map_err(Fail::Model)?,
-                    ));
-                }
-                transaction.commit().await?;
-                Ok(ThreadOverview {
-                    destinations,
-                    unreadable,
-                    unbound: to_u64(unbound, "thread count").map_err(Fail::Model)?,
-                    pending: to_u64(pending, "thread count").map_err(Fail::Model)?,
-                    parked,
+                    commit(transaction).await?;
+                    Ok(ThreadOverview {
+                        destinations,
+                        unreadable,
+                        unbound: to_u64(unbound, "thread count").map_err(Fail::Model)?,
+                        pending: to_u64(pending, "thread count").map_err(Fail::Model)?,
+                        parked,
+                    })
                 })
-            }
+            },
         )
     }
 }
@@ -497,6 +482,23 @@ fn binding_of(
     }
 }
 
+/// The `(name, thread count)` rows of a grouped count.
+async fn counted_threads(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    sql: &str,
+) -> Attempt<Vec<(String, u64)>, ActivityError> {
+    let rows = transaction.query(sql, &[]).await?;
+    let mut counted = Vec::with_capacity(rows.len());
+    for row in rows {
+        let threads: i64 = row.try_get(1)?;
+        counted.push((
+            row.try_get(0)?,
+            to_u64(threads, "thread count").map_err(Fail::Model)?,
+        ));
+    }
+    Ok(counted)
+}
+
 /// Marks `thread` pending at `tail`, inside the caller's transaction.
 async fn mark_pending(
     transaction: &deadpool_postgres::Transaction<'_>,
@@ -506,7 +508,7 @@ async fn mark_pending(
     let statement = transaction
         .prepare_cached(
             "INSERT INTO thread_pending (thread, tail) VALUES ($1, $2) \
-         ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
+             ON CONFLICT (thread) DO UPDATE SET tail = excluded.tail",
         )
         .await?;
     transaction

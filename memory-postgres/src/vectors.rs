@@ -15,10 +15,9 @@ use memory_core::vectors::{
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 
-use crate::db::{Handle, with_retries};
-use crate::error::{Fail, corrupt};
-
-type Attempt<T> = Result<T, Fail<MemoryError>>;
+use crate::db::{Handle, snapshot};
+use crate::error::{Attempt, Fail, corrupt};
+use crate::retry::{Idempotent, Params, commit, execute};
 
 /// Chunk vectors and indexer positions in PostgreSQL; get one from [`crate::PostgresStore::vectors`].
 #[derive(Clone)]
@@ -51,16 +50,11 @@ fn check_count(what: &'static str, count: i64, max: usize) -> Attempt<()> {
 }
 
 async fn load(
-    client: &mut deadpool_postgres::Object,
+    mut client: deadpool_postgres::Object,
     profile: &[u8],
     limits: VectorLoadLimits,
 ) -> Attempt<Vec<StoredSource>> {
-    let transaction = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
+    let transaction = snapshot(&mut client).await?;
     let source_count: i64 = transaction
         .query_one(
             "SELECT count(*) FROM semantic_sources WHERE profile = $1",
@@ -151,7 +145,7 @@ async fn load(
             }
         }
     }
-    transaction.commit().await?;
+    commit(transaction).await?;
     Ok(sources)
 }
 
@@ -166,14 +160,13 @@ struct ChunkRow {
 
 #[allow(clippy::too_many_arguments)]
 async fn replace(
-    client: &mut deadpool_postgres::Object,
+    mut client: deadpool_postgres::Object,
     profile: &[u8],
     namespace: &str,
     document_id: &str,
     generation: i64,
     revision: Option<&str>,
     chunks: &[ChunkRow],
-    commit_sent: &mut bool,
 ) -> Attempt<ReplaceOutcome> {
     let transaction = client.transaction().await?;
     // The fence is part of the write: the upsert changes the source row only when the stored state
@@ -191,7 +184,7 @@ async fn replace(
              AND (excluded.generation > semantic_sources.generation \
              OR (excluded.generation = semantic_sources.generation \
              AND (excluded.withdrawn \
-                  OR excluded.revision IS NOT DISTINCT FROM semantic_sources.revision)))",
+             OR excluded.revision IS NOT DISTINCT FROM semantic_sources.revision)))",
             &[
                 &profile,
                 &namespace,
@@ -259,8 +252,7 @@ async fn replace(
             &[&profile, &namespace, &document_id],
         )
         .await?;
-    *commit_sent = true;
-    transaction.commit().await?;
+    commit(transaction).await?;
     Ok(ReplaceOutcome::Replaced)
 }
 
@@ -275,14 +267,13 @@ impl VectorStore for PostgresVectorStore {
         limits: VectorLoadLimits,
     ) -> Result<Vec<StoredSource>, MemoryError> {
         let profile = profile.0.to_vec();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    load(&mut client, &profile, limits).await
-                })
-                .map_err(|error| error.into_memory("load vectors"))
-            })
+            .call(
+                "load vectors",
+                Idempotent::Yes,
+                profile,
+                move |profile, client| Box::pin(load(client, profile, limits)),
+            )
             .await
     }
 
@@ -314,26 +305,25 @@ impl VectorStore for PostgresVectorStore {
         let profile = profile.0.to_vec();
         let namespace = source.key.namespace.as_str().to_owned();
         let document_id = source.key.id.as_str().to_owned();
-        let db = self.handle.db.clone();
+        // Idempotent: a replacement that already landed is admitted again (same generation and
+        // revision) or, for a withdrawal, answered as already done.
         self.handle
-            .run(async move {
-                // Idempotent: a replacement that already landed is admitted again (same generation and
-                // revision) or, for a withdrawal, answered as already done.
-                with_retries!(db, idempotent = true, |client, commit_sent| {
-                    replace(
-                        &mut client,
-                        &profile,
-                        &namespace,
-                        &document_id,
+            .call(
+                "replace vector source",
+                Idempotent::Yes,
+                (profile, namespace, document_id, revision, chunks),
+                move |(profile, namespace, document_id, revision, chunks), client| {
+                    Box::pin(replace(
+                        client,
+                        profile,
+                        namespace,
+                        document_id,
                         generation,
                         revision.as_deref(),
-                        &chunks,
-                        &mut commit_sent,
-                    )
-                    .await
-                })
-                .map_err(|error| error.into_memory("replace vector source"))
-            })
+                        chunks,
+                    ))
+                },
+            )
             .await
     }
 
@@ -342,27 +332,30 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
     ) -> Result<ChangeSequence, MemoryError> {
         let profile = profile.0.to_vec();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    let position: Option<i64> = client
-                        .query_opt(
-                            "SELECT position FROM semantic_positions WHERE profile = $1",
-                            &[&profile],
-                        )
-                        .await?
-                        .map(|row| row.try_get(0))
-                        .transpose()?;
-                    match position {
-                        None => Ok(ChangeSequence(0)),
-                        Some(value) => u64::try_from(value)
-                            .map(ChangeSequence)
-                            .map_err(|_| model(corrupt("negative indexed position"))),
-                    }
-                })
-                .map_err(|error| error.into_memory("read indexed position"))
-            })
+            .call(
+                "read indexed position",
+                Idempotent::Yes,
+                profile,
+                move |profile, client| {
+                    Box::pin(async move {
+                        let position: Option<i64> = client
+                            .query_opt(
+                                "SELECT position FROM semantic_positions WHERE profile = $1",
+                                &[&profile],
+                            )
+                            .await?
+                            .map(|row| row.try_get(0))
+                            .transpose()?;
+                        match position {
+                            None => Ok(ChangeSequence(0)),
+                            Some(value) => u64::try_from(value)
+                                .map(ChangeSequence)
+                                .map_err(|_| model(corrupt("negative indexed position"))),
+                        }
+                    })
+                },
+            )
             .await
     }
 
@@ -374,24 +367,23 @@ impl VectorStore for PostgresVectorStore {
         let value = i64::try_from(position.0)
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
         let profile = profile.0.to_vec();
-        let db = self.handle.db.clone();
+        // Idempotent: positions only move forward.
+        let params: Params = vec![Box::new(profile), Box::new(value)];
         self.handle
-            .run(async move {
-                // Idempotent: positions only move forward.
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    client
-                        .execute(
-                            "INSERT INTO semantic_positions (profile, position) VALUES ($1, $2) \
-                             ON CONFLICT (profile) DO UPDATE \
-                             SET position = GREATEST(semantic_positions.position, excluded.position)",
-                            &[&profile, &value],
-                        )
-                        .await?;
-                    Ok(())
-                })
-                .map_err(|error| error.into_memory("write indexed position"))
-            })
+            .call(
+                "write indexed position",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "INSERT INTO semantic_positions (profile, position) \
+                                 VALUES ($1, $2) \
+                                 ON CONFLICT (profile) DO UPDATE \
+                                 SET position = \
+                                 GREATEST(semantic_positions.position, excluded.position)",
+                ),
+            )
             .await
+            .map(|_rows| ())
     }
 
     async fn record_unindexed(
@@ -407,27 +399,30 @@ impl VectorStore for PostgresVectorStore {
         let namespace = key.namespace.as_str().to_owned();
         let document_id = key.id.as_str().to_owned();
         let reason = reason.as_str();
-        let db = self.handle.db.clone();
+        // Idempotent: the upsert keeps the newest generation's record.
+        let params: Params = vec![
+            Box::new(profile),
+            Box::new(namespace),
+            Box::new(document_id),
+            Box::new(generation),
+            Box::new(reason),
+        ];
         self.handle
-            .run(async move {
-                // Idempotent: the upsert keeps the newest generation's record.
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    client
-                        .execute(
-                            "INSERT INTO semantic_unindexed \
-                             (profile, namespace, document_id, generation, reason) \
-                             VALUES ($1, $2, $3, $4, $5) \
-                             ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
-                             generation = excluded.generation, reason = excluded.reason \
-                             WHERE excluded.generation >= semantic_unindexed.generation",
-                            &[&profile, &namespace, &document_id, &generation, &reason],
-                        )
-                        .await?;
-                    Ok(())
-                })
-                .map_err(|error| error.into_memory("record unindexed source"))
-            })
+            .call(
+                "record unindexed source",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "INSERT INTO semantic_unindexed \
+                                 (profile, namespace, document_id, generation, reason) \
+                                 VALUES ($1, $2, $3, $4, $5) \
+                                 ON CONFLICT (profile, namespace, document_id) DO UPDATE SET \
+                                 generation = excluded.generation, reason = excluded.reason \
+                                 WHERE excluded.generation >= semantic_unindexed.generation",
+                ),
+            )
             .await
+            .map(|_rows| ())
     }
 
     async fn clear_unindexed(
@@ -441,23 +436,25 @@ impl VectorStore for PostgresVectorStore {
         let profile = profile.0.to_vec();
         let namespace = key.namespace.as_str().to_owned();
         let document_id = key.id.as_str().to_owned();
-        let db = self.handle.db.clone();
+        // Idempotent: deleting twice leaves the same rows.
+        let params: Params = vec![
+            Box::new(profile),
+            Box::new(namespace),
+            Box::new(document_id),
+            Box::new(generation),
+        ];
         self.handle
-            .run(async move {
-                // Idempotent: deleting twice leaves the same rows.
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    client
-                        .execute(
-                            "DELETE FROM semantic_unindexed WHERE profile = $1 \
-                             AND namespace = $2 AND document_id = $3 AND generation <= $4",
-                            &[&profile, &namespace, &document_id, &generation],
-                        )
-                        .await?;
-                    Ok(())
-                })
-                .map_err(|error| error.into_memory("clear unindexed source"))
-            })
+            .call(
+                "clear unindexed source",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "DELETE FROM semantic_unindexed WHERE profile = $1 \
+                                 AND namespace = $2 AND document_id = $3 AND generation <= $4",
+                ),
+            )
             .await
+            .map(|_rows| ())
     }
 
     async fn unindexed_sources(
@@ -476,37 +473,40 @@ impl VectorStore for PostgresVectorStore {
         });
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let name = reason.as_str();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    let rows = client
-                        .query(
-                            "SELECT namespace, document_id, generation FROM semantic_unindexed \
-                             WHERE profile = $1 AND reason = $2 \
-                             AND (namespace, document_id) > ($3, $4) \
-                             ORDER BY namespace, document_id LIMIT $5",
-                            &[&profile, &name, &namespace, &document_id, &limit],
-                        )
-                        .await?;
-                    let mut sources = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        let namespace: String = row.try_get(0)?;
-                        let document_id: String = row.try_get(1)?;
-                        let generation: i64 = row.try_get(2)?;
-                        sources.push(UnindexedSource {
-                            key: parse_key(&namespace, &document_id).map_err(model)?,
-                            generation: SourceGeneration(non_negative(
-                                generation,
-                                "negative generation",
-                            )?),
-                            reason,
-                        });
-                    }
-                    Ok(sources)
-                })
-                .map_err(|error| error.into_memory("read unindexed sources"))
-            })
+            .call(
+                "read unindexed sources",
+                Idempotent::Yes,
+                (profile, namespace, document_id),
+                move |(profile, namespace, document_id), client| {
+                    Box::pin(async move {
+                        let rows = client
+                            .query(
+                                "SELECT namespace, document_id, generation FROM semantic_unindexed \
+                                 WHERE profile = $1 AND reason = $2 \
+                                 AND (namespace, document_id) > ($3, $4) \
+                                 ORDER BY namespace, document_id LIMIT $5",
+                                &[&profile, &name, &namespace, &document_id, &limit],
+                            )
+                            .await?;
+                        let mut sources = Vec::with_capacity(rows.len());
+                        for row in rows {
+                            let namespace: String = row.try_get(0)?;
+                            let document_id: String = row.try_get(1)?;
+                            let generation: i64 = row.try_get(2)?;
+                            sources.push(UnindexedSource {
+                                key: parse_key(&namespace, &document_id).map_err(model)?,
+                                generation: SourceGeneration(non_negative(
+                                    generation,
+                                    "negative generation",
+                                )?),
+                                reason,
+                            });
+                        }
+                        Ok(sources)
+                    })
+                },
+            )
             .await
     }
 
@@ -515,32 +515,36 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
     ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
         let profile = profile.0.to_vec();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    let rows = client
-                        .query(
-                            "SELECT reason, count(*) FROM semantic_unindexed WHERE profile = $1 \
-                             GROUP BY reason",
-                            &[&profile],
-                        )
-                        .await?;
-                    let mut counts = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        let reason: &str = row.try_get(0)?;
-                        let count: i64 = row.try_get(1)?;
-                        counts.push((
-                            UnindexedReason::parse(reason)
-                                .ok_or_else(|| model(corrupt("unknown unindexed reason")))?,
-                            non_negative(count, "negative row count")?,
-                        ));
-                    }
-                    counts.sort();
-                    Ok(counts)
-                })
-                .map_err(|error| error.into_memory("count unindexed sources"))
-            })
+            .call(
+                "count unindexed sources",
+                Idempotent::Yes,
+                profile,
+                move |profile, client| {
+                    Box::pin(async move {
+                        let rows = client
+                            .query(
+                                "SELECT reason, count(*) FROM semantic_unindexed \
+                                 WHERE profile = $1 \
+                                 GROUP BY reason",
+                                &[&profile],
+                            )
+                            .await?;
+                        let mut counts = Vec::with_capacity(rows.len());
+                        for row in rows {
+                            let reason: &str = row.try_get(0)?;
+                            let count: i64 = row.try_get(1)?;
+                            counts.push((
+                                UnindexedReason::parse(reason)
+                                    .ok_or_else(|| model(corrupt("unknown unindexed reason")))?,
+                                non_negative(count, "negative row count")?,
+                            ));
+                        }
+                        counts.sort();
+                        Ok(counts)
+                    })
+                },
+            )
             .await
     }
 
@@ -553,30 +557,29 @@ impl VectorStore for PostgresVectorStore {
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
         let chunks = i64::try_from(graph.chunks)
             .map_err(|_| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
-        let profile = profile.0.to_vec();
-        let vector_set = graph.vector_set.to_vec();
-        let bytes = graph.bytes.clone();
-        let db = self.handle.db.clone();
+        let params: Params = vec![
+            Box::new(profile.0.to_vec()),
+            Box::new(position),
+            Box::new(graph.vector_set.to_vec()),
+            Box::new(chunks),
+            Box::new(graph.bytes.clone()),
+        ];
+        // Idempotent: the same graph written twice is the same row.
         self.handle
-            .run(async move {
-                // Idempotent: the same graph written twice is the same row.
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    client
-                        .execute(
-                            "INSERT INTO semantic_graphs \
-                             (profile, position, vector_set, chunks, graph) \
-                             VALUES ($1, $2, $3, $4, $5) \
-                             ON CONFLICT (profile) DO UPDATE SET position = excluded.position, \
-                             vector_set = excluded.vector_set, chunks = excluded.chunks, \
-                             graph = excluded.graph",
-                            &[&profile, &position, &vector_set, &chunks, &bytes],
-                        )
-                        .await?;
-                    Ok(())
-                })
-                .map_err(|error| error.into_memory("save graph"))
-            })
+            .call(
+                "save graph",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "INSERT INTO semantic_graphs (profile, position, vector_set, chunks, graph) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (profile) DO UPDATE SET position = excluded.position, \
+                     vector_set = excluded.vector_set, chunks = excluded.chunks, \
+                     graph = excluded.graph",
+                ),
+            )
             .await
+            .map(|_rows| ())
     }
 
     async fn load_chunk_vectors(
@@ -604,41 +607,44 @@ impl VectorStore for PostgresVectorStore {
             .map(|chunk| chunk.revision.as_str().to_owned())
             .collect();
         let count = chunks.len();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    // One round trip: the wanted chunks as arrays, joined to their source (so
-                    // only the named revision of a source that is not withdrawn answers) and to
-                    // the chunk rows by primary key.
-                    let rows = client
-                        .query(
-                            "SELECT w.at, c.vector \
-                             FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) \
-                             WITH ORDINALITY AS w(namespace, document_id, ordinal, revision, at) \
-                             JOIN semantic_sources s ON s.profile = $1 \
-                             AND s.namespace = w.namespace AND s.document_id = w.document_id \
-                             AND NOT s.withdrawn AND s.revision = w.revision \
-                             JOIN semantic_chunks c ON c.profile = $1 \
-                             AND c.namespace = w.namespace AND c.document_id = w.document_id \
-                             AND c.ordinal = w.ordinal",
-                            &[&profile, &namespaces, &ids, &ordinals, &revisions],
-                        )
-                        .await?;
-                    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; count];
-                    for row in rows {
-                        let at: i64 = row.try_get(0)?;
-                        let bytes: &[u8] = row.try_get(1)?;
-                        let slot = usize::try_from(at - 1)
-                            .ok()
-                            .and_then(|at| vectors.get_mut(at))
-                            .ok_or_else(|| model(corrupt("chunk vector row out of range")))?;
-                        *slot = Some(decode_vector(bytes, dimensions).map_err(model)?);
-                    }
-                    Ok(vectors)
-                })
-                .map_err(|error| error.into_memory("read chunk vectors"))
-            })
+            .call(
+                "read chunk vectors",
+                Idempotent::Yes,
+                (profile, namespaces, ids, ordinals, revisions),
+                move |(profile, namespaces, ids, ordinals, revisions), client| {
+                    Box::pin(async move {
+                        // One round trip: the wanted chunks as arrays, joined to their source (so
+                        // only the named revision of a source that is not withdrawn answers) and to
+                        // the chunk rows by primary key.
+                        let rows = client
+                            .query(
+                                "SELECT w.at, c.vector \
+                                 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) \
+                                 WITH ORDINALITY AS w(namespace, document_id, ordinal, revision, at) \
+                                 JOIN semantic_sources s ON s.profile = $1 \
+                                 AND s.namespace = w.namespace AND s.document_id = w.document_id \
+                                 AND NOT s.withdrawn AND s.revision = w.revision \
+                                 JOIN semantic_chunks c ON c.profile = $1 \
+                                 AND c.namespace = w.namespace AND c.document_id = w.document_id \
+                                 AND c.ordinal = w.ordinal",
+                                &[&profile, &namespaces, &ids, &ordinals, &revisions],
+                            )
+                            .await?;
+                        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; count];
+                        for row in rows {
+                            let at: i64 = row.try_get(0)?;
+                            let bytes: &[u8] = row.try_get(1)?;
+                            let slot = usize::try_from(at - 1)
+                                .ok()
+                                .and_then(|at| vectors.get_mut(at))
+                                .ok_or_else(|| model(corrupt("chunk vector row out of range")))?;
+                            *slot = Some(decode_vector(bytes, dimensions).map_err(model)?);
+                        }
+                        Ok(vectors)
+                    })
+                },
+            )
             .await
     }
 
@@ -648,59 +654,63 @@ impl VectorStore for PostgresVectorStore {
         max_bytes: usize,
     ) -> Result<Option<GraphSnapshot>, MemoryError> {
         let profile = profile.0.to_vec();
-        let db = self.handle.db.clone();
         self.handle
-            .run(async move {
-                with_retries!(db, idempotent = true, |client, _commit_sent| {
-                    // The length is read first, so an oversized value is refused before it is
-                    // transferred.
-                    let length: Option<i32> = client
-                        .query_opt(
-                            "SELECT octet_length(graph) FROM semantic_graphs WHERE profile = $1",
-                            &[&profile],
-                        )
-                        .await?
-                        .map(|row| row.try_get(0))
-                        .transpose()?;
-                    let Some(length) = length else {
-                        return Ok(None);
-                    };
-                    let length = non_negative(i64::from(length), "negative graph length")?;
-                    if length > max_bytes as u64 {
-                        return Err(model(MemoryError::TooLarge {
-                            limit: "stored graph bytes",
-                            max: max_bytes as u64,
-                            actual: length,
-                        }));
-                    }
-                    let Some(row) = client
-                        .query_opt(
-                            "SELECT position, vector_set, chunks, graph FROM semantic_graphs \
-                             WHERE profile = $1",
-                            &[&profile],
-                        )
-                        .await?
-                    else {
-                        return Ok(None);
-                    };
-                    let position: i64 = row.try_get(0)?;
-                    let vector_set: &[u8] = row.try_get(1)?;
-                    let chunks: i64 = row.try_get(2)?;
-                    let bytes: Vec<u8> = row.try_get(3)?;
-                    Ok(Some(GraphSnapshot {
-                        position: ChangeSequence(non_negative(
-                            position,
-                            "negative graph position",
-                        )?),
-                        vector_set: vector_set
-                            .try_into()
-                            .map_err(|_| model(corrupt("graph vector-set digest length")))?,
-                        chunks: non_negative(chunks, "negative graph chunks")?,
-                        bytes,
-                    }))
-                })
-                .map_err(|error| error.into_memory("load graph"))
-            })
+            .call(
+                "load graph",
+                Idempotent::Yes,
+                profile,
+                move |profile, client| {
+                    Box::pin(async move {
+                        // The length is read first, so an oversized value is refused before it is
+                        // transferred.
+                        let length: Option<i32> = client
+                            .query_opt(
+                                "SELECT octet_length(graph) FROM semantic_graphs \
+                                 WHERE profile = $1",
+                                &[&profile],
+                            )
+                            .await?
+                            .map(|row| row.try_get(0))
+                            .transpose()?;
+                        let Some(length) = length else {
+                            return Ok(None);
+                        };
+                        let length = non_negative(i64::from(length), "negative graph length")?;
+                        if length > max_bytes as u64 {
+                            return Err(model(MemoryError::TooLarge {
+                                limit: "stored graph bytes",
+                                max: max_bytes as u64,
+                                actual: length,
+                            }));
+                        }
+                        let Some(row) = client
+                            .query_opt(
+                                "SELECT position, vector_set, chunks, graph FROM semantic_graphs \
+                                 WHERE profile = $1",
+                                &[&profile],
+                            )
+                            .await?
+                        else {
+                            return Ok(None);
+                        };
+                        let position: i64 = row.try_get(0)?;
+                        let vector_set: &[u8] = row.try_get(1)?;
+                        let chunks: i64 = row.try_get(2)?;
+                        let bytes: Vec<u8> = row.try_get(3)?;
+                        Ok(Some(GraphSnapshot {
+                            position: ChangeSequence(non_negative(
+                                position,
+                                "negative graph position",
+                            )?),
+                            vector_set: vector_set
+                                .try_into()
+                                .map_err(|_| model(corrupt("graph vector-set digest length")))?,
+                            chunks: non_negative(chunks, "negative graph chunks")?,
+                            bytes,
+                        }))
+                    })
+                },
+            )
             .await
     }
 }

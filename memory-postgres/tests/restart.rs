@@ -201,6 +201,10 @@ async fn postmaster_started(url: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "initdb and pg_ctl are blocking processes the test waits for off the runtime, not store calls"
+)]
 async fn restarting_the_server_mid_transaction_loses_no_acknowledged_write() {
     if std::env::var("MEMORY_SKIP_POSTGRES").as_deref() == Ok("1") {
         let line = "SKIPPED (MEMORY_SKIP_POSTGRES=1): memory-postgres test \

@@ -17,13 +17,31 @@ pub enum StoreFailure {
     /// The file holds no memory store (a fresh or foreign database opened by [`crate::SqliteReader::open`]).
     #[error("the database holds no memory store schema")]
     SchemaMissing,
-    /// The file was written with another storage format than this build reads and writes.
-    #[error("storage format {found} is not the supported format {expected}")]
-    FormatMismatch {
-        /// The format number recorded in the file.
+    /// The file's schema is older than this build's. A store migrates it when it opens the file; a
+    /// reader, which writes nothing, refuses it until then.
+    #[error("schema version {found} is older than the supported version {supported}")]
+    SchemaTooOld {
+        /// The newest version the file records; 0 for a file from before the schema was versioned.
         found: i64,
-        /// The format number this build supports.
-        expected: i64,
+        /// The version this build reads and writes ([`crate::SCHEMA_VERSION`]).
+        supported: i64,
+    },
+    /// The file's schema is newer than this build knows; every store and reader refuses it without
+    /// writing to it, so an old build never misreads rows a newer one wrote.
+    #[error("schema version {found} is newer than the supported version {supported}")]
+    SchemaTooNew {
+        /// The newest version the file records.
+        found: i64,
+        /// The version this build reads and writes ([`crate::SCHEMA_VERSION`]).
+        supported: i64,
+    },
+    /// A file from before the versioned schema carries a format marker no build wrote.
+    #[error("unknown format {found} in the pre-versioning marker {marker}")]
+    UnknownLegacyFormat {
+        /// The marker: the memory store's format or an activity store's component.
+        marker: &'static str,
+        /// The value found.
+        found: i64,
     },
     /// A fault injected by a failpoint.
     #[error("injected fault at {point}")]
@@ -41,9 +59,16 @@ pub enum StoreFailure {
 /// The [`StoreFailure`] inside a [`StoreFault::Storage`], if that is what the error carries.
 pub fn storage_failure(error: &MemoryError) -> Option<&StoreFailure> {
     match error {
-        MemoryError::Store(StoreFault::Storage { source, .. }) => {
-            source.downcast_ref::<StoreFailure>()
-        }
+        MemoryError::Store(fault) => fault_failure(fault),
+        _ => None,
+    }
+}
+
+/// The [`StoreFailure`] inside a store fault, whichever error embeds it (an activity store's
+/// [`ActivityError::Store`] as well as a [`MemoryError::Store`]).
+pub fn fault_failure(fault: &StoreFault) -> Option<&StoreFailure> {
+    match fault {
+        StoreFault::Storage { source, .. } => source.downcast_ref::<StoreFailure>(),
         _ => None,
     }
 }

@@ -3,11 +3,14 @@
 //!
 //! # Opening
 //! [`SqliteStore::open`] opens or creates a store with the default options, and
-//! [`SqliteStore::builder`] with others (there is no third way in): it creates only its own
-//! `memory_*` tables and records a storage format number ([`STORAGE_FORMAT`]); a file of another
-//! format is refused with [`StoreFailure::FormatMismatch`]. [`SqliteReader::open`] (or the builder's
-//! `open_reader`) opens a read-only view that creates nothing and starts no write transaction; it
-//! fails with [`StoreFailure::SchemaMissing`] on a file without the schema.
+//! [`SqliteStore::builder`] with others (there is no third way in). Every store of this crate (memory,
+//! thread log, progress, remembering, vectors) keeps its tables in one versioned schema
+//! ([`SCHEMA_VERSION`]), and whichever opens a file first creates or migrates all of it (and no
+//! table the crate does not own); a file of a newer version is refused with
+//! [`StoreFailure::SchemaTooNew`]. [`SqliteReader::open`] (or the builder's `open_reader`) opens a
+//! read-only view that creates nothing and starts no write transaction; it fails with
+//! [`StoreFailure::SchemaMissing`] on a file without the schema and with
+//! [`StoreFailure::SchemaTooOld`] on one no store has migrated yet.
 //!
 //! # Durability
 //! The file is in WAL mode with `synchronous=FULL` by default ([`Synchronous`]). Every write is one
@@ -54,13 +57,13 @@ mod store;
 mod transaction;
 pub mod vectors;
 
-pub use error::{StoreFailure, storage_failure};
+pub use error::{StoreFailure, fault_failure, storage_failure};
 pub use options::{SqliteStoreBuilder, Synchronous};
 pub use read_pool::{DEFAULT_READ_CONNECTIONS, MAX_READ_CONNECTIONS};
 pub use reader::{
     ConsistencyReport, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS, RevisionLink, SqliteReader,
 };
-pub use schema::STORAGE_FORMAT;
+pub use schema::SCHEMA_VERSION;
 pub use store::{MAX_BATCH_WRITES, SqliteStore};
 
 // Other stores of this crate (thread log, progress, remembering) are declared below, one module each.

@@ -22,35 +22,7 @@ use rusqlite::{
     Connection, OptionalExtension, Row, ToSql, TransactionBehavior, params, params_from_iter,
 };
 
-use crate::thread_log::{BUSY_TIMEOUT, lock, open_component, sql_error};
-
-const PROGRESS_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS activity_progress (
-        processor TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        thread TEXT NOT NULL,
-        cursor INTEGER NOT NULL DEFAULT 0 CHECK (cursor >= 0),
-        epoch INTEGER NOT NULL DEFAULT 0,
-        owner TEXT,
-        lease_expires_at INTEGER,
-        pending_sequence INTEGER,
-        pending_work_id TEXT,
-        pending_json TEXT,
-        last_advance_at INTEGER,
-        PRIMARY KEY (processor, version, thread)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS extraction_notes (
-        processor TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        thread TEXT NOT NULL,
-        sequence INTEGER NOT NULL,
-        PRIMARY KEY (processor, version, thread, sequence)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS extraction_totals (
-        name TEXT PRIMARY KEY,
-        amount INTEGER NOT NULL CHECK (amount >= 0)
-    ) WITHOUT ROWID;
-";
+use crate::thread_log::{BUSY_TIMEOUT, lock, open_connection, sql_error};
 
 /// The SQLite progress store.
 pub struct SqliteProgressStore {
@@ -66,10 +38,11 @@ impl std::fmt::Debug for SqliteProgressStore {
 }
 
 impl SqliteProgressStore {
-    /// Opens (creating if needed) the progress tables in the file at `path`.
+    /// Opens the progress store in the file at `path`, creating or migrating the file's schema
+    /// ([`crate::SCHEMA_VERSION`]).
     pub fn open(path: &Path) -> Result<Self, ActivityError> {
         Ok(Self {
-            connection: Mutex::new(open_component(path, "activity_progress", PROGRESS_SCHEMA)?),
+            connection: Mutex::new(open_connection(path)?),
         })
     }
 }

@@ -43,8 +43,9 @@ impl std::fmt::Debug for SqliteReader {
 
 impl SqliteReader {
     /// Opens a read-only view of the store at `path` with default options. Fails with a storage error
-    /// ([`crate::StoreFailure::SchemaMissing`] or [`crate::StoreFailure::FormatMismatch`]) when the file
-    /// does not hold this store's schema at this format; creates nothing.
+    /// ([`crate::StoreFailure::SchemaMissing`], [`crate::StoreFailure::SchemaTooOld`] or
+    /// [`crate::StoreFailure::SchemaTooNew`]) when the file does not hold the schema at this build's
+    /// version; creates and migrates nothing.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
         SqliteStoreBuilder::default().open_reader(path)
     }
@@ -63,7 +64,9 @@ impl SqliteReader {
             ),
             busy_retries: options.busy_retries,
         };
-        reader.with_connection("open reader", schema::check_existing)?;
+        reader.with_connection("open reader", |connection| {
+            schema::check_current(connection).map_err(schema::SchemaError::into_memory_error)
+        })?;
         Ok(reader)
     }
 

@@ -22,50 +22,7 @@ use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use crate::thread_log::{lock, open_component, sql_error};
-
-const REMEMBERING_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS remembering_intents (
-        row INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        intent_json TEXT NOT NULL,
-        counted INTEGER NOT NULL,
-        state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
-        epoch INTEGER NOT NULL DEFAULT 0,
-        owner TEXT,
-        lease_expires_at INTEGER,
-        proposal_json TEXT,
-        command_json TEXT,
-        command_attempt INTEGER,
-        outcome_json TEXT,
-        admitted_at INTEGER NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS remembering_intents_open ON remembering_intents (state, row);
-    CREATE TABLE IF NOT EXISTS remembering_suppressions (
-        source TEXT NOT NULL,
-        revision TEXT NOT NULL,
-        suppressed_at INTEGER NOT NULL,
-        PRIMARY KEY (source, revision)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS remembering_references (
-        row INTEGER PRIMARY KEY AUTOINCREMENT,
-        source TEXT NOT NULL,
-        source_revision TEXT NOT NULL,
-        target_namespace TEXT NOT NULL,
-        target_id TEXT NOT NULL,
-        operation_id TEXT NOT NULL,
-        revision TEXT NOT NULL,
-        UNIQUE (target_namespace, operation_id)
-    );
-    CREATE INDEX IF NOT EXISTS remembering_references_source ON remembering_references (source, row);
-    CREATE INDEX IF NOT EXISTS remembering_references_target
-        ON remembering_references (target_namespace, target_id, revision);
-    CREATE TABLE IF NOT EXISTS remembering_outbox (
-        row INTEGER PRIMARY KEY AUTOINCREMENT,
-        intent_json TEXT NOT NULL,
-        parked_at INTEGER NOT NULL
-    );
-";
+use crate::thread_log::{lock, open_connection, sql_error};
 
 /// The SQLite remembering store.
 pub struct SqliteRememberingStore {
@@ -81,10 +38,11 @@ impl std::fmt::Debug for SqliteRememberingStore {
 }
 
 impl SqliteRememberingStore {
-    /// Opens (creating if needed) the remembering tables in the file at `path`.
+    /// Opens the remembering store in the file at `path`, creating or migrating the file's schema
+    /// ([`crate::SCHEMA_VERSION`]).
     pub fn open(path: &Path) -> Result<Self, ActivityError> {
         Ok(Self {
-            connection: Mutex::new(open_component(path, "remembering", REMEMBERING_SCHEMA)?),
+            connection: Mutex::new(open_connection(path)?),
         })
     }
 }

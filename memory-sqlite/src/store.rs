@@ -45,8 +45,9 @@ impl SqliteStore {
     }
 
     /// Opens (creating when needed) the store at `path` with default options: WAL, `synchronous=FULL`,
-    /// a 5 s busy timeout, the system clock. Fails with [`crate::StoreFailure::FormatMismatch`] inside a
-    /// storage error when the file holds another storage format.
+    /// a 5 s busy timeout, the system clock. Creates or migrates the file's schema (every store's tables);
+    /// fails with [`crate::StoreFailure::SchemaTooNew`] inside a storage error when the file's schema
+    /// is newer than this build's.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
         Self::builder().open(path)
     }
@@ -73,7 +74,7 @@ impl SqliteStore {
         connection
             .pragma_update(None, "synchronous", options.synchronous.pragma_value())
             .map_err(sqlite("open store"))?;
-        schema::create_or_check(&mut connection)?;
+        schema::migrate(&mut connection).map_err(schema::SchemaError::into_memory_error)?;
         let reader = SqliteReader::open_with(path, &options)?;
         Ok(Self {
             writer: Mutex::new(connection),

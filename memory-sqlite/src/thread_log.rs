@@ -1,10 +1,11 @@
 //! The thread log in SQLite: append-only canonical records per thread (SPEC §3, §5).
 //!
 //! The thread log, activity progress and remembering stores each open their own connection to the same
-//! file and create only their own tables, so they depend on nothing inside the memory store. Every
-//! connection uses WAL with `synchronous = FULL`, like the memory store: an acknowledged append,
-//! suppression or progress write is synced before it is acknowledged, so neither a process crash nor a
-//! power loss (on a disk that honours `fsync`) loses it.
+//! file, so they depend on nothing inside the memory store; their tables are in the crate's one
+//! versioned schema (`crate::schema`), created or migrated by whichever store opens the file first.
+//! Every connection uses WAL with `synchronous = FULL`, like the memory store: an acknowledged
+//! append, suppression or progress write is synced before it is acknowledged, so neither a process
+//! crash nor a power loss (on a disk that honours `fsync`) loses it.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -21,22 +22,15 @@ use memory_core::activity::{
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-/// The storage format of the activity tables (thread log, progress, remembering).
-pub const ACTIVITY_FORMAT: i64 = 1;
-
 /// How long a connection waits for another writer before reporting `Busy`.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) use crate::error::activity_error as sql_error;
 
-/// Opens a connection for one activity component, creating its tables with `schema` and checking that the
-/// file's recorded format for that component is [`ACTIVITY_FORMAT`].
-pub(crate) fn open_component(
-    path: &Path,
-    component: &'static str,
-    schema: &str,
-) -> Result<Connection, ActivityError> {
-    let connection = Connection::open(path).map_err(sql_error("open"))?;
+/// Opens a connection for one activity store, bringing the file's schema (every store's tables) to
+/// this build's version.
+pub(crate) fn open_connection(path: &Path) -> Result<Connection, ActivityError> {
+    let mut connection = Connection::open(path).map_err(sql_error("open"))?;
     connection
         .busy_timeout(BUSY_TIMEOUT)
         .map_err(sql_error("open"))?;
@@ -48,48 +42,7 @@ pub(crate) fn open_component(
     connection
         .pragma_update(None, "synchronous", "FULL")
         .map_err(sql_error("open"))?;
-    let mut connection = connection;
-    let transaction = connection
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql_error("create schema"))?;
-    transaction
-        .execute_batch(
-            "CREATE TABLE IF NOT EXISTS activity_formats (
-                component TEXT PRIMARY KEY,
-                format INTEGER NOT NULL
-            ) WITHOUT ROWID;",
-        )
-        .map_err(sql_error("create schema"))?;
-    let recorded: Option<i64> = transaction
-        .query_row(
-            "SELECT format FROM activity_formats WHERE component = ?1",
-            [component],
-            |row| row.get(0),
-        )
-        .optional()
-        .map_err(sql_error("read format"))?;
-    match recorded {
-        Some(ACTIVITY_FORMAT) => {}
-        Some(other) => {
-            return Err(ActivityError::Store(StoreFault::Corrupt {
-                what: format!(
-                    "{component} tables have storage format {other}, this build reads {ACTIVITY_FORMAT}"
-                ),
-            }));
-        }
-        None => {
-            transaction
-                .execute(
-                    "INSERT INTO activity_formats (component, format) VALUES (?1, ?2)",
-                    params![component, ACTIVITY_FORMAT],
-                )
-                .map_err(sql_error("record format"))?;
-        }
-    }
-    transaction
-        .execute_batch(schema)
-        .map_err(sql_error("create schema"))?;
-    transaction.commit().map_err(sql_error("create schema"))?;
+    crate::schema::migrate(&mut connection)?;
     Ok(connection)
 }
 
@@ -102,44 +55,6 @@ pub(crate) fn lock(connection: &Mutex<Connection>) -> MutexGuard<'_, Connection>
 }
 
 pub(crate) use memory_core::activity::rules::{column_i64 as to_i64, stored_u64 as to_u64};
-
-const THREAD_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS thread_records (
-        thread TEXT NOT NULL,
-        sequence INTEGER NOT NULL CHECK (sequence > 0),
-        record_json TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        PRIMARY KEY (thread, sequence)
-    ) WITHOUT ROWID;
-    CREATE TRIGGER IF NOT EXISTS thread_records_append_only_update
-        BEFORE UPDATE ON thread_records
-        BEGIN SELECT RAISE(ABORT, 'thread records are append-only'); END;
-    CREATE TRIGGER IF NOT EXISTS thread_records_append_only_delete
-        BEFORE DELETE ON thread_records
-        BEGIN SELECT RAISE(ABORT, 'thread records are append-only'); END;
-    CREATE TABLE IF NOT EXISTS thread_bindings (
-        thread TEXT PRIMARY KEY,
-        destination TEXT NOT NULL,
-        generation INTEGER NOT NULL CHECK (generation >= 0)
-    ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS thread_bindings_by_destination ON thread_bindings (destination);
-    CREATE TABLE IF NOT EXISTS thread_pending (
-        thread TEXT PRIMARY KEY,
-        tail INTEGER NOT NULL CHECK (tail > 0)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS thread_parks (
-        thread TEXT PRIMARY KEY,
-        sequence INTEGER NOT NULL,
-        kind TEXT NOT NULL
-    ) WITHOUT ROWID;
-    -- A file from before the pending index: every thread is pending once, and the worker's first
-    -- passes settle the idle ones. The marker row makes this run once.
-    INSERT OR IGNORE INTO thread_pending (thread, tail)
-        SELECT thread, MAX(sequence) FROM thread_records
-        WHERE NOT EXISTS (SELECT 1 FROM activity_formats WHERE component = 'thread_log.pending')
-        GROUP BY thread;
-    INSERT OR IGNORE INTO activity_formats (component, format) VALUES ('thread_log.pending', 1);
-";
 
 /// The SQLite thread log.
 pub struct SqliteThreadLog {
@@ -155,10 +70,11 @@ impl std::fmt::Debug for SqliteThreadLog {
 }
 
 impl SqliteThreadLog {
-    /// Opens (creating if needed) the thread log tables in the file at `path`.
+    /// Opens the thread log in the file at `path`, creating or migrating the file's schema
+    /// ([`crate::SCHEMA_VERSION`]).
     pub fn open(path: &Path) -> Result<Self, ActivityError> {
         Ok(Self {
-            connection: Mutex::new(open_component(path, "thread_log", THREAD_SCHEMA)?),
+            connection: Mutex::new(open_connection(path)?),
         })
     }
 }

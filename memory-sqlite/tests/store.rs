@@ -93,12 +93,15 @@ fn open_reader_refuses_a_foreign_database_without_touching_it() {
 }
 
 #[test]
-fn another_storage_format_is_refused_by_store_and_reader() {
+fn a_newer_schema_is_refused_by_store_and_reader() {
     let path = fresh_path();
     drop(open(&path));
     raw(&path)
-        .execute("UPDATE memory_meta SET value = value + 1", [])
-        .expect("bump format");
+        .execute(
+            "INSERT INTO memory_schema_version (version, applied_at, recognised) VALUES (?1, 0, 0)",
+            [memory_sqlite::SCHEMA_VERSION + 1],
+        )
+        .expect("a newer version");
     for error in [
         SqliteStore::open(&path).expect_err("store refuses"),
         SqliteReader::open(&path).expect_err("reader refuses"),
@@ -106,9 +109,9 @@ fn another_storage_format_is_refused_by_store_and_reader() {
         assert!(
             matches!(
                 storage_failure(&error),
-                Some(StoreFailure::FormatMismatch { found, expected })
-                    if *found == memory_sqlite::STORAGE_FORMAT + 1
-                        && *expected == memory_sqlite::STORAGE_FORMAT
+                Some(StoreFailure::SchemaTooNew { found, supported })
+                    if *found == memory_sqlite::SCHEMA_VERSION + 1
+                        && *supported == memory_sqlite::SCHEMA_VERSION
             ),
             "{error:?}"
         );
@@ -116,7 +119,7 @@ fn another_storage_format_is_refused_by_store_and_reader() {
 }
 
 #[test]
-fn open_store_creates_only_its_own_tables_and_uses_wal() {
+fn open_store_creates_only_the_crates_tables_and_uses_wal() {
     let path = fresh_path();
     raw(&path)
         .execute_batch("CREATE TABLE app_owned (x INTEGER); INSERT INTO app_owned VALUES (7);")
@@ -139,10 +142,19 @@ fn open_store_creates_only_its_own_tables_and_uses_wal() {
         .expect("schema rows")
         .collect::<Result<_, _>>()
         .expect("names");
+    // One schema holds every store of this crate, so the memory store creates all of their tables.
+    let ours = [
+        "memory_",
+        "thread_",
+        "activity_",
+        "extraction_",
+        "remembering_",
+        "semantic_",
+    ];
     assert!(
         tables
             .iter()
-            .all(|name| name == "app_owned" || name.starts_with("memory_")),
+            .all(|name| name == "app_owned" || ours.iter().any(|prefix| name.starts_with(prefix))),
         "{tables:?}"
     );
     // Reopening an existing store is fine.
@@ -340,6 +352,10 @@ fn fts5_answers(
             .unwrap();
     }
     let words = memory_sqlite::lexical::query_words_with(query, rules).unwrap();
+    if words.is_empty() {
+        // A query with no word left (stop words only) searches nothing.
+        return Vec::new();
+    }
     let expression = words
         .iter()
         .map(|word| format!("\"{word}\""))
@@ -582,7 +598,9 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
     let before = answers(&store);
     drop(store);
 
-    // Turn the file into format 1: the FTS5 table holds the live documents, the new tables are gone.
+    // Turn the file into one of memory format 1 from before the versioned schema: the FTS5 table
+    // holds the live documents, the lexical tables and the version table are gone, the markers are
+    // back.
     let connection = raw(&path);
     connection.execute_batch(FORMAT_1_FTS).unwrap();
     let live: Vec<(i64, String, String)> = connection
@@ -611,6 +629,7 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
         .execute_batch(
             "DROP TABLE memory_lexical_namespaces; DROP TABLE memory_lexical_terms; \
              DROP TABLE memory_lexical_postings; DROP TABLE memory_lexical_documents; \
+             DROP TABLE memory_schema_version; DROP TABLE activity_formats; \
              UPDATE memory_meta SET value = 1 WHERE key = 'memory_store_format';",
         )
         .unwrap();
@@ -620,8 +639,8 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
     assert!(
         matches!(
             storage_failure(&refused),
-            Some(StoreFailure::FormatMismatch { found: 1, expected })
-                if *expected == memory_sqlite::STORAGE_FORMAT
+            Some(StoreFailure::SchemaTooOld { found: 0, supported })
+                if *supported == memory_sqlite::SCHEMA_VERSION
         ),
         "{refused:?}"
     );
@@ -630,14 +649,14 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
     store.reader().check_consistency().expect("consistent");
     drop(store);
     let connection = raw(&path);
-    let (format, fts_tables): (i64, i64) = connection
+    let (version, fts_tables): (i64, i64) = connection
         .query_row(
-            "SELECT (SELECT value FROM memory_meta WHERE key = 'memory_store_format'), \
+            "SELECT (SELECT max(version) FROM memory_schema_version), \
              (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'memory_fts%')",
             [],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .unwrap();
-    assert_eq!((format, fts_tables), (memory_sqlite::STORAGE_FORMAT, 0));
+    assert_eq!((version, fts_tables), (memory_sqlite::SCHEMA_VERSION, 0));
     SqliteReader::open(&path).expect("a reader opens the migrated file");
 }

@@ -127,6 +127,33 @@ pub struct PassReport {
     pub parked: Option<(Sequence, String)>,
 }
 
+impl PassReport {
+    /// A report of a pass that has done nothing yet: no records, receipts, drops or parking, stopping
+    /// for `stop` unless the pass says otherwise.
+    fn empty(
+        epoch: memory_core::activity::FencingEpoch,
+        captured_tail: Sequence,
+        cursor: Sequence,
+        stop: PassStop,
+    ) -> Self {
+        Self {
+            epoch,
+            captured_tail,
+            cursor,
+            processed: 0,
+            reused_saved_output: 0,
+            suppressed: 0,
+            rebases: 0,
+            receipts: Vec::new(),
+            stop,
+            pending_beyond_tail: false,
+            kept: 0,
+            dropped: BTreeMap::new(),
+            parked: None,
+        }
+    }
+}
+
 /// Processes committed activity for one processor version.
 pub struct ActivityProcessor<W, E> {
     log: Arc<dyn ThreadLog>,
@@ -278,19 +305,13 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         self.log.park(thread, at, kind)?;
         tracing::warn!(kind, "thread parked: its destination does not validate");
         Ok(PassReport {
-            epoch: memory_core::activity::FencingEpoch(0),
-            captured_tail: self.log.inspect_tail(thread)?,
-            cursor: Sequence::ZERO,
-            processed: 0,
-            reused_saved_output: 0,
-            suppressed: 0,
-            rebases: 0,
-            receipts: Vec::new(),
-            stop: PassStop::Parked,
-            pending_beyond_tail: false,
-            kept: 0,
-            dropped: BTreeMap::new(),
             parked: Some((at, kind.to_owned())),
+            ..PassReport::empty(
+                memory_core::activity::FencingEpoch(0),
+                self.log.inspect_tail(thread)?,
+                Sequence::ZERO,
+                PassStop::Parked,
+            )
         })
     }
 
@@ -305,21 +326,12 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         let timeout = i64::try_from(self.limits.timeout_ms).unwrap_or(i64::MAX);
         let deadline = started.saturating_add(timeout).min(lease.expires_at);
         let captured_tail = self.log.inspect_tail(thread)?;
-        let mut report = PassReport {
-            epoch: lease.epoch,
+        let mut report = PassReport::empty(
+            lease.epoch,
             captured_tail,
-            cursor: claim.cursor,
-            processed: 0,
-            reused_saved_output: 0,
-            suppressed: 0,
-            rebases: 0,
-            receipts: Vec::new(),
-            stop: PassStop::ReachedTail,
-            pending_beyond_tail: false,
-            kept: 0,
-            dropped: BTreeMap::new(),
-            parked: None,
-        };
+            claim.cursor,
+            PassStop::ReachedTail,
+        );
         let mut pending = claim.pending.clone();
         if let Some(saved) = &pending {
             let expected = next(claim.cursor)?;

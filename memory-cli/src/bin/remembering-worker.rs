@@ -12,31 +12,24 @@
 //! error instead of running further passes on state it no longer knows (see
 //! [`remembering::schedule`]).
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
+use memory_cli::blocking::blocking;
+use memory_cli::database::{Client, Database, with_store};
 use memory_cli::worker::{ProcessorStores, WorkerSettings, pending_pass};
 use memory_core::activity::{
-    ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadDestination, ThreadLog,
-    WorkerId,
+    ProcessorId, ProcessorVersion, ThreadDestination, ThreadLog, WorkerId,
 };
 use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
-use memory_postgres::{PostgresStore, SchemaName};
-use memory_sqlite::progress::SqliteProgressStore;
-use memory_sqlite::remembering_store::SqliteRememberingStore;
-use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
-
-/// Pooled PostgreSQL connections per worker: a worker runs one pass at a time, and a pass holds at
-/// most one connection per call, so a few cover the store calls and the pool's replacements.
-const POSTGRES_POOL_SIZE: usize = 4;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -109,98 +102,6 @@ struct Args {
     max_intents: usize,
 }
 
-/// Where the worker's state lives.
-#[derive(Clone, PartialEq, Eq)]
-enum Backend {
-    /// One SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database (the URL may carry a password: never logged).
-    Postgres {
-        url: String,
-        schema: Option<SchemaName>,
-    },
-}
-
-impl std::fmt::Debug for Backend {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(path) => formatter.debug_tuple("Sqlite").field(path).finish(),
-            // The URL may carry a password: it is never printed.
-            Self::Postgres { schema, .. } => formatter
-                .debug_struct("Postgres")
-                .field("schema", schema)
-                .finish_non_exhaustive(),
-        }
-    }
-}
-
-impl Backend {
-    /// A `postgres://` or `postgresql://` URL selects PostgreSQL; anything else is a SQLite path. A
-    /// schema without a URL is refused rather than ignored, so a mistyped URL does not silently fall
-    /// back to a SQLite file named like it.
-    fn select(db: &str, schema: Option<&str>) -> anyhow::Result<Self> {
-        if memory_postgres::is_postgres_url(db) {
-            let schema = schema
-                .map(SchemaName::new)
-                .transpose()
-                .context("invalid --schema")?;
-            Ok(Self::Postgres {
-                url: db.to_owned(),
-                schema,
-            })
-        } else if schema.is_some() {
-            Err(anyhow!(
-                "--schema needs a PostgreSQL --db URL (postgres://...)"
-            ))
-        } else {
-            Ok(Self::Sqlite(PathBuf::from(db)))
-        }
-    }
-}
-
-/// The stores a worker runs on, whichever backend holds them. The activity stores are trait objects
-/// already; the memory store stays a type parameter because `MemoryWriter` is not object safe.
-struct Stores<W> {
-    memory: Arc<W>,
-    log: Arc<dyn ThreadLog>,
-    progress: Arc<dyn ProgressStore>,
-    remembering: Arc<dyn RememberingStore>,
-}
-
-fn sqlite_stores(path: &std::path::Path) -> anyhow::Result<Stores<memory_sqlite::SqliteStore>> {
-    Ok(Stores {
-        memory: Arc::new(memory_sqlite::SqliteStore::open(path).context("opening memory store")?),
-        log: Arc::new(SqliteThreadLog::open(path).context("opening thread log")?),
-        progress: Arc::new(SqliteProgressStore::open(path).context("opening progress")?),
-        remembering: Arc::new(
-            SqliteRememberingStore::open(path).context("opening remembering store")?,
-        ),
-    })
-}
-
-async fn postgres_stores(
-    url: &str,
-    schema: Option<SchemaName>,
-) -> anyhow::Result<Stores<PostgresStore>> {
-    let mut builder = PostgresStore::builder(url)
-        .pool_size(POSTGRES_POOL_SIZE)
-        .application_name("remembering-worker");
-    if let Some(schema) = schema {
-        builder = builder.schema(schema);
-    }
-    // The error names no URL: it may carry a password.
-    let memory = builder
-        .connect()
-        .await
-        .context("connecting to PostgreSQL")?;
-    Ok(Stores {
-        log: Arc::new(memory.thread_log()),
-        progress: Arc::new(memory.progress()),
-        remembering: Arc::new(memory.remembering()),
-        memory: Arc::new(memory),
-    })
-}
-
 type Intents<W> = IntentWorker<
     W,
     ThreadRecordLoader,
@@ -232,16 +133,10 @@ fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)
     Ok((ProcessorId::new(name)?, ProcessorVersion(version)))
 }
 
-fn build<W>(args: &Args, stores: Stores<W>) -> anyhow::Result<Work<W>>
+fn build<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<Work<W>>
 where
     W: MemoryReader + MemoryWriter + 'static,
 {
-    let Stores {
-        memory,
-        log,
-        progress,
-        remembering,
-    } = stores;
     let scopes = args
         .scopes
         .iter()
@@ -280,16 +175,13 @@ where
         },
         unbound,
     };
-    let pending = pending_pass(
-        &ProcessorStores {
-            memory: Arc::clone(&memory),
-            log: Arc::clone(&log),
-            progress,
-            remembering: Arc::clone(&remembering),
-        },
-        &settings,
-        stall::hooks()?,
-    )?;
+    let pending = pending_pass(&stores, &settings, stall::hooks()?)?;
+    let ProcessorStores {
+        memory,
+        log,
+        remembering,
+        ..
+    } = stores;
     let intents = IntentWorker::new(
         remembering,
         memory,
@@ -362,27 +254,23 @@ async fn shutdown_signal() {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    match Backend::select(&args.db, args.schema.as_deref())? {
-        Backend::Sqlite(path) => {
-            let stores = sqlite_stores(&path)?;
-            run_on(&args, stores).await
-        }
-        Backend::Postgres { url, schema } => {
-            let stores = postgres_stores(&url, schema).await?;
-            run_on(&args, stores).await
-        }
-    }
+    let database = Database::select(Path::new(&args.db), args.schema.as_deref())?;
+    let opened = database.open_async(Client::WORKER).await?;
+    with_store!(opened, store => {
+        let stores = blocking(move || ProcessorStores::open(store)).await??;
+        run_on(&args, stores).await
+    })
 }
 
 /// The schedule over one backend's stores: the same pass loop whatever holds them.
-async fn run_on<W>(args: &Args, stores: Stores<W>) -> anyhow::Result<()>
+async fn run_on<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<()>
 where
     W: MemoryReader + MemoryWriter + 'static,
 {
     let work = Arc::new(build(args, stores)?);
     if args.rescan {
         let log = Arc::clone(&work.log);
-        let marked = tokio::task::spawn_blocking(move || log.mark_all_pending())
+        let marked = blocking(move || log.mark_all_pending())
             .await
             .context("marking threads pending")??;
         tracing::info!(marked, "every thread marked pending");
@@ -477,46 +365,4 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(run(args))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::Backend;
-
-    #[test]
-    fn a_postgres_url_selects_postgresql_and_anything_else_a_sqlite_file() {
-        for url in [
-            "postgres://u:p@127.0.0.1:5432/db",
-            "postgresql://u@host/db",
-            "POSTGRES://u@host/db",
-        ] {
-            assert_eq!(
-                Backend::select(url, None).unwrap(),
-                Backend::Postgres {
-                    url: url.to_owned(),
-                    schema: None
-                }
-            );
-        }
-        assert!(matches!(
-            Backend::select("postgres://u@host/db", Some("team_a")).unwrap(),
-            Backend::Postgres { schema: Some(schema), .. } if schema.as_str() == "team_a"
-        ));
-        assert_eq!(
-            Backend::select("memory.sqlite", None).unwrap(),
-            Backend::Sqlite("memory.sqlite".into())
-        );
-        assert_eq!(
-            Backend::select("./postgres/memory.sqlite", None).unwrap(),
-            Backend::Sqlite("./postgres/memory.sqlite".into())
-        );
-    }
-
-    #[test]
-    fn a_schema_needs_a_url_and_a_valid_name() {
-        assert!(Backend::select("memory.sqlite", Some("team_a")).is_err());
-        assert!(Backend::select("postgres://u@host/db", Some("no; drop")).is_err());
-    }
 }

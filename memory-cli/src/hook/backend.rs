@@ -8,26 +8,19 @@ use std::sync::Arc;
 
 use memory_core::ErrorKind;
 use memory_core::activity::{NewRecord, Sequence, ThreadId, ThreadLog, ThreadRecord};
-use memory_postgres::PostgresStore;
-use memory_sqlite::SqliteStore;
-use memory_sqlite::thread_log::SqliteThreadLog;
-use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::Value;
 
-use crate::cli::Database;
+use crate::blocking::blocking;
+use crate::database::{Client, Database, Store, with_store};
 use crate::destination::Resolved;
 use crate::discovery::{Discovery, path_for};
 use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
 use crate::recall_service::{RecallQuery, RecallService};
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, to_json};
 use crate::semantic::{IndexOptions, SemanticBackend};
-use crate::service::Store;
-use crate::thread::{ThreadAppendResult, ThreadService, refusal_of};
+use crate::thread::{ThreadAppendResult, ThreadService};
 use crate::wire::{RecallArguments, RecallMode, RecallResult};
-
-/// The `application_name` of the hook's PostgreSQL connections.
-const APPLICATION_NAME: &str = "memory-hook";
 
 /// Records read per page while looking back through a thread's tail.
 const TAIL_PAGE: usize = 64;
@@ -117,9 +110,7 @@ impl Backend {
                     "thread": thread.as_str(),
                     "namespace": destination.namespace,
                     "scope": destination.scope.as_str(),
-                    "record": serde_json::to_value(&record).map_err(|error| {
-                        Refusal::new(ErrorKind::Corrupt, format!("record cannot be encoded: {error}"))
-                    })?,
+                    "record": to_json(&record)?,
                 });
                 let answer = tool(session, "memory_thread_append", arguments).await?;
                 Ok(serde_json::from_value(answer).map_err(|error| {
@@ -144,40 +135,15 @@ impl Backend {
     pub async fn recall(&mut self, arguments: RecallArguments) -> Result<RecallResult, Failure> {
         match self {
             Self::Server(session) => {
-                let arguments = serde_json::to_value(&arguments).map_err(|error| {
-                    Refusal::new(
-                        ErrorKind::Corrupt,
-                        format!("recall cannot be encoded: {error}"),
-                    )
-                })?;
-                let answer = tool(session, "memory_recall", arguments).await?;
+                let answer = tool(session, "memory_recall", to_json(&arguments)?).await?;
                 Ok(serde_json::from_value(answer).map_err(|error| {
                     Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
                 })?)
             }
             Self::OneShot { database, index } => {
                 let query = RecallQuery::new(arguments)?;
-                match database {
-                    Database::Sqlite(path) => {
-                        let path = path.clone();
-                        let (store, vectors) = blocking(move || {
-                            Ok((
-                                SqliteStore::open(&path).map_err(Refusal::from)?,
-                                SqliteVectorStore::open(&path).map_err(Refusal::from)?,
-                            ))
-                        })
-                        .await?;
-                        Ok(
-                            one_shot_recall(Arc::new(store), Arc::new(vectors), *index, query)
-                                .await?,
-                        )
-                    }
-                    Database::Postgres { .. } => {
-                        let store = Arc::new(open_postgres(database.clone()).await?);
-                        let vectors = Arc::new(store.vectors());
-                        Ok(one_shot_recall(store, vectors, *index, query).await?)
-                    }
-                }
+                let opened = database.open_async(Client::HOOK).await?;
+                Ok(with_store!(opened, store => one_shot_recall(store, *index, query).await)?)
             }
         }
     }
@@ -209,10 +175,13 @@ async fn tool(session: &mut ServerSession, name: &str, arguments: Value) -> Resu
 /// deadline; lexical recalls open no index.
 async fn one_shot_recall<S: Store>(
     store: Arc<S>,
-    vectors: Arc<S::Vectors>,
     index: IndexOptions,
     query: RecallQuery,
 ) -> Result<RecallResult, Refusal> {
+    let vectors = {
+        let store = Arc::clone(&store);
+        blocking(move || store.open_vectors()).await??
+    };
     let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
         RecallService::lexical_only(store)
     } else {
@@ -239,41 +208,20 @@ impl OpenedLog {
     /// Opens the thread log of `database`; with `service`, the thread service (and its remembering
     /// store) too, for one-shot appends.
     pub async fn open(database: &Database, service: bool) -> Result<Self, Refusal> {
-        match database {
-            Database::Sqlite(path) => {
-                let path = path.clone();
-                blocking(move || {
-                    if service {
-                        let store = SqliteStore::open(&path).map_err(Refusal::from)?;
-                        let service = ThreadService::open(&store)?;
-                        let log = store.open_thread_log().map_err(refusal_of)?;
-                        Ok(Self {
-                            log,
-                            service: Some(service),
-                        })
-                    } else {
-                        Ok(Self {
-                            log: Arc::new(SqliteThreadLog::open(&path).map_err(refusal_of)?),
-                            service: None,
-                        })
-                    }
-                })
-                .await
-            }
-            Database::Postgres { .. } => {
-                let store = open_postgres(database.clone()).await?;
-                // Both share the store's connection pool.
-                let service = if service {
-                    Some(ThreadService::open(&store)?)
-                } else {
-                    None
-                };
-                Ok(Self {
-                    log: store.open_thread_log().map_err(refusal_of)?,
-                    service,
-                })
-            }
+        if !service {
+            let database = database.clone();
+            let log = blocking(move || database.open_thread_log(Client::HOOK)).await??;
+            return Ok(Self { log, service: None });
         }
+        let opened = database.open_async(Client::HOOK).await?;
+        // For PostgreSQL the log and the service share the store's connection pool.
+        with_store!(opened, store => blocking(move || {
+            Ok(Self {
+                service: Some(ThreadService::open(&*store)?),
+                log: store.open_thread_log()?,
+            })
+        })
+        .await?)
     }
 
     fn service(&self) -> Result<&ThreadService, Refusal> {
@@ -293,14 +241,12 @@ impl OpenedLog {
         let log = Arc::clone(&self.log);
         let thread = thread.clone();
         blocking(move || {
-            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let tail = log.inspect_tail(&thread)?;
             let floor = tail.0.saturating_sub(max_records);
             let mut end = tail.0;
             while end > floor {
                 let after = end.saturating_sub(TAIL_PAGE as u64).max(floor);
-                let page = log
-                    .read_page(&thread, Sequence(after), TAIL_PAGE)
-                    .map_err(refusal_of)?;
+                let page = log.read_page(&thread, Sequence(after), TAIL_PAGE)?;
                 if let Some(found) = page.into_iter().rev().find(|record| {
                     record.sequence.0 <= end
                         && record.record.opaque_cursor.as_deref().is_some_and(&matches)
@@ -311,7 +257,7 @@ impl OpenedLog {
             }
             Ok(None)
         })
-        .await
+        .await?
     }
 
     /// The opaque cursors of the last `max_records` records of `thread`.
@@ -323,13 +269,11 @@ impl OpenedLog {
         let log = Arc::clone(&self.log);
         let thread = thread.clone();
         blocking(move || {
-            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let tail = log.inspect_tail(&thread)?;
             let mut after = tail.0.saturating_sub(max_records);
             let mut cursors = HashSet::new();
             while after < tail.0 {
-                let page = log
-                    .read_page(&thread, Sequence(after), TAIL_PAGE)
-                    .map_err(refusal_of)?;
+                let page = log.read_page(&thread, Sequence(after), TAIL_PAGE)?;
                 let Some(last) = page.last().map(|record| record.sequence.0) else {
                     break;
                 };
@@ -341,7 +285,7 @@ impl OpenedLog {
             }
             Ok(cursors)
         })
-        .await
+        .await?
     }
 
     /// The texts of the latest `count` user inputs of `thread` among its last `max_records` records,
@@ -355,11 +299,9 @@ impl OpenedLog {
         let log = Arc::clone(&self.log);
         let thread = thread.clone();
         blocking(move || {
-            let tail = log.inspect_tail(&thread).map_err(refusal_of)?;
+            let tail = log.inspect_tail(&thread)?;
             let after = tail.0.saturating_sub(max_records as u64);
-            let page = log
-                .read_page(&thread, Sequence(after), max_records.max(1))
-                .map_err(refusal_of)?;
+            let page = log.read_page(&thread, Sequence(after), max_records.max(1))?;
             let mut texts: Vec<String> = page
                 .into_iter()
                 .rev()
@@ -372,43 +314,8 @@ impl OpenedLog {
             texts.reverse();
             Ok(texts)
         })
-        .await
+        .await?
     }
-}
-
-/// Connects to PostgreSQL like the other commands do (unreachable: `unavailable`).
-async fn open_postgres(database: Database) -> Result<PostgresStore, Refusal> {
-    let Database::Postgres { url, schema } = database else {
-        return Err(Refusal::new(
-            ErrorKind::Storage,
-            "not a PostgreSQL database",
-        ));
-    };
-    blocking(move || {
-        let mut builder = PostgresStore::builder(&url).application_name(APPLICATION_NAME);
-        if let Some(schema) = schema {
-            builder = builder.schema(schema);
-        }
-        builder.connect_blocking().map_err(|error| {
-            if error.kind() == ErrorKind::Unavailable {
-                Refusal::unavailable(format!(
-                    "could not connect to the PostgreSQL database: {error}"
-                ))
-            } else {
-                Refusal::from(error)
-            }
-        })
-    })
-    .await
-}
-
-/// Runs a blocking store call on tokio's blocking pool, so the hook's deadline can pass while it waits.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
-) -> Result<T, Refusal> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|_| Refusal::new(ErrorKind::Storage, "a blocking store call failed"))?
 }
 
 /// Whether process `pid` is alive: on Linux `/proc/<pid>` exists; elsewhere it is assumed alive and

@@ -65,7 +65,7 @@ use memory_core::{
 };
 use serde_json::{Value, json};
 
-use crate::cli::Database;
+use crate::database::Database;
 use crate::destination::{DestinationDefaults, DestinationRequest, Resolved};
 use crate::hook::args::{HookArgs, HookEvent, HookFormat};
 use crate::hook::backend::{Backend, OpenedLog};
@@ -255,7 +255,7 @@ async fn hook(
 }
 
 async fn read_stdin() -> Result<Vec<u8>, Failure> {
-    tokio::task::spawn_blocking(|| {
+    crate::blocking::blocking(|| {
         let mut bytes = Vec::new();
         std::io::stdin()
             .lock()
@@ -402,7 +402,7 @@ fn speaker(args: &HookArgs, input: &HookInput) -> String {
 async fn lock(database: &Database, session: &str) -> Result<SessionLock, Failure> {
     let dir = state::dir_for(database);
     let session = session.to_owned();
-    tokio::task::spawn_blocking(move || SessionLock::acquire(&dir, &session))
+    crate::blocking::blocking(move || SessionLock::acquire(&dir, &session))
         .await
         .map_err(|_| Failure::new("state", "taking the session lock failed"))?
         .map_err(|error| Failure::new("state", format!("could not take the session lock: {error}")))
@@ -435,7 +435,7 @@ async fn prompt_append(
         },
         opaque_cursor: Some(cursor.clone()),
     };
-    record.validate().map_err(crate::thread::refusal_of)?;
+    record.validate().map_err(Refusal::from)?;
     let _lock = lock(database, thread.as_str()).await?;
     let log = OpenedLog::open(database, !backend.is_server()).await?;
     let expected = cursor.clone();
@@ -492,7 +492,7 @@ async fn turn_end(
                 },
                 opaque_cursor: Some(cursor),
             };
-            record.validate().map_err(crate::thread::refusal_of)?;
+            record.validate().map_err(Refusal::from)?;
             appended.sequences.push(
                 backend
                     .append(&log, thread, destination, record)
@@ -517,7 +517,7 @@ async fn turn_end(
         .and_then(|cursor| transcript::TranscriptCursor::decode(&cursor));
     let max_bytes = args.max_transcript_bytes;
     let read =
-        tokio::task::spawn_blocking(move || transcript::read_new(&path, last.as_ref(), max_bytes))
+        crate::blocking::blocking(move || transcript::read_new(&path, last.as_ref(), max_bytes))
             .await
             .map_err(|_| Failure::new("transcript", "reading the transcript failed"))?
             .map_err(|error| {
@@ -543,7 +543,7 @@ async fn turn_end(
             body: RecordBody::AssistantMessage { text: message.text },
             opaque_cursor: Some(message.cursor.encode()),
         };
-        record.validate().map_err(crate::thread::refusal_of)?;
+        record.validate().map_err(Refusal::from)?;
         appended.sequences.push(
             backend
                 .append(&log, thread, destination, record)

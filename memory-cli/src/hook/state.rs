@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Database;
+use crate::database::Database;
 use crate::hook::input::hex_digest;
 
 /// Most bytes of the error log; past it the oldest half is dropped.

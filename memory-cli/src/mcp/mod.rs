@@ -21,10 +21,11 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::Value;
 
+use crate::database::Store;
 use crate::input::MAX_INPUT_BYTES;
 use crate::metrics::ServerMetrics;
 use crate::refusal::Refusal;
-use crate::service::{MemoryService, Operation, RawArguments, Request, Store};
+use crate::service::{MemoryService, Operation, RawArguments, Request};
 use crate::simple::Defaults;
 use crate::thread::{
     ThreadAppendArguments, ThreadAppendResult, ThreadForgetArguments, ThreadForgetResult,

@@ -10,10 +10,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{MemoryServer, input_schema, output_schema, tool_result, write_result};
+use crate::database::Store;
 use crate::input::decode_value;
 use crate::list::{ListArguments, ListResult};
 use crate::refusal::Refusal;
-use crate::service::Store;
 use crate::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use crate::wire::{RecallMode, RecallResult, WriteResult};
 

@@ -6,14 +6,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use memory_cli::database::{Client, Database, Opened};
+use memory_cli::worker::ProcessorStores;
 use memory_core::activity::{
     IntentId, IntentOutcome, IntentState, ProcessorId, ProcessorVersion, ProgressStore,
     RememberingStore, ThreadId, ThreadLog, WorkerId,
 };
 use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
-use memory_sqlite::progress::SqliteProgressStore;
-use memory_sqlite::remembering_store::SqliteRememberingStore;
-use memory_sqlite::thread_log::SqliteThreadLog;
 use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
@@ -137,13 +136,26 @@ pub struct WorkerStores<W> {
     pub remembering: Arc<dyn RememberingStore>,
 }
 
-pub fn sqlite_worker(path: &Path) -> WorkerStores<memory_sqlite::SqliteStore> {
-    WorkerStores {
-        memory: Arc::new(memory_sqlite::SqliteStore::open(path).unwrap()),
-        log: Arc::new(SqliteThreadLog::open(path).unwrap()),
-        progress: Arc::new(SqliteProgressStore::open(path).unwrap()),
-        remembering: Arc::new(SqliteRememberingStore::open(path).unwrap()),
+impl<W> From<ProcessorStores<W>> for WorkerStores<W> {
+    fn from(stores: ProcessorStores<W>) -> Self {
+        Self {
+            memory: stores.memory,
+            log: stores.log,
+            progress: stores.progress,
+            remembering: stores.remembering,
+        }
     }
+}
+
+/// The worker's stores of the SQLite file at `path`.
+pub fn sqlite_worker(path: &Path) -> WorkerStores<memory_sqlite::SqliteStore> {
+    let Opened::Sqlite(memory) = Database::Sqlite(path.to_owned())
+        .open(Client::WORKER)
+        .unwrap()
+    else {
+        panic!("a path opens SQLite");
+    };
+    ProcessorStores::open(memory).unwrap().into()
 }
 
 impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {

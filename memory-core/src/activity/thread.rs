@@ -20,11 +20,11 @@ pub const MAX_OPAQUE_CURSOR_BYTES: usize = 4_096;
 /// Most records one page read may return.
 pub const MAX_PAGE_RECORDS: usize = 10_000;
 
-/// What a record says.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a record says; also its wire form (tagged by `kind`) and input schema for callers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RecordBody {
-    /// Something a user typed.
+    /// Something a user typed: the only kind the default extractor turns into memory.
     UserInput {
         /// The user's words.
         text: String,

@@ -32,6 +32,10 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "CPU-bound copying of the rows, no store call: off the async workers on a thread of its own"
+        )]
         let compacted = tokio::task::spawn_blocking(move || {
             if let Some(hook) = hook {
                 hook();
@@ -77,6 +81,10 @@ mod tests {
     use crate::limits::QueryLimits;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "The test waits for the index's signals off the runtime; no store call is involved"
+    )]
     async fn a_query_is_answered_while_the_exact_index_is_compacting() {
         let directory = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());

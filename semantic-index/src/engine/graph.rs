@@ -85,6 +85,10 @@ pub(super) async fn read_persisted<S: VectorStore>(
         bytes,
         ..
     } = snapshot;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "CPU-bound decoding of bytes already read, no store call"
+    )]
     let decoded =
         tokio::task::spawn_blocking(move || persist::decode_detached(&bytes, dimensions, &params));
     Ok(Some(PendingGraph {

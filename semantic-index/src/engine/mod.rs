@@ -79,7 +79,7 @@ use crate::profile::SemanticProfile;
 
 pub use graph::PersistOutcome;
 pub use query::SemanticCandidates;
-pub(crate) use query::{ChunkCheck, check_chunk};
+pub(crate) use query::current_excerpt;
 use state::{GraphSlot, IndexState, SourceRecord, identity_bytes};
 
 /// Everything a [`SemanticIndex`] is built from.

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use memory_core::StoreFault;
+use memory_core::revalidate::{Current, read_current, visible};
 use memory_core::vectors::{ChunkVectorRef, VectorStore};
 use memory_core::{MemoryAccess, MemoryDocument, MemoryKey, MemoryReader, NamespaceAddress};
 
@@ -162,24 +162,12 @@ pub struct SemanticCandidates {
     pub answered_by: IndexKind,
 }
 
-/// One grouped read of `keys`, answered in their order; a reader that answers another number of
-/// documents is corrupt (positions would no longer match keys).
+/// Reads `keys` through memory-core's one checked read ([`memory_core::revalidate::read_current`]).
 pub(super) async fn read_documents<R: MemoryReader>(
     reader: &R,
     keys: &[MemoryKey],
 ) -> Result<Vec<Option<MemoryDocument>>, SemanticError> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    let documents = reader.read_many(keys).await?;
-    if documents.len() != keys.len() {
-        return Err(SemanticError::Store(memory_core::MemoryError::Store(
-            StoreFault::Corrupt {
-                what: "read_many answered another number of documents".to_owned(),
-            },
-        )));
-    }
-    Ok(documents)
+    Ok(read_current(reader, keys).await?)
 }
 
 fn check_query_limits(query: &str, limits: &QueryLimits) -> Result<(), SemanticError> {
@@ -204,43 +192,21 @@ pub(crate) async fn within_deadline<T>(
         .map_err(|_| SemanticError::Deadline { timeout_ms })?
 }
 
-/// How a chunk candidate fares against its source's current document.
-pub(crate) enum ChunkCheck<'d> {
-    /// The document holds the chunk at the embedded revision.
-    Current {
-        /// The current document.
-        document: &'d MemoryDocument,
-        /// The chunk's exact text in it.
-        excerpt: &'d str,
-    },
-    /// Missing, withdrawn, at another revision, or no longer holding the excerpt.
-    Stale,
-    /// Another key or a document the access may not read.
-    Unauthorized,
-}
-
-/// Checks a chunk against the current document (`None`: missing or withdrawn): key, access, revision,
-/// byte range and exact excerpt.
-pub(crate) fn check_chunk<'d>(
-    document: Option<&'d MemoryDocument>,
+/// The chunk's exact text in `document` (current and visible to the caller: memory-core's
+/// [`visible`] decides that), or `None` when the document is at another revision or no longer holds
+/// the embedded excerpt at the embedded byte range.
+pub(crate) fn current_excerpt<'d>(
+    document: &'d MemoryDocument,
     chunk: &ChunkMeta,
-    access: &MemoryAccess,
-) -> ChunkCheck<'d> {
-    let Some(document) = document else {
-        return ChunkCheck::Stale;
-    };
-    if document.key != chunk.source.key || !document.is_visible_to(access) {
-        return ChunkCheck::Unauthorized;
+) -> Option<&'d str> {
+    if document.key != chunk.source.key || document.revision != chunk.source.revision {
+        return None;
     }
-    if document.revision != chunk.source.revision {
-        return ChunkCheck::Stale;
-    }
-    match document.content.text.get(chunk.start..chunk.end) {
-        Some(excerpt) if excerpt_digest(excerpt) == chunk.excerpt_digest => {
-            ChunkCheck::Current { document, excerpt }
-        }
-        _ => ChunkCheck::Stale,
-    }
+    document
+        .content
+        .text
+        .get(chunk.start..chunk.end)
+        .filter(|excerpt| excerpt_digest(excerpt) == chunk.excerpt_digest)
 }
 
 struct Revalidated {
@@ -278,16 +244,20 @@ async fn revalidate<R: MemoryReader>(
     for candidate in candidates {
         let chunk = &candidate.chunk;
         let slot = slot_of[&chunk.source.key];
-        let (document, excerpt) = match check_chunk(documents[slot].as_ref(), chunk, access) {
-            ChunkCheck::Current { document, excerpt } => (document, excerpt),
-            ChunkCheck::Stale => {
+        let document = match visible(documents[slot].as_ref(), access) {
+            Current::Visible(document) => document,
+            Current::Missing => {
                 result.excluded_stale += 1;
                 continue;
             }
-            ChunkCheck::Unauthorized => {
+            Current::Hidden => {
                 result.excluded_unauthorized += 1;
                 continue;
             }
+        };
+        let Some(excerpt) = current_excerpt(document, chunk) else {
+            result.excluded_stale += 1;
+            continue;
         };
         if !charged[slot] {
             charged[slot] = true;
@@ -376,6 +346,10 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "The test waits for the embedder's signal off the runtime; no store call is involved"
+    )]
     async fn a_query_embeds_on_the_query_path_while_an_indexing_batch_is_embedding() {
         let directory = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap());

@@ -121,6 +121,10 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
     ) -> Result<Vec<Vec<f32>>, SemanticError> {
         let embedder = self.embedder.clone();
         let count = texts.len();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "CPU-bound embedding, no store call: the embedder's own thread, not the store boundary"
+        )]
         let vectors = tokio::task::spawn_blocking(move || {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             call(&embedder, &refs)

@@ -9,9 +9,11 @@
 //!
 //! Matching is a cheap lexical score computed on the current text at revalidation time, so every
 //! excerpt is an exact excerpt of the current document by construction:
-//! - query and chunk words are Unicode words (UAX #29), lowercased, and folded to their first
-//!   [`FOLD_CHARS`] characters, a crude stemmer that lets "preferences" meet "preferred" (the store's
-//!   full-text index stems with Porter; this only has to find where the match is, not decide it);
+//! - query words are the lexical search's own ([`memory_core::query::query_words`]: the one parser,
+//!   stop words dropped), chunk words are cut the same way ([`memory_core::query::split_words`]), and
+//!   both are lowercased and folded to their first [`FOLD_CHARS`] characters, a crude stemmer that
+//!   lets "preferences" meet "preferred" (the store's full-text index stems; this only has to find
+//!   where the match is, not decide it);
 //! - a chunk scores the sum, over the distinct query words it holds, of `ln(1 + n / df)` where `n` is the
 //!   document's chunk count and `df` the number of its chunks holding the word: a word in every chunk
 //!   ("the", the document's topic) says little about where the answer is, a rare one says much;
@@ -22,8 +24,8 @@
 use std::collections::{HashMap, HashSet};
 
 use memory_core::MemoryPassage;
-use memory_core::recall::PassageId;
-use unicode_segmentation::UnicodeSegmentation;
+use memory_core::query::{StopWords, query_words, split_words};
+use memory_core::revalidate::CitedText;
 
 use crate::chunk::{Chunk, chunk_text};
 use crate::profile::{ChunkingConfig, ProfileDigest};
@@ -47,9 +49,8 @@ pub struct ExcerptRules<'a> {
     pub profile: ProfileDigest,
 }
 
-fn folded_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.unicode_words()
-        .map(|word| word.to_lowercase().chars().take(FOLD_CHARS).collect())
+fn fold(word: &str) -> String {
+    word.to_lowercase().chars().take(FOLD_CHARS).collect()
 }
 
 /// The chunks of `text` that best match `query`, best first: at most `max`, none when `text` is one
@@ -67,11 +68,18 @@ pub fn matching_chunks(
     if chunks.len() <= 1 {
         return Vec::new();
     }
-    let query_words: HashSet<String> = folded_words(query).collect();
+    // A query the parser refuses (over its byte bound) was refused before recall got here; none of
+    // its words then point anywhere, and the first chunk stands for the document.
+    let query_words: HashSet<String> = query_words(query, StopWords::Drop)
+        .unwrap_or_default()
+        .iter()
+        .map(|word| fold(word))
+        .collect();
     let held: Vec<HashSet<String>> = chunks
         .iter()
         .map(|chunk| {
-            folded_words(chunk.text(text))
+            split_words(chunk.text(text))
+                .map(fold)
                 .filter(|word| query_words.contains(word))
                 .collect()
         })
@@ -111,28 +119,37 @@ pub fn matching_chunks(
 /// the document fits one chunk. Each excerpt keeps the passage's source, content fields and authority;
 /// only the passage id and the text change.
 pub fn excerpt_passages(passage: MemoryPassage, rules: &ExcerptRules<'_>) -> Vec<MemoryPassage> {
-    let chunks = matching_chunks(
-        &passage.content.text,
-        rules.query,
-        rules.chunking,
-        MAX_EXCERPTS_PER_DOCUMENT,
-    );
-    if chunks.is_empty() {
+    let Some(excerpts) = excerpt_texts(&passage.content.text, rules) else {
         return vec![passage];
+    };
+    excerpts
+        .into_iter()
+        .map(|CitedText { passage_id, text }| {
+            let mut excerpt = passage.clone();
+            excerpt.passage_id = passage_id;
+            excerpt.content.text = text;
+            excerpt
+        })
+        .collect()
+}
+
+/// The best-matching chunks of `text` under `rules`, each with its chunk passage id, or `None` when
+/// the text fits one chunk (it is cited whole).
+pub fn excerpt_texts(text: &str, rules: &ExcerptRules<'_>) -> Option<Vec<CitedText>> {
+    let chunks = matching_chunks(text, rules.query, rules.chunking, MAX_EXCERPTS_PER_DOCUMENT);
+    if chunks.is_empty() {
+        return None;
     }
     let mut excerpts = Vec::with_capacity(chunks.len());
     for chunk in chunks {
-        let passage_id: PassageId = match chunk_passage_id(rules.profile, chunk.ordinal) {
-            Ok(id) => id,
-            // Never happens (the id is short ASCII); the whole document is the safe answer.
-            Err(_) => return vec![passage],
-        };
-        let mut excerpt = passage.clone();
-        excerpt.passage_id = passage_id;
-        excerpt.content.text = chunk.text(&passage.content.text).to_owned();
-        excerpts.push(excerpt);
+        // Never fails (the id is short ASCII); the whole document is the safe answer.
+        let passage_id = chunk_passage_id(rules.profile, chunk.ordinal).ok()?;
+        excerpts.push(CitedText {
+            passage_id,
+            text: chunk.text(text).to_owned(),
+        });
     }
-    excerpts
+    Some(excerpts)
 }
 
 #[cfg(test)]

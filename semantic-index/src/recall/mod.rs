@@ -69,7 +69,8 @@ use memory_core::{
 };
 
 pub use excerpts::{
-    ExcerptRules, FOLD_CHARS, MAX_EXCERPTS_PER_DOCUMENT, excerpt_passages, matching_chunks,
+    ExcerptRules, FOLD_CHARS, MAX_EXCERPTS_PER_DOCUMENT, excerpt_passages, excerpt_texts,
+    matching_chunks,
 };
 pub use fusion::{
     DEFAULT_CONTEXT_REACH, DEFAULT_CONTEXT_WEIGHT, DEFAULT_EMBEDDING_CANDIDATES,
@@ -222,14 +223,21 @@ impl AnsweredLookup {
 /// workers they overlap with each other and cannot hold a deadline timer up. If the caller stops
 /// waiting (a deadline), `work` still runs to its end on its thread and its answer is dropped.
 ///
+/// This is the workspace's one async/blocking boundary for store calls (memory-cli wraps it in
+/// `memory_cli::blocking`); `clippy.toml` refuses `spawn_blocking` and `Handle::block_on` elsewhere.
+///
 /// Must be called inside a tokio runtime (any flavour).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the one place that writes the boundary: every other store call comes through here"
+)]
 pub async fn on_blocking_pool<T: Send + 'static>(
     work: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, RecallError> {
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || handle.block_on(work))
         .await
-        .map_err(|error| RecallError::Source(MemoryError::storage("blocking recall task", error)))
+        .map_err(|error| RecallError::Source(MemoryError::storage("blocking store task", error)))
 }
 
 /// Embeds `query` and searches `index` on the blocking pool, among `namespace`'s chunks only, so

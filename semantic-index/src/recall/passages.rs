@@ -1,35 +1,29 @@
-//! Revalidation of semantic and hybrid recall candidates into passages, with one grouped read.
-//!
-//! The rules are SPEC §2.4's and §4's together:
-//! - candidates whose key lies outside the access's namespace are dropped without a read;
-//! - every other distinct key is read once, all in one `read_many` call (callers bound the count);
-//! - missing, withdrawn and access-revoked documents are dropped;
-//! - a document candidate (a lexical hit) becomes the whole current document, or, when it is longer
-//!   than one chunk, its chunks that match the query best ([`super::excerpt_passages`]);
-//! - a chunk candidate survives only if the document is still at the embedded revision and holds the
-//!   exact excerpt at the embedded byte range (a stale chunk never lends its score to new text);
-//! - attribution, metadata, times, locator and revision come from the current document, and every
-//!   passage's authority is the access's namespace;
-//! - an excerpt that is the whole text gets the document id as passage id, as a document candidate
-//!   would, so the same evidence found lexically and by embedding shares one citation at recall;
-//! - the aggregate compact JSON of the passages is bounded by `max_input_bytes`;
+//! What semantic and hybrid recall add to revalidation (SPEC §2.4 and §4), which is
+//! [`memory_core::revalidate::revalidate_each`]'s for every mode (one read per key in groups, the
+//! visibility rule, attribution and authority from the current document, one citation per passage,
+//! the `max_input_bytes` bound). What is this crate's own is the judgement of its candidates:
+//! - a document candidate (a lexical hit) cites the whole current document, or, when it is longer
+//!   than one chunk and excerpt rules are given, its chunks that match the query best
+//!   ([`super::excerpt_texts`]);
+//! - a chunk candidate holds only if the document is still at the embedded revision and holds the
+//!   exact excerpt at the embedded byte range ([`crate::engine::current_excerpt`]): a stale chunk
+//!   never lends its score to new text;
 //! - each passage keeps the score of the candidate it came from (the first, best-ranked one when
 //!   several candidates give the same passage);
-//! - the grouped read runs on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous
-//!   store (SQLite) cannot hold the recall's deadline timer up.
+//! - the reads run on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous store
+//!   (SQLite) cannot hold the recall's deadline timer up.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use memory_core::StoreFault;
-use memory_core::recall::{Authority, PassageId};
+use memory_core::recall::PassageId;
+use memory_core::revalidate::{CitedText, Judge, Judgement, revalidate_each};
 use memory_core::{
     MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryPassage, MemoryReader, RecallError,
     RevalidationLimits,
 };
 
-use super::{ExcerptRules, excerpt_passages};
-use crate::engine::{ChunkCheck, check_chunk};
+use super::{ExcerptRules, excerpt_texts};
+use crate::engine::current_excerpt;
 use crate::index::ChunkMeta;
 use crate::profile::ProfileDigest;
 
@@ -71,16 +65,80 @@ pub fn chunk_passage_id(profile: ProfileDigest, ordinal: u32) -> Result<PassageI
     PassageId::new(format!("chunk:{}:{ordinal}", profile.to_hex()))
 }
 
-fn passage(
-    document: &MemoryDocument,
-    passage_id: PassageId,
-    text: String,
-    authority: &Authority,
-) -> MemoryPassage {
-    MemoryPassage::of_current_document(document, passage_id, text, authority)
+/// Reads through `R` on tokio's blocking pool.
+struct OnBlockingPool<R>(Arc<R>);
+
+impl<R: MemoryReader + 'static> MemoryReader for OnBlockingPool<R> {
+    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
+        let reader = Arc::clone(&self.0);
+        let key = key.clone();
+        super::on_blocking_pool(async move { reader.read(&key).await })
+            .await
+            .map_err(into_memory_error)?
+    }
+
+    async fn read_many(
+        &self,
+        keys: &[MemoryKey],
+    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
+        let reader = Arc::clone(&self.0);
+        let keys = keys.to_vec();
+        super::on_blocking_pool(async move { reader.read_many(&keys).await })
+            .await
+            .map_err(into_memory_error)?
+    }
 }
 
-/// Revalidates `candidates` (in rank order) for `access` with one grouped read of `reader`, run on the
+fn into_memory_error(error: RecallError) -> MemoryError {
+    match error {
+        RecallError::Source(error) => error,
+        other => MemoryError::storage(
+            "blocking recall task",
+            std::io::Error::other(other.to_string()),
+        ),
+    }
+}
+
+/// The judgement of semantic and hybrid candidates.
+struct Chunks<'r> {
+    profile: ProfileDigest,
+    excerpts: Option<&'r ExcerptRules<'r>>,
+}
+
+impl Judge<ScoredCandidate> for Chunks<'_> {
+    fn key<'c>(&self, scored: &'c ScoredCandidate) -> &'c MemoryKey {
+        scored.candidate.key()
+    }
+
+    fn judge(
+        &self,
+        scored: &ScoredCandidate,
+        document: &MemoryDocument,
+    ) -> Result<Judgement, RecallError> {
+        let text = &document.content.text;
+        Ok(match &scored.candidate {
+            Candidate::Document(_) => Judgement::Cite(
+                self.excerpts
+                    .and_then(|rules| excerpt_texts(text, rules))
+                    .unwrap_or_else(|| {
+                        vec![CitedText {
+                            passage_id: PassageId::from(&document.key.id),
+                            text: text.clone(),
+                        }]
+                    }),
+            ),
+            Candidate::Chunk(chunk) => match current_excerpt(document, chunk) {
+                Some(excerpt) => Judgement::Cite(vec![CitedText {
+                    passage_id: chunk_passage_id(self.profile, chunk.ordinal)?,
+                    text: excerpt.to_owned(),
+                }]),
+                None => Judgement::Stale,
+            },
+        })
+    }
+}
+
+/// Revalidates `candidates` (in rank order) for `access` against `reader`, its reads run on the
 /// blocking pool; the passages keep the candidates' order and scores, and a passage equal to an
 /// earlier one is left out.
 pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
@@ -91,109 +149,23 @@ pub(crate) async fn revalidate_candidates<R: MemoryReader + 'static>(
     limits: &RevalidationLimits,
     excerpts: Option<&ExcerptRules<'_>>,
 ) -> Result<(Vec<(MemoryPassage, f64)>, Exclusions), RecallError> {
-    let mut keys: Vec<MemoryKey> = Vec::new();
-    let mut slot_of: HashMap<&MemoryKey, usize> = HashMap::new();
-    let mut exclusions = Exclusions::default();
-    for scored in candidates {
-        let key = scored.candidate.key();
-        if key.namespace == access.namespace && !slot_of.contains_key(key) {
-            slot_of.insert(key, keys.len());
-            keys.push(key.clone());
-        }
-    }
-    let documents = if keys.is_empty() {
-        Vec::new()
-    } else {
-        let reader = Arc::clone(reader);
-        let keys = keys.clone();
-        super::on_blocking_pool(async move { reader.read_many(&keys).await }).await??
+    let judge = Chunks { profile, excerpts };
+    let revalidated = revalidate_each(
+        candidates,
+        &judge,
+        access,
+        &OnBlockingPool(Arc::clone(reader)),
+        limits,
+    )
+    .await?;
+    let exclusions = Exclusions {
+        stale: revalidated.excluded_stale,
+        unauthorized: revalidated.excluded_unauthorized,
     };
-    if documents.len() != keys.len() {
-        return Err(MemoryError::Store(StoreFault::Corrupt {
-            what: format!(
-                "read_many answered {} documents for {} keys",
-                documents.len(),
-                keys.len()
-            ),
-        })
-        .into());
-    }
-    let authority = Authority::from(&access.namespace);
-    let mut passages = Vec::new();
-    let mut emitted: HashSet<(MemoryKey, PassageId)> = HashSet::new();
-    let mut retained_bytes = 0u64;
-    for ScoredCandidate { candidate, score } in candidates {
-        let Some(&slot) = slot_of.get(candidate.key()) else {
-            exclusions.unauthorized += 1;
-            continue;
-        };
-        let document = documents[slot].as_ref();
-        let made = match candidate {
-            Candidate::Document(key) => match document {
-                None => {
-                    exclusions.stale += 1;
-                    Vec::new()
-                }
-                Some(document) if document.key != *key || !document.is_visible_to(access) => {
-                    exclusions.unauthorized += 1;
-                    Vec::new()
-                }
-                Some(document) => {
-                    let whole = passage(
-                        document,
-                        PassageId::from(&document.key.id),
-                        document.content.text.clone(),
-                        &authority,
-                    );
-                    match excerpts {
-                        Some(rules) => excerpt_passages(whole, rules),
-                        None => vec![whole],
-                    }
-                }
-            },
-            Candidate::Chunk(chunk) => match check_chunk(document, chunk, access) {
-                ChunkCheck::Current { document, excerpt } => {
-                    let passage_id = if excerpt.len() == document.content.text.len() {
-                        PassageId::from(&document.key.id)
-                    } else {
-                        chunk_passage_id(profile, chunk.ordinal)?
-                    };
-                    vec![passage(
-                        document,
-                        passage_id,
-                        excerpt.to_owned(),
-                        &authority,
-                    )]
-                }
-                ChunkCheck::Stale => {
-                    exclusions.stale += 1;
-                    Vec::new()
-                }
-                ChunkCheck::Unauthorized => {
-                    exclusions.unauthorized += 1;
-                    Vec::new()
-                }
-            },
-        };
-        for made in made {
-            if !emitted.insert((candidate.key().clone(), made.passage_id.clone())) {
-                continue;
-            }
-            let encoded = made.encoded_len().map_err(|_| {
-                MemoryError::Store(StoreFault::Corrupt {
-                    what: "a stored document cannot be encoded as JSON".to_owned(),
-                })
-            })?;
-            retained_bytes = retained_bytes.saturating_add(encoded);
-            if retained_bytes > limits.max_input_bytes() {
-                return Err(RecallError::Budget {
-                    limit: "max_input_bytes",
-                    max: limits.max_input_bytes(),
-                    actual: retained_bytes,
-                });
-            }
-            passages.push((made, *score));
-        }
-    }
+    let passages = revalidated
+        .passages
+        .into_iter()
+        .map(|(passage, index)| (passage, candidates[index].score))
+        .collect();
     Ok((passages, exclusions))
 }

@@ -1,5 +1,5 @@
 //! The lexical search suite: stemming, ranking, speakers, scopes, namespaces, replacements,
-//! withdrawals, query text taken as words, and namespaces searched as if each were alone.
+//! withdrawals, query text taken as words (stop words dropped), and namespaces searched as if each were alone.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +23,7 @@ async_suite! {
     "search-stems-ranks-and-indexes-speakers" => search_stems_ranks_and_indexes_speakers,
     "search-follows-replacements-scopes-and-withdrawals" => search_follows_replacements,
     "query-text-is-words-never-syntax" => query_text_is_words,
+    "stop-words-find-nothing-alone-and-change-no-hits" => stop_words_change_nothing,
     "each-namespace-searches-alone-at-any-size" => each_namespace_searches_alone,
     "neighbours-follow-first-writes-within-namespace-and-scope" => neighbours_follow_first_writes,
 }
@@ -225,6 +226,23 @@ async fn query_text_is_words<S: InspectableStore>(store: &S) -> Checked {
         ids(store, "budget OR lunch").await?.len() == 3,
         "OR is not a plain word"
     );
+    Ok(())
+}
+
+/// The query rule of [`crate::query`] (one parser for every backend): stop words are dropped, so a
+/// query of stop words alone finds nothing, even where documents hold them, and beside content words
+/// they change neither the hits nor their order.
+async fn stop_words_change_nothing<S: InspectableStore>(store: &S) -> Checked {
+    seed(store).await?;
+    for query in ["is at on the", "Who is she?", "What didn't they do"] {
+        let found = ids(store, query).await?;
+        ensure!(found.is_empty(), "{query:?} finds {found:?}");
+    }
+    let plain = ids(store, "budget").await?;
+    for query in ["what is the budget", "The BUDGET, is it?"] {
+        let found = ids(store, query).await?;
+        ensure!(found == plain, "{query:?} finds {found:?}, not {plain:?}");
+    }
     Ok(())
 }
 

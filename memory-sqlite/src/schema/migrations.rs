@@ -1,0 +1,433 @@
+//! Every migration, in order. Steps 1 to 10 are the tables as the stores created them before the
+//! schema was versioned, in the order they appeared (their SQL is what those builds ran, so a file
+//! they wrote is recognised step by step, `super::legacy`); step 11 is the first of the versioned
+//! schema.
+//!
+//! To change the schema, append a migration; never edit one that has shipped.
+
+use rusqlite::Transaction;
+
+use super::SchemaError;
+use crate::rows::{DocumentRow, speakers};
+
+/// The Rust part of a step, for what SQL cannot do (such as tokenizing stored documents).
+type RustStep = fn(&Transaction<'_>) -> Result<(), SchemaError>;
+
+/// One numbered step: its SQL, then its Rust part, in the opening transaction.
+pub(super) struct Migration {
+    /// The schema version the step brings the file to.
+    pub(super) version: i64,
+    /// What the step adds, for the log.
+    pub(super) name: &'static str,
+    pub(super) sql: &'static str,
+    pub(super) rust: Option<RustStep>,
+}
+
+/// Every migration; the one at index `n` brings the file to version `n + 1`.
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "memory tables",
+        sql: MEMORY_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 2,
+        name: "lexical index keyed by namespace",
+        sql: LEXICAL_TABLES,
+        rust: Some(index_by_namespace),
+    },
+    Migration {
+        version: 3,
+        name: "written-order neighbours index",
+        sql: NEIGHBOURS_INDEX,
+        rust: None,
+    },
+    Migration {
+        version: 4,
+        name: "thread log",
+        sql: THREAD_LOG_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 5,
+        name: "activity progress",
+        sql: PROGRESS_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 6,
+        name: "remembering store",
+        sql: REMEMBERING_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 7,
+        name: "chunk vectors",
+        sql: VECTOR_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 8,
+        name: "unindexed sources and persisted graphs",
+        sql: UNINDEXED_AND_GRAPH_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 9,
+        name: "thread destinations and the pending index",
+        sql: THREAD_DESTINATIONS_AND_PENDING,
+        rust: None,
+    },
+    Migration {
+        version: 10,
+        name: "extraction notes",
+        sql: EXTRACTION_TABLES,
+        rust: None,
+    },
+    Migration {
+        version: 11,
+        name: "one versioned schema",
+        sql: FENCE_UNVERSIONED_BUILDS,
+        rust: None,
+    },
+];
+
+/// The memory store's tables as its first format had them, with its search in one FTS5 table over
+/// every namespace (`memory_fts`, replaced by step 2).
+///
+/// - `memory_documents`: the current document of each key (withdrawn tombstones included). `entry` is a
+///   stable row id shared with the search and scope tables. `body` is the document's JSON, kept last so
+///   that lookups of the narrow columns do not read it.
+/// - `memory_document_scopes`: the scopes of each current, non-withdrawn document, with its namespace, so
+///   lexical search filters namespace, scope and withdrawal with one primary-key lookup per match and
+///   reads `memory_documents` only for the hits it returns.
+/// - `memory_revisions`: every committed revision and its predecessor link, with its change sequence.
+/// - `memory_receipts`: one receipt per `(namespace, operation_id)`, its JSON stored exactly as returned.
+/// - `memory_changes`: the change sequence; `AUTOINCREMENT` so a sequence number is never reused.
+const MEMORY_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS memory_documents (
+    entry INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    withdrawn INTEGER NOT NULL CHECK (withdrawn IN (0, 1)),
+    locator TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (namespace, id)
+) STRICT;
+CREATE TABLE IF NOT EXISTS memory_document_scopes (
+    entry INTEGER NOT NULL,
+    scope TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    PRIMARY KEY (entry, scope)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_changes (
+    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS memory_revisions (
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    predecessor TEXT,
+    sequence INTEGER NOT NULL UNIQUE,
+    PRIMARY KEY (namespace, id, revision)
+) STRICT;
+CREATE TABLE IF NOT EXISTS memory_receipts (
+    namespace TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (namespace, operation_id)
+) STRICT;
+CREATE INDEX IF NOT EXISTS memory_receipts_by_revision ON memory_receipts (namespace, id, revision);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    text,
+    speakers,
+    content = '',
+    contentless_delete = 1,
+    tokenize = 'porter unicode61'
+);
+";
+
+/// The lexical index keyed by namespace (`crate::lexical`'s `tables` module describes each table).
+/// Entries are `memory_documents.entry`. Plain `CREATE TABLE`: the step fills them, so it must find
+/// them new.
+const LEXICAL_TABLES: &str = "
+CREATE TABLE memory_lexical_namespaces (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL UNIQUE,
+    documents INTEGER NOT NULL CHECK (documents >= 0),
+    tokens INTEGER NOT NULL CHECK (tokens >= 0)
+) STRICT;
+CREATE TABLE memory_lexical_terms (
+    id INTEGER PRIMARY KEY,
+    term TEXT NOT NULL UNIQUE
+) STRICT;
+CREATE TABLE memory_lexical_postings (
+    namespace_id INTEGER NOT NULL,
+    term_id INTEGER NOT NULL,
+    entry INTEGER NOT NULL,
+    text_count INTEGER NOT NULL,
+    speakers_count INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (namespace_id, term_id, entry)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE memory_lexical_documents (
+    entry INTEGER PRIMARY KEY,
+    namespace_id INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    terms BLOB NOT NULL
+) STRICT;
+";
+
+/// Finds a document's written-order neighbours in one seek each (`crate::neighbours`).
+const NEIGHBOURS_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS memory_document_scopes_by_scope
+    ON memory_document_scopes (namespace, scope, entry);
+";
+
+/// Thread records, append-only below the port too: the triggers refuse a raw update or delete.
+const THREAD_LOG_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS thread_records (
+        thread TEXT NOT NULL,
+        sequence INTEGER NOT NULL CHECK (sequence > 0),
+        record_json TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (thread, sequence)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER IF NOT EXISTS thread_records_append_only_update
+        BEFORE UPDATE ON thread_records
+        BEGIN SELECT RAISE(ABORT, 'thread records are append-only'); END;
+    CREATE TRIGGER IF NOT EXISTS thread_records_append_only_delete
+        BEFORE DELETE ON thread_records
+        BEGIN SELECT RAISE(ABORT, 'thread records are append-only'); END;
+";
+
+/// Committed-activity progress: one fenced lease and cursor per processor, version and thread.
+const PROGRESS_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS activity_progress (
+        processor TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        thread TEXT NOT NULL,
+        cursor INTEGER NOT NULL DEFAULT 0 CHECK (cursor >= 0),
+        epoch INTEGER NOT NULL DEFAULT 0,
+        owner TEXT,
+        lease_expires_at INTEGER,
+        pending_sequence INTEGER,
+        pending_work_id TEXT,
+        pending_json TEXT,
+        last_advance_at INTEGER,
+        PRIMARY KEY (processor, version, thread)
+    ) WITHOUT ROWID;
+";
+
+/// Admitted intents, suppressions, source-to-target references and the admission outbox.
+const REMEMBERING_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS remembering_intents (
+        row INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        intent_json TEXT NOT NULL,
+        counted INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
+        epoch INTEGER NOT NULL DEFAULT 0,
+        owner TEXT,
+        lease_expires_at INTEGER,
+        proposal_json TEXT,
+        command_json TEXT,
+        command_attempt INTEGER,
+        outcome_json TEXT,
+        admitted_at INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS remembering_intents_open ON remembering_intents (state, row);
+    CREATE TABLE IF NOT EXISTS remembering_suppressions (
+        source TEXT NOT NULL,
+        revision TEXT NOT NULL,
+        suppressed_at INTEGER NOT NULL,
+        PRIMARY KEY (source, revision)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS remembering_references (
+        row INTEGER PRIMARY KEY AUTOINCREMENT,
+        source TEXT NOT NULL,
+        source_revision TEXT NOT NULL,
+        target_namespace TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        operation_id TEXT NOT NULL,
+        revision TEXT NOT NULL,
+        UNIQUE (target_namespace, operation_id)
+    );
+    CREATE INDEX IF NOT EXISTS remembering_references_source ON remembering_references (source, row);
+    CREATE INDEX IF NOT EXISTS remembering_references_target
+        ON remembering_references (target_namespace, target_id, revision);
+    CREATE TABLE IF NOT EXISTS remembering_outbox (
+        row INTEGER PRIMARY KEY AUTOINCREMENT,
+        intent_json TEXT NOT NULL,
+        parked_at INTEGER NOT NULL
+    );
+";
+
+/// Chunk vectors keyed by profile digest, so vectors of different profiles never mix, and each
+/// profile's indexed position.
+const VECTOR_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS semantic_sources (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    revision TEXT,
+    withdrawn INTEGER NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_chunks (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    start_byte INTEGER NOT NULL,
+    end_byte INTEGER NOT NULL,
+    excerpt_digest BLOB NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id, ordinal)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_positions (
+    profile BLOB NOT NULL PRIMARY KEY,
+    position INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// What the semantic index cannot hold (by reason) and the search graphs it built.
+const UNINDEXED_AND_GRAPH_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS semantic_unindexed (
+    profile BLOB NOT NULL,
+    namespace TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (profile, namespace, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS semantic_unindexed_by_reason
+    ON semantic_unindexed (profile, reason, namespace, document_id);
+CREATE TABLE IF NOT EXISTS semantic_graphs (
+    profile BLOB NOT NULL PRIMARY KEY,
+    position INTEGER NOT NULL,
+    vector_set BLOB NOT NULL,
+    chunks INTEGER NOT NULL,
+    graph BLOB NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Each thread's bound destination, the threads with records not yet settled, and parked threads.
+/// The threads already in the log are all pending once (the worker's first passes settle the idle
+/// ones), which a migration does exactly once.
+const THREAD_DESTINATIONS_AND_PENDING: &str = "
+    CREATE TABLE IF NOT EXISTS thread_bindings (
+        thread TEXT PRIMARY KEY,
+        destination TEXT NOT NULL,
+        generation INTEGER NOT NULL CHECK (generation >= 0)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS thread_bindings_by_destination ON thread_bindings (destination);
+    CREATE TABLE IF NOT EXISTS thread_pending (
+        thread TEXT PRIMARY KEY,
+        tail INTEGER NOT NULL CHECK (tail > 0)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS thread_parks (
+        thread TEXT PRIMARY KEY,
+        sequence INTEGER NOT NULL,
+        kind TEXT NOT NULL
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO thread_pending (thread, tail)
+        SELECT thread, MAX(sequence) FROM thread_records GROUP BY thread;
+";
+
+/// What extracting each record yielded, once per record, and the running totals.
+const EXTRACTION_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS extraction_notes (
+        processor TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        thread TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        PRIMARY KEY (processor, version, thread, sequence)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS extraction_totals (
+        name TEXT PRIMARY KEY,
+        amount INTEGER NOT NULL CHECK (amount >= 0)
+    ) WITHOUT ROWID;
+";
+
+/// Builds from before the versioned schema read only their own markers (`memory_meta`'s format and
+/// `activity_formats`' per store) and never look at `memory_schema_version`: the markers are set to
+/// formats those builds refuse, so an old binary stops at a file it can no longer read instead of
+/// writing into it. (Their vector store checked no marker; it opens such a file as before.) The
+/// thread log's one-time marker is spent: step 9 did its work.
+const FENCE_UNVERSIONED_BUILDS: &str = "
+CREATE TABLE IF NOT EXISTS memory_meta (
+    key TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+) STRICT;
+INSERT INTO memory_meta (key, value) VALUES ('memory_store_format', 3)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+CREATE TABLE IF NOT EXISTS activity_formats (
+    component TEXT PRIMARY KEY,
+    format INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO activity_formats (component, format)
+    VALUES ('thread_log', 2), ('activity_progress', 2), ('remembering', 2)
+    ON CONFLICT (component) DO UPDATE SET format = excluded.format;
+DELETE FROM activity_formats WHERE component = 'thread_log.pending';
+";
+
+/// Step 2: every live document is indexed again from its stored body under its namespace, then the
+/// FTS5 table over every namespace is dropped.
+fn index_by_namespace(transaction: &Transaction<'_>) -> Result<(), SchemaError> {
+    const OPERATION: &str = "migrate schema";
+    let sqlite = |error| SchemaError::Sqlite {
+        operation: OPERATION,
+        error,
+    };
+    let mut documents = transaction
+        .prepare(
+            "SELECT entry, namespace, id, revision, withdrawn, locator, body \
+             FROM memory_documents WHERE withdrawn = 0 ORDER BY entry",
+        )
+        .map_err(sqlite)?;
+    let mut rows = documents.query([]).map_err(sqlite)?;
+    while let Some(row) = rows.next().map_err(sqlite)? {
+        let entry: i64 = row.get(0).map_err(sqlite)?;
+        let document = DocumentRow {
+            namespace: row.get(1).map_err(sqlite)?,
+            id: row.get(2).map_err(sqlite)?,
+            revision: row.get(3).map_err(sqlite)?,
+            withdrawn: row.get(4).map_err(sqlite)?,
+            locator: row.get(5).map_err(sqlite)?,
+            body: row.get(6).map_err(sqlite)?,
+        }
+        .decode()
+        .map_err(|error| SchemaError::memory(OPERATION, error))?;
+        crate::lexical::index_document(
+            transaction,
+            entry,
+            document.key.namespace.as_str(),
+            &document.content.text,
+            &speakers(&document),
+        )
+        .map_err(|error| SchemaError::memory(OPERATION, error.into_memory_error(OPERATION)))?;
+    }
+    transaction
+        .execute_batch("DROP TABLE IF EXISTS memory_fts")
+        .map_err(sqlite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_count_up_from_one_in_list_order() {
+        for (index, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version, index as i64 + 1, "{}", migration.name);
+        }
+    }
+}
