@@ -18,9 +18,6 @@
 
 use std::future::Future;
 
-use memory_core::MemoryError;
-use memory_core::recall::RecallError;
-
 use crate::refusal::Refusal;
 
 /// Runs `work` (a future driving store calls) on the blocking pool and waits for it without blocking
@@ -40,21 +37,13 @@ pub async fn blocking<T: Send + 'static>(
     on_blocking_pool(async move { work() }).await
 }
 
-/// [`on_blocking_pool`] for port implementations, which answer [`MemoryError`]s (a change feed over
+/// [`on_blocking_pool`] for port implementations, which answer [`memory_core::MemoryError`]s (a change feed over
 /// the store): a failed blocking task is a storage error.
-pub async fn store_call<T: Send + 'static>(
-    work: impl Future<Output = Result<T, MemoryError>> + Send + 'static,
-) -> Result<T, MemoryError> {
-    match semantic_index::recall::on_blocking_pool(work).await {
-        Ok(answer) => answer,
-        Err(RecallError::Source(error)) => Err(error),
-        Err(other) => Err(MemoryError::storage("blocking store task", other)),
-    }
-}
+pub use semantic_index::recall::store_call;
 
 #[cfg(test)]
 mod tests {
-    use memory_core::ErrorKind;
+    use memory_core::{ErrorKind, MemoryError};
 
     use super::*;
 

@@ -240,6 +240,18 @@ pub async fn on_blocking_pool<T: Send + 'static>(
         .map_err(|error| RecallError::Source(MemoryError::storage("blocking store task", error)))
 }
 
+/// [`on_blocking_pool`] for a store call answering a [`MemoryError`] (a port implementation): a
+/// failed blocking task is a storage error too.
+pub async fn store_call<T: Send + 'static>(
+    work: impl Future<Output = Result<T, MemoryError>> + Send + 'static,
+) -> Result<T, MemoryError> {
+    match on_blocking_pool(work).await {
+        Ok(answer) => answer,
+        Err(RecallError::Source(error)) => Err(error),
+        Err(other) => Err(MemoryError::storage("blocking store task", other)),
+    }
+}
+
 /// Embeds `query` and searches `index` on the blocking pool, among `namespace`'s chunks only, so
 /// other tenants' chunks never take up the candidate limit.
 async fn embedding_candidates<E, S>(

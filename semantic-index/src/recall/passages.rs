@@ -10,7 +10,7 @@
 //!   never lends its score to new text;
 //! - each passage keeps the score of the candidate it came from (the first, best-ranked one when
 //!   several candidates give the same passage);
-//! - the reads run on tokio's blocking pool ([`super::on_blocking_pool`]), so a synchronous store
+//! - the reads run on tokio's blocking pool ([`super::store_call`]), so a synchronous store
 //!   (SQLite) cannot hold the recall's deadline timer up.
 
 use std::sync::Arc;
@@ -72,9 +72,7 @@ impl<R: MemoryReader + 'static> MemoryReader for OnBlockingPool<R> {
     async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
         let reader = Arc::clone(&self.0);
         let key = key.clone();
-        super::on_blocking_pool(async move { reader.read(&key).await })
-            .await
-            .map_err(into_memory_error)?
+        super::store_call(async move { reader.read(&key).await }).await
     }
 
     async fn read_many(
@@ -83,19 +81,7 @@ impl<R: MemoryReader + 'static> MemoryReader for OnBlockingPool<R> {
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
         let reader = Arc::clone(&self.0);
         let keys = keys.to_vec();
-        super::on_blocking_pool(async move { reader.read_many(&keys).await })
-            .await
-            .map_err(into_memory_error)?
-    }
-}
-
-fn into_memory_error(error: RecallError) -> MemoryError {
-    match error {
-        RecallError::Source(error) => error,
-        other => MemoryError::storage(
-            "blocking recall task",
-            std::io::Error::other(other.to_string()),
-        ),
+        super::store_call(async move { reader.read_many(&keys).await }).await
     }
 }
 
