@@ -83,6 +83,11 @@ pub const CATCH_UP_BATCH: usize = 256;
 /// How long [`SemanticBackend::shutdown`] waits for syncs in flight to let go of the indexer.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long shutdown waits for a model load in flight. The process must not exit while the model's
+/// native runtime is still being set up on another thread: its exit-time destructors would run under
+/// that thread and crash the process (seen as a SIGSEGV when a server was stopped while loading).
+pub const LOAD_GRACE: Duration = Duration::from_secs(60);
+
 /// How the index is kept up to date with the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
@@ -114,6 +119,10 @@ pub struct SemanticBackend<S: Store> {
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
+    /// Held shared by every load for as long as any of its parts runs (the model's blocking task
+    /// included, which outlives a load that gave up early); shutdown takes it exclusively, so it
+    /// returns only once no load is in flight.
+    loads: Arc<RwLock<()>>,
 }
 
 impl<S: Store> std::fmt::Debug for SemanticBackend<S> {
@@ -195,6 +204,7 @@ impl<S: Store> SemanticBackend<S> {
             hnsw: HnswParams::default(),
             following,
             loaded: OnceCell::new(),
+            loads: Arc::new(RwLock::new(())),
         })
     }
 
@@ -396,6 +406,14 @@ impl<S: Store> SemanticBackend<S> {
     /// indexer may hold it for at most [`SHUTDOWN_GRACE`]; after that the indexer is left to be
     /// aborted with the process (every vector write is one transaction, so nothing is half-written).
     pub async fn shutdown(&self) {
+        // Held to the end: no load starts while the indexer stops and the graph is saved.
+        let _no_load = match tokio::time::timeout(LOAD_GRACE, self.loads.write()).await {
+            Ok(gate) => Some(gate),
+            Err(_) => {
+                tracing::warn!("the embedding model is still loading at shutdown; not waiting");
+                None
+            }
+        };
         let Some(Loaded {
             follower: Follower::Background(indexer),
             ..
@@ -426,16 +444,24 @@ impl<S: Store> SemanticBackend<S> {
         // indexer embeds on a low-priority thread, so a recall never waits for an indexing batch.
         // One-shot commands embed and then query, one after the other, on one session.
         let isolated = self.following.is_some();
+        let in_flight = Arc::new(Arc::clone(&self.loads).read_owned().await);
+        let model_in_flight = Arc::clone(&in_flight);
         // Reading and initializing the model takes a while; keep it off the async workers. The
         // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
         // longer of the two, not their sum.
         // Spawned, so the load starts now and runs while this task reads the vectors.
         let model = tokio::spawn(blocking(move || {
-            if isolated {
+            let _in_flight = model_in_flight;
+            #[cfg(feature = "failpoints")]
+            let load_mark = model_load_failpoint::before();
+            let loaded = if isolated {
                 FastembedEmbedder::load_isolated(&assets, &profile)
             } else {
                 FastembedEmbedder::load(&assets, &profile)
-            }
+            };
+            #[cfg(feature = "failpoints")]
+            model_load_failpoint::after(load_mark);
+            loaded
         }));
         // Read before the vectors are loaded: those may run ahead of it (never behind), and changes
         // indexed twice are replays.
@@ -626,5 +652,30 @@ mod tests {
             "{}",
             refusal.message()
         );
+    }
+}
+
+/// Fault injection for tests (feature `failpoints`): `MEMORY_MODEL_LOAD_FAILPOINT=MS:PATH` makes every
+/// model load wait `MS` milliseconds before it starts and create the file `PATH` once it has ended,
+/// so a test can stop a server in the middle of a load and see whether the process waited for it.
+/// Without the feature the variable is ignored.
+#[cfg(feature = "failpoints")]
+mod model_load_failpoint {
+    use std::path::PathBuf;
+
+    const VARIABLE: &str = "MEMORY_MODEL_LOAD_FAILPOINT";
+
+    /// Waits as the variable says; the marker to create after the load.
+    pub(super) fn before() -> Option<PathBuf> {
+        let spec = std::env::var(VARIABLE).ok()?;
+        let (millis, path) = spec.split_once(':')?;
+        std::thread::sleep(std::time::Duration::from_millis(millis.parse().ok()?));
+        Some(PathBuf::from(path))
+    }
+
+    pub(super) fn after(mark: Option<PathBuf>) {
+        if let Some(path) = mark {
+            let _ = std::fs::write(path, b"loaded");
+        }
     }
 }

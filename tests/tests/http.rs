@@ -194,3 +194,26 @@ async fn a_loopback_server_without_a_token_publishes_none() {
     session.close().await;
     assert!(server.stop().success());
 }
+
+/// A server stopped while its model is still loading waits for the load before it exits: exiting
+/// with the model's native runtime half set up on another thread crashed the process (SIGSEGV) now
+/// and then. The failpoint holds the load for a while and marks its end; the marker must exist once
+/// the process has exited.
+#[test]
+fn a_server_stopped_while_loading_waits_for_the_load() {
+    let fixture = Fixture::new();
+    let marker = fixture.dir.path().join("model-loaded");
+    let spec = format!("1500:{}", marker.to_str().expect("UTF-8 path"));
+    let server = HttpServer::start(
+        &fixture,
+        &default_flags(),
+        &[("MEMORY_MODEL_LOAD_FAILPOINT", std::ffi::OsStr::new(&spec))],
+    );
+    assert!(!marker.exists(), "the load was not held");
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        marker.exists(),
+        "the server exited before its model load ended"
+    );
+}
