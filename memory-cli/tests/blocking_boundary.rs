@@ -6,7 +6,8 @@
 //! the blocking pool's. The runtime is current-thread, so its one async worker is the test's own thread
 //! and the pool's threads carry a name nothing else has. A service that calls a store inline (a new
 //! operation, a forgotten wrapper) fails here; a hand-written `spawn_blocking` fails clippy
-//! (`clippy.toml`). Vector stores are not probed: semantic-index's engine calls them itself.
+//! (`clippy.toml`). Vector stores are probed where they are called, by semantic-index's
+//! `tests/vector_boundary.rs` (every engine and indexer call goes through `engine::vector_call`).
 
 #![allow(clippy::unwrap_used)]
 

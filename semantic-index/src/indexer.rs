@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::embed::Embedder;
-use crate::engine::{RefreshResults, SemanticIndex};
+use crate::engine::{RefreshResults, SemanticIndex, vector_call};
 use crate::error::SemanticError;
 
 /// Indexer settings.
@@ -107,7 +107,11 @@ impl Indexer {
         R: MemoryReader + 'static,
     {
         options.validate()?;
-        let start = index.store().indexed_position(&index.digest()).await?;
+        let digest = index.digest();
+        let start = vector_call(index.store(), move |store| async move {
+            store.indexed_position(&digest).await
+        })
+        .await?;
         let (position_sender, position) = watch::channel(start);
         let (stop, mut stopped) = watch::channel(false);
         let skipped = Arc::new(AtomicU64::new(0));
@@ -409,10 +413,13 @@ where
                 capacity.last = Some((limit, max, actual));
             }
         }
-        index
-            .store()
-            .record_unindexed(&index.digest(), key, *generation, reason)
-            .await?;
+        let (digest, key, generation) = (index.digest(), key.clone(), *generation);
+        vector_call(index.store(), move |store| async move {
+            store
+                .record_unindexed(&digest, &key, generation, reason)
+                .await
+        })
+        .await?;
         skipped.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             reason = reason.as_str(),
@@ -440,15 +447,13 @@ where
     }
     let mut after: Option<MemoryKey> = None;
     loop {
-        let page = index
-            .store()
-            .unindexed_sources(
-                &index.digest(),
-                UnindexedReason::Capacity,
-                after.as_ref(),
-                options.batch_size,
-            )
-            .await?;
+        let (digest, from, limit) = (index.digest(), after.clone(), options.batch_size);
+        let page = vector_call(index.store(), move |store| async move {
+            store
+                .unindexed_sources(&digest, UnindexedReason::Capacity, from.as_ref(), limit)
+                .await
+        })
+        .await?;
         let Some(last) = page.last() else {
             capacity.pending = false;
             capacity.refused_at_live = None;
@@ -472,10 +477,11 @@ where
                 // Replays and already-withdrawn sources wrote nothing, so their record is cleared
                 // here; indexed and withdrawn ones were cleared with their vectors.
                 Ok(_) | Err(SemanticError::Withdrawn | SemanticError::Fenced { .. }) => {
-                    index
-                        .store()
-                        .clear_unindexed(&index.digest(), key, *generation)
-                        .await?;
+                    let (digest, key, generation) = (index.digest(), key.clone(), *generation);
+                    vector_call(index.store(), move |store| async move {
+                        store.clear_unindexed(&digest, &key, generation).await
+                    })
+                    .await?;
                 }
                 _ => {}
             }
@@ -521,9 +527,10 @@ where
         .refresh_many(reader, &ordered, options.max_embed_texts)
         .await?;
     settle(index, &ordered, outcomes, skipped, capacity).await?;
-    index
-        .store()
-        .set_indexed_position(&index.digest(), last)
-        .await?;
+    let digest = index.digest();
+    vector_call(index.store(), move |store| async move {
+        store.set_indexed_position(&digest, last).await
+    })
+    .await?;
     Ok(Some(last))
 }

@@ -58,18 +58,20 @@ pub(super) struct PendingGraph {
 /// against the vectors wait for [`attach_persisted`]): the decode then overlaps the load of the
 /// vectors instead of following it. An oversized graph is counted as rejected and left out; a
 /// failing store read is an error (the caller should not silently rebuild over a broken store).
-pub(super) async fn read_persisted<S: VectorStore>(
-    store: &S,
+pub(super) async fn read_persisted<S: VectorStore + 'static>(
+    store: &Arc<S>,
     digest: ProfileDigest,
     dimensions: usize,
     bounds: IndexBounds,
     params: HnswParams,
     counters: &GraphCounters,
 ) -> Result<Option<PendingGraph>, SemanticError> {
-    let snapshot = match store
-        .load_graph(&digest, max_graph_bytes(bounds, params))
-        .await
-    {
+    let max_bytes = max_graph_bytes(bounds, params);
+    let read = super::vector_call(store, move |store| async move {
+        store.load_graph(&digest, max_bytes).await
+    })
+    .await;
+    let snapshot = match read {
         Ok(Some(snapshot)) => snapshot,
         Ok(None) => return Ok(None),
         Err(memory_core::MemoryError::TooLarge { .. }) => {
@@ -226,7 +228,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
     /// Saves the answering graph to the store if it changed since it was loaded or last saved;
     /// never builds or waits for a build. For the server: periodically and at shutdown.
     pub async fn save_graph(&self) -> Result<PersistOutcome, SemanticError> {
-        persist_current(&self.state, &*self.store, self.digest, &self.save_lock).await
+        persist_current(&self.state, &self.store, self.digest, &self.save_lock).await
     }
 
     /// Makes sure a graph over the current chunks is persisted: saves the answering graph if it
@@ -252,9 +254,9 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
 }
 
 /// Encodes the answering graph under a read lock and stores it, unless it is unchanged.
-async fn persist_current<S: VectorStore>(
+async fn persist_current<S: VectorStore + 'static>(
     state: &RwLock<IndexState>,
-    store: &S,
+    store: &Arc<S>,
     digest: ProfileDigest,
     save_lock: &tokio::sync::Mutex<()>,
 ) -> Result<PersistOutcome, SemanticError> {
@@ -276,19 +278,18 @@ async fn persist_current<S: VectorStore>(
         }
         (persist::encode(current)?, guard.graph.version())
     };
-    let position = store.indexed_position(&digest).await?;
     let chunks = encoded.chunks;
-    store
-        .save_graph(
-            &digest,
-            &GraphSnapshot {
-                position,
-                vector_set: encoded.vector_set,
-                chunks,
-                bytes: encoded.bytes,
-            },
-        )
-        .await?;
+    super::vector_call(store, move |store| async move {
+        let position = store.indexed_position(&digest).await?;
+        let snapshot = GraphSnapshot {
+            position,
+            vector_set: encoded.vector_set,
+            chunks,
+            bytes: encoded.bytes,
+        };
+        store.save_graph(&digest, &snapshot).await
+    })
+    .await?;
     state
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -300,7 +301,7 @@ async fn persist_current<S: VectorStore>(
 
 /// The body of a background build: snapshots the exact index, builds from the snapshot, installs
 /// the graph unless the index was dropped meanwhile, then saves it.
-fn build_in_background<S: VectorStore>(job: BuildJob<S>) {
+fn build_in_background<S: VectorStore + 'static>(job: BuildJob<S>) {
     let started = std::time::Instant::now();
     let snapshot = {
         let Some(state) = job.state.upgrade() else {
@@ -367,7 +368,7 @@ fn build_in_background<S: VectorStore>(job: BuildJob<S>) {
     // Saved so a restart loads it instead of building again; a failure only costs that.
     if let Err(error) = block_on(persist_current(
         &state,
-        &*job.store,
+        &job.store,
         job.digest,
         &job.save_lock,
     )) {

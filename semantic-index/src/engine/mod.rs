@@ -54,6 +54,7 @@ mod state;
 mod test_support;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -360,6 +361,28 @@ pub(crate) struct GraphCounters {
 pub(crate) type BuildHook = Arc<dyn Fn() + Send + Sync>;
 
 /// How many chunks `stored` holds.
+/// Every [`VectorStore`] call of the engine, off the async workers: on the blocking pool (through
+/// the crate's one boundary, [`crate::recall::store_call`]) when called from a runtime, so a store
+/// that blocks (SQLite) never stalls one; awaited in place on a thread of the engine's own (the
+/// background graph build, driven by its own `block_on`), where blocking is what the thread is for.
+/// The call owns what it needs (`'static`), since it may run on another thread.
+pub(crate) async fn vector_call<S, T, Fut>(
+    store: &Arc<S>,
+    call: impl FnOnce(Arc<S>) -> Fut,
+) -> Result<T, memory_core::MemoryError>
+where
+    S: VectorStore + 'static,
+    T: Send + 'static,
+    Fut: Future<Output = Result<T, memory_core::MemoryError>> + Send + 'static,
+{
+    let work = call(Arc::clone(store));
+    if tokio::runtime::Handle::try_current().is_ok() {
+        crate::recall::store_call(work).await
+    } else {
+        work.await
+    }
+}
+
 fn vectors_loaded_rows(stored: &[memory_core::vectors::StoredSource]) -> usize {
     stored
         .iter()
@@ -461,7 +484,7 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
         let counters = Arc::new(GraphCounters::default());
         let started = std::time::Instant::now();
         let pending_graph = graph::read_persisted(
-            &*store,
+            &store,
             digest,
             dimensions,
             config.bounds,
@@ -475,17 +498,18 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
             config.bounds.max_chunks,
             config.compact_vectors,
         );
-        let stored = store
-            .load_sources_into(
-                &digest,
-                VectorLoadLimits {
-                    dimensions,
-                    max_sources: config.bounds.max_sources,
-                    max_chunks: config.bounds.max_chunks,
-                },
-                &mut vectors,
-            )
-            .await?;
+        let limits = VectorLoadLimits {
+            dimensions,
+            max_sources: config.bounds.max_sources,
+            max_chunks: config.bounds.max_chunks,
+        };
+        let (stored, vectors) = vector_call(&store, move |store| async move {
+            let stored = store
+                .load_sources_into(&digest, limits, &mut vectors)
+                .await?;
+            Ok((stored, vectors))
+        })
+        .await?;
         let mut sources = HashMap::with_capacity(stored.len());
         // Every row's metadata in the store's order (by key: the canonical order a persisted graph
         // numbers its points in), the order the vectors arrived in.
@@ -698,7 +722,11 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
     /// everything `memory status` prints.
     pub async fn status(&self) -> Result<IndexStatus, SemanticError> {
         let stats = self.stats();
-        let indexed_position: ChangeSequence = self.store.indexed_position(&self.digest).await?;
+        let digest = self.digest;
+        let indexed_position: ChangeSequence = vector_call(&self.store, move |store| async move {
+            store.indexed_position(&digest).await
+        })
+        .await?;
         let unindexed = self.unindexed_counts().await?;
         Ok(IndexStatus {
             stats,
@@ -712,6 +740,11 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
 
     /// Sources recorded as not searchable, per reason.
     pub async fn unindexed_counts(&self) -> Result<Vec<(UnindexedReason, u64)>, SemanticError> {
-        Ok(self.store.unindexed_counts(&self.digest).await?)
+        let digest = self.digest;
+        let counts = vector_call(&self.store, move |store| async move {
+            store.unindexed_counts(&digest).await
+        })
+        .await?;
+        Ok(counts)
     }
 }

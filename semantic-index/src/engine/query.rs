@@ -132,10 +132,11 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                     ordinal: hit.chunk.ordinal,
                 })
                 .collect();
-            let exact = self
-                .store
-                .load_chunk_vectors(&self.digest, &wanted, self.profile.dimensions)
-                .await?;
+            let (digest, dimensions) = (self.digest, self.profile.dimensions);
+            let exact = super::vector_call(&self.store, move |store| async move {
+                store.load_chunk_vectors(&digest, &wanted, dimensions).await
+            })
+            .await?;
             crate::index::rescore(&vector, outcome, &request, exact)?
         } else {
             outcome

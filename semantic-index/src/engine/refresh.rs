@@ -11,7 +11,9 @@ use memory_core::{MemoryDocument, MemoryKey, MemoryReader, Revision};
 
 use super::query::read_documents;
 use super::state::{IndexState, SourceRecord, identity_bytes};
-use super::{EmbeddingUsage, RefreshOutcome, RefreshResults, SemanticIndex, excerpt_digest};
+use super::{
+    EmbeddingUsage, RefreshOutcome, RefreshResults, SemanticIndex, excerpt_digest, vector_call,
+};
 use crate::chunk::chunk_text;
 use crate::embed::{Embedder, checked_embeddings};
 use crate::error::SemanticError;
@@ -391,9 +393,12 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
                 chunks: stored_chunks,
             },
         };
-        if let ReplaceOutcome::Stale { current, withdrawn } =
-            self.store.replace_source(&self.digest, &stored).await?
-        {
+        let digest = self.digest;
+        let replaced = vector_call(&self.store, move |store| async move {
+            store.replace_source(&digest, &stored).await
+        })
+        .await?;
+        if let ReplaceOutcome::Stale { current, withdrawn } = replaced {
             // Another writer of the same store got further; this process's view is behind it.
             tracing::debug!(
                 ?current,
@@ -491,7 +496,11 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             generation,
             state: StoredSourceState::Withdrawn,
         };
-        let outcome = self.store.replace_source(&self.digest, &stored).await?;
+        let digest = self.digest;
+        let outcome = vector_call(&self.store, move |store| async move {
+            store.replace_source(&digest, &stored).await
+        })
+        .await?;
         // Another writer's withdrawal is terminal: catch up with it below.
         if let ReplaceOutcome::Stale {
             current,
