@@ -9,9 +9,10 @@
 //! - [`listing`]: the listing read (a namespace's documents, newest first, in pages).
 //! - [`storage`]: what every store backend shares below the ports (limits, row codecs, reports).
 //! - [`in_memory`]: a store for tests and examples.
-//! - `testing` (feature `testing`): the contract suite every store must pass.
 //!
-//! This crate does no I/O of its own and names no concrete store or model.
+//! This crate does no I/O of its own and names no concrete store or model. The contract suite every
+//! store must pass, with its reference implementations and test builders, lives in the `memory-testkit`
+//! crate (a dev-dependency only).
 
 pub mod activity;
 pub mod canonical;
@@ -26,8 +27,6 @@ pub mod query;
 pub mod recall;
 pub mod revalidate;
 pub mod storage;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod tokens;
 pub mod vectors;
 pub mod write;

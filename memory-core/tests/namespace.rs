@@ -6,9 +6,9 @@ use memory_core::namespace::{
     MAX_ADDRESS_BYTES, MAX_DECODE_INPUT_BYTES, MAX_IDENTITY_DEPTH, MAX_IDENTITY_ENTRIES,
     MAX_NAME_UTF16_UNITS,
 };
-use memory_core::testing::proptest_config;
-use memory_core::testing::strategies::{EDGE_NUMBERS, json_text, json_value};
 use memory_core::{AddressError, MemoryWrite, Namespace, NamespaceAddress, NamespaceDefinition};
+use memory_testkit::proptest_config;
+use memory_testkit::strategies::{EDGE_NUMBERS, json_text, json_value};
 use proptest::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

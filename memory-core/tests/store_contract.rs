@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use memory_core::testing::{
+use memory_core::{InMemoryStore, ManualClock};
+use memory_testkit::{
     CONTRACT_RULES, TAMPER_RULES, run_contract_suite_with_tamper, run_model_property,
 };
-use memory_core::{InMemoryStore, ManualClock};
 
 #[tokio::test]
 async fn in_memory_store_passes_the_contract_suite() {

@@ -7,10 +7,10 @@ mod common;
 
 use common::{TestStore, server_url, store_blocking};
 use memory_core::activity::{NewRecord, ThreadId, ThreadLog};
-use memory_core::testing::activity::{ActivityBackend, run_all};
 use memory_postgres::progress::PostgresProgressStore;
 use memory_postgres::remembering_store::PostgresRememberingStore;
 use memory_postgres::thread_log::PostgresThreadLog;
+use memory_testkit::activity::{ActivityBackend, run_all};
 
 /// One fresh schema holding the activity tables.
 struct PostgresActivity {

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{TestStore, server_url, store_at};
-use memory_core::testing::{
+use memory_core::{MemoryError, MemoryReceipt};
+use memory_testkit::{
     ReceiptTamper, TamperableStore, run_contract_suite_with_tamper, run_model_property,
 };
-use memory_core::{MemoryError, MemoryReceipt};
 
 /// Overwrites receipts through a raw connection to the store's schema, behind the store's back.
 struct RawReceipts {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{NOW, server_url, store_at};
-use memory_core::testing::store::run_isolation_property;
+use memory_testkit::store::run_isolation_property;
 
 #[test]
 fn reads_and_searches_never_cross_namespaces_or_scopes() {

@@ -5,8 +5,8 @@ mod common;
 
 use common::{TestStore, server_url, store_at};
 use memory_core::listing::{ListCursor, ListPage, MemoryLister};
-use memory_core::testing::listing::{LISTING_RULES, run_listing_suite};
 use memory_core::{MemoryError, MemoryWrite, MemoryWriter, NamespaceAddress, WriteOutcome};
+use memory_testkit::listing::{LISTING_RULES, run_listing_suite};
 
 /// The test store (which drops its schema when dropped) seen through the two ports the suite uses.
 struct Listed(TestStore);

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use memory_core::testing::store::run_all;
 use memory_core::{
     ChangeFeed, ChangeSequence, ErrorKind, LexicalSearch, ManualClock, MemoryContent, MemoryError,
     MemoryReader, MemoryWriter,
 };
 use memory_postgres::{PostgresFailure, PostgresStore, SCHEMA_VERSION, postgres_failure};
+use memory_testkit::store::run_all;
 
 macro_rules! store_or_skip {
     ($name:literal) => {

@@ -4,12 +4,12 @@
 mod common;
 
 use common::{TestStore, server_url, store_at};
-use memory_core::testing::vectors::run_vector_suite;
 use memory_core::vectors::{
     ChunkVectorRef, GraphSnapshot, ProfileDigest, ReplaceOutcome, SourceGeneration, StoredSource,
     UnindexedReason, UnindexedSource, VectorLoadLimits, VectorStore,
 };
 use memory_core::{ChangeSequence, MemoryError, MemoryKey};
+use memory_testkit::vectors::run_vector_suite;
 
 /// The vector store of a fresh schema, which lives (and is dropped) with it.
 struct SchemaVectors(TestStore);

@@ -7,10 +7,10 @@ mod common;
 use std::path::PathBuf;
 
 use memory_core::activity::ThreadId;
-use memory_core::testing::activity::{ActivityBackend, run_all};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use memory_testkit::activity::{ActivityBackend, run_all};
 
 /// One fresh SQLite file holding the activity tables.
 struct SqliteActivity {

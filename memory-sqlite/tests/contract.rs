@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memory_core::testing::{
-    ReceiptTamper, TamperableStore, run_contract_suite_with_tamper, run_model_property,
-};
 use memory_core::{ManualClock, MemoryError, MemoryReceipt};
 use memory_sqlite::SqliteStore;
+use memory_testkit::{
+    ReceiptTamper, TamperableStore, run_contract_suite_with_tamper, run_model_property,
+};
 
 /// Overwrites receipts through a raw connection to the store's file, behind the store's back.
 struct RawReceipts {

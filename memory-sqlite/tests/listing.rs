@@ -1,7 +1,7 @@
 //! The memory-core listing suite, run against SQLite files (the store and a read-only reader).
 
-use memory_core::testing::listing::{LISTING_RULES, run_listing_suite};
 use memory_sqlite::SqliteStore;
+use memory_testkit::listing::{LISTING_RULES, run_listing_suite};
 
 #[tokio::test]
 async fn sqlite_store_passes_the_listing_suite() {

@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use common::*;
 use memory_core::StoreFault;
-use memory_core::{
-    MemoryContent, MemoryError, MemoryKey, MemoryReceipt, MemoryWrite, Revision, testing::TestScale,
-};
+use memory_core::{MemoryContent, MemoryError, MemoryKey, MemoryReceipt, MemoryWrite, Revision};
 use memory_sqlite::{SqliteReader, SqliteStore, fault};
+use memory_testkit::TestScale;
 use serde::{Deserialize, Serialize};
 
 const CHILD_ROLE: &str = "MEMORY_SQLITE_CHILD";

@@ -7,14 +7,14 @@ mod common;
 
 use common::*;
 use memory_core::canonical::{to_canonical_string, utf16_len};
-use memory_core::testing::store::{
-    CHANGE_FEED_RULES, LEXICAL_RULES, STORE_RULES, run_all, run_store_rules,
-};
 use memory_core::write::MAX_CANONICAL_UTF16_UNITS;
 use memory_core::{
     ErrorKind, InMemoryStore, ManualClock, MemoryContent, MemoryReader, MemoryWriter,
 };
 use memory_sqlite::{SqliteReader, SqliteStore, StoreFailure, storage_failure};
+use memory_testkit::store::{
+    CHANGE_FEED_RULES, LEXICAL_RULES, STORE_RULES, run_all, run_store_rules,
+};
 use std::sync::Arc;
 
 #[tokio::test]

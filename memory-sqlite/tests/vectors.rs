@@ -3,8 +3,8 @@
 
 mod common;
 
-use memory_core::testing::vectors::run_vector_suite;
 use memory_sqlite::vectors::SqliteVectorStore;
+use memory_testkit::vectors::run_vector_suite;
 
 #[tokio::test]
 async fn sqlite_vector_store_passes_the_vector_suite() {

@@ -236,17 +236,17 @@ impl LexicalSearch for TestStore {
 
 // Not every test binary (nor the bench that includes this file) uses every builder.
 #[allow(unused_imports)]
-pub use memory_core::testing::builders::{access, key, namespace, op, put, said, scope, withdraw};
+pub use memory_testkit::builders::{access, key, namespace, op, put, said, scope, withdraw};
 
-impl memory_core::testing::store::InspectableStore for TestStore {
+impl memory_testkit::store::InspectableStore for TestStore {
     async fn history(
         &self,
         key: &MemoryKey,
-    ) -> Result<Vec<memory_core::testing::store::HistoryLink>, MemoryError> {
+    ) -> Result<Vec<memory_testkit::store::HistoryLink>, MemoryError> {
         let links = self.store.history(key).await?;
         Ok(links
             .into_iter()
-            .map(|link| memory_core::testing::store::HistoryLink {
+            .map(|link| memory_testkit::store::HistoryLink {
                 revision: link.revision,
                 predecessor: link.predecessor,
             })
@@ -263,9 +263,9 @@ impl memory_core::testing::store::InspectableStore for TestStore {
 
     async fn check_consistency(
         &self,
-    ) -> Result<memory_core::testing::store::ConsistencyCounts, MemoryError> {
+    ) -> Result<memory_testkit::store::ConsistencyCounts, MemoryError> {
         let report = self.store.check_consistency().await?;
-        Ok(memory_core::testing::store::ConsistencyCounts {
+        Ok(memory_testkit::store::ConsistencyCounts {
             documents: report.documents,
             receipts: report.receipts,
             revisions: report.revisions,

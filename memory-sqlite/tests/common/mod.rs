@@ -33,7 +33,7 @@ pub fn open(path: &Path) -> SqliteStore {
 
 // Not every test binary uses every builder.
 #[allow(unused_imports)]
-pub use memory_core::testing::builders::{access, key, namespace, op, put, said, scope, withdraw};
+pub use memory_testkit::builders::{access, key, namespace, op, put, said, scope, withdraw};
 
 /// Sizes of the database file and its WAL (0 when absent).
 pub fn file_sizes(path: &Path) -> (u64, u64) {
@@ -80,11 +80,11 @@ pub fn suited(broken: Break) -> Suited {
     }
 }
 
-use memory_core::testing::store::{ConsistencyCounts, HistoryLink, InspectableStore};
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, LexicalHit, LexicalSearch, MemoryDocument, MemoryError,
     MemoryReader, MemoryReceipt, MemoryWriter, WriteOutcome,
 };
+use memory_testkit::store::{ConsistencyCounts, HistoryLink, InspectableStore};
 
 impl MemoryReader for Suited {
     async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
