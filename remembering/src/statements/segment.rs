@@ -158,9 +158,38 @@ fn prose(text: &str, start: usize, end: usize, sentences: &mut Vec<Sentence>) {
         return;
     }
     for (from, to) in sentence_ranges(paragraph) {
-        let kind = classify(paragraph.get(from..to).unwrap_or(""));
-        push_trimmed(text, start + from, start + to, kind, sentences);
+        let sentence = paragraph.get(from..to).unwrap_or("");
+        let kind = classify(sentence);
+        if let Some(split) = statement_before_question_tail(sentence, kind) {
+            push_trimmed(
+                text,
+                start + from,
+                start + from + split,
+                SentenceKind::Statement,
+                sentences,
+            );
+            let tail = classify(sentence.get(split..).unwrap_or(""));
+            push_trimmed(text, start + from + split, start + to, tail, sentences);
+        } else {
+            push_trimmed(text, start + from, start + to, kind, sentences);
+        }
     }
+}
+
+/// Where a question sentence splits into a statement and the question tacked onto it after a
+/// spaced dash ("Got married last week - how about you?"): the byte offset of the last such dash,
+/// when the part before it is a statement on its own. Said that way, the statement is as much a
+/// fact as if it had ended with a full stop, and dropping the sentence whole lost it.
+fn statement_before_question_tail(sentence: &str, kind: SentenceKind) -> Option<usize> {
+    if kind != SentenceKind::Dropped(DropReason::Question) {
+        return None;
+    }
+    let split = [" - ", " – ", " — ", " -- "]
+        .iter()
+        .filter_map(|dash| sentence.rfind(dash).map(|at| at + 1))
+        .max()?;
+    let head = sentence.get(..split)?;
+    (classify(head) == SentenceKind::Statement).then_some(split)
 }
 
 #[cfg(test)]
@@ -185,6 +214,46 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_statement_keeps_the_question_tacked_on_after_a_dash_apart() {
+        use crate::statements::test_support::{dropped, kinds};
+        let text = "Been up and down lately, got married last week - how about you?";
+        assert_eq!(
+            kinds(text),
+            vec![
+                (
+                    "Been up and down lately, got married last week".to_owned(),
+                    SentenceKind::Statement
+                ),
+                ("- how about you?".to_owned(), dropped(DropReason::Question)),
+            ]
+        );
+        assert_eq!(
+            kinds("I've started eating healthier — what's new with you?")[0],
+            (
+                "I've started eating healthier".to_owned(),
+                SentenceKind::Statement
+            )
+        );
+        // A question on both sides of the dash, or none after it, stays one sentence.
+        for whole in [
+            "Where did you go - was it Faro?",
+            "Did you see it - the new bridge?",
+        ] {
+            assert_eq!(
+                kinds(whole),
+                vec![(whole.to_owned(), dropped(DropReason::Question))]
+            );
+        }
+        assert_eq!(
+            kinds("I moved to Lisbon - it is lovely."),
+            vec![(
+                "I moved to Lisbon - it is lovely.".to_owned(),
+                SentenceKind::Statement
+            )]
+        );
+    }
+
     /// Chat-like text: words, punctuation, line breaks, fences, code-ish tokens and odd characters.
     fn chat_text() -> impl Strategy<Value = String> {
         let token = prop_oneof![
@@ -197,7 +266,7 @@ mod tests {
             .prop_map(str::to_owned),
             2 => prop::sample::select(vec![
                 ".", "!", "?", "...", "…", "。", "?!", ",", "\n", "\n\n", "```", "~~~", "  ",
-                "\t", "\r\n", " ", "    ",
+                "\t", "\r\n", " ", "    ", "-", "—",
             ])
             .prop_map(str::to_owned),
             1 => any::<char>().prop_map(String::from),
