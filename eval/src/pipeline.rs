@@ -144,7 +144,7 @@ pub fn processor(
         extractor: CorpusExtractor,
         clock: Arc::new(SystemClock),
         processor: ProcessorId::new(PROCESSOR)?,
-        version: ProcessorVersion(1),
+        version: ProcessorVersion::new(1),
         owner: WorkerId::new("eval-worker-1")?,
         limits: PassLimits::default(),
         // Every thread is bound when appended (see `ingest`); none is left to a default.
@@ -288,7 +288,7 @@ pub async fn index<E: Embedder>(
         sources: stats.sources,
         chunks: stats.live_chunks,
         seconds,
-        changes_per_second: rate(usize::try_from(head.0).unwrap_or(usize::MAX), seconds),
+        changes_per_second: rate(usize::try_from(head.get()).unwrap_or(usize::MAX), seconds),
         chunks_per_second: rate(stats.live_chunks, seconds),
     };
     Ok((Semantic { index, indexer }, figures))

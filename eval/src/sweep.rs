@@ -146,7 +146,7 @@ impl<I: VectorIndex> SweepIndex<I> {
             let version = Arc::new(SourceVersion {
                 key: key.clone(),
                 revision: revision.clone(),
-                generation: SourceGeneration(1),
+                generation: SourceGeneration::new(1),
             });
             let chunks = (source_start..source_end)
                 .map(|row| {

@@ -133,7 +133,7 @@ fn vector_sources(
         let version = std::sync::Arc::new(SourceVersion {
             key: key.clone(),
             revision: revision.clone(),
-            generation: SourceGeneration(1),
+            generation: SourceGeneration::new(1),
         });
         let meta = ChunkMeta {
             source: version,

@@ -174,7 +174,7 @@ mod tests {
 
     impl ChangeFeed for Counting {
         async fn head(&self) -> Result<ChangeSequence, MemoryError> {
-            Ok(ChangeSequence(0))
+            Ok(ChangeSequence::ZERO)
         }
 
         async fn changes_since(
@@ -213,7 +213,7 @@ mod tests {
         );
         let mut waiting = {
             let feed = Arc::clone(&feed);
-            tokio::spawn(async move { feed.changes_since(ChangeSequence(0), 10).await })
+            tokio::spawn(async move { feed.changes_since(ChangeSequence::ZERO, 10).await })
         };
         // With no commit, the read stays parked (a polling feed would have answered long before).
         assert!(

@@ -155,7 +155,7 @@ impl<S: Store> HttpState<S> {
     async fn metrics(&self) -> Response {
         let store = Arc::clone(&self.store);
         let head = match on_blocking_pool(async move { store.head().await }).await {
-            Ok(Ok(head)) => head.0,
+            Ok(Ok(head)) => head.get(),
             _ => {
                 return (
                     StatusCode::SERVICE_UNAVAILABLE,

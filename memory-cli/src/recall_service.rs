@@ -355,7 +355,7 @@ impl<S: Store> RecallService<S> {
             }
         };
         Ok(SyncResult {
-            indexed: head.0,
+            indexed: head.get(),
             unindexed,
         })
     }

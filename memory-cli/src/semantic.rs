@@ -311,7 +311,7 @@ impl<S: Store> SemanticBackend<S> {
     /// The refusal of a recall whose catch-up up to `head` ran out of time.
     async fn behind(&self, head: ChangeSequence) -> Refusal {
         let behind = match self.indexed_position().await {
-            Ok(indexed) => head.0.saturating_sub(indexed.0).to_string(),
+            Ok(indexed) => head.get().saturating_sub(indexed.get()).to_string(),
             Err(_) => "an unknown number of".to_owned(),
         };
         Refusal::unavailable(format!(
@@ -638,7 +638,7 @@ mod tests {
         assert_eq!(
             backend.sync().await.expect("nothing to index"),
             Synced {
-                head: ChangeSequence(0),
+                head: ChangeSequence::ZERO,
                 unindexed: 0
             }
         );

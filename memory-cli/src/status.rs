@@ -223,9 +223,9 @@ pub async fn status<S: Store>(
     } = status.stats;
     let by_reason: std::collections::BTreeMap<String, u64> = status.unindexed.into_iter().collect();
     Ok(StatusResult {
-        head: head.0,
+        head: head.get(),
         indexed: status.indexed_position,
-        behind: head.0.saturating_sub(status.indexed_position),
+        behind: head.get().saturating_sub(status.indexed_position),
         chunks: ChunkStatus {
             live: live_chunks,
             capacity: max_chunks,

@@ -272,7 +272,7 @@ impl ThreadRequest {
                 }
                 Ok(Self::Forget {
                     thread,
-                    sequence: Sequence(arguments.sequence),
+                    sequence: Sequence::new(arguments.sequence),
                     event: arguments.event,
                 })
             }
@@ -372,7 +372,7 @@ impl ThreadService {
             blocking(move || log.append_to(&thread, destination.as_ref(), record)).await??;
         Ok(ThreadAppendResult {
             thread: stored.thread.as_str().to_owned(),
-            sequence: stored.sequence.0,
+            sequence: stored.sequence.get(),
             digest: stored.digest.as_str().to_owned(),
         })
     }
@@ -404,7 +404,7 @@ impl ThreadService {
         let events = SourceEvents::new(Arc::clone(&self.remembering), Arc::clone(&self.clock));
         let (thread, acknowledged) = blocking(move || {
             // Records are append-only, so one that exists now exists at the suppression too.
-            let before = Sequence(sequence.0.saturating_sub(1));
+            let before = sequence.saturating_previous();
             let exists = log
                 .read_page(&thread, before, 1)?
                 .iter()
@@ -422,7 +422,7 @@ impl ThreadService {
         .await??;
         Ok(ThreadForgetResult {
             thread: thread.as_str().to_owned(),
-            sequence: sequence.0,
+            sequence: sequence.get(),
             event,
             cleanup: acknowledged.cleanup.as_str().to_owned(),
         })
@@ -606,10 +606,10 @@ mod tests {
         assert!(matches!(
             request,
             ThreadRequest::Forget {
-                sequence: Sequence(3),
+                sequence,
                 event: ForgetEvent::Forget,
                 ..
-            }
+            } if sequence == Sequence::new(3)
         ));
     }
 }

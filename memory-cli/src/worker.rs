@@ -83,7 +83,10 @@ impl WorkerSettings {
     /// unbound threads into a namespace of their own with scope `agent`.
     pub fn defaults() -> Result<Self, RememberingError> {
         Ok(Self {
-            processors: vec![(ProcessorId::new(DEFAULT_PROCESSOR)?, ProcessorVersion(1))],
+            processors: vec![(
+                ProcessorId::new(DEFAULT_PROCESSOR)?,
+                ProcessorVersion::new(1),
+            )],
             owner: WorkerId::new(format!("worker-{}", std::process::id()))?,
             limits: PassLimits::default(),
             unbound: UnboundThreads::PerThread {

@@ -423,8 +423,8 @@ fn every_store_call_of_the_thread_operations_and_status_runs_on_the_blocking_poo
 
         // The feed the server's indexer follows.
         let Following { feed, .. } = Probe::follow(Arc::clone(&store)).await.unwrap();
-        assert_eq!(feed.head().await.unwrap(), ChangeSequence(0));
-        assert!(feed.changes_since(ChangeSequence(0), 10).await.unwrap().is_empty());
+        assert_eq!(feed.head().await.unwrap(), ChangeSequence::ZERO);
+        assert!(feed.changes_since(ChangeSequence::ZERO, 10).await.unwrap().is_empty());
     });
     assert_eq!(violations.take(), Vec::<String>::new());
 }

@@ -249,13 +249,13 @@ impl CursorWatch {
             let before = self
                 .seen
                 .insert(view.key.thread.clone(), view.cursor)
-                .unwrap_or(Sequence(0));
+                .unwrap_or(Sequence::ZERO);
             assert!(
                 view.cursor >= before,
                 "cursor of {} moved back from {} to {}",
                 view.key.thread.as_str(),
-                before.0,
-                view.cursor.0
+                before.get(),
+                view.cursor.get()
             );
         }
         views
@@ -269,7 +269,7 @@ impl CursorWatch {
             let done = threads.iter().all(|thread| {
                 views
                     .iter()
-                    .any(|view| &view.key.thread == thread && view.cursor == Sequence(tail))
+                    .any(|view| &view.key.thread == thread && view.cursor == Sequence::new(tail))
             });
             if done {
                 return;
@@ -290,7 +290,7 @@ fn assert_each_record_applied_once(store: &PostgresStore, threads: &[ThreadId], 
     let runtime = runtime();
     let statements = threads.len() * usize::try_from(records).unwrap();
     let changes = runtime
-        .block_on(store.changes_since(ChangeSequence(0), statements + 10))
+        .block_on(store.changes_since(ChangeSequence::ZERO, statements + 10))
         .unwrap();
     assert_eq!(changes.len(), statements, "one change per statement");
     let mut changed: Vec<_> = changes.iter().map(|change| change.key.clone()).collect();
@@ -315,7 +315,11 @@ fn assert_each_record_applied_once(store: &PostgresStore, threads: &[ThreadId], 
                 thread.as_str()
             );
             let references = remembering
-                .references(&SourceId::thread_record(thread, Sequence(sequence)), 0, 10)
+                .references(
+                    &SourceId::thread_record(thread, Sequence::new(sequence)),
+                    0,
+                    10,
+                )
                 .unwrap();
             assert_eq!(
                 references.len(),
@@ -409,7 +413,10 @@ fn a_worker_killed_mid_pass_is_taken_over_after_its_lease_expires() {
     assert_eq!(held.len(), 1, "a holds one lease while stalled: {views:?}");
     let stalled = held[0].clone();
     assert!(stalled.pending.is_some(), "a stalled with its output saved");
-    assert!(stalled.cursor < Sequence(RECORDS), "a stalled mid-thread");
+    assert!(
+        stalled.cursor < Sequence::new(RECORDS),
+        "a stalled mid-thread"
+    );
     signal(&a, "-KILL");
     let status = a.wait();
     assert!(!status.success(), "a was killed");

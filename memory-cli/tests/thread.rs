@@ -275,7 +275,7 @@ fn bad_thread_input_is_refused_with_its_kind_and_writes_nothing() {
     let log = SqliteThreadLog::open(&fixture.db).unwrap();
     assert_eq!(
         log.inspect_tail(&ThreadId::new(THREAD).unwrap()).unwrap(),
-        Sequence(1)
+        Sequence::new(1)
     );
 }
 

@@ -46,7 +46,7 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
     let progress = SqliteProgressStore::open(&path).unwrap();
     let views = progress.inspect_all(10).unwrap();
     assert_eq!(views.len(), 2);
-    assert!(views.iter().all(|view| view.cursor == Sequence(2)));
+    assert!(views.iter().all(|view| view.cursor == Sequence::new(2)));
 
     // Forget thread a's statement: the next pass runs the admitted cleanup and withdraws it.
     let a = ThreadId::new("a").unwrap();
@@ -66,7 +66,7 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
     let remembering = Arc::new(SqliteRememberingStore::open(&path).unwrap());
     let cleanup = SourceEvents::new(remembering.clone(), Arc::new(SystemClock))
         .record(
-            &SourceId::thread_record(&a, Sequence(1)),
+            &SourceId::thread_record(&a, Sequence::new(1)),
             &SourceEvent::Forget,
         )
         .unwrap()

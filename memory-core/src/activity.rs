@@ -143,15 +143,35 @@ impl ActivityError {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
-pub struct Sequence(pub u64);
+pub struct Sequence(u64);
 
 impl Sequence {
     /// Before the first record.
     pub const ZERO: Self = Self(0);
 
+    /// The sequence numbered `value`.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The sequence's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
     /// The next sequence, or `None` past `u64::MAX`.
     pub fn next(self) -> Option<Self> {
         self.0.checked_add(1).map(Self)
+    }
+
+    /// The next sequence, staying at `u64::MAX` there: the record a cursor expects next.
+    pub const fn saturating_next(self) -> Self {
+        Self(self.0.saturating_add(1))
+    }
+
+    /// The sequence before this one, staying at [`Sequence::ZERO`]: the cursor just before a record.
+    pub const fn saturating_previous(self) -> Self {
+        Self(self.0.saturating_sub(1))
     }
 }
 
@@ -167,7 +187,19 @@ impl fmt::Display for Sequence {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
-pub struct FencingEpoch(pub u64);
+pub struct FencingEpoch(u64);
+
+impl FencingEpoch {
+    /// The epoch numbered `value`.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The epoch's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 impl fmt::Display for FencingEpoch {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,7 +210,19 @@ impl fmt::Display for FencingEpoch {
 /// The version of a processor's extraction logic; a new version processes a thread from its own cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ProcessorVersion(pub u64);
+pub struct ProcessorVersion(u64);
+
+impl ProcessorVersion {
+    /// The version numbered `value`.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The version's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 /// An activity identifier: a validated string newtype (see [`crate::ids`]) refused with [`ActivityError`].
 macro_rules! activity_id {
@@ -225,9 +269,9 @@ impl WorkId {
         let digest = sha256_hex(&serde_json::json!([
             "work",
             processor.as_str(),
-            version.0,
+            version.get(),
             thread.as_str(),
-            sequence.0
+            sequence.get()
         ]));
         Self(format!("w{}", &digest[..40]).into())
     }
@@ -272,26 +316,46 @@ mod tests {
     fn work_ids_depend_on_every_input_and_nothing_else() {
         let processor = ProcessorId::new("facts").expect("valid");
         let thread = ThreadId::new("t1").expect("valid");
-        let base = WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(3));
+        let base = WorkId::derive(
+            &processor,
+            ProcessorVersion::new(1),
+            &thread,
+            Sequence::new(3),
+        );
         assert_eq!(
             base,
-            WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(3))
+            WorkId::derive(
+                &processor,
+                ProcessorVersion::new(1),
+                &thread,
+                Sequence::new(3)
+            )
         );
         let others = [
             WorkId::derive(
                 &ProcessorId::new("other").expect("valid"),
-                ProcessorVersion(1),
+                ProcessorVersion::new(1),
                 &thread,
-                Sequence(3),
+                Sequence::new(3),
             ),
-            WorkId::derive(&processor, ProcessorVersion(2), &thread, Sequence(3)),
             WorkId::derive(
                 &processor,
-                ProcessorVersion(1),
-                &ThreadId::new("t2").expect("valid"),
-                Sequence(3),
+                ProcessorVersion::new(2),
+                &thread,
+                Sequence::new(3),
             ),
-            WorkId::derive(&processor, ProcessorVersion(1), &thread, Sequence(4)),
+            WorkId::derive(
+                &processor,
+                ProcessorVersion::new(1),
+                &ThreadId::new("t2").expect("valid"),
+                Sequence::new(3),
+            ),
+            WorkId::derive(
+                &processor,
+                ProcessorVersion::new(1),
+                &thread,
+                Sequence::new(4),
+            ),
         ];
         assert!(others.iter().all(|other| *other != base));
     }
@@ -301,7 +365,7 @@ mod tests {
         let cases = [
             (
                 ActivityError::StaleLease {
-                    epoch: FencingEpoch(1),
+                    epoch: FencingEpoch::new(1),
                 },
                 ErrorKind::Unavailable,
                 false,
@@ -339,8 +403,8 @@ mod tests {
             ),
             (
                 ActivityError::Noncontiguous {
-                    expected: Sequence(1),
-                    found: Sequence(3),
+                    expected: Sequence::new(1),
+                    found: Sequence::new(3),
                 },
                 ErrorKind::Corrupt,
                 false,

@@ -86,6 +86,28 @@ impl Clock for ManualClock {
 
 /// A position in a store's change sequence: every committed write gets the next, strictly larger number,
 /// written in the same transaction as the write.
+///
+/// The number inside is private: a sequence is made with [`ChangeSequence::new`] and read with
+/// [`ChangeSequence::get`]; it serializes as the bare number.
+///
+/// ```
+/// use memory_core::ChangeSequence;
+///
+/// let sequence = ChangeSequence::new(3);
+/// assert_eq!(sequence.get(), 3);
+/// assert!(ChangeSequence::ZERO < sequence);
+/// assert_eq!(serde_json::to_string(&sequence).unwrap(), "3");
+/// ```
+///
+/// Neither building one from its number nor taking the number out bypasses that API:
+///
+/// ```compile_fail,E0423
+/// let sequence = memory_core::ChangeSequence(3);
+/// ```
+///
+/// ```compile_fail,E0616
+/// let number: u64 = memory_core::ChangeSequence::new(3).0;
+/// ```
 #[derive(
     Debug,
     Clone,
@@ -99,7 +121,23 @@ impl Clock for ManualClock {
     serde::Serialize,
     serde::Deserialize,
 )]
-pub struct ChangeSequence(pub u64);
+pub struct ChangeSequence(u64);
+
+impl ChangeSequence {
+    /// Before the first change: the head of an empty feed and the position of an index that has
+    /// indexed nothing.
+    pub const ZERO: Self = Self(0);
+
+    /// The sequence numbered `value`.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The sequence's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 /// One committed change: which key changed, at which position of the sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +150,7 @@ pub struct Change {
 
 /// The ordered feed of committed changes that indexers follow.
 pub trait ChangeFeed: Send + Sync {
-    /// The sequence of the latest committed change (`ChangeSequence(0)` when there is none).
+    /// The sequence of the latest committed change ([`ChangeSequence::ZERO`] when there is none).
     fn head(&self) -> impl Future<Output = Result<ChangeSequence, MemoryError>> + Send;
 
     /// Up to `limit` changes with a sequence greater than `after`, in sequence order.

@@ -163,7 +163,7 @@ pub fn decode_revision(revision: &str) -> Result<Revision, MemoryError> {
 /// Rebuilds a change sequence from a stored column.
 pub fn decode_sequence(sequence: i64) -> Result<ChangeSequence, MemoryError> {
     u64::try_from(sequence)
-        .map(ChangeSequence)
+        .map(ChangeSequence::new)
         .map_err(|_| corrupt("stored change sequence is negative"))
 }
 
@@ -222,7 +222,7 @@ mod tests {
             decode_sequence(-1),
             Err(MemoryError::Store(StoreFault::Corrupt { .. }))
         ));
-        assert_eq!(decode_sequence(4).expect("valid"), ChangeSequence(4));
+        assert_eq!(decode_sequence(4).expect("valid"), ChangeSequence::new(4));
         assert!(decode_key("not an address", "d").is_err());
         assert!(decode_revision("").is_err());
         let columns = DocumentColumns {

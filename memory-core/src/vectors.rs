@@ -15,9 +15,19 @@ use crate::ports::ChangeSequence;
 
 /// The sha256 digest of a semantic profile's canonical JSON; any change of any profile field changes it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProfileDigest(pub [u8; 32]);
+pub struct ProfileDigest([u8; 32]);
 
 impl ProfileDigest {
+    /// The digest whose 32 bytes are `bytes`.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The digest's 32 bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// The digest in lowercase hexadecimal.
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|byte| format!("{byte:02x}")).collect()
@@ -51,11 +61,23 @@ impl fmt::Display for ProfileDigest {
     serde::Serialize,
     serde::Deserialize,
 )]
-pub struct SourceGeneration(pub u64);
+pub struct SourceGeneration(u64);
+
+impl SourceGeneration {
+    /// The generation numbered `value`.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The generation's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 impl From<ChangeSequence> for SourceGeneration {
     fn from(sequence: ChangeSequence) -> Self {
-        Self(sequence.0)
+        Self(sequence.get())
     }
 }
 
@@ -301,7 +323,7 @@ pub trait VectorStore: Send + Sync {
         source: &StoredSource,
     ) -> impl Future<Output = Result<ReplaceOutcome, MemoryError>> + Send;
 
-    /// The change-feed position up to which `profile`'s index is complete (`ChangeSequence(0)` if none).
+    /// The change-feed position up to which `profile`'s index is complete ([`ChangeSequence::ZERO`] if none).
     fn indexed_position(
         &self,
         profile: &ProfileDigest,

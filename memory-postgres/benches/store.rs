@@ -226,7 +226,7 @@ fn bench_cross_host(criterion: &mut Criterion, runtime: &tokio::runtime::Runtime
     let head = runtime.block_on(follower.store().head()).unwrap();
     runtime.block_on(indexer.wait_until_indexed(head)).unwrap();
     // The only writer, so each put is the next change.
-    let mut sequence = head.0;
+    let mut sequence = head.get();
     criterion
         .benchmark_group("cross_host_recallable")
         .throughput(Throughput::Elements(1))
@@ -239,7 +239,7 @@ fn bench_cross_host(criterion: &mut Criterion, runtime: &tokio::runtime::Runtime
                         .await
                         .unwrap();
                     indexer
-                        .wait_until_indexed(ChangeSequence(sequence))
+                        .wait_until_indexed(ChangeSequence::new(sequence))
                         .await
                         .unwrap();
                 })

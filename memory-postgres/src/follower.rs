@@ -316,7 +316,7 @@ async fn listen_once(
                     // Another schema's notice, or a malformed one, only costs a wake-up.
                     if let Ok(value) = value.parse::<u64>() {
                         counters.notifications.fetch_add(1, Ordering::Relaxed);
-                        advance(head, ChangeSequence(value));
+                        advance(head, ChangeSequence::new(value));
                     }
                 }
                 _ = ticker.tick() => {
@@ -329,7 +329,7 @@ async fn listen_once(
                         return Ok(());
                     };
                     let value: i64 = answer?.try_get(0)?;
-                    advance(head, ChangeSequence(u64::try_from(value).unwrap_or(0)));
+                    advance(head, ChangeSequence::new(u64::try_from(value).unwrap_or(0)));
                 }
             }
         }

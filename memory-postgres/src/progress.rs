@@ -86,7 +86,7 @@ async fn fenced_write(
     otherwise: impl FnOnce(&StoredProgress) -> ActivityError,
 ) -> Attempt<(), ActivityError> {
     let key = KeyColumns::of(&lease.key).map_err(Fail::Model)?;
-    let epoch = column_i64(lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
+    let epoch = column_i64(lease.epoch.get(), "fencing epoch").map_err(Fail::Model)?;
     let transaction = client.transaction().await?;
     let statement = transaction
         .prepare_cached(&format!(
@@ -145,8 +145,8 @@ impl ProgressStore for PostgresProgressStore {
                         .await?;
                     let existing = read_row(&transaction, params, true).await?;
                     let claim = request.clone().plan(existing, now).map_err(Fail::Model)?;
-                    let epoch =
-                        column_i64(claim.lease.epoch.0, "fencing epoch").map_err(Fail::Model)?;
+                    let epoch = column_i64(claim.lease.epoch.get(), "fencing epoch")
+                        .map_err(Fail::Model)?;
                     let take = transaction
                         .prepare_cached(
                             "UPDATE activity_progress \
@@ -265,7 +265,7 @@ impl ProgressStore for PostgresProgressStore {
 
     fn release(&self, lease: &Lease, now: EpochMillis) -> Result<(), ActivityError> {
         let params = KeyColumns::of(&lease.key)?;
-        let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
+        let epoch = column_i64(lease.epoch.get(), "fencing epoch")?;
         let lease = lease.clone();
         self.handle.call_blocking(
             "release lease",
@@ -341,9 +341,9 @@ impl ProgressStore for PostgresProgressStore {
             .map(|(name, amount)| Ok((name, column_i64(amount, "extraction total")?)))
             .collect::<Result<Vec<_>, ActivityError>>()?;
         let processor = key.processor.as_str().to_owned();
-        let version = column_i64(key.version.0, "processor version")?;
+        let version = column_i64(key.version.get(), "processor version")?;
         let thread = key.thread.as_str().to_owned();
-        let sequence = column_i64(sequence.0, "note sequence")?;
+        let sequence = column_i64(sequence.get(), "note sequence")?;
         // Idempotent: a retry after an unknown commit finds the note and adds nothing.
         self.handle.call_blocking(
             "note extraction",

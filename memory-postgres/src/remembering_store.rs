@@ -121,7 +121,7 @@ async fn fenced_update(
         "UPDATE remembering_intents SET {assignments} \
          WHERE id = $1 AND epoch = $2 AND owner = $3 AND lease_expires_at > $4 AND state = 'queued'"
     );
-    let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
+    let epoch = column_i64(lease.epoch.get(), "fencing epoch")?;
     let id = lease.id.as_str();
     let owner = lease.owner.as_str();
     let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id, &epoch, &owner, &now];
@@ -215,7 +215,7 @@ impl RememberingStore for PostgresRememberingStore {
                         command_json: row.try_get(4)?,
                         command_attempt: row.try_get(5)?,
                     })?;
-                    let epoch = column_i64(claim.lease.epoch.0, "fencing epoch")?;
+                    let epoch = column_i64(claim.lease.epoch.get(), "fencing epoch")?;
                     transaction
                         .execute(
                             "UPDATE remembering_intents \

@@ -824,7 +824,7 @@ impl ChangeFeed for PostgresStore {
 
     async fn changes_since(&self, after: ChangeSequence, limit: usize) -> Result<Vec<Change>> {
         let limit = limit.min(MAX_CHANGES_PER_CALL) as i64;
-        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        let after = i64::try_from(after.get()).unwrap_or(i64::MAX);
         self.handle
             .call("read changes", Idempotent::Yes, (), move |(), client| {
                 Box::pin(changes_since(client, after, limit))

@@ -38,7 +38,7 @@ fn decode_record(
     record_json: &str,
     digest: String,
 ) -> Result<ThreadRecord, ActivityError> {
-    let sequence = Sequence(to_u64(sequence, "record sequence")?);
+    let sequence = Sequence::new(to_u64(sequence, "record sequence")?);
     let record: NewRecord = serde_json::from_str(record_json)
         .map_err(|error| activity_corrupt(format!("thread record does not parse: {error}")))?;
     let digest = RecordDigest::from_hex(digest)?;
@@ -87,8 +87,9 @@ impl ThreadLog for PostgresThreadLog {
                     let tail: i64 = head.try_get(0)?;
                     let current =
                         binding_of(head.try_get(1)?, head.try_get(2)?).map_err(Fail::Model)?;
-                    let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
-                    let before = Sequence(sequence.0.saturating_sub(1));
+                    let sequence =
+                        Sequence::new(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                    let before = sequence.saturating_previous();
                     // A refusal drops the transaction: the bumped head rolls back with it.
                     let step = binding_step(current.as_ref(), before, destination.as_ref())
                         .map_err(Fail::Model)?;
@@ -148,7 +149,7 @@ impl ThreadLog for PostgresThreadLog {
                         .await?
                         .try_get(0)?;
                     to_u64(tail, "record sequence")
-                        .map(Sequence)
+                        .map(Sequence::new)
                         .map_err(Fail::Model)
                 })
             },
@@ -167,7 +168,7 @@ impl ThreadLog for PostgresThreadLog {
                 format!("must be between 1 and {MAX_PAGE_RECORDS}"),
             ));
         }
-        let after = to_i64(after.0, "page start")?;
+        let after = to_i64(after.get(), "page start")?;
         let thread = thread.clone();
         self.handle.call_blocking(
             "read page",
@@ -265,7 +266,8 @@ impl ThreadLog for PostgresThreadLog {
                         }
                         None => (0, None),
                     };
-                    let sequence = Sequence(to_u64(tail, "record sequence").map_err(Fail::Model)?);
+                    let sequence =
+                        Sequence::new(to_u64(tail, "record sequence").map_err(Fail::Model)?);
                     let read = current
                         .as_ref()
                         .map(|(destination, generation)| (destination.as_ref(), *generation));
@@ -366,7 +368,7 @@ impl ThreadLog for PostgresThreadLog {
                         let tail: i64 = row.try_get(1)?;
                         threads.push(PendingThread {
                             thread: stored_thread(row.try_get(0)?).map_err(Fail::Model)?,
-                            tail: Sequence(to_u64(tail, "pending tail").map_err(Fail::Model)?),
+                            tail: Sequence::new(to_u64(tail, "pending tail").map_err(Fail::Model)?),
                         });
                     }
                     Ok(threads)
@@ -390,7 +392,7 @@ impl ThreadLog for PostgresThreadLog {
     fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
         let params: Params = vec![
             Box::new(thread.as_str().to_owned()),
-            Box::new(to_i64(tail.0, "pending tail")?),
+            Box::new(to_i64(tail.get(), "pending tail")?),
         ];
         self.handle
             .call_blocking(
@@ -406,7 +408,7 @@ impl ThreadLog for PostgresThreadLog {
         check_park_kind(kind)?;
         let params: Params = vec![
             Box::new(thread.as_str().to_owned()),
-            Box::new(to_i64(sequence.0, "parked sequence")?),
+            Box::new(to_i64(sequence.get(), "parked sequence")?),
             Box::new(kind.to_owned()),
         ];
         self.handle

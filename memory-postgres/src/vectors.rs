@@ -88,7 +88,7 @@ async fn load(
         let revision: Option<String> = row.try_get(3)?;
         let withdrawn: bool = row.try_get(4)?;
         let key = parse_key(&namespace, &document_id).map_err(model)?;
-        let generation = SourceGeneration(
+        let generation = SourceGeneration::new(
             u64::try_from(generation).map_err(|_| model(corrupt("negative source generation")))?,
         );
         let state = match (withdrawn, revision) {
@@ -206,7 +206,7 @@ async fn replace(
         let current: i64 = row.try_get(0)?;
         let withdrawn: bool = row.try_get(1)?;
         return Ok(ReplaceOutcome::Stale {
-            current: SourceGeneration(
+            current: SourceGeneration::new(
                 u64::try_from(current).map_err(|_| model(corrupt("negative source generation")))?,
             ),
             withdrawn,
@@ -266,7 +266,7 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
         limits: VectorLoadLimits,
     ) -> Result<Vec<StoredSource>, MemoryError> {
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         self.handle
             .call(
                 "load vectors",
@@ -282,7 +282,7 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
         source: &StoredSource,
     ) -> Result<ReplaceOutcome, MemoryError> {
-        let generation = i64::try_from(source.generation.0)
+        let generation = i64::try_from(source.generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
         let (revision, chunks) = match &source.state {
             StoredSourceState::Indexed { revision, chunks } => {
@@ -302,7 +302,7 @@ impl VectorStore for PostgresVectorStore {
             }
             StoredSourceState::Withdrawn => (None, Vec::new()),
         };
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         let namespace = source.key.namespace.as_str().to_owned();
         let document_id = source.key.id.as_str().to_owned();
         // Idempotent: a replacement that already landed is admitted again (same generation and
@@ -331,7 +331,7 @@ impl VectorStore for PostgresVectorStore {
         &self,
         profile: &ProfileDigest,
     ) -> Result<ChangeSequence, MemoryError> {
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         self.handle
             .call(
                 "read indexed position",
@@ -348,9 +348,9 @@ impl VectorStore for PostgresVectorStore {
                             .map(|row| row.try_get(0))
                             .transpose()?;
                         match position {
-                            None => Ok(ChangeSequence(0)),
+                            None => Ok(ChangeSequence::ZERO),
                             Some(value) => u64::try_from(value)
-                                .map(ChangeSequence)
+                                .map(ChangeSequence::new)
                                 .map_err(|_| model(corrupt("negative indexed position"))),
                         }
                     })
@@ -364,9 +364,9 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
         position: ChangeSequence,
     ) -> Result<(), MemoryError> {
-        let value = i64::try_from(position.0)
+        let value = i64::try_from(position.get())
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         // Idempotent: positions only move forward.
         let params: Params = vec![Box::new(profile), Box::new(value)];
         self.handle
@@ -393,9 +393,9 @@ impl VectorStore for PostgresVectorStore {
         generation: SourceGeneration,
         reason: UnindexedReason,
     ) -> Result<(), MemoryError> {
-        let generation = i64::try_from(generation.0)
+        let generation = i64::try_from(generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         let namespace = key.namespace.as_str().to_owned();
         let document_id = key.id.as_str().to_owned();
         let reason = reason.as_str();
@@ -431,9 +431,9 @@ impl VectorStore for PostgresVectorStore {
         key: &MemoryKey,
         generation: SourceGeneration,
     ) -> Result<(), MemoryError> {
-        let generation = i64::try_from(generation.0)
+        let generation = i64::try_from(generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         let namespace = key.namespace.as_str().to_owned();
         let document_id = key.id.as_str().to_owned();
         // Idempotent: deleting twice leaves the same rows.
@@ -464,7 +464,7 @@ impl VectorStore for PostgresVectorStore {
         after: Option<&MemoryKey>,
         limit: usize,
     ) -> Result<Vec<UnindexedSource>, MemoryError> {
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         let (namespace, document_id) = after.map_or((String::new(), String::new()), |key| {
             (
                 key.namespace.as_str().to_owned(),
@@ -496,7 +496,7 @@ impl VectorStore for PostgresVectorStore {
                             let generation: i64 = row.try_get(2)?;
                             sources.push(UnindexedSource {
                                 key: parse_key(&namespace, &document_id).map_err(model)?,
-                                generation: SourceGeneration(non_negative(
+                                generation: SourceGeneration::new(non_negative(
                                     generation,
                                     "negative generation",
                                 )?),
@@ -514,7 +514,7 @@ impl VectorStore for PostgresVectorStore {
         &self,
         profile: &ProfileDigest,
     ) -> Result<Vec<(UnindexedReason, u64)>, MemoryError> {
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         self.handle
             .call(
                 "count unindexed sources",
@@ -553,12 +553,12 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
         graph: &GraphSnapshot,
     ) -> Result<(), MemoryError> {
-        let position = i64::try_from(graph.position.0)
+        let position = i64::try_from(graph.position.get())
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
         let chunks = i64::try_from(graph.chunks)
             .map_err(|_| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
         let params: Params = vec![
-            Box::new(profile.0.to_vec()),
+            Box::new(profile.as_bytes().to_vec()),
             Box::new(position),
             Box::new(graph.vector_set.to_vec()),
             Box::new(chunks),
@@ -589,7 +589,7 @@ impl VectorStore for PostgresVectorStore {
         dimensions: usize,
     ) -> Result<Vec<Option<Vec<f32>>>, MemoryError> {
         check_chunk_vectors_request(chunks)?;
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         let namespaces: Vec<String> = chunks
             .iter()
             .map(|chunk| chunk.key.namespace.as_str().to_owned())
@@ -653,7 +653,7 @@ impl VectorStore for PostgresVectorStore {
         profile: &ProfileDigest,
         max_bytes: usize,
     ) -> Result<Option<GraphSnapshot>, MemoryError> {
-        let profile = profile.0.to_vec();
+        let profile = profile.as_bytes().to_vec();
         self.handle
             .call(
                 "load graph",
@@ -698,7 +698,7 @@ impl VectorStore for PostgresVectorStore {
                         let chunks: i64 = row.try_get(2)?;
                         let bytes: Vec<u8> = row.try_get(3)?;
                         Ok(Some(GraphSnapshot {
-                            position: ChangeSequence(non_negative(
+                            position: ChangeSequence::new(non_negative(
                                 position,
                                 "negative graph position",
                             )?),

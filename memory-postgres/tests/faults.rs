@@ -103,7 +103,7 @@ async fn a_connection_killed_inside_the_write_transaction_is_retried_once() {
         Some(outcome.receipt.document.clone())
     );
     assert_eq!(store.history(&doc).await.unwrap().len(), 1);
-    assert_eq!(store.head().await.unwrap(), ChangeSequence(1));
+    assert_eq!(store.head().await.unwrap(), ChangeSequence::new(1));
     store.check_consistency().await.expect("consistent");
 }
 
@@ -132,11 +132,11 @@ async fn without_retries_a_killed_write_is_unavailable_and_left_out_whole() {
     let error = pending.await.unwrap().expect_err("no retry allowed");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
     assert_eq!(store.read(&doc).await.unwrap(), None);
-    assert_eq!(store.head().await.unwrap(), ChangeSequence(0));
+    assert_eq!(store.head().await.unwrap(), ChangeSequence::ZERO);
     // The caller's retry of the same write lands once.
     let outcome = writer.apply(write).await.expect("retry");
     assert!(!outcome.replayed);
-    assert_eq!(store.head().await.unwrap(), ChangeSequence(1));
+    assert_eq!(store.head().await.unwrap(), ChangeSequence::new(1));
     store.check_consistency().await.expect("consistent");
 }
 

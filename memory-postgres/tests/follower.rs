@@ -103,7 +103,7 @@ async fn a_missed_notification_is_caught_by_the_head_poll() {
         .unwrap()
         .get(0);
     let seen = wait_past(&follower, before).await;
-    assert_eq!(seen, ChangeSequence(u64::try_from(advanced).unwrap()));
+    assert_eq!(seen, ChangeSequence::new(u64::try_from(advanced).unwrap()));
     assert_eq!(follower.notifications(), 0);
 }
 

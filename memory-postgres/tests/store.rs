@@ -96,7 +96,7 @@ async fn stop_words_find_nothing_and_a_nul_locator_is_refused() {
         store.apply(bad).await.expect_err("refused").kind(),
         ErrorKind::InvalidInput
     );
-    assert_eq!(store.head().await.expect("head"), ChangeSequence(3));
+    assert_eq!(store.head().await.expect("head"), ChangeSequence::new(3));
 }
 
 #[tokio::test]
@@ -308,10 +308,10 @@ async fn concurrent_writers_keep_the_change_sequence_whole() {
     }
     assert_eq!(committed, 60);
     let changes = store
-        .changes_since(ChangeSequence(0), 1_000)
+        .changes_since(ChangeSequence::ZERO, 1_000)
         .await
         .expect("changes");
-    let sequences: Vec<u64> = changes.iter().map(|change| change.sequence.0).collect();
+    let sequences: Vec<u64> = changes.iter().map(|change| change.sequence.get()).collect();
     assert_eq!(sequences, (1..=60).collect::<Vec<_>>());
     let mut keys: Vec<_> = changes.iter().map(|change| change.key.clone()).collect();
     keys.sort();

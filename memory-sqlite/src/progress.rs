@@ -111,7 +111,7 @@ impl SqliteProgressStore {
             values,
         } = write;
         let key = KeyColumns::of(&lease.key)?;
-        let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
+        let epoch = column_i64(lease.epoch.get(), "fencing epoch")?;
         let owner = lease.owner.as_str();
         let fence: [&dyn ToSql; 6] = [
             &key.processor,
@@ -170,7 +170,7 @@ impl ProgressStore for SqliteProgressStore {
                     key.processor,
                     key.version,
                     key.thread,
-                    column_i64(claim.lease.epoch.0, "fencing epoch")?,
+                    column_i64(claim.lease.epoch.get(), "fencing epoch")?,
                     claim.lease.owner.as_str(),
                     claim.lease.expires_at
                 ],
@@ -255,7 +255,7 @@ impl ProgressStore for SqliteProgressStore {
                 key.processor,
                 key.version,
                 key.thread,
-                column_i64(lease.epoch.0, "fencing epoch")?,
+                column_i64(lease.epoch.get(), "fencing epoch")?,
                 lease.owner.as_str(),
                 now
             ],
@@ -297,9 +297,9 @@ impl ProgressStore for SqliteProgressStore {
                  VALUES (?1, ?2, ?3, ?4)",
                 params![
                     key.processor.as_str(),
-                    column_i64(key.version.0, "processor version")?,
+                    column_i64(key.version.get(), "processor version")?,
                     key.thread.as_str(),
-                    column_i64(sequence.0, "note sequence")?
+                    column_i64(sequence.get(), "note sequence")?
                 ],
             )
             .map_err(sql_error("note extraction"))?;

@@ -191,7 +191,7 @@ impl SqliteReader {
         })
     }
 
-    /// The latest committed change sequence (`ChangeSequence(0)` when there is none).
+    /// The latest committed change sequence ([`ChangeSequence::ZERO`] when there is none).
     pub fn head_blocking(&self) -> Result<ChangeSequence, MemoryError> {
         self.with_connection("read change head", |connection| {
             let head: Option<i64> = connection
@@ -210,7 +210,7 @@ impl SqliteReader {
         limit: usize,
     ) -> Result<Vec<Change>, MemoryError> {
         let limit = limit.min(MAX_CHANGES_PER_CALL);
-        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        let after = i64::try_from(after.get()).unwrap_or(i64::MAX);
         self.with_connection("read changes", |connection| {
             let mut statement = connection
                 .prepare_cached(

@@ -110,7 +110,7 @@ fn fenced_update(
         "UPDATE remembering_intents SET {assignments}
          WHERE id = ?1 AND epoch = ?2 AND owner = ?3 AND lease_expires_at > ?4 AND state = 'queued'"
     );
-    let epoch = column_i64(lease.epoch.0, "fencing epoch")?;
+    let epoch = column_i64(lease.epoch.get(), "fencing epoch")?;
     let id_text = lease.id.as_str();
     let owner = lease.owner.as_str();
     let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id_text, &epoch, &owner, &now];
@@ -200,7 +200,7 @@ impl RememberingStore for SqliteRememberingStore {
                  WHERE id = ?1",
                 params![
                     claim.lease.id.as_str(),
-                    column_i64(claim.lease.epoch.0, "fencing epoch")?,
+                    column_i64(claim.lease.epoch.get(), "fencing epoch")?,
                     claim.lease.owner.as_str(),
                     claim.lease.expires_at
                 ],

@@ -85,7 +85,7 @@ fn decode_record(
     record_json: &str,
     digest: String,
 ) -> Result<ThreadRecord, ActivityError> {
-    let sequence = Sequence(to_u64(sequence, "record sequence")?);
+    let sequence = Sequence::new(to_u64(sequence, "record sequence")?);
     let record: NewRecord = serde_json::from_str(record_json).map_err(|error| {
         ActivityError::Store(StoreFault::Corrupt {
             what: format!("thread record does not parse: {error}"),
@@ -126,7 +126,7 @@ impl ThreadLog for SqliteThreadLog {
                 |row| row.get(0),
             )
             .map_err(sql_error("append record"))?;
-        let tail = Sequence(to_u64(tail, "record sequence")?);
+        let tail = Sequence::new(to_u64(tail, "record sequence")?);
         let current = if destination.is_some() {
             read_binding(&transaction, thread)?
         } else {
@@ -139,7 +139,7 @@ impl ThreadLog for SqliteThreadLog {
             actual: u64::MAX,
         })?;
         let digest = RecordDigest::of(thread, sequence, &record);
-        let sequence_column = to_i64(sequence.0, "thread sequence")?;
+        let sequence_column = to_i64(sequence.get(), "thread sequence")?;
         transaction
             .execute(
                 "INSERT INTO thread_records (thread, sequence, record_json, digest)
@@ -179,7 +179,7 @@ impl ThreadLog for SqliteThreadLog {
                 |row| row.get(0),
             )
             .map_err(sql_error("inspect tail"))?;
-        Ok(Sequence(to_u64(tail, "record sequence")?))
+        Ok(Sequence::new(to_u64(tail, "record sequence")?))
     }
 
     fn read_page(
@@ -205,7 +205,7 @@ impl ThreadLog for SqliteThreadLog {
             .query_map(
                 params![
                     thread.as_str(),
-                    to_i64(after.0, "page start")?,
+                    to_i64(after.get(), "page start")?,
                     limit as i64
                 ],
                 |row| {
@@ -257,7 +257,7 @@ impl ThreadLog for SqliteThreadLog {
         let read = current
             .as_ref()
             .map(|(destination, generation)| (destination.as_ref(), *generation));
-        let tail_sequence = Sequence(to_u64(tail, "record sequence")?);
+        let tail_sequence = Sequence::new(to_u64(tail, "record sequence")?);
         let Some(binding) = rebinding(read, tail_sequence, destination)? else {
             return Ok(ThreadBinding {
                 destination: destination.clone(),
@@ -338,7 +338,7 @@ impl ThreadLog for SqliteThreadLog {
             let (thread, tail) = row.map_err(sql_error("list pending threads"))?;
             threads.push(PendingThread {
                 thread: stored_thread(thread)?,
-                tail: Sequence(to_u64(tail, "pending tail")?),
+                tail: Sequence::new(to_u64(tail, "pending tail")?),
             });
         }
         Ok(threads)
@@ -362,7 +362,7 @@ impl ThreadLog for SqliteThreadLog {
         let settled = connection
             .execute(
                 "DELETE FROM thread_pending WHERE thread = ?1 AND tail = ?2",
-                params![thread.as_str(), to_i64(tail.0, "pending tail")?],
+                params![thread.as_str(), to_i64(tail.get(), "pending tail")?],
             )
             .map_err(sql_error("settle thread"))?;
         Ok(settled == 1)
@@ -375,7 +375,7 @@ impl ThreadLog for SqliteThreadLog {
             .execute(
                 "INSERT INTO thread_parks (thread, sequence, kind) VALUES (?1, ?2, ?3)
                  ON CONFLICT (thread) DO UPDATE SET sequence = excluded.sequence, kind = excluded.kind",
-                params![thread.as_str(), to_i64(sequence.0, "parked sequence")?, kind],
+                params![thread.as_str(), to_i64(sequence.get(), "parked sequence")?, kind],
             )
             .map_err(sql_error("park thread"))?;
         Ok(())

@@ -503,7 +503,7 @@ fn reader_test() {
                     .search_blocking(&access, "steady", 20)
                     .expect("search");
                 reader
-                    .changes_since_blocking(memory_core::ChangeSequence(0), 50)
+                    .changes_since_blocking(memory_core::ChangeSequence::ZERO, 50)
                     .expect("changes");
                 reader.check_consistency().expect("consistent snapshot");
                 reads += 1;

@@ -86,8 +86,8 @@ where
     report
 }
 
-const PROFILE: ProfileDigest = ProfileDigest([7; 32]);
-const OTHER_PROFILE: ProfileDigest = ProfileDigest([8; 32]);
+const PROFILE: ProfileDigest = ProfileDigest::from_bytes([7; 32]);
+const OTHER_PROFILE: ProfileDigest = ProfileDigest::from_bytes([8; 32]);
 const LIMITS: VectorLoadLimits = VectorLoadLimits {
     dimensions: 2,
     max_sources: 10,
@@ -134,7 +134,7 @@ fn indexed(
 ) -> Result<StoredSource, Failure> {
     Ok(StoredSource {
         key: key("notes", id)?,
-        generation: SourceGeneration(generation),
+        generation: SourceGeneration::new(generation),
         state: StoredSourceState::Indexed {
             revision: Revision::new(revision)?,
             chunks: vectors
@@ -155,7 +155,7 @@ fn indexed(
 fn withdrawn(id: &str, generation: u64) -> Result<StoredSource, Failure> {
     Ok(StoredSource {
         key: key("notes", id)?,
-        generation: SourceGeneration(generation),
+        generation: SourceGeneration::new(generation),
         state: StoredSourceState::Withdrawn,
     })
 }
@@ -310,7 +310,7 @@ async fn fence<S: VectorStore>(store: &S) -> Checked {
     let current = indexed("a", 5, "r5", &[[1.0, 0.0], [0.0, 1.0]])?;
     replace(store, &current).await?;
     let stale = ReplaceOutcome::Stale {
-        current: SourceGeneration(5),
+        current: SourceGeneration::new(5),
         withdrawn: false,
     };
     for (step, source) in [
@@ -347,7 +347,7 @@ async fn withdrawal_is_terminal<S: VectorStore>(store: &S) -> Checked {
         "a withdrawal at the same generation was fenced"
     );
     let terminal = ReplaceOutcome::Stale {
-        current: SourceGeneration(5),
+        current: SourceGeneration::new(5),
         withdrawn: true,
     };
     let later = replace(store, &indexed("a", 9, "r9", &[[1.0, 0.0]])?).await?;
@@ -427,37 +427,37 @@ async fn limits<S: VectorStore>(store: &S) -> Checked {
 
 async fn positions<S: VectorStore>(store: &S) -> Checked {
     ensure!(
-        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence(0),
+        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence::ZERO,
         "a new profile has a position"
     );
     ok(
         store
-            .set_indexed_position(&PROFILE, ChangeSequence(5))
+            .set_indexed_position(&PROFILE, ChangeSequence::new(5))
             .await,
         "set",
     )?;
     ok(
         store
-            .set_indexed_position(&PROFILE, ChangeSequence(3))
+            .set_indexed_position(&PROFILE, ChangeSequence::new(3))
             .await,
         "set back",
     )?;
     ensure!(
-        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence(5),
+        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence::new(5),
         "the position moved backwards"
     );
     ok(
         store
-            .set_indexed_position(&PROFILE, ChangeSequence(7))
+            .set_indexed_position(&PROFILE, ChangeSequence::new(7))
             .await,
         "set forward",
     )?;
     ensure!(
-        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence(7),
+        ok(store.indexed_position(&PROFILE).await, "position")? == ChangeSequence::new(7),
         "the position did not move forward"
     );
     ensure!(
-        ok(store.indexed_position(&OTHER_PROFILE).await, "position")? == ChangeSequence(0),
+        ok(store.indexed_position(&OTHER_PROFILE).await, "position")? == ChangeSequence::ZERO,
         "positions mix across profiles"
     );
     Ok(())
@@ -470,7 +470,7 @@ async fn unindexed<S: VectorStore>(store: &S) -> Checked {
         async move {
             ok(
                 store
-                    .record_unindexed(&PROFILE, &key, SourceGeneration(generation), reason)
+                    .record_unindexed(&PROFILE, &key, SourceGeneration::new(generation), reason)
                     .await,
                 "record",
             )
@@ -493,7 +493,7 @@ async fn unindexed<S: VectorStore>(store: &S) -> Checked {
         .map(|sources| {
             sources
                 .into_iter()
-                .map(|source| (source.key.id.to_string(), source.generation.0))
+                .map(|source| (source.key.id.to_string(), source.generation.get()))
                 .collect::<Vec<_>>()
         })
     };
@@ -557,7 +557,7 @@ async fn graphs<S: VectorStore>(store: &S) -> Checked {
         "an empty store has a graph"
     );
     let graph = GraphSnapshot {
-        position: ChangeSequence(4),
+        position: ChangeSequence::new(4),
         vector_set: [3; 32],
         chunks: 2,
         bytes: vec![1, 2, 3, 4, 5],
@@ -577,7 +577,7 @@ async fn graphs<S: VectorStore>(store: &S) -> Checked {
         "graphs mix across profiles"
     );
     let next = GraphSnapshot {
-        position: ChangeSequence(9),
+        position: ChangeSequence::new(9),
         vector_set: [4; 32],
         chunks: 3,
         bytes: vec![9; 3],
@@ -598,7 +598,7 @@ async fn clearing<S: VectorStore>(store: &S) -> Checked {
                 .record_unindexed(
                     &PROFILE,
                     key,
-                    SourceGeneration(generation),
+                    SourceGeneration::new(generation),
                     UnindexedReason::Capacity,
                 )
                 .await,
@@ -607,25 +607,25 @@ async fn clearing<S: VectorStore>(store: &S) -> Checked {
     }
     ok(
         store
-            .clear_unindexed(&PROFILE, &a, SourceGeneration(2))
+            .clear_unindexed(&PROFILE, &a, SourceGeneration::new(2))
             .await,
         "clear an older generation",
     )?;
     ok(
         store
-            .clear_unindexed(&PROFILE, &b, SourceGeneration(3))
+            .clear_unindexed(&PROFILE, &b, SourceGeneration::new(3))
             .await,
         "clear the recorded generation",
     )?;
     ok(
         store
-            .clear_unindexed(&OTHER_PROFILE, &a, SourceGeneration(9))
+            .clear_unindexed(&OTHER_PROFILE, &a, SourceGeneration::new(9))
             .await,
         "clear in another profile",
     )?;
     ok(
         store
-            .clear_unindexed(&PROFILE, &key("notes", "none")?, SourceGeneration(9))
+            .clear_unindexed(&PROFILE, &key("notes", "none")?, SourceGeneration::new(9))
             .await,
         "clear an unknown key",
     )?;
@@ -644,7 +644,7 @@ async fn clearing<S: VectorStore>(store: &S) -> Checked {
     );
     ok(
         store
-            .clear_unindexed(&PROFILE, &a, SourceGeneration(4))
+            .clear_unindexed(&PROFILE, &a, SourceGeneration::new(4))
             .await,
         "clear a newer generation",
     )?;

@@ -207,7 +207,7 @@ impl ThreadLog for Broken {
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, ActivityError> {
         let after = match self.fault {
-            Fault::PageIncludesCursor => Sequence(after.0.saturating_sub(1)),
+            Fault::PageIncludesCursor => after.saturating_previous(),
             _ => after,
         };
         self.inner.read_page(thread, after, limit)
@@ -401,7 +401,7 @@ impl ProgressStore for Broken {
                 // Each call lands on a record of its own, far past any the suites name.
                 let call = self.notes.fetch_add(1, Ordering::Relaxed);
                 self.inner
-                    .note_extraction(key, Sequence(u64::MAX - call), note)
+                    .note_extraction(key, Sequence::new(u64::MAX - call), note)
             }
             Fault::InvalidNoteKeptWithoutReasons if note.validate().is_err() => {
                 let kept = ExtractionNote {

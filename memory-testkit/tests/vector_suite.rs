@@ -75,7 +75,11 @@ impl VectorStore for Broken {
         let stored = self.inner.indexed_position(profile).await?;
         let last = *self.position.lock().expect("not poisoned");
         Ok(match (self.fault, last) {
-            (Fault::PositionMovesBack, Some(last)) if *profile == ProfileDigest([7; 32]) => last,
+            (Fault::PositionMovesBack, Some(last))
+                if *profile == ProfileDigest::from_bytes([7; 32]) =>
+            {
+                last
+            }
             _ => stored,
         })
     }

@@ -93,7 +93,7 @@ impl Side {
             extractor: StatementExtractor::new(),
             clock: Arc::new(SystemClock),
             processor: ProcessorId::new("statements").unwrap(),
-            version: ProcessorVersion(1),
+            version: ProcessorVersion::new(1),
             owner: WorkerId::new(format!("worker-{}", std::process::id())).unwrap(),
             limits: PassLimits {
                 max_records: 1_000,

@@ -115,7 +115,7 @@ where
         extractor: StatementExtractor::new(),
         clock: Arc::new(SystemClock),
         processor: ProcessorId::new("statements").unwrap(),
-        version: ProcessorVersion(1),
+        version: ProcessorVersion::new(1),
         owner: WorkerId::new(owner).unwrap(),
         limits: PassLimits {
             max_records: 50,

@@ -282,8 +282,8 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             self.clock.now_millis(),
         )?;
         tracing::debug!(
-            epoch = claim.lease.epoch.0,
-            cursor = claim.cursor.0,
+            epoch = claim.lease.epoch.get(),
+            cursor = claim.cursor.get(),
             "claimed activity lease"
         );
         self.hooks.at(PassPoint::Claimed).await;
@@ -301,13 +301,13 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         thread: &ThreadId,
         kind: &str,
     ) -> Result<PassReport, RememberingError> {
-        let at = Sequence(1);
+        let at = Sequence::new(1);
         self.log.park(thread, at, kind)?;
         tracing::warn!(kind, "thread parked: its destination does not validate");
         Ok(PassReport {
             parked: Some((at, kind.to_owned())),
             ..PassReport::empty(
-                memory_core::activity::FencingEpoch(0),
+                memory_core::activity::FencingEpoch::new(0),
                 self.log.inspect_tail(thread)?,
                 Sequence::ZERO,
                 PassStop::Parked,
@@ -349,7 +349,8 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                 report.stop = PassStop::MaxRecords;
                 break;
             }
-            let to_tail = usize::try_from(captured_tail.0 - report.cursor.0).unwrap_or(usize::MAX);
+            let to_tail =
+                usize::try_from(captured_tail.get() - report.cursor.get()).unwrap_or(usize::MAX);
             let page_limit = self.limits.page_size.min(remaining_records).min(to_tail);
             let page = self.log.read_page(thread, report.cursor, page_limit)?;
             if page.is_empty() {
@@ -847,7 +848,7 @@ mod tests {
         let content = serde_json::to_value(MemoryContent::text("I live in Lisbon")).unwrap();
         let key = serde_json::json!({"namespace": namespace().as_str(), "id": "d"});
         let saved = PendingOutput {
-            sequence: Sequence(1),
+            sequence: Sequence::new(1),
             work_id: WorkId::new("w").unwrap(),
             output: serde_json::json!({
                 "contributions": [
@@ -883,7 +884,7 @@ mod tests {
             commands: vec![None],
         };
         let pending = attest
-            .pending(Sequence(1), WorkId::new("w").unwrap())
+            .pending(Sequence::new(1), WorkId::new("w").unwrap())
             .unwrap();
         assert_eq!(pending.output["contributions"][0]["action"], "attest");
         assert_eq!(decode_output(&pending).unwrap(), attest);

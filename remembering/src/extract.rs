@@ -399,9 +399,9 @@ mod tests {
         let thread = ThreadId::new("t").unwrap();
         let record = NewRecord::user(speaker, text, 5);
         ThreadRecord {
-            digest: RecordDigest::of(&thread, Sequence(1), &record),
+            digest: RecordDigest::of(&thread, Sequence::new(1), &record),
             thread,
-            sequence: Sequence(1),
+            sequence: Sequence::new(1),
             record,
         }
     }

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use memory_core::activity::{Sequence, SourceId, SourceRevision, ThreadLog, ThreadRecord};
+use memory_core::activity::{SourceId, SourceRevision, ThreadLog, ThreadRecord};
 use memory_core::document::{EpochMillis, MemoryContent};
 
 use crate::app::{Extractor, LoadedSource, SourceLoader};
@@ -43,7 +43,7 @@ impl ThreadRecordLoader {
 
     fn load_record(&self, source: &SourceId) -> Result<Option<ThreadRecord>, ApplicationError> {
         let (thread, sequence) = source.as_thread_record().ok_or(NotAThreadRecord)?;
-        let before = Sequence(sequence.0.saturating_sub(1));
+        let before = sequence.saturating_previous();
         Ok(self
             .log
             .read_page(&thread, before, 1)?

@@ -67,7 +67,7 @@ async fn pass_applies_each_user_statement_once_with_attribution() {
     let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS);
     let report = worker.run_pass(&t).await.unwrap();
     assert_eq!(report.processed, 3);
-    assert_eq!(report.cursor, Sequence(3));
+    assert_eq!(report.cursor, Sequence::new(3));
     assert_eq!(report.stop, PassStop::ReachedTail);
     assert!(!report.pending_beyond_tail);
     assert_eq!((report.kept, report.dropped.len()), (1, 0));
@@ -93,7 +93,7 @@ async fn pass_applies_each_user_statement_once_with_attribution() {
         .unwrap();
     assert_eq!(
         (view.cursor, view.pending, view.last_advance_at),
-        (Sequence(3), None, Some(1_000))
+        (Sequence::new(3), None, Some(1_000))
     );
     assert_eq!(view.lease, None, "the pass released its lease");
 }
@@ -133,10 +133,10 @@ async fn limits_bound_a_pass_and_work_beyond_the_captured_tail_is_reported() {
         })),
     );
     let report = growing.run_pass(&t).await.unwrap();
-    assert_eq!(report.captured_tail, Sequence(5));
+    assert_eq!(report.captured_tail, Sequence::new(5));
     assert_eq!(
         report.cursor,
-        Sequence(5),
+        Sequence::new(5),
         "the pass stops at the tail it captured"
     );
     assert!(report.pending_beyond_tail);
@@ -144,7 +144,7 @@ async fn limits_bound_a_pass_and_work_beyond_the_captured_tail_is_reported() {
         .run_pass(&t)
         .await
         .unwrap();
-    assert_eq!((report.processed, report.cursor), (1, Sequence(6)));
+    assert_eq!((report.processed, report.cursor), (1, Sequence::new(6)));
     assert!(!report.pending_beyond_tail);
     assert_eq!(writer.inner.history().len(), 6);
 }
@@ -278,7 +278,7 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
     let worker = remembering::ActivityProcessor::new(remembering::ActivityProcessorParts {
         log: Arc::new(GappyLog {
             inner: SqliteThreadLog::open(&db.path).unwrap(),
-            missing: Sequence(3),
+            missing: Sequence::new(3),
         }),
         progress: Arc::new(SqliteProgressStore::open(&db.path).unwrap()),
         references: Arc::new(
@@ -288,7 +288,7 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
         extractor: StatementExtractor::new(),
         clock: clock.clone(),
         processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
-        version: memory_core::activity::ProcessorVersion(1),
+        version: memory_core::activity::ProcessorVersion::new(1),
         owner: memory_core::activity::WorkerId::new("a").unwrap(),
         limits: LIMITS,
         unbound: UnboundThreads::PerThread {
@@ -300,10 +300,8 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
     assert!(
         matches!(
             error,
-            RememberingError::Activity(ActivityError::Noncontiguous {
-                expected: Sequence(3),
-                found: Sequence(4)
-            })
+            RememberingError::Activity(ActivityError::Noncontiguous { expected, found })
+                if expected == Sequence::new(3) && found == Sequence::new(4)
         ),
         "{error:?}"
     );
@@ -312,7 +310,7 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
         .inspect(&worker.key(&t, 0).unwrap())
         .unwrap()
         .unwrap();
-    assert_eq!(view.cursor, Sequence(2));
+    assert_eq!(view.cursor, Sequence::new(2));
     assert_eq!(
         writer.inner.history().len(),
         2,
@@ -372,7 +370,7 @@ async fn stale_worker_case(seed: u64) {
     clock.advance(limits.lease_ms as i64 + 1);
     let worker_b = processor(&db.path, writer.clone(), clock.clone(), "b", limits);
     let report_b = worker_b.run_pass(&t).await.unwrap();
-    assert!(report_b.epoch.0 >= 2, "seed {seed}");
+    assert!(report_b.epoch.get() >= 2, "seed {seed}");
     assert!(
         report_b.cursor >= cursor_before_b,
         "seed {seed}: progress moved back"
@@ -396,7 +394,11 @@ async fn stale_worker_case(seed: u64) {
         view_after_b,
         "seed {seed}: A changed progress"
     );
-    assert_eq!(view_after_b.cursor, Sequence(total as u64), "seed {seed}");
+    assert_eq!(
+        view_after_b.cursor,
+        Sequence::new(total as u64),
+        "seed {seed}"
+    );
     assert_eq!(view_after_b.pending, None, "seed {seed}");
     // Each statement's effect landed exactly once.
     assert_eq!(history_after_b.len(), statements, "seed {seed}");

@@ -54,7 +54,7 @@ fn thread() -> ThreadId {
 fn key() -> ProgressKey {
     ProgressKey {
         processor: ProcessorId::new("statements").unwrap(),
-        version: ProcessorVersion(1),
+        version: ProcessorVersion::new(1),
         thread: thread(),
     }
 }
@@ -160,7 +160,7 @@ fn case(point: PassPoint, occurrence: usize) {
         "{point:?}/{occurrence}: final run failed"
     );
     let view = progress.inspect(&key()).unwrap().unwrap();
-    assert_eq!(view.cursor, Sequence(5));
+    assert_eq!(view.cursor, Sequence::new(5));
     assert_eq!(view.pending, None);
     let namespace =
         ThreadDestination::legacy_thread(&thread(), vec![MemoryScope::new("agent").unwrap()])

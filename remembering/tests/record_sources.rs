@@ -139,13 +139,13 @@ async fn forgetting_processed_records_withdraws_their_documents_and_keeps_human_
     let events = events(&db.path, clock.clone());
     events
         .record(
-            &SourceId::thread_record(&t, Sequence(1)),
+            &SourceId::thread_record(&t, Sequence::new(1)),
             &SourceEvent::Forget,
         )
         .unwrap();
     events
         .record(
-            &SourceId::thread_record(&t, Sequence(2)),
+            &SourceId::thread_record(&t, Sequence::new(2)),
             &SourceEvent::Deleted,
         )
         .unwrap();
@@ -187,11 +187,11 @@ async fn a_forget_acknowledged_before_sending_means_the_command_is_never_sent() 
     // Record 2 is forgotten before any pass: it is never extracted.
     events
         .record(
-            &SourceId::thread_record(&t, Sequence(2)),
+            &SourceId::thread_record(&t, Sequence::new(2)),
             &SourceEvent::Revoked,
         )
         .unwrap();
-    let forget = SourceId::thread_record(&t, Sequence(1));
+    let forget = SourceId::thread_record(&t, Sequence::new(1));
     let worker = processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS).with_hooks(
         Arc::new(CallAt::new(PassPoint::OutputSaved, 1, move || {
             events.record(&forget, &SourceEvent::Forget).unwrap();
@@ -212,7 +212,7 @@ async fn a_forget_acknowledged_before_sending_means_the_command_is_never_sent() 
         .inspect(&worker.key(&t, 0).unwrap())
         .unwrap()
         .unwrap();
-    assert_eq!((view.cursor, view.pending), (Sequence(2), None));
+    assert_eq!((view.cursor, view.pending), (Sequence::new(2), None));
 }
 
 #[tokio::test]
@@ -227,7 +227,7 @@ async fn a_forget_racing_the_write_is_never_recallable_and_its_cleanup_runs_agai
     let writer = Arc::new(FaultyWriter::new(clock.clone()));
     let key = statement_key(&t, "ana", "my pin is 1234");
     let events = events(&db.path, clock.clone());
-    let forget = SourceId::thread_record(&t, Sequence(1));
+    let forget = SourceId::thread_record(&t, Sequence::new(1));
     let reader = Arc::new(suppressing(&db.path, writer.clone()));
     // The cleanup the forget admits runs before the write lands, and finds nothing to withdraw.
     let early_cleaner = cleaner(&db.path, writer.clone(), clock.clone());
@@ -357,7 +357,7 @@ fn home_processor(
         extractor: HomeExtractor::new(),
         clock,
         processor: memory_core::activity::ProcessorId::new("homes").unwrap(),
-        version: memory_core::activity::ProcessorVersion(1),
+        version: memory_core::activity::ProcessorVersion::new(1),
         owner: WorkerId::new(owner).unwrap(),
         limits: LIMITS,
         unbound: UnboundThreads::PerThread { scopes: scopes() },
@@ -477,7 +477,7 @@ async fn a_conflict_with_a_human_correction_rebases_the_saved_contribution_and_k
     // The rebased command kept a reference: forgetting record 2 hides and cleans up its revision.
     let store = SqliteRememberingStore::open(&db.path).unwrap();
     let references = store
-        .references(&SourceId::thread_record(&t, Sequence(2)), 0, 10)
+        .references(&SourceId::thread_record(&t, Sequence::new(2)), 0, 10)
         .unwrap();
     assert!(
         references
@@ -510,7 +510,7 @@ async fn thread_record_intents_load_records_and_other_sources_stay_queued() {
         scopes: scopes(),
     };
     let from_record = remember(
-        SourceId::thread_record(&t, Sequence(1)),
+        SourceId::thread_record(&t, Sequence::new(1)),
         SourceRevision::of_record(&record.digest),
     );
     store.admit(&from_record, 10, 1_000).unwrap();
@@ -858,7 +858,7 @@ async fn a_forgotten_statement_said_again_is_remembered_again() {
         extractor: StatementExtractor::new(),
         clock: clock.clone(),
         processor: memory_core::activity::ProcessorId::new("statements").unwrap(),
-        version: memory_core::activity::ProcessorVersion(2),
+        version: memory_core::activity::ProcessorVersion::new(2),
         owner: WorkerId::new("b").unwrap(),
         limits: LIMITS,
         unbound: UnboundThreads::PerThread { scopes: scopes() },

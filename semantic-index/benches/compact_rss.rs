@@ -248,7 +248,7 @@ fn child(mode: &str, size: usize) {
             source: Arc::new(SourceVersion {
                 key: key.clone(),
                 revision,
-                generation: SourceGeneration(1),
+                generation: SourceGeneration::new(1),
             }),
             ordinal: 0,
             start: 0,

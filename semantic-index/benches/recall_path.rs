@@ -149,7 +149,7 @@ fn stored_source(
         .collect();
     StoredSource {
         key,
-        generation: SourceGeneration(1),
+        generation: SourceGeneration::new(1),
         state: StoredSourceState::Indexed { revision, chunks },
     }
 }

@@ -126,7 +126,9 @@ impl SemanticProfile {
             field: "profile",
             reason: error.to_string(),
         })?;
-        Ok(ProfileDigest(Sha256::digest(canonical.as_bytes()).into()))
+        Ok(ProfileDigest::from_bytes(
+            Sha256::digest(canonical.as_bytes()).into(),
+        ))
     }
 }
 

@@ -146,7 +146,10 @@ async fn ranked_for(
 async fn persisted(fixture: &Fixture) -> Ranked {
     fixture.put_many(300).await;
     let index = fixture.open(HnswStartup::LoadOnly).await;
-    fixture.catch_up(&index, ChangeSequence(0)).await.unwrap();
+    fixture
+        .catch_up(&index, ChangeSequence::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         index.hnsw_status(),
         HnswStatus::NotStarted,
@@ -346,7 +349,7 @@ proptest! {
             let fixture = Fixture::new();
             fixture.put_many(60).await;
             let index = fixture.open(HnswStartup::LoadOnly).await;
-            fixture.catch_up(&index, ChangeSequence(0)).await.unwrap();
+            fixture.catch_up(&index, ChangeSequence::ZERO).await.unwrap();
             index.persist_graph().await.unwrap();
             drop(index);
             store_mutated(&fixture, |bytes| {
@@ -379,7 +382,7 @@ async fn a_refresh_past_max_chunks_is_refused_and_changes_nothing() {
             .refresh(
                 &*fixture.documents,
                 &key(&format!("d{i}")),
-                SourceGeneration(i as u64 + 1),
+                SourceGeneration::new(i as u64 + 1),
             )
             .await
             .unwrap();
@@ -387,7 +390,7 @@ async fn a_refresh_past_max_chunks_is_refused_and_changes_nothing() {
     }
     let calls = fixture.embedder.calls();
     let refused = index
-        .refresh(&*fixture.documents, &key("d5"), SourceGeneration(6))
+        .refresh(&*fixture.documents, &key("d5"), SourceGeneration::new(6))
         .await;
     assert!(
         matches!(
@@ -431,7 +434,11 @@ async fn tombstones_are_reclaimed_so_capacity_stays_usable() {
         fixture.documents.put(&id, &one_chunk(round)).await;
         generation += 1;
         index
-            .refresh(&*fixture.documents, &key(&id), SourceGeneration(generation))
+            .refresh(
+                &*fixture.documents,
+                &key(&id),
+                SourceGeneration::new(generation),
+            )
             .await
             .unwrap();
     }
@@ -477,7 +484,7 @@ async fn catch_up_records_unindexed_documents_by_reason_and_clears_them() {
         &index,
         &*fixture.documents,
         &*fixture.documents,
-        ChangeSequence(0),
+        ChangeSequence::ZERO,
         head,
         options,
     )
@@ -502,7 +509,8 @@ async fn catch_up_records_unindexed_documents_by_reason_and_clears_them() {
     );
     let status = index.status().await.unwrap();
     assert_eq!(
-        status.indexed_position, head.0,
+        status.indexed_position,
+        head.get(),
         "refused sources are settled, not skipped"
     );
     assert_eq!(status.stats.max_chunks, 3);
@@ -562,7 +570,7 @@ async fn catch_up_records_unindexed_documents_by_reason_and_clears_them() {
 }
 
 fn status_position(status: &semantic_index::IndexStatus) -> ChangeSequence {
-    ChangeSequence(status.indexed_position)
+    ChangeSequence::new(status.indexed_position)
 }
 
 #[tokio::test]
@@ -571,7 +579,10 @@ async fn recall_sources_say_which_index_answered() {
     let fixture = Fixture::new();
     fixture.put_many(50).await;
     let index = Arc::new(fixture.open(HnswStartup::LoadOnly).await);
-    fixture.catch_up(&index, ChangeSequence(0)).await.unwrap();
+    fixture
+        .catch_up(&index, ChangeSequence::ZERO)
+        .await
+        .unwrap();
     let limits = QueryLimits::new(1_024, 5, 100_000, -1.0, 10_000, IndexKind::Hnsw);
     let semantic = || {
         SemanticRecall::new(

@@ -38,7 +38,7 @@ fn meta(position: usize) -> (MemoryKey, ChunkMeta) {
         source: Arc::new(SourceVersion {
             key: key.clone(),
             revision: Revision::new("r").unwrap(),
-            generation: SourceGeneration(1),
+            generation: SourceGeneration::new(1),
         }),
         ordinal: 0,
         start: 0,
@@ -257,7 +257,11 @@ async fn the_engine_rescores_compact_candidates_from_the_store() {
             let id = format!("doc-{position}");
             documents.put(&id, body).await;
             index
-                .refresh(&documents, &key(&id), SourceGeneration(position as u64 + 1))
+                .refresh(
+                    &documents,
+                    &key(&id),
+                    SourceGeneration::new(position as u64 + 1),
+                )
                 .await
                 .unwrap();
         }

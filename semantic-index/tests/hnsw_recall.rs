@@ -31,7 +31,7 @@ fn meta(position: usize) -> (MemoryKey, ChunkMeta) {
         source: Arc::new(SourceVersion {
             key: key.clone(),
             revision: Revision::new("r").unwrap(),
-            generation: SourceGeneration(1),
+            generation: SourceGeneration::new(1),
         }),
         ordinal: 0,
         start: 0,

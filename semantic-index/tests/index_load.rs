@@ -152,7 +152,7 @@ impl Fixture {
                 .refresh(
                     &*self.documents,
                     &key,
-                    SourceGeneration(first_generation + i as u64),
+                    SourceGeneration::new(first_generation + i as u64),
                 )
                 .await
                 .unwrap();
@@ -324,7 +324,7 @@ async fn all_candidates(index: &Index, kind: IndexKind) -> Candidates {
             (
                 format!("{}/{}", source.key.namespace.as_str(), source.key.id),
                 source.revision.to_string(),
-                source.generation.0,
+                source.generation.get(),
                 hit.chunk.ordinal,
                 hit.score,
             )
@@ -388,7 +388,7 @@ async fn a_restart_serves_the_stored_vectors_without_the_model() {
         let moved = key(SPARSE, "s000");
         fixture.put(&moved, "rocket engines burn liquid fuel").await;
         writer
-            .refresh(&*fixture.documents, &moved, SourceGeneration(5_000))
+            .refresh(&*fixture.documents, &moved, SourceGeneration::new(5_000))
             .await
             .unwrap();
     }
@@ -433,28 +433,26 @@ async fn a_stale_refresh_through_another_index_changes_nothing() {
         .put(&shared, "the first text of the shared note")
         .await;
     ahead
-        .refresh(&*fixture.documents, &shared, SourceGeneration(5))
+        .refresh(&*fixture.documents, &shared, SourceGeneration::new(5))
         .await
         .unwrap();
     fixture
         .put(&shared, "a second text of the shared note")
         .await;
     let error = behind
-        .refresh(&*fixture.documents, &shared, SourceGeneration(3))
+        .refresh(&*fixture.documents, &shared, SourceGeneration::new(3))
         .await
         .unwrap_err();
     assert!(
         matches!(
             error,
-            SemanticError::Fenced {
-                current: SourceGeneration(5),
-                attempted: SourceGeneration(3)
-            }
+            SemanticError::Fenced { current, attempted }
+                if current == SourceGeneration::new(5) && attempted == SourceGeneration::new(3)
         ),
         "{error:?}"
     );
     assert!(matches!(
-        behind.withdraw(&shared, SourceGeneration(4)).await,
+        behind.withdraw(&shared, SourceGeneration::new(4)).await,
         Err(SemanticError::Fenced { .. })
     ));
     let restarted = fixture.open(HnswStartup::Blocking).await;
@@ -466,7 +464,7 @@ async fn a_stale_refresh_through_another_index_changes_nothing() {
     assert_eq!(candidates.hits[0].chunk.source.revision, first);
     assert_eq!(
         candidates.hits[0].chunk.source.generation,
-        SourceGeneration(5)
+        SourceGeneration::new(5)
     );
     assert_eq!(
         behind.stats().live_chunks,

@@ -121,7 +121,7 @@ async fn catch_up_embeds_several_documents_per_call_and_converges() {
         .put("garden", "cucumbers climb the garden trellis")
         .await;
     let head = fixture.documents.head().await.unwrap();
-    let caught = fixture.catch_up(ChangeSequence(0), 4).await.unwrap();
+    let caught = fixture.catch_up(ChangeSequence::ZERO, 4).await.unwrap();
     assert_eq!(
         caught,
         CatchUp {
@@ -199,7 +199,7 @@ async fn a_document_larger_than_the_batch_gets_a_call_of_its_own() {
         .documents
         .put("tiny", "wine rests in the cellar")
         .await;
-    fixture.catch_up(ChangeSequence(0), 2).await.unwrap();
+    fixture.catch_up(ChangeSequence::ZERO, 2).await.unwrap();
     let chunks = fixture.index.stats().live_chunks;
     assert!(chunks >= 5, "{chunks}");
     // "short" alone (the long one does not fit beside it), "long" alone, then "tiny".
@@ -218,7 +218,7 @@ async fn a_failing_embedder_call_leaves_the_previous_chunks_and_the_position() {
         .documents
         .put("kitchen", "bread bakes in the kitchen oven")
         .await;
-    let first = fixture.catch_up(ChangeSequence(0), 8).await.unwrap();
+    let first = fixture.catch_up(ChangeSequence::ZERO, 8).await.unwrap();
     let digest = fixture.index.digest();
     let stored_before = fixture
         .vectors
@@ -298,8 +298,8 @@ async fn refresh_many_keeps_per_source_fencing() {
         .refresh_many(
             &*fixture.documents,
             &[
-                (key("garden"), SourceGeneration(5)),
-                (key("kitchen"), SourceGeneration(5)),
+                (key("garden"), SourceGeneration::new(5)),
+                (key("kitchen"), SourceGeneration::new(5)),
             ],
             8,
         )
@@ -319,11 +319,11 @@ async fn refresh_many_keeps_per_source_fencing() {
             &*fixture.documents,
             &[
                 // An older generation than the indexed one is fenced.
-                (key("garden"), SourceGeneration(4)),
+                (key("garden"), SourceGeneration::new(4)),
                 // The same generation and revision replays.
-                (key("kitchen"), SourceGeneration(5)),
+                (key("kitchen"), SourceGeneration::new(5)),
                 // A document that reads as absent is withdrawn.
-                (key("attic"), SourceGeneration(6)),
+                (key("attic"), SourceGeneration::new(6)),
             ],
             8,
         )
@@ -348,7 +348,7 @@ async fn refresh_many_keeps_per_source_fencing() {
         .index
         .refresh_many(
             &*fixture.documents,
-            &[(key("attic"), SourceGeneration(9))],
+            &[(key("attic"), SourceGeneration::new(9))],
             8,
         )
         .await
@@ -363,8 +363,8 @@ async fn refresh_many_keeps_per_source_fencing() {
         .refresh_many(
             &*fixture.documents,
             &[
-                (key("garden"), SourceGeneration(7)),
-                (key("garden"), SourceGeneration(8)),
+                (key("garden"), SourceGeneration::new(7)),
+                (key("garden"), SourceGeneration::new(8)),
             ],
             8,
         )
@@ -374,7 +374,7 @@ async fn refresh_many_keeps_per_source_fencing() {
         .index
         .refresh_many(
             &*fixture.documents,
-            &[(key("garden"), SourceGeneration(7))],
+            &[(key("garden"), SourceGeneration::new(7))],
             0,
         )
         .await;

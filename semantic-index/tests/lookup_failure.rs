@@ -25,11 +25,11 @@ fn failures() -> Vec<SemanticError> {
         SemanticError::Deadline { timeout_ms: 5 },
         SemanticError::Withdrawn,
         SemanticError::Fenced {
-            current: SourceGeneration(2),
-            attempted: SourceGeneration(1),
+            current: SourceGeneration::new(2),
+            attempted: SourceGeneration::new(1),
         },
         SemanticError::Divergent {
-            generation: SourceGeneration(2),
+            generation: SourceGeneration::new(2),
         },
         SemanticError::Store(MemoryError::Store(StoreFault::Busy { operation: "read" })),
         SemanticError::Store(MemoryError::Store(StoreFault::Corrupt {

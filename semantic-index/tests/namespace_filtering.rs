@@ -61,7 +61,7 @@ fn chunks(key: &MemoryKey, count: usize, seed: u64) -> Vec<(ChunkMeta, Vec<f32>)
     let source = Arc::new(SourceVersion {
         key: key.clone(),
         revision: Revision::new(format!("r{seed}")).unwrap(),
-        generation: SourceGeneration(1),
+        generation: SourceGeneration::new(1),
     });
     (0..count)
         .map(|ordinal| {

@@ -118,7 +118,7 @@ async fn paraphrase_queries_recall_their_document() {
                 .refresh(
                     &documents,
                     &key(&id),
-                    SourceGeneration(position as u64 * 2 + 1),
+                    SourceGeneration::new(position as u64 * 2 + 1),
                 )
                 .await
                 .unwrap();

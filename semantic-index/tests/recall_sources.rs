@@ -242,7 +242,7 @@ impl Fixture {
             .refresh(
                 &self.store.documents,
                 &key(id),
-                SourceGeneration(self.generation),
+                SourceGeneration::new(self.generation),
             )
             .await
             .unwrap();

@@ -93,7 +93,11 @@ async fn refreshed_documents_are_found_in_both_indexes() {
         .await;
     for (generation, id) in [(1, "cat"), (2, "rocket")] {
         let outcome = index
-            .refresh(&fixture.documents, &key(id), SourceGeneration(generation))
+            .refresh(
+                &fixture.documents,
+                &key(id),
+                SourceGeneration::new(generation),
+            )
             .await
             .unwrap();
         assert!(matches!(outcome, RefreshOutcome::Indexed { chunks: 1, .. }));
@@ -124,11 +128,11 @@ async fn stale_and_unauthorized_candidates_are_dropped_and_counted() {
         .await;
     fixture.documents.put("b", "apples are red").await;
     index
-        .refresh(&fixture.documents, &key("a"), SourceGeneration(1))
+        .refresh(&fixture.documents, &key("a"), SourceGeneration::new(1))
         .await
         .unwrap();
     index
-        .refresh(&fixture.documents, &key("b"), SourceGeneration(2))
+        .refresh(&fixture.documents, &key("b"), SourceGeneration::new(2))
         .await
         .unwrap();
     // Changed after indexing and not yet refreshed: the old vector must not lend its score to new text.
@@ -173,7 +177,7 @@ async fn failed_refresh_leaves_the_previous_chunks() {
         .put("doc", "the lighthouse keeper lit the lamp")
         .await;
     index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(1))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(1))
         .await
         .unwrap();
     fixture
@@ -185,7 +189,7 @@ async fn failed_refresh_leaves_the_previous_chunks() {
         .fail
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let error = index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(2))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(2))
         .await
         .unwrap_err();
     assert!(matches!(error, SemanticError::Embed(_)), "{error}");
@@ -210,7 +214,7 @@ async fn failed_refresh_leaves_the_previous_chunks() {
     }
     let _ = first;
     index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(2))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(2))
         .await
         .unwrap();
     let result = index
@@ -237,12 +241,12 @@ async fn withdrawn_source_never_comes_back_through_a_delayed_refresh() {
         .put("secret", "the vault code is hidden")
         .await;
     index
-        .refresh(&fixture.documents, &key("secret"), SourceGeneration(1))
+        .refresh(&fixture.documents, &key("secret"), SourceGeneration::new(1))
         .await
         .unwrap();
     assert_eq!(
         index
-            .withdraw(&key("secret"), SourceGeneration(3))
+            .withdraw(&key("secret"), SourceGeneration::new(3))
             .await
             .unwrap(),
         RefreshOutcome::Withdrawn
@@ -250,7 +254,7 @@ async fn withdrawn_source_never_comes_back_through_a_delayed_refresh() {
     let before = index.stats();
     assert_eq!(
         index
-            .withdraw(&key("secret"), SourceGeneration(3))
+            .withdraw(&key("secret"), SourceGeneration::new(3))
             .await
             .unwrap(),
         RefreshOutcome::AlreadyWithdrawn
@@ -266,7 +270,7 @@ async fn withdrawn_source_never_comes_back_through_a_delayed_refresh() {
             .refresh(
                 &fixture.documents,
                 &key("secret"),
-                SourceGeneration(generation),
+                SourceGeneration::new(generation),
             )
             .await
             .unwrap_err();
@@ -274,7 +278,7 @@ async fn withdrawn_source_never_comes_back_through_a_delayed_refresh() {
     }
     let reopened = fixture.open().await;
     let error = reopened
-        .refresh(&fixture.documents, &key("secret"), SourceGeneration(5))
+        .refresh(&fixture.documents, &key("secret"), SourceGeneration::new(5))
         .await
         .unwrap_err();
     assert!(matches!(error, SemanticError::Withdrawn));
@@ -296,24 +300,24 @@ async fn older_and_divergent_generations_are_fenced() {
     let index = fixture.open().await;
     fixture.documents.put("doc", "first text").await;
     index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(5))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(5))
         .await
         .unwrap();
     assert_eq!(
         index
-            .refresh(&fixture.documents, &key("doc"), SourceGeneration(5))
+            .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(5))
             .await
             .unwrap(),
         RefreshOutcome::Unchanged
     );
     let error = index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(4))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(4))
         .await
         .unwrap_err();
     assert!(matches!(error, SemanticError::Fenced { .. }));
     fixture.documents.put("doc", "second text").await;
     let error = index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(5))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(5))
         .await
         .unwrap_err();
     assert!(matches!(error, SemanticError::Divergent { .. }));
@@ -339,7 +343,7 @@ async fn restart_reloads_vectors_without_calling_the_embedder() {
                 .refresh(
                     &fixture.documents,
                     &key(id),
-                    SourceGeneration(generation as u64 + 1),
+                    SourceGeneration::new(generation as u64 + 1),
                 )
                 .await
                 .unwrap();
@@ -380,7 +384,7 @@ async fn limits_are_enforced_with_typed_errors() {
         .put("doc", "some words to find here")
         .await;
     index
-        .refresh(&fixture.documents, &key("doc"), SourceGeneration(1))
+        .refresh(&fixture.documents, &key("doc"), SourceGeneration::new(1))
         .await
         .unwrap();
     let reader_access = access();
@@ -451,7 +455,7 @@ async fn limits_are_enforced_with_typed_errors() {
     fixture.documents.put("long", &"word ".repeat(40)).await;
     let calls = fixture.embedder.calls();
     let error = tight
-        .refresh(&fixture.documents, &key("long"), SourceGeneration(9))
+        .refresh(&fixture.documents, &key("long"), SourceGeneration::new(9))
         .await
         .unwrap_err();
     assert!(matches!(

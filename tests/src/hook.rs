@@ -108,7 +108,7 @@ pub fn thread_records(db: &Path, thread: &str) -> Vec<ThreadRecord> {
     loop {
         let after = records
             .last()
-            .map_or(Sequence(0), |record: &ThreadRecord| record.sequence);
+            .map_or(Sequence::ZERO, |record: &ThreadRecord| record.sequence);
         let page = log.read_page(&thread, after, 1_000).expect("a page");
         if page.is_empty() {
             return records;

@@ -246,7 +246,7 @@ fn a_thread_cannot_be_redirected_and_bad_destinations_change_nothing() {
     assert_eq!(outcome.json["error"]["kind"], "too-large", "{outcome:#?}");
     let log = SqliteThreadLog::open(&fixture.db).expect("thread log");
     let thread = ThreadId::new("t-1").expect("valid");
-    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence(1));
+    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence::new(1));
     // The same user's next append lands in the same thread.
     let again = append("My sister Marta is a nurse.", &["--user", "ana"]);
     assert_eq!(again.json["sequence"], 2, "{again:#?}");

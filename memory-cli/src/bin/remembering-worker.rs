@@ -130,7 +130,7 @@ fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)
     if version == 0 {
         return Err(anyhow!("processor version must be positive"));
     }
-    Ok((ProcessorId::new(name)?, ProcessorVersion(version)))
+    Ok((ProcessorId::new(name)?, ProcessorVersion::new(version)))
 }
 
 fn build<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<Work<W>>

@@ -242,13 +242,13 @@ impl OpenedLog {
         let thread = thread.clone();
         blocking(move || {
             let tail = log.inspect_tail(&thread)?;
-            let floor = tail.0.saturating_sub(max_records);
-            let mut end = tail.0;
+            let floor = tail.get().saturating_sub(max_records);
+            let mut end = tail.get();
             while end > floor {
                 let after = end.saturating_sub(TAIL_PAGE as u64).max(floor);
-                let page = log.read_page(&thread, Sequence(after), TAIL_PAGE)?;
+                let page = log.read_page(&thread, Sequence::new(after), TAIL_PAGE)?;
                 if let Some(found) = page.into_iter().rev().find(|record| {
-                    record.sequence.0 <= end
+                    record.sequence.get() <= end
                         && record.record.opaque_cursor.as_deref().is_some_and(&matches)
                 }) {
                     return Ok(Some(found));
@@ -270,11 +270,11 @@ impl OpenedLog {
         let thread = thread.clone();
         blocking(move || {
             let tail = log.inspect_tail(&thread)?;
-            let mut after = tail.0.saturating_sub(max_records);
+            let mut after = tail.get().saturating_sub(max_records);
             let mut cursors = HashSet::new();
-            while after < tail.0 {
-                let page = log.read_page(&thread, Sequence(after), TAIL_PAGE)?;
-                let Some(last) = page.last().map(|record| record.sequence.0) else {
+            while after < tail.get() {
+                let page = log.read_page(&thread, Sequence::new(after), TAIL_PAGE)?;
+                let Some(last) = page.last().map(|record| record.sequence.get()) else {
                     break;
                 };
                 cursors.extend(
@@ -300,8 +300,8 @@ impl OpenedLog {
         let thread = thread.clone();
         blocking(move || {
             let tail = log.inspect_tail(&thread)?;
-            let after = tail.0.saturating_sub(max_records as u64);
-            let page = log.read_page(&thread, Sequence(after), max_records.max(1))?;
+            let after = tail.get().saturating_sub(max_records as u64);
+            let page = log.read_page(&thread, Sequence::new(after), max_records.max(1))?;
             let mut texts: Vec<String> = page
                 .into_iter()
                 .rev()

@@ -178,7 +178,7 @@ impl<W: MemoryReader + MemoryWriter + 'static> WorkerStores<W> {
             extractor: StatementExtractor::new(),
             clock: Arc::new(SystemClock),
             processor: ProcessorId::new("statements").unwrap(),
-            version: ProcessorVersion(1),
+            version: ProcessorVersion::new(1),
             owner: Self::owner(),
             limits: PassLimits {
                 max_records: 100,

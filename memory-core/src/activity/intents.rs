@@ -51,7 +51,7 @@ impl SourceId {
         Self(
             format!(
                 "{THREAD_RECORD_SOURCE_PREFIX}{}/{}",
-                sequence.0,
+                sequence.get(),
                 thread.as_str()
             )
             .into(),
@@ -67,7 +67,7 @@ impl SourceId {
         if sequence == 0 || text != sequence.to_string() {
             return None;
         }
-        Some((ThreadId::new(thread).ok()?, Sequence(sequence)))
+        Some((ThreadId::new(thread).ok()?, Sequence::new(sequence)))
     }
 }
 
@@ -359,8 +359,8 @@ mod tests {
     #[test]
     fn thread_record_source_ids_round_trip_and_refuse_other_spellings() {
         let thread = ThreadId::new("team/thread 7").expect("valid");
-        let source = SourceId::thread_record(&thread, Sequence(12));
-        assert_eq!(source.as_thread_record(), Some((thread, Sequence(12))));
+        let source = SourceId::thread_record(&thread, Sequence::new(12));
+        assert_eq!(source.as_thread_record(), Some((thread, Sequence::new(12))));
         for other in [
             "thread-record/012/t",
             "thread-record/0/t",

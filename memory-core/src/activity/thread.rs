@@ -138,7 +138,7 @@ impl RecordDigest {
     pub fn of(thread: &ThreadId, sequence: Sequence, record: &NewRecord) -> Self {
         Self(sha256_hex(&serde_json::json!({
             "thread": thread.as_str(),
-            "sequence": sequence.0,
+            "sequence": sequence.get(),
             "occurred_at": record.occurred_at,
             "speaker": record.speaker,
             "observers": record.observers,
@@ -182,7 +182,7 @@ impl ThreadRecord {
     pub fn locator(&self) -> String {
         format!(
             "thread-record/{}/{}",
-            self.sequence.0,
+            self.sequence.get(),
             &self.digest.as_str()[..16]
         )
     }
@@ -434,12 +434,12 @@ mod tests {
     fn digest_ignores_the_opaque_cursor_only() {
         let thread = ThreadId::new("t").expect("valid");
         let mut record = NewRecord::user("ana", "I live in Lisbon", 5);
-        let plain = RecordDigest::of(&thread, Sequence(1), &record);
+        let plain = RecordDigest::of(&thread, Sequence::new(1), &record);
         record.opaque_cursor = Some("resp_123".to_owned());
-        assert_eq!(plain, RecordDigest::of(&thread, Sequence(1), &record));
+        assert_eq!(plain, RecordDigest::of(&thread, Sequence::new(1), &record));
         record.speaker = "bea".to_owned();
-        assert_ne!(plain, RecordDigest::of(&thread, Sequence(1), &record));
+        assert_ne!(plain, RecordDigest::of(&thread, Sequence::new(1), &record));
         let record = NewRecord::user("ana", "I live in Lisbon", 5);
-        assert_ne!(plain, RecordDigest::of(&thread, Sequence(2), &record));
+        assert_ne!(plain, RecordDigest::of(&thread, Sequence::new(2), &record));
     }
 }

@@ -38,7 +38,7 @@ impl SqliteVectorStore {
                 let bytes: Option<Vec<u8>> = statement
                     .query_row(
                         params![
-                            &profile.0[..],
+                            profile.as_bytes().as_slice(),
                             chunk.key.namespace.as_str(),
                             chunk.key.id.as_str(),
                             i64::from(chunk.ordinal),

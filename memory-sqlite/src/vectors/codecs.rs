@@ -44,7 +44,7 @@ pub(super) fn source_from_row(
     let generation: i64 = row.get(2).map_err(storage("load vector sources"))?;
     let revision: Option<String> = row.get(3).map_err(storage("load vector sources"))?;
     let withdrawn: bool = row.get(4).map_err(storage("load vector sources"))?;
-    let generation = SourceGeneration(
+    let generation = SourceGeneration::new(
         u64::try_from(generation).map_err(|_| corrupt("negative source generation"))?,
     );
     let state = match (withdrawn, revision) {

@@ -15,7 +15,7 @@ impl SqliteVectorStore {
         profile: &ProfileDigest,
         graph: &GraphSnapshot,
     ) -> Result<(), MemoryError> {
-        let position = i64::try_from(graph.position.0)
+        let position = i64::try_from(graph.position.get())
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
         let chunks = i64::try_from(graph.chunks)
             .map_err(|_| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
@@ -26,7 +26,7 @@ impl SqliteVectorStore {
                  ON CONFLICT (profile) DO UPDATE SET position = excluded.position, \
                  vector_set = excluded.vector_set, chunks = excluded.chunks, graph = excluded.graph",
                 params![
-                    &profile.0[..],
+                    profile.as_bytes().as_slice(),
                     position,
                     &graph.vector_set[..],
                     chunks,
@@ -47,7 +47,7 @@ impl SqliteVectorStore {
         let length: Option<i64> = connection
             .query_row(
                 "SELECT length(graph) FROM semantic_graphs WHERE profile = ?1",
-                [&profile.0[..]],
+                [profile.as_bytes().as_slice()],
                 |row| row.get(0),
             )
             .optional()
@@ -66,7 +66,7 @@ impl SqliteVectorStore {
         connection
             .query_row(
                 "SELECT position, vector_set, chunks, graph FROM semantic_graphs WHERE profile = ?1",
-                [&profile.0[..]],
+                [profile.as_bytes().as_slice()],
                 |row| {
                     Ok((
                         row.get::<_, i64>(0)?,
@@ -80,7 +80,7 @@ impl SqliteVectorStore {
             .map_err(storage("load graph"))?
             .map(|(position, vector_set, chunks, bytes)| {
                 Ok(GraphSnapshot {
-                    position: ChangeSequence(
+                    position: ChangeSequence::new(
                         u64::try_from(position).map_err(|_| corrupt("negative graph position"))?,
                     ),
                     vector_set: vector_set

@@ -17,15 +17,15 @@ impl SqliteVectorStore {
         let position: Option<i64> = connection
             .query_row(
                 "SELECT position FROM semantic_positions WHERE profile = ?1",
-                [&profile.0[..]],
+                [profile.as_bytes().as_slice()],
                 |row| row.get(0),
             )
             .optional()
             .map_err(storage("read indexed position"))?;
         match position {
-            None => Ok(ChangeSequence(0)),
+            None => Ok(ChangeSequence::ZERO),
             Some(value) => u64::try_from(value)
-                .map(ChangeSequence)
+                .map(ChangeSequence::new)
                 .map_err(|_| corrupt("negative indexed position")),
         }
     }
@@ -35,14 +35,14 @@ impl SqliteVectorStore {
         profile: &ProfileDigest,
         position: ChangeSequence,
     ) -> Result<(), MemoryError> {
-        let value = i64::try_from(position.0)
+        let value = i64::try_from(position.get())
             .map_err(|_| MemoryError::invalid("position", "exceeds 2^63 - 1"))?;
         let connection = self.lock();
         connection
             .execute(
                 "INSERT INTO semantic_positions (profile, position) VALUES (?1, ?2) \
                  ON CONFLICT (profile) DO UPDATE SET position = max(position, excluded.position)",
-                params![&profile.0[..], value],
+                params![profile.as_bytes().as_slice(), value],
             )
             .map_err(storage("write indexed position"))?;
         Ok(())

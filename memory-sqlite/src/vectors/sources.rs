@@ -30,7 +30,7 @@ impl SqliteVectorStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(storage("load vectors"))?;
-        let profile_bytes = &profile.0[..];
+        let profile_bytes = profile.as_bytes().as_slice();
         let source_count: i64 = transaction
             .query_row(
                 "SELECT count(*) FROM semantic_sources WHERE profile = ?1",
@@ -130,10 +130,10 @@ impl SqliteVectorStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(storage("replace vector source"))?;
-        let profile_bytes = &profile.0[..];
+        let profile_bytes = profile.as_bytes().as_slice();
         let namespace = source.key.namespace.as_str();
         let document_id = source.key.id.as_str();
-        let generation = i64::try_from(source.generation.0)
+        let generation = i64::try_from(source.generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
         let (revision, withdrawn) = match &source.state {
             StoredSourceState::Indexed { revision, .. } => (Some(revision.as_str()), false),
@@ -173,7 +173,7 @@ impl SqliteVectorStore {
                 )
                 .map_err(storage("read fenced vector source"))?;
             return Ok(ReplaceOutcome::Stale {
-                current: SourceGeneration(
+                current: SourceGeneration::new(
                     u64::try_from(current).map_err(|_| corrupt("negative source generation"))?,
                 ),
                 withdrawn,

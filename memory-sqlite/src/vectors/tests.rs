@@ -28,7 +28,7 @@ fn limits() -> VectorLoadLimits {
 fn indexed(id: &str, generation: u64, vectors: &[[f32; 2]]) -> StoredSource {
     StoredSource {
         key: key(id),
-        generation: SourceGeneration(generation),
+        generation: SourceGeneration::new(generation),
         state: StoredSourceState::Indexed {
             revision: Revision::new(format!("r{generation}")).unwrap(),
             chunks: vectors
@@ -50,8 +50,8 @@ fn indexed(id: &str, generation: u64, vectors: &[[f32; 2]]) -> StoredSource {
 fn replaced_sources_round_trip_per_profile() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("vectors.sqlite");
-    let profile = ProfileDigest([1; 32]);
-    let other_profile = ProfileDigest([2; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
+    let other_profile = ProfileDigest::from_bytes([2; 32]);
     {
         let store = SqliteVectorStore::open(&path).unwrap();
         store
@@ -65,13 +65,17 @@ fn replaced_sources_round_trip_per_profile() {
                 &profile,
                 &StoredSource {
                     key: key("b"),
-                    generation: SourceGeneration(3),
+                    generation: SourceGeneration::new(3),
                     state: StoredSourceState::Withdrawn,
                 },
             )
             .unwrap();
-        store.set_position_now(&profile, ChangeSequence(7)).unwrap();
-        store.set_position_now(&profile, ChangeSequence(5)).unwrap();
+        store
+            .set_position_now(&profile, ChangeSequence::new(7))
+            .unwrap();
+        store
+            .set_position_now(&profile, ChangeSequence::new(5))
+            .unwrap();
     }
     let store = SqliteVectorStore::open(&path).unwrap();
     let sources = store.load_now(&profile, limits(), None).unwrap();
@@ -84,10 +88,13 @@ fn replaced_sources_round_trip_per_profile() {
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.position_now(&profile).unwrap(), ChangeSequence(7));
+    assert_eq!(
+        store.position_now(&profile).unwrap(),
+        ChangeSequence::new(7)
+    );
     assert_eq!(
         store.position_now(&other_profile).unwrap(),
-        ChangeSequence(0)
+        ChangeSequence::ZERO
     );
 }
 
@@ -105,7 +112,7 @@ impl VectorSink for Collected {
 fn a_load_into_a_sink_hands_over_the_vectors_in_order() {
     let directory = tempfile::tempdir().unwrap();
     let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     store
         .replace_now(&profile, &indexed("b", 1, &[[0.6, 0.8]]))
         .unwrap();
@@ -146,7 +153,7 @@ fn a_load_into_a_sink_hands_over_the_vectors_in_order() {
 fn load_refuses_counts_over_limits_and_wrong_dimensions() {
     let directory = tempfile::tempdir().unwrap();
     let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     store
         .replace_now(&profile, &indexed("a", 1, &[[1.0, 0.0], [0.0, 1.0]]))
         .unwrap();
@@ -175,14 +182,14 @@ fn load_refuses_counts_over_limits_and_wrong_dimensions() {
 fn stale_replacements_change_no_rows_and_are_reported() {
     let directory = tempfile::tempdir().unwrap();
     let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     let current = indexed("a", 5, &[[1.0, 0.0], [0.0, 1.0]]);
     assert_eq!(
         store.replace_now(&profile, &current).unwrap(),
         ReplaceOutcome::Replaced
     );
     let stale = ReplaceOutcome::Stale {
-        current: SourceGeneration(5),
+        current: SourceGeneration::new(5),
         withdrawn: false,
     };
     let older = indexed("a", 3, &[[0.6, 0.8]]);
@@ -197,7 +204,7 @@ fn stale_replacements_change_no_rows_and_are_reported() {
     assert_eq!(store.replace_now(&profile, &divergent).unwrap(), stale);
     let older_withdrawal = StoredSource {
         key: key("a"),
-        generation: SourceGeneration(4),
+        generation: SourceGeneration::new(4),
         state: StoredSourceState::Withdrawn,
     };
     assert_eq!(
@@ -215,7 +222,7 @@ fn stale_replacements_change_no_rows_and_are_reported() {
     );
 
     let withdrawal = StoredSource {
-        generation: SourceGeneration(5),
+        generation: SourceGeneration::new(5),
         ..older_withdrawal
     };
     assert_eq!(
@@ -224,7 +231,7 @@ fn stale_replacements_change_no_rows_and_are_reported() {
         "a withdrawal at the same generation is admitted"
     );
     let withdrawn = ReplaceOutcome::Stale {
-        current: SourceGeneration(5),
+        current: SourceGeneration::new(5),
         withdrawn: true,
     };
     assert_eq!(
@@ -246,7 +253,7 @@ fn load_keeps_chunkless_sources_and_refuses_orphan_chunks() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("v.sqlite");
     let store = SqliteVectorStore::open(&path).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     let empty = indexed("a", 1, &[]);
     let full = indexed("b", 2, &[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]);
     store.replace_now(&profile, &empty).unwrap();
@@ -269,14 +276,19 @@ fn load_keeps_chunkless_sources_and_refuses_orphan_chunks() {
 fn unindexed_records_page_count_and_clear_with_the_vectors() {
     let directory = tempfile::tempdir().unwrap();
     let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     for (id, generation, reason) in [
         ("a", 1, UnindexedReason::Capacity),
         ("b", 2, UnindexedReason::Capacity),
         ("c", 3, UnindexedReason::TooLarge),
     ] {
         store
-            .record_unindexed_now(&profile, &key(id), SourceGeneration(generation), reason)
+            .record_unindexed_now(
+                &profile,
+                &key(id),
+                SourceGeneration::new(generation),
+                reason,
+            )
             .unwrap();
     }
     // An older generation's record never replaces a newer one.
@@ -284,7 +296,7 @@ fn unindexed_records_page_count_and_clear_with_the_vectors() {
         .record_unindexed_now(
             &profile,
             &key("c"),
-            SourceGeneration(1),
+            SourceGeneration::new(1),
             UnindexedReason::Invalid,
         )
         .unwrap();
@@ -306,7 +318,7 @@ fn unindexed_records_page_count_and_clear_with_the_vectors() {
     assert_eq!(second.len(), 1);
     assert_eq!(
         (second[0].key.clone(), second[0].generation),
-        (key("b"), SourceGeneration(2))
+        (key("b"), SourceGeneration::new(2))
     );
     // Indexing a source clears its record in the same transaction; a replay is cleared by
     // generation.
@@ -314,7 +326,7 @@ fn unindexed_records_page_count_and_clear_with_the_vectors() {
         .replace_now(&profile, &indexed("a", 4, &[[1.0, 0.0]]))
         .unwrap();
     store
-        .clear_unindexed_now(&profile, &key("b"), SourceGeneration(1))
+        .clear_unindexed_now(&profile, &key("b"), SourceGeneration::new(1))
         .unwrap();
     assert_eq!(
         store.unindexed_counts_now(&profile).unwrap(),
@@ -324,11 +336,11 @@ fn unindexed_records_page_count_and_clear_with_the_vectors() {
         ]
     );
     store
-        .clear_unindexed_now(&profile, &key("b"), SourceGeneration(2))
+        .clear_unindexed_now(&profile, &key("b"), SourceGeneration::new(2))
         .unwrap();
     assert!(
         store
-            .unindexed_counts_now(&ProfileDigest([2; 32]))
+            .unindexed_counts_now(&ProfileDigest::from_bytes([2; 32]))
             .unwrap()
             .is_empty()
     );
@@ -342,10 +354,10 @@ fn unindexed_records_page_count_and_clear_with_the_vectors() {
 fn graphs_round_trip_per_profile_and_oversized_ones_are_refused_unread() {
     let directory = tempfile::tempdir().unwrap();
     let store = SqliteVectorStore::open(directory.path().join("v.sqlite")).unwrap();
-    let profile = ProfileDigest([1; 32]);
+    let profile = ProfileDigest::from_bytes([1; 32]);
     assert_eq!(store.load_graph_now(&profile, 1_000).unwrap(), None);
     let graph = GraphSnapshot {
-        position: ChangeSequence(9),
+        position: ChangeSequence::new(9),
         vector_set: [7; 32],
         chunks: 3,
         bytes: vec![1, 2, 3, 4],
@@ -361,12 +373,12 @@ fn graphs_round_trip_per_profile_and_oversized_ones_are_refused_unread() {
     ));
     assert_eq!(
         store
-            .load_graph_now(&ProfileDigest([2; 32]), 1_000)
+            .load_graph_now(&ProfileDigest::from_bytes([2; 32]), 1_000)
             .unwrap(),
         None
     );
     let newer = GraphSnapshot {
-        position: ChangeSequence(10),
+        position: ChangeSequence::new(10),
         bytes: vec![5],
         ..graph
     };

@@ -19,7 +19,7 @@ impl SqliteVectorStore {
         generation: SourceGeneration,
         reason: UnindexedReason,
     ) -> Result<(), MemoryError> {
-        let generation = i64::try_from(generation.0)
+        let generation = i64::try_from(generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
         self.lock()
             .execute(
@@ -29,7 +29,7 @@ impl SqliteVectorStore {
                  generation = excluded.generation, reason = excluded.reason \
                  WHERE excluded.generation >= semantic_unindexed.generation",
                 params![
-                    &profile.0[..],
+                    profile.as_bytes().as_slice(),
                     key.namespace.as_str(),
                     key.id.as_str(),
                     generation,
@@ -46,14 +46,14 @@ impl SqliteVectorStore {
         key: &MemoryKey,
         generation: SourceGeneration,
     ) -> Result<(), MemoryError> {
-        let generation = i64::try_from(generation.0)
+        let generation = i64::try_from(generation.get())
             .map_err(|_| MemoryError::invalid("generation", "exceeds 2^63 - 1"))?;
         self.lock()
             .execute(
                 "DELETE FROM semantic_unindexed WHERE profile = ?1 AND namespace = ?2 \
                  AND document_id = ?3 AND generation <= ?4",
                 params![
-                    &profile.0[..],
+                    profile.as_bytes().as_slice(),
                     key.namespace.as_str(),
                     key.id.as_str(),
                     generation
@@ -83,7 +83,7 @@ impl SqliteVectorStore {
             .map_err(storage("read unindexed sources"))?;
         let mut rows = statement
             .query(params![
-                &profile.0[..],
+                profile.as_bytes().as_slice(),
                 reason.as_str(),
                 namespace,
                 document_id,
@@ -95,7 +95,7 @@ impl SqliteVectorStore {
             let generation: i64 = row.get(2).map_err(storage("read unindexed sources"))?;
             sources.push(UnindexedSource {
                 key: parse_key(text_column(row, 0)?, text_column(row, 1)?)?,
-                generation: SourceGeneration(
+                generation: SourceGeneration::new(
                     u64::try_from(generation).map_err(|_| corrupt("negative generation"))?,
                 ),
                 reason,
@@ -116,7 +116,7 @@ impl SqliteVectorStore {
             )
             .map_err(storage("count unindexed sources"))?;
         let mut rows = statement
-            .query([&profile.0[..]])
+            .query([profile.as_bytes().as_slice()])
             .map_err(storage("count unindexed sources"))?;
         let mut counts = Vec::new();
         while let Some(row) = rows.next().map_err(storage("count unindexed sources"))? {

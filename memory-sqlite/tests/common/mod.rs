@@ -117,7 +117,7 @@ impl ChangeFeed for Suited {
         limit: usize,
     ) -> Result<Vec<Change>, MemoryError> {
         let after = match self.broken {
-            Break::FeedIncludesPosition => ChangeSequence(after.0.saturating_sub(1)),
+            Break::FeedIncludesPosition => ChangeSequence::new(after.get().saturating_sub(1)),
             _ => after,
         };
         self.store.changes_since(after, limit).await

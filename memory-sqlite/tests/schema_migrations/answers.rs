@@ -109,7 +109,7 @@ pub async fn memory_answers_as_the_source(
     let (head, changes) = (
         migrated.head().await.unwrap(),
         migrated
-            .changes_since(ChangeSequence(0), 100)
+            .changes_since(ChangeSequence::ZERO, 100)
             .await
             .unwrap(),
     );
@@ -117,7 +117,10 @@ pub async fn memory_answers_as_the_source(
         assert_eq!(head, source.head().await.unwrap(), "{name}");
         assert_eq!(
             changes,
-            source.changes_since(ChangeSequence(0), 100).await.unwrap(),
+            source
+                .changes_since(ChangeSequence::ZERO, 100)
+                .await
+                .unwrap(),
             "{name}"
         );
         assert_eq!(
@@ -165,8 +168,8 @@ pub fn thread_log_answers_as_the_source(
     assert_eq!(threads_of(migrated), threads, "{name}");
     for thread in &threads {
         assert_eq!(
-            migrated.read_page(thread, Sequence(0), 100).unwrap(),
-            source.read_page(thread, Sequence(0), 100).unwrap(),
+            migrated.read_page(thread, Sequence::ZERO, 100).unwrap(),
+            source.read_page(thread, Sequence::ZERO, 100).unwrap(),
             "{name}: {thread:?}"
         );
     }
@@ -282,7 +285,7 @@ pub async fn vectors_answer_as_the_source(
             source.indexed_position(&PROFILE).await.unwrap(),
         )
     } else {
-        (Vec::new(), ChangeSequence(0))
+        (Vec::new(), ChangeSequence::ZERO)
     };
     assert_eq!(
         migrated.load_sources(&PROFILE, limits()).await.unwrap(),

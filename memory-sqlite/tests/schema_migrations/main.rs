@@ -97,12 +97,17 @@ async fn every_earlier_format_is_migrated_without_losing_a_row() {
             .append(&thread("a"), NewRecord::user("ana", "after", NOW))
             .unwrap();
         let tail = if format.has(&THREAD_LOG_1) { 3 } else { 0 };
-        assert_eq!(appended.sequence, Sequence(tail + 1), "{name}");
+        assert_eq!(appended.sequence, Sequence::new(tail + 1), "{name}");
         SqliteReader::open(&path).expect("a reader opens the migrated file");
 
         // Settled once, a thread stays settled: nothing is filled in again on the next open.
         let pending = stores.log.overview().unwrap().pending;
-        assert!(stores.log.settle(&thread("a"), Sequence(tail + 1)).unwrap());
+        assert!(
+            stores
+                .log
+                .settle(&thread("a"), Sequence::new(tail + 1))
+                .unwrap()
+        );
         drop(stores);
         let everything = all_rows(&path);
         let reopened = open_all(&path);

@@ -23,7 +23,7 @@ use crate::common::{self, NOW, key, put, said, scope, withdraw};
 use crate::files::our_tables;
 use crate::formats::{Format, MEMORY_1};
 
-pub const PROFILE: ProfileDigest = ProfileDigest([1; 32]);
+pub const PROFILE: ProfileDigest = ProfileDigest::from_bytes([1; 32]);
 
 pub fn limits() -> VectorLoadLimits {
     VectorLoadLimits {
@@ -40,7 +40,7 @@ pub fn thread(name: &str) -> ThreadId {
 pub fn progress_key() -> ProgressKey {
     ProgressKey {
         processor: ProcessorId::new("extract").unwrap(),
-        version: ProcessorVersion(1),
+        version: ProcessorVersion::new(1),
         thread: thread("a"),
     }
 }
@@ -142,10 +142,10 @@ pub async fn write_source() -> Source {
         log.append(&thread("c"), NewRecord::user("cy", "settled", NOW + at))
             .unwrap();
     }
-    assert!(log.settle(&thread("c"), Sequence(2)).unwrap());
+    assert!(log.settle(&thread("c"), Sequence::new(2)).unwrap());
     log.append(&thread("d"), NewRecord::user("di", "parked", NOW))
         .unwrap();
-    log.park(&thread("d"), Sequence(1), "invalid-input")
+    log.park(&thread("d"), Sequence::new(1), "invalid-input")
         .unwrap();
     drop(log);
 
@@ -153,11 +153,13 @@ pub async fn write_source() -> Source {
     let claim = progress
         .claim(&progress_key(), &WorkerId::new("w1").unwrap(), 60_000, NOW)
         .unwrap();
-    progress.advance(&claim.lease, Sequence(1), NOW).unwrap();
+    progress
+        .advance(&claim.lease, Sequence::new(1), NOW)
+        .unwrap();
     progress
         .note_extraction(
             &progress_key(),
-            Sequence(1),
+            Sequence::new(1),
             &ExtractionNote {
                 kept: 2,
                 dropped: [("question".to_owned(), 1)].into(),
@@ -188,7 +190,7 @@ pub async fn write_source() -> Source {
             &PROFILE,
             &StoredSource {
                 key: key("t1", "d1"),
-                generation: SourceGeneration(1),
+                generation: SourceGeneration::new(1),
                 state: StoredSourceState::Indexed {
                     revision: Revision::new("r1").unwrap(),
                     chunks: vec![chunk(0, [1.0, 0.0]), chunk(1, [0.6, 0.8])],
@@ -202,21 +204,21 @@ pub async fn write_source() -> Source {
             &PROFILE,
             &StoredSource {
                 key: key("t2", "d1"),
-                generation: SourceGeneration(2),
+                generation: SourceGeneration::new(2),
                 state: StoredSourceState::Withdrawn,
             },
         )
         .await
         .unwrap();
     vectors
-        .set_indexed_position(&PROFILE, ChangeSequence(7))
+        .set_indexed_position(&PROFILE, ChangeSequence::new(7))
         .await
         .unwrap();
     vectors
         .record_unindexed(
             &PROFILE,
             &key("t1", "d3"),
-            SourceGeneration(3),
+            SourceGeneration::new(3),
             UnindexedReason::Capacity,
         )
         .await
@@ -225,7 +227,7 @@ pub async fn write_source() -> Source {
         .save_graph(
             &PROFILE,
             &GraphSnapshot {
-                position: ChangeSequence(7),
+                position: ChangeSequence::new(7),
                 vector_set: [9; 32],
                 chunks: 2,
                 bytes: vec![1, 2, 3],

@@ -195,7 +195,7 @@ pub(crate) fn progress_key(
 ) -> Result<ProgressKey, Failure> {
     Ok(ProgressKey {
         processor: ProcessorId::new(processor)?,
-        version: ProcessorVersion(version),
+        version: ProcessorVersion::new(version),
         thread: thread(thread_name)?,
     })
 }
@@ -206,8 +206,8 @@ pub(crate) fn pending(
     output: serde_json::Value,
 ) -> PendingOutput {
     PendingOutput {
-        sequence: Sequence(sequence),
-        work_id: key.work_id(Sequence(sequence)),
+        sequence: Sequence::new(sequence),
+        work_id: key.work_id(Sequence::new(sequence)),
         output,
     }
 }

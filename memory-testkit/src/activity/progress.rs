@@ -51,7 +51,7 @@ fn every_claim_gets_a_fresh_epoch<B: ActivityBackend>(backend: &B) -> Checked {
         "a new key has progress"
     );
     ensure!(
-        first.lease.epoch == FencingEpoch(1),
+        first.lease.epoch == FencingEpoch::new(1),
         "the first epoch is {}",
         first.lease.epoch
     );
@@ -69,7 +69,7 @@ fn every_claim_gets_a_fresh_epoch<B: ActivityBackend>(backend: &B) -> Checked {
         "a re-claim kept the epoch"
     );
     refused(
-        progress.advance(&first.lease, Sequence(1), 20),
+        progress.advance(&first.lease, Sequence::new(1), 20),
         is_stale,
         "the owner's older handle",
     )?;
@@ -83,7 +83,7 @@ fn every_claim_gets_a_fresh_epoch<B: ActivityBackend>(backend: &B) -> Checked {
         "a claim at expiry",
     )?;
     ensure!(
-        third.lease.epoch == FencingEpoch(3),
+        third.lease.epoch == FencingEpoch::new(3),
         "the third epoch is {}",
         third.lease.epoch
     );
@@ -112,7 +112,10 @@ fn stale_lease_writes_change_nothing<B: ActivityBackend>(backend: &B) -> Checked
     for (step, result) in [
         ("save", progress.save_pending(&old.lease, &output, 50)),
         ("replace", progress.replace_pending(&old.lease, &output, 50)),
-        ("advance", progress.advance(&old.lease, Sequence(1), 50)),
+        (
+            "advance",
+            progress.advance(&old.lease, Sequence::new(1), 50),
+        ),
         ("release", progress.release(&old.lease, 50)),
     ] {
         refused(result, is_stale, &format!("{step} with a superseded lease"))?;
@@ -139,7 +142,7 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
         "an output for the record after next",
     )?;
     let mut foreign = pending(&k, 1, serde_json::json!(1));
-    foreign.work_id = progress_key("other", 1, "t")?.work_id(Sequence(1));
+    foreign.work_id = progress_key("other", 1, "t")?.work_id(Sequence::new(1));
     refused(
         progress.save_pending(&claim.lease, &foreign, 1),
         is_mismatch,
@@ -172,16 +175,16 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
         "the claim returned {saved:?}, not the saved output"
     );
     ensure!(
-        again.pending.as_ref().map(|saved| &saved.work_id) == Some(&k.work_id(Sequence(1))),
+        again.pending.as_ref().map(|saved| &saved.work_id) == Some(&k.work_id(Sequence::new(1))),
         "the saved output lost its work id"
     );
     refused(
-        progress.advance(&again.lease, Sequence(2), 2_001),
+        progress.advance(&again.lease, Sequence::new(2), 2_001),
         is_noncontiguous,
         "an advance by two records",
     )?;
     ok(
-        progress.advance(&again.lease, Sequence(1), 2_002),
+        progress.advance(&again.lease, Sequence::new(1), 2_002),
         "advance",
     )?;
     let view = ok(progress.inspect(&k), "inspect")?;
@@ -190,7 +193,11 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
             "no progress after advancing".to_owned(),
         ));
     };
-    ensure!(view.cursor == Sequence(1), "the cursor is {}", view.cursor);
+    ensure!(
+        view.cursor == Sequence::new(1),
+        "the cursor is {}",
+        view.cursor
+    );
     ensure!(view.pending.is_none(), "advancing kept the pending output");
     ensure!(
         view.last_advance_at == Some(2_002),
@@ -198,7 +205,7 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
         view.last_advance_at
     );
     ensure!(
-        view.epoch == FencingEpoch(2),
+        view.epoch == FencingEpoch::new(2),
         "the view's epoch is {}",
         view.epoch
     );
@@ -214,7 +221,7 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
         "a released lease is still shown: {released:?}"
     );
     refused(
-        progress.advance(&again.lease, Sequence(2), 2_004),
+        progress.advance(&again.lease, Sequence::new(2), 2_004),
         is_stale,
         "an advance after release",
     )?;
@@ -223,7 +230,7 @@ fn saved_output_wins_and_returns_with_the_claim<B: ActivityBackend>(backend: &B)
         "a claim after release",
     )?;
     ensure!(
-        next.cursor == Sequence(1) && next.pending.is_none(),
+        next.cursor == Sequence::new(1) && next.pending.is_none(),
         "the claim after release lost progress"
     );
     Ok(())
@@ -290,7 +297,10 @@ fn oversized_progress_is_refused<B: ActivityBackend>(backend: &B) -> Checked {
         progress.save_pending(&claim.lease, &pending(&k, 1, serde_json::json!("small")), 1),
         "save",
     )?;
-    ok(progress.advance(&claim.lease, Sequence(1), 2), "advance")?;
+    ok(
+        progress.advance(&claim.lease, Sequence::new(1), 2),
+        "advance",
+    )?;
     let before = ok(progress.inspect(&k), "inspect")?;
     // With its quotes the JSON string is one UTF-16 unit over the limit: the astral character counts two.
     let huge = format!("{}\u{1F600}", "x".repeat(MAX_PROGRESS_UTF16_UNITS - 3));
@@ -412,7 +422,7 @@ fn concurrent_claims_leave_exactly_one_holder<B: ActivityBackend>(backend: &B) -
     );
     let holder = winners.remove(0).lease;
     ensure!(
-        holder.epoch == FencingEpoch(1),
+        holder.epoch == FencingEpoch::new(1),
         "the winner's epoch is {}",
         holder.epoch
     );
@@ -426,13 +436,13 @@ fn concurrent_claims_leave_exactly_one_holder<B: ActivityBackend>(backend: &B) -
         "claim after expiry",
     )?;
     ensure!(
-        next.lease.epoch == FencingEpoch(2),
+        next.lease.epoch == FencingEpoch::new(2),
         "the next epoch is {}",
         next.lease.epoch
     );
     let before = ok(progress.inspect(&k), "inspect")?;
     refused(
-        progress.advance(&holder, Sequence(1), 200),
+        progress.advance(&holder, Sequence::new(1), 200),
         is_stale,
         "the superseded holder's advance",
     )?;
@@ -441,7 +451,7 @@ fn concurrent_claims_leave_exactly_one_holder<B: ActivityBackend>(backend: &B) -
         "a superseded advance changed progress"
     );
     ok(
-        progress.advance(&next.lease, Sequence(1), 20_001),
+        progress.advance(&next.lease, Sequence::new(1), 20_001),
         "the new holder's advance",
     )?;
     Ok(())
@@ -479,7 +489,7 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
     ];
     for (key, sequence, extracted) in &notes {
         ok(
-            progress.note_extraction(key, Sequence(*sequence), extracted),
+            progress.note_extraction(key, Sequence::new(*sequence), extracted),
             "note an extraction",
         )?;
     }
@@ -497,7 +507,7 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
     ok(
         backend
             .progress()
-            .note_extraction(key, Sequence(*sequence), extracted),
+            .note_extraction(key, Sequence::new(*sequence), extracted),
         "note the same record from another handle",
     )?;
     let seen = ok(backend.progress().extraction_totals(), "totals")?;
@@ -512,7 +522,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
     let progress = backend.progress();
     let k = progress_key("statements", 1, "t")?;
     ok(
-        progress.note_extraction(&k, Sequence(1), &note(1, &[("duplicate", 1)])),
+        progress.note_extraction(&k, Sequence::new(1), &note(1, &[("duplicate", 1)])),
         "note an extraction",
     )?;
     let before = ok(progress.extraction_totals(), "totals")?;
@@ -524,7 +534,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
         dropped: too_many.into_iter().map(|reason| (reason, 1)).collect(),
     };
     refused(
-        progress.note_extraction(&k, Sequence(2), &too_many),
+        progress.note_extraction(&k, Sequence::new(2), &too_many),
         |error| matches!(error, ActivityError::TooLarge { .. }),
         "a note of one reason too many",
     )?;
@@ -541,7 +551,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
         ),
     ] {
         refused(
-            progress.note_extraction(&k, Sequence(2), &bad),
+            progress.note_extraction(&k, Sequence::new(2), &bad),
             |error| matches!(error, ActivityError::InvalidInput { .. }),
             what,
         )?;
@@ -553,7 +563,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
     );
     // A refused note does not take the record's place: a valid note of it still counts.
     ok(
-        progress.note_extraction(&k, Sequence(2), &note(2, &[])),
+        progress.note_extraction(&k, Sequence::new(2), &note(2, &[])),
         "note the record a refused note named",
     )?;
     let totals = ok(progress.extraction_totals(), "totals")?;

@@ -208,7 +208,7 @@ fn intent_claims_are_fenced<B: ActivityBackend>(backend: &B) -> Checked {
         "the oldest intent was not claimed first"
     );
     ensure!(
-        claim.lease.epoch == FencingEpoch(1),
+        claim.lease.epoch == FencingEpoch::new(1),
         "the first epoch is {}",
         claim.lease.epoch
     );
@@ -243,7 +243,7 @@ fn intent_claims_are_fenced<B: ActivityBackend>(backend: &B) -> Checked {
         "the takeover claimed another intent"
     );
     ensure!(
-        takeover.lease.epoch == FencingEpoch(2),
+        takeover.lease.epoch == FencingEpoch::new(2),
         "the takeover's epoch is {}",
         takeover.lease.epoch
     );
@@ -297,7 +297,7 @@ fn first_saved_proposal_wins<B: ActivityBackend>(backend: &B) -> Checked {
         "claim after release",
     )?;
     ensure!(
-        again.is_some_and(|claim| claim.lease.epoch == FencingEpoch(2)),
+        again.is_some_and(|claim| claim.lease.epoch == FencingEpoch::new(2)),
         "a released intent was not claimable at once with a new epoch"
     );
     Ok(())
@@ -392,7 +392,7 @@ fn completion_closes_the_intent<B: ActivityBackend>(backend: &B) -> Checked {
         "completion lost the saved command"
     );
     ensure!(
-        view.epoch == FencingEpoch(1),
+        view.epoch == FencingEpoch::new(1),
         "the view's epoch is {}",
         view.epoch
     );
@@ -474,9 +474,9 @@ fn finished_cleanup_reopens<B: ActivityBackend>(backend: &B) -> Checked {
     );
     let claim = ok(store.claim_next(&worker("b")?, 1_000, 4), "claim")?;
     ensure!(
-        claim.is_some_and(
-            |claim| claim.lease.id == cleanup_again.id && claim.lease.epoch == FencingEpoch(2)
-        ),
+        claim
+            .is_some_and(|claim| claim.lease.id == cleanup_again.id
+                && claim.lease.epoch == FencingEpoch::new(2)),
         "the reopened cleanup was not claimable with a fresh epoch"
     );
     Ok(())
@@ -570,7 +570,7 @@ fn suppression_hides_contributions<B: ActivityBackend>(backend: &B) -> Checked {
 
 fn references_are_kept_once_and_paged<B: ActivityBackend>(backend: &B) -> Checked {
     let store = backend.remembering();
-    let record = SourceId::thread_record(&thread("t")?, Sequence(3));
+    let record = SourceId::thread_record(&thread("t")?, Sequence::new(3));
     let at = |operation: &str| -> Result<SourceReference, Failure> {
         Ok(SourceReference {
             source: record.clone(),
@@ -610,7 +610,7 @@ fn references_are_kept_once_and_paged<B: ActivityBackend>(backend: &B) -> Checke
         .is_empty(),
         "a page past the last row is not empty"
     );
-    let other = SourceId::thread_record(&thread("t")?, Sequence(4));
+    let other = SourceId::thread_record(&thread("t")?, Sequence::new(4));
     ensure!(
         ok(store.references(&other, 0, 10), "references")?.is_empty(),
         "another source has references"

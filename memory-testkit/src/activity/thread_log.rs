@@ -39,7 +39,7 @@ sync_suite! {
 }
 
 fn sequences(records: &[memory_core::activity::ThreadRecord]) -> Vec<u64> {
-    records.iter().map(|record| record.sequence.0).collect()
+    records.iter().map(|record| record.sequence.get()).collect()
 }
 
 fn appends_number_each_thread_from_one<B: ActivityBackend>(backend: &B) -> Checked {
@@ -55,7 +55,7 @@ fn appends_number_each_thread_from_one<B: ActivityBackend>(backend: &B) -> Check
             "append",
         )?;
         ensure!(
-            stored.sequence == Sequence(index as u64 + 1),
+            stored.sequence == Sequence::new(index as u64 + 1),
             "append {index} got sequence {}",
             stored.sequence
         );
@@ -66,7 +66,7 @@ fn appends_number_each_thread_from_one<B: ActivityBackend>(backend: &B) -> Check
         "append to b",
     )?;
     ensure!(
-        first_of_b.sequence == Sequence(1),
+        first_of_b.sequence == Sequence::new(1),
         "another thread's first record got {}",
         first_of_b.sequence
     );
@@ -75,7 +75,7 @@ fn appends_number_each_thread_from_one<B: ActivityBackend>(backend: &B) -> Check
         ok(log.inspect_tail(&b), "tail")?,
     );
     ensure!(
-        tails == (Sequence(5), Sequence(1)),
+        tails == (Sequence::new(5), Sequence::new(1)),
         "tails are {tails:?}, expected (5, 1)"
     );
     Ok(())
@@ -90,20 +90,24 @@ fn pages_start_after_the_cursor_and_are_bounded<B: ActivityBackend>(backend: &B)
             "append",
         )?;
     }
-    let page = ok(log.read_page(&a, Sequence(1), 2), "read page")?;
+    let page = ok(log.read_page(&a, Sequence::new(1), 2), "read page")?;
     ensure!(
         sequences(&page) == [2, 3],
         "page after 1 of 2 is {:?}",
         sequences(&page)
     );
-    let rest = ok(log.read_page(&a, Sequence(3), 10), "read page")?;
+    let rest = ok(log.read_page(&a, Sequence::new(3), 10), "read page")?;
     ensure!(
         sequences(&rest) == [4, 5],
         "page after 3 is {:?}",
         sequences(&rest)
     );
     ensure!(
-        ok(log.read_page(&a, Sequence(5), 10), "read past the tail")?.is_empty(),
+        ok(
+            log.read_page(&a, Sequence::new(5), 10),
+            "read past the tail"
+        )?
+        .is_empty(),
         "a page past the tail is not empty"
     );
     ensure!(
@@ -207,7 +211,7 @@ fn record_digest_excludes_the_opaque_cursor<B: ActivityBackend>(backend: &B) -> 
     let stored = ok(log.append(&t, record.clone()), "append")?;
     record.opaque_cursor = None;
     ensure!(
-        stored.digest == RecordDigest::of(&t, Sequence(1), &record),
+        stored.digest == RecordDigest::of(&t, Sequence::new(1), &record),
         "the digest covers the opaque cursor"
     );
     let read = ok(log.read_page(&t, Sequence::ZERO, 1), "read")?;
@@ -233,7 +237,7 @@ fn oversized_records_are_refused<B: ActivityBackend>(backend: &B) -> Checked {
     let fits = NewRecord::user("a".repeat(MAX_PARTICIPANT_BYTES), "hi", 3);
     let stored = ok(log.append(&t, fits), "a speaker at the limit")?;
     ensure!(
-        stored.sequence == Sequence(2),
+        stored.sequence == Sequence::new(2),
         "a refused record took a sequence (next is {})",
         stored.sequence
     );
@@ -304,7 +308,7 @@ fn concurrent_appends_get_consecutive_sequences<B: ActivityBackend>(backend: &B)
                     (0..EACH)
                         .map(|index| {
                             log.append(t, NewRecord::user("ana", format!("{writer}/{index}"), 1))
-                                .map(|record| record.sequence.0)
+                                .map(|record| record.sequence.get())
                         })
                         .collect()
                 })
@@ -402,7 +406,7 @@ fn pending(
     )?;
     Ok(listed
         .into_iter()
-        .map(|PendingThread { thread, tail }| (thread.as_str().to_owned(), tail.0))
+        .map(|PendingThread { thread, tail }| (thread.as_str().to_owned(), tail.get()))
         .collect())
 }
 
@@ -416,14 +420,14 @@ fn pairs(expected: &[(&str, u64)]) -> Vec<(String, u64)> {
 
 fn settle(log: &impl ThreadLog, name: &str, tail: u64) -> Result<bool, Failure> {
     ok(
-        log.settle(&thread(name)?, Sequence(tail)),
+        log.settle(&thread(name)?, Sequence::new(tail)),
         &format!("settle {name} at {tail}"),
     )
 }
 
 fn park(log: &impl ThreadLog, name: &str, sequence: u64, kind: &str) -> Result<(), Failure> {
     ok(
-        log.park(&thread(name)?, Sequence(sequence), kind),
+        log.park(&thread(name)?, Sequence::new(sequence), kind),
         &format!("park {name}"),
     )
 }
@@ -462,7 +466,7 @@ fn a_first_append_binds_the_thread<B: ActivityBackend>(backend: &B) -> Checked {
         "a thread without records has a binding"
     );
     let first = say_to(&log, "t", &ana, "first")?;
-    ensure!(first == Sequence(1), "the first append got {first}");
+    ensure!(first == Sequence::new(1), "the first append got {first}");
     let binding = binding_of(&log, "t")?;
     ensure!(
         binding == bound(&ana, 0),
@@ -485,7 +489,10 @@ fn a_first_append_binds_the_thread<B: ActivityBackend>(backend: &B) -> Checked {
         "after later appends another handle reads the binding {seen:?}"
     );
     let tail = tail_of(&other, "t")?;
-    ensure!(tail == Sequence(3), "the bound thread's tail is {tail}");
+    ensure!(
+        tail == Sequence::new(3),
+        "the bound thread's tail is {tail}"
+    );
     say(&log, "plain", "no destination")?;
     ensure!(
         binding_of(&log, "plain")?.is_none(),
@@ -526,7 +533,7 @@ fn another_destination_is_refused<B: ActivityBackend>(backend: &B) -> Checked {
     let other = backend.thread_log();
     let tail = tail_of(&other, "t")?;
     ensure!(
-        tail == Sequence(1),
+        tail == Sequence::new(1),
         "refused appends moved the tail to {tail}"
     );
     ensure!(
@@ -545,7 +552,7 @@ fn another_destination_is_refused<B: ActivityBackend>(backend: &B) -> Checked {
     );
     let next = say_to(&log, "t", &ana, "second")?;
     ensure!(
-        next == Sequence(2),
+        next == Sequence::new(2),
         "a refused append took a sequence (next is {next})"
     );
     Ok(())
@@ -564,7 +571,7 @@ fn an_unbound_thread_refuses_a_destination<B: ActivityBackend>(backend: &B) -> C
     )?;
     let tail = tail_of(&log, "legacy")?;
     ensure!(
-        tail == Sequence(2),
+        tail == Sequence::new(2),
         "the refused append moved the tail to {tail}"
     );
     let binding = binding_of(&log, "legacy")?;
@@ -574,7 +581,7 @@ fn an_unbound_thread_refuses_a_destination<B: ActivityBackend>(backend: &B) -> C
     );
     let next = say(&log, "legacy", "third")?;
     ensure!(
-        next == Sequence(3),
+        next == Sequence::new(3),
         "an append naming no destination got {next}"
     );
     let rebound = rebind(&log, "legacy", &ana)?;
@@ -641,7 +648,7 @@ fn rebind_advances_the_generation<B: ActivityBackend>(backend: &B) -> Checked {
     )?;
     let tail = say_to(&log, "bound", &bea, "second")?;
     ensure!(
-        settle(&log, "bound", tail.0)?,
+        settle(&log, "bound", tail.get())?,
         "the thread could not be settled at its tail"
     );
     let unchanged = rebind(&log, "bound", &bea)?;
@@ -864,7 +871,7 @@ fn thread_page_limits_out_of_range_are_invalid<B: ActivityBackend>(backend: &B) 
         listed
             == [PendingThread {
                 thread: a,
-                tail: Sequence(1)
+                tail: Sequence::new(1)
             }],
         "the largest pending listing holds {listed:?}"
     );
@@ -888,7 +895,7 @@ fn bad_park_kinds_are_refused<B: ActivityBackend>(backend: &B) -> Checked {
         ("bad\nkind".to_owned(), "a kind with a newline"),
         ("bad\u{0}kind".to_owned(), "a kind with a NUL"),
     ] {
-        refused(log.park(&t, Sequence(1), &kind), is_invalid, what)?;
+        refused(log.park(&t, Sequence::new(1), &kind), is_invalid, what)?;
     }
     let listed = pending(&log, None, 10)?;
     ensure!(
@@ -1054,7 +1061,7 @@ fn concurrent_first_appends_bind_one_destination<B: ActivityBackend>(backend: &B
     );
     let tail = ok(log.inspect_tail(&t), "tail")?;
     ensure!(
-        tail == Sequence(EACH as u64),
+        tail == Sequence::new(EACH as u64),
         "the contested thread's tail is {tail}"
     );
     Ok(())

@@ -268,7 +268,7 @@ impl ThreadLog for InMemoryActivity {
 }
 
 fn slot(key: &ProgressKey) -> (ProcessorId, u64, ThreadId) {
-    (key.processor.clone(), key.version.0, key.thread.clone())
+    (key.processor.clone(), key.version.get(), key.thread.clone())
 }
 
 fn lease_is_current(row: &ProgressRow, lease: &Lease, now: EpochMillis) -> bool {
@@ -339,7 +339,7 @@ impl ProgressStore for InMemoryActivity {
         let mut state = self.lock();
         let row = state.progress.entry(slot(key)).or_insert(ProgressRow {
             cursor: Sequence::ZERO,
-            epoch: FencingEpoch(0),
+            epoch: FencingEpoch::new(0),
             owner: None,
             lease_expires_at: None,
             pending: None,
@@ -351,12 +351,16 @@ impl ProgressStore for InMemoryActivity {
         {
             return Err(ActivityError::LeaseHeld { until });
         }
-        let epoch = row.epoch.0.checked_add(1).ok_or(ActivityError::TooLarge {
-            limit: "fencing epoch",
-            max: u64::MAX,
-            actual: u64::MAX,
-        })?;
-        row.epoch = FencingEpoch(epoch);
+        let epoch = row
+            .epoch
+            .get()
+            .checked_add(1)
+            .ok_or(ActivityError::TooLarge {
+                limit: "fencing epoch",
+                max: u64::MAX,
+                actual: u64::MAX,
+            })?;
+        row.epoch = FencingEpoch::new(epoch);
         row.owner = Some(owner.clone());
         row.lease_expires_at = Some(expires_at);
         Ok(Claim {
@@ -384,7 +388,7 @@ impl ProgressStore for InMemoryActivity {
                     what: "pending output is already saved",
                 });
             }
-            let expected = Sequence(row.cursor.0.saturating_add(1));
+            let expected = row.cursor.saturating_next();
             if pending.sequence != expected {
                 return Err(ActivityError::Noncontiguous {
                     expected,
@@ -415,13 +419,13 @@ impl ProgressStore for InMemoryActivity {
     }
 
     fn advance(&self, lease: &Lease, to: Sequence, now: EpochMillis) -> Result<(), ActivityError> {
-        let Some(from) = to.0.checked_sub(1) else {
+        let Some(from) = to.get().checked_sub(1) else {
             return Err(ActivityError::invalid("advance target", "must be positive"));
         };
         self.fenced(lease, now, |row| {
-            if row.cursor.0 != from {
+            if row.cursor.get() != from {
                 return Err(ActivityError::Noncontiguous {
-                    expected: Sequence(row.cursor.0.saturating_add(1)),
+                    expected: row.cursor.saturating_next(),
                     found: to,
                 });
             }
@@ -487,7 +491,7 @@ impl ProgressStore for InMemoryActivity {
             .map(|((processor, version, thread), row)| {
                 let key = ProgressKey {
                     processor: processor.clone(),
-                    version: memory_core::activity::ProcessorVersion(*version),
+                    version: memory_core::activity::ProcessorVersion::new(*version),
                     thread: thread.clone(),
                 };
                 view(key, row)

@@ -81,7 +81,7 @@ impl RememberingState {
             intent: kept,
             counted: capacity.is_some(),
             state: IntentState::Queued,
-            epoch: FencingEpoch(0),
+            epoch: FencingEpoch::new(0),
             owner: None,
             lease_expires_at: None,
             proposal: None,
@@ -166,7 +166,7 @@ impl RememberingStore for InMemoryActivity {
         }) else {
             return Ok(None);
         };
-        row.epoch = FencingEpoch(row.epoch.0.saturating_add(1));
+        row.epoch = FencingEpoch::new(row.epoch.get().saturating_add(1));
         row.owner = Some(owner.clone());
         row.lease_expires_at = Some(expires_at);
         Ok(Some(IntentClaim {

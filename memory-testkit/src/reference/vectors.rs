@@ -137,7 +137,7 @@ impl VectorStore for InMemoryVectorStore {
         Ok(self
             .lock()
             .get(profile)
-            .map_or(ChangeSequence(0), |stored| stored.position))
+            .map_or(ChangeSequence::ZERO, |stored| stored.position))
     }
 
     async fn set_indexed_position(

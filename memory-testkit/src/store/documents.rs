@@ -171,7 +171,7 @@ async fn a_batch_applies_writes_in_order<S: InspectableStore>(store: &S) -> Chec
         "a write expecting a missing revision was applied"
     );
     ensure!(
-        ok(store.head().await, "head")? == ChangeSequence(2),
+        ok(store.head().await, "head")? == ChangeSequence::new(2),
         "the batch committed other than two changes"
     );
     ensure!(
@@ -191,7 +191,7 @@ async fn a_batch_applies_writes_in_order<S: InspectableStore>(store: &S) -> Chec
         Ok(_) => return Err(Failure("an oversized batch was applied".to_owned())),
     }
     ensure!(
-        ok(store.head().await, "head")? == ChangeSequence(2),
+        ok(store.head().await, "head")? == ChangeSequence::new(2),
         "an oversized batch committed changes"
     );
     ok(store.check_consistency().await, "consistency")?;

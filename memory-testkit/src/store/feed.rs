@@ -17,11 +17,15 @@ async_suite! {
 
 async fn every_commit_once_in_order<S: InspectableStore>(store: &S) -> Checked {
     ensure!(
-        ok(store.head().await, "head")? == ChangeSequence(0),
+        ok(store.head().await, "head")? == ChangeSequence::ZERO,
         "an empty store's head is not 0"
     );
     ensure!(
-        ok(store.changes_since(ChangeSequence(0), 10).await, "changes")?.is_empty(),
+        ok(
+            store.changes_since(ChangeSequence::ZERO, 10).await,
+            "changes"
+        )?
+        .is_empty(),
         "an empty store lists changes"
     );
     let (a, b) = (key("t1", "a")?, key("t1", "b")?);
@@ -59,18 +63,21 @@ async fn every_commit_once_in_order<S: InspectableStore>(store: &S) -> Checked {
     )?;
     let head = ok(store.head().await, "head")?;
     ensure!(
-        head == ChangeSequence(3),
+        head == ChangeSequence::new(3),
         "the head is {} after three commits",
-        head.0
+        head.get()
     );
-    let changes = ok(store.changes_since(ChangeSequence(0), 100).await, "changes")?;
+    let changes = ok(
+        store.changes_since(ChangeSequence::ZERO, 100).await,
+        "changes",
+    )?;
     let keys: Vec<_> = changes.iter().map(|change| change.key.clone()).collect();
     ensure!(
         keys == [a.clone(), b, a],
         "changes list {} keys, not a, b, a",
         keys.len()
     );
-    let sequences: Vec<u64> = changes.iter().map(|change| change.sequence.0).collect();
+    let sequences: Vec<u64> = changes.iter().map(|change| change.sequence.get()).collect();
     ensure!(sequences == [1, 2, 3], "change sequences are {sequences:?}");
     Ok(())
 }
@@ -91,7 +98,10 @@ async fn pages_start_after_the_position<S: InspectableStore>(store: &S) -> Check
             "put",
         )?;
     }
-    let all = ok(store.changes_since(ChangeSequence(0), 100).await, "changes")?;
+    let all = ok(
+        store.changes_since(ChangeSequence::ZERO, 100).await,
+        "changes",
+    )?;
     let page = ok(
         store.changes_since(all[0].sequence, 1).await,
         "a page of one",
@@ -115,7 +125,7 @@ async fn pages_start_after_the_position<S: InspectableStore>(store: &S) -> Check
     );
     ensure!(
         ok(
-            store.changes_since(ChangeSequence(0), 2).await,
+            store.changes_since(ChangeSequence::ZERO, 2).await,
             "a page of two"
         )?
         .len()

@@ -143,7 +143,7 @@ pub fn processor<W: MemoryReader + MemoryWriter>(
         extractor: StatementExtractor::new(),
         clock,
         processor: ProcessorId::new("statements").expect("valid"),
-        version: ProcessorVersion(1),
+        version: ProcessorVersion::new(1),
         owner: WorkerId::new(owner).expect("valid"),
         limits,
         unbound: UnboundThreads::PerThread { scopes: scopes() },

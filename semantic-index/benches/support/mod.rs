@@ -144,7 +144,7 @@ pub fn keyed_sources(
                 source: Arc::new(SourceVersion {
                     key: key.clone(),
                     revision: revision.clone(),
-                    generation: SourceGeneration(1),
+                    generation: SourceGeneration::new(1),
                 }),
                 ordinal: 0,
                 start: 0,

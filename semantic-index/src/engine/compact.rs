@@ -100,7 +100,7 @@ mod tests {
         for n in 0..8usize {
             let id = format!("d{n}");
             put(&documents, &id, &format!("garden note number {n}"), n).await;
-            sources.push((key(&id), SourceGeneration(1)));
+            sources.push((key(&id), SourceGeneration::new(1)));
         }
         index.refresh_many(&*documents, &sources, 64).await.unwrap();
         let (started, on_started) = mpsc::channel::<()>();
@@ -113,14 +113,14 @@ mod tests {
         // Two of eight rows tombstoned is a quarter, not past it; the third withdrawal compacts.
         for n in 0..2usize {
             index
-                .withdraw(&key(&format!("d{n}")), SourceGeneration(2))
+                .withdraw(&key(&format!("d{n}")), SourceGeneration::new(2))
                 .await
                 .unwrap();
         }
         assert_eq!(index.stats().tombstones, 2, "no compaction yet");
         let compacting = {
             let index = Arc::clone(&index);
-            tokio::spawn(async move { index.withdraw(&key("d2"), SourceGeneration(2)).await })
+            tokio::spawn(async move { index.withdraw(&key("d2"), SourceGeneration::new(2)).await })
         };
         tokio::task::spawn_blocking(move || on_started.recv_timeout(Duration::from_secs(60)))
             .await

@@ -426,7 +426,7 @@ mod tests {
         for i in 0..count {
             let id = format!("d{i:02}");
             put(documents, &id, &format!("note number {i}"), i).await;
-            sources.push((key(&id), SourceGeneration(1)));
+            sources.push((key(&id), SourceGeneration::new(1)));
         }
         sources
     }
@@ -466,7 +466,7 @@ mod tests {
         // A quarter of the chunks withdrawn: past the rebuild fraction, so a rebuild starts.
         for i in 0..10usize {
             index
-                .withdraw(&key(&format!("d{i:02}")), SourceGeneration(2))
+                .withdraw(&key(&format!("d{i:02}")), SourceGeneration::new(2))
                 .await
                 .unwrap();
         }
@@ -492,7 +492,7 @@ mod tests {
         assert!(answer.hits.iter().all(|hit| hit.key.id.as_str() >= "d10"));
         put(&documents, "late", "a late note", 100).await;
         index
-            .refresh(&documents, &key("late"), SourceGeneration(3))
+            .refresh(&documents, &key("late"), SourceGeneration::new(3))
             .await
             .unwrap();
 

@@ -730,7 +730,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
         let unindexed = self.unindexed_counts().await?;
         Ok(IndexStatus {
             stats,
-            indexed_position: indexed_position.0,
+            indexed_position: indexed_position.get(),
             unindexed: unindexed
                 .into_iter()
                 .map(|(reason, count)| (reason.as_str().to_owned(), count))

@@ -376,7 +376,7 @@ mod tests {
             let (index, documents) = (Arc::clone(&index), Arc::clone(&documents));
             tokio::spawn(async move {
                 index
-                    .refresh(&*documents, &key(id), SourceGeneration(generation))
+                    .refresh(&*documents, &key(id), SourceGeneration::new(generation))
                     .await
             })
         };

@@ -497,7 +497,7 @@ pub(crate) mod test_support {
             source: Arc::new(SourceVersion {
                 key: key(id),
                 revision: Revision::new("r1").unwrap(),
-                generation: SourceGeneration(1),
+                generation: SourceGeneration::new(1),
             }),
             ordinal,
             start: 0,

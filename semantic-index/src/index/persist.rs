@@ -65,7 +65,7 @@ pub(crate) fn vector_set_digest(table: &ChunkTable, order: &[usize]) -> [u8; 32]
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        hasher.update(meta.source.generation().0.to_le_bytes());
+        hasher.update(meta.source.generation().get().to_le_bytes());
         hasher.update(meta.ordinal.to_le_bytes());
         hasher.update(u64::from(meta.start).to_le_bytes());
         hasher.update(u64::from(meta.end).to_le_bytes());

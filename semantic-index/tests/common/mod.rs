@@ -83,7 +83,7 @@ impl FeedStore {
 
     fn record(&self, key: MemoryKey) {
         let mut changes = self.changes.lock().unwrap();
-        let sequence = ChangeSequence(changes.len() as u64 + 1);
+        let sequence = ChangeSequence::new(changes.len() as u64 + 1);
         changes.push(Change { sequence, key });
     }
 }
@@ -103,7 +103,9 @@ impl MemoryReader for FeedStore {
 
 impl ChangeFeed for FeedStore {
     async fn head(&self) -> Result<ChangeSequence, MemoryError> {
-        Ok(ChangeSequence(self.changes.lock().unwrap().len() as u64))
+        Ok(ChangeSequence::new(
+            self.changes.lock().unwrap().len() as u64
+        ))
     }
 
     async fn changes_since(

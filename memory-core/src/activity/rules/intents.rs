@@ -167,7 +167,7 @@ impl IntentClaimRequest {
     /// Decodes the oldest claimable row and decides the claim: the next epoch, this owner, the
     /// expiry. The backend persists the lease's epoch, owner and expiry under `columns.id`.
     pub fn plan(self, columns: ClaimColumns) -> Result<IntentClaim, ActivityError> {
-        let epoch = next_epoch(Some(FencingEpoch(stored_u64(columns.epoch, "epoch")?)))?;
+        let epoch = next_epoch(Some(FencingEpoch::new(stored_u64(columns.epoch, "epoch")?)))?;
         let id = IntentId::new(columns.id).map_err(|_| corrupt("stored intent id is invalid"))?;
         let intent: Intent = parse_stored(&columns.intent_json, "intent")?;
         if intent.id() != id {
@@ -275,7 +275,7 @@ impl ViewColumns {
             proposal: parse_optional(self.proposal_json.as_deref(), "saved proposal")?,
             command,
             outcome: parse_optional(self.outcome_json.as_deref(), "outcome")?,
-            epoch: FencingEpoch(stored_u64(self.epoch, "epoch")?),
+            epoch: FencingEpoch::new(stored_u64(self.epoch, "epoch")?),
         })
     }
 }
@@ -357,7 +357,7 @@ mod tests {
     fn remember() -> Intent {
         let thread = ThreadId::new("t").expect("valid");
         Intent::Remember {
-            source: SourceId::thread_record(&thread, crate::activity::Sequence(1)),
+            source: SourceId::thread_record(&thread, crate::activity::Sequence::new(1)),
             revision: SourceRevision::new("r1").expect("valid"),
             target: MemoryKey {
                 namespace: NamespaceAddress::parse(r#"[1,"notes",1,{}]"#).expect("valid"),
@@ -456,7 +456,7 @@ mod tests {
             .expect("valid")
             .plan(columns.clone())
             .expect("claimed");
-        assert_eq!(claim.lease.epoch, FencingEpoch(5));
+        assert_eq!(claim.lease.epoch, FencingEpoch::new(5));
         assert_eq!(claim.lease.expires_at, 110);
         assert_eq!(claim.intent, intent);
         assert!(IntentClaimRequest::new(&owner, 0, 100).is_err());

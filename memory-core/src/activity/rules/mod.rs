@@ -62,18 +62,17 @@ pub fn lease_expiry(lease_ms: u64, now: EpochMillis) -> Result<EpochMillis, Acti
 /// The epoch of the next claim: strictly larger than every epoch handed out before (`current`, when
 /// any was), so a re-claim by the same owner fences its older handle too.
 pub fn next_epoch(current: Option<FencingEpoch>) -> Result<FencingEpoch, ActivityError> {
-    let next =
-        current
-            .map_or(0, |epoch| epoch.0)
-            .checked_add(1)
-            .ok_or(ActivityError::TooLarge {
-                limit: "fencing epoch",
-                max: u64::MAX,
-                actual: u64::MAX,
-            })?;
+    let next = current
+        .map_or(0, |epoch| epoch.get())
+        .checked_add(1)
+        .ok_or(ActivityError::TooLarge {
+            limit: "fencing epoch",
+            max: u64::MAX,
+            actual: u64::MAX,
+        })?;
     // Checked here rather than at bind time, so no backend persists an epoch it cannot read back.
     column_i64(next, "fencing epoch")?;
-    Ok(FencingEpoch(next))
+    Ok(FencingEpoch::new(next))
 }
 
 /// A page size between 1 and [`MAX_PAGE_ROWS`] (or [`MAX_INSPECT_ROWS`]), checked before any read.
@@ -128,12 +127,12 @@ mod tests {
         assert_eq!(lease_expiry(5, 10).expect("valid"), 15);
         assert_eq!(lease_expiry(5, i64::MAX).expect("saturates"), i64::MAX);
         assert!(lease_expiry(u64::MAX, 0).is_err());
-        assert_eq!(next_epoch(None).expect("first"), FencingEpoch(1));
+        assert_eq!(next_epoch(None).expect("first"), FencingEpoch::new(1));
         assert_eq!(
-            next_epoch(Some(FencingEpoch(7))).expect("next"),
-            FencingEpoch(8)
+            next_epoch(Some(FencingEpoch::new(7))).expect("next"),
+            FencingEpoch::new(8)
         );
-        assert!(next_epoch(Some(FencingEpoch(i64::MAX as u64))).is_err());
+        assert!(next_epoch(Some(FencingEpoch::new(i64::MAX as u64))).is_err());
     }
 
     #[test]

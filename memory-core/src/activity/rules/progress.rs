@@ -58,7 +58,7 @@ impl ProgressColumns {
         ) {
             (None, None, None) => None,
             (Some(sequence), Some(work_id), Some(json)) => Some(PendingOutput {
-                sequence: Sequence(stored_u64(sequence, "pending sequence")?),
+                sequence: Sequence::new(stored_u64(sequence, "pending sequence")?),
                 work_id: WorkId::new(work_id)
                     .map_err(|_| corrupt("stored pending work id is invalid"))?,
                 output: serde_json::from_str(&json)
@@ -67,8 +67,8 @@ impl ProgressColumns {
             _ => return Err(corrupt("pending output is partly stored")),
         };
         Ok(StoredProgress {
-            cursor: Sequence(stored_u64(self.cursor, "cursor")?),
-            epoch: FencingEpoch(stored_u64(self.epoch, "epoch")?),
+            cursor: Sequence::new(stored_u64(self.cursor, "cursor")?),
+            epoch: FencingEpoch::new(stored_u64(self.epoch, "epoch")?),
             owner: self.owner,
             lease_expires_at: self.lease_expires_at,
             pending,
@@ -118,7 +118,7 @@ impl KeyColumns {
     pub fn of(key: &ProgressKey) -> Result<Self, ActivityError> {
         Ok(Self {
             processor: key.processor.as_str().to_owned(),
-            version: column_i64(key.version.0, "processor version")?,
+            version: column_i64(key.version.get(), "processor version")?,
             thread: key.thread.as_str().to_owned(),
         })
     }
@@ -128,7 +128,7 @@ impl KeyColumns {
         let invalid = |_| corrupt("stored progress key is invalid");
         Ok(ProgressKey {
             processor: ProcessorId::new(self.processor).map_err(invalid)?,
-            version: ProcessorVersion(stored_u64(self.version, "processor version")?),
+            version: ProcessorVersion::new(stored_u64(self.version, "processor version")?),
             thread: ThreadId::new(self.thread).map_err(invalid)?,
         })
     }
@@ -229,7 +229,7 @@ impl PreparedPending {
         let output_json =
             canonical_progress_json("pending output canonical JSON", &pending.output)?;
         Ok(Self {
-            sequence: column_i64(pending.sequence.0, "pending sequence")?,
+            sequence: column_i64(pending.sequence.get(), "pending sequence")?,
             output_json,
             found: pending.sequence,
         })
@@ -244,7 +244,7 @@ impl PreparedPending {
             }
         } else {
             ActivityError::Noncontiguous {
-                expected: Sequence(row.cursor.0.saturating_add(1)),
+                expected: row.cursor.saturating_next(),
                 found: self.found,
             }
         }
@@ -271,11 +271,11 @@ pub struct Advance {
 impl Advance {
     /// Checks a move to `to` (from `to - 1`).
     pub fn new(to: Sequence) -> Result<Self, ActivityError> {
-        let Some(from) = to.0.checked_sub(1) else {
+        let Some(from) = to.get().checked_sub(1) else {
             return Err(ActivityError::invalid("advance target", "must be positive"));
         };
         Ok(Self {
-            to: column_i64(to.0, "cursor")?,
+            to: column_i64(to.get(), "cursor")?,
             from: column_i64(from, "cursor")?,
             target: to,
         })
@@ -284,7 +284,7 @@ impl Advance {
     /// Why the move changed nothing under a current lease: the cursor is elsewhere.
     pub fn refused(&self, row: &StoredProgress) -> ActivityError {
         ActivityError::Noncontiguous {
-            expected: Sequence(row.cursor.0.saturating_add(1)),
+            expected: row.cursor.saturating_next(),
             found: self.target,
         }
     }
@@ -336,7 +336,7 @@ mod tests {
     fn key() -> ProgressKey {
         ProgressKey {
             processor: ProcessorId::new("facts").expect("valid"),
-            version: ProcessorVersion(1),
+            version: ProcessorVersion::new(1),
             thread: ThreadId::new("t").expect("valid"),
         }
     }
@@ -347,8 +347,8 @@ mod tests {
 
     fn row(owner: Option<&str>, expiry: Option<i64>, epoch: u64) -> StoredProgress {
         StoredProgress {
-            cursor: Sequence(4),
-            epoch: FencingEpoch(epoch),
+            cursor: Sequence::new(4),
+            epoch: FencingEpoch::new(epoch),
             owner: owner.map(str::to_owned),
             lease_expires_at: expiry,
             pending: None,
@@ -360,7 +360,7 @@ mod tests {
         Lease {
             key: key(),
             owner: worker(owner),
-            epoch: FencingEpoch(epoch),
+            epoch: FencingEpoch::new(epoch),
             expires_at,
         }
     }
@@ -386,9 +386,9 @@ mod tests {
                 }
                 Ok(claim) => {
                     prop_assert!(!held);
-                    prop_assert_eq!(claim.lease.epoch, FencingEpoch(epoch + 1));
+                    prop_assert_eq!(claim.lease.epoch, FencingEpoch::new(epoch + 1));
                     prop_assert_eq!(claim.lease.expires_at, now + lease_ms as i64);
-                    prop_assert_eq!(claim.cursor, Sequence(4));
+                    prop_assert_eq!(claim.cursor, Sequence::new(4));
                 }
                 Err(other) => prop_assert!(false, "unexpected {other}"),
             }
@@ -425,14 +425,14 @@ mod tests {
             .expect("valid")
             .plan(None, 5)
             .expect("claimed");
-        assert_eq!(claim.lease.epoch, FencingEpoch(1));
+        assert_eq!(claim.lease.epoch, FencingEpoch::new(1));
         assert_eq!(claim.cursor, Sequence::ZERO);
         assert!(claim.pending.is_none());
         let same_owner = ClaimRequest::new(&key(), &worker("a"), 10, 5)
             .expect("valid")
             .plan(Some(row(Some("a"), Some(100), 3)), 5)
             .expect("a re-claim by the holder");
-        assert_eq!(same_owner.lease.epoch, FencingEpoch(4));
+        assert_eq!(same_owner.lease.epoch, FencingEpoch::new(4));
         assert!(ClaimRequest::new(&key(), &worker("a"), 0, 5).is_err());
         assert!(matches!(
             refusal(None, &lease("a", 1, 10), 0, |_| unreachable!()),
@@ -444,8 +444,8 @@ mod tests {
     fn pending_output_is_checked_before_any_write() {
         let lease = lease("a", 1, 10);
         let pending = PendingOutput {
-            sequence: Sequence(5),
-            work_id: key().work_id(Sequence(5)),
+            sequence: Sequence::new(5),
+            work_id: key().work_id(Sequence::new(5)),
             output: serde_json::json!({"facts": []}),
         };
         let prepared = PreparedPending::new(&lease, &pending).expect("valid");
@@ -454,10 +454,8 @@ mod tests {
         let mut stored = row(Some("a"), Some(10), 1);
         assert!(matches!(
             prepared.save_refused(&stored),
-            ActivityError::Noncontiguous {
-                expected: Sequence(5),
-                found: Sequence(5)
-            }
+            ActivityError::Noncontiguous { expected, found }
+                if expected == Sequence::new(5) && found == Sequence::new(5)
         ));
         stored.pending = Some(pending.clone());
         assert!(matches!(
@@ -465,7 +463,7 @@ mod tests {
             ActivityError::ProgressMismatch { .. }
         ));
         let foreign = PendingOutput {
-            work_id: key().work_id(Sequence(6)),
+            work_id: key().work_id(Sequence::new(6)),
             ..pending
         };
         assert!(matches!(
@@ -477,14 +475,12 @@ mod tests {
     #[test]
     fn advances_move_one_record_from_a_positive_target() {
         assert!(Advance::new(Sequence::ZERO).is_err());
-        let advance = Advance::new(Sequence(3)).expect("valid");
+        let advance = Advance::new(Sequence::new(3)).expect("valid");
         assert_eq!((advance.to, advance.from), (3, 2));
         assert!(matches!(
             advance.refused(&row(None, None, 1)),
-            ActivityError::Noncontiguous {
-                expected: Sequence(5),
-                found: Sequence(3)
-            }
+            ActivityError::Noncontiguous { expected, found }
+                if expected == Sequence::new(5) && found == Sequence::new(3)
         ));
     }
 
@@ -501,7 +497,7 @@ mod tests {
             last_advance_at: Some(1),
         };
         let decoded = columns.clone().decode().expect("valid");
-        assert_eq!(decoded.cursor, Sequence(2));
+        assert_eq!(decoded.cursor, Sequence::new(2));
         let view = decoded.view(key());
         assert_eq!(view.lease, Some((worker("a"), 9)));
         for broken in [
