@@ -21,6 +21,7 @@ impl RecordExtractor for CorpusExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        _previous: Option<&ThreadRecord>,
         destination: &ThreadDestination,
         now: EpochMillis,
     ) -> Result<Extraction, ApplicationError> {

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 use memory_core::activity::{
     ActivityError, Claim, ExtractionNote, Intent, PendingOutput, ProcessorId, ProcessorVersion,
-    ProgressKey, ProgressStore, RememberingStore, SavedCommand, Sequence, SourceId,
+    ProgressKey, ProgressStore, RecordDigest, RememberingStore, SavedCommand, Sequence, SourceId,
     SourceReference, SourceRevision, ThreadDestination, ThreadId, ThreadLog, ThreadRecord, WorkId,
     WorkerId,
 };
@@ -343,6 +343,16 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                 .into());
             }
         }
+        // What the next record may be answering: the record at the cursor (read once here, then
+        // carried along), unless it is forgotten.
+        let mut previous = if report.cursor == Sequence::ZERO || report.cursor >= captured_tail {
+            None
+        } else {
+            self.log
+                .read_page(thread, report.cursor.saturating_previous(), 1)?
+                .into_iter()
+                .find(|record| record.sequence == report.cursor)
+        };
         'pages: while report.cursor < captured_tail {
             let remaining_records = self.limits.max_records - report.processed;
             if remaining_records == 0 {
@@ -383,7 +393,13 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                     }
                     None => {
                         match self
-                            .extract_and_save(claim, record, destination, &mut report)
+                            .extract_and_save(
+                                claim,
+                                record,
+                                previous.as_ref(),
+                                destination,
+                                &mut report,
+                            )
                             .await
                         {
                             Ok(output) => output,
@@ -407,6 +423,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                     .advance(lease, record.sequence, self.clock.now_millis())?;
                 report.cursor = record.sequence;
                 report.processed += 1;
+                previous = Some(record.clone());
                 self.hooks.at(PassPoint::Advanced).await;
             }
         }
@@ -429,6 +446,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         &self,
         claim: &Claim,
         record: &ThreadRecord,
+        previous: Option<&ThreadRecord>,
         destination: &ThreadDestination,
         report: &mut PassReport,
     ) -> Result<Option<RecordOutput>, RememberingError> {
@@ -440,10 +458,25 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             report.suppressed += 1;
             return Ok(None);
         }
+        // A forgotten record is no one's context either.
+        let previous = match previous {
+            Some(asked) => {
+                let asking = RecordSource::of(asked);
+                if self
+                    .references
+                    .is_suppressed(&asking.id, &asking.revision)?
+                {
+                    None
+                } else {
+                    Some(asked)
+                }
+            }
+            None => None,
+        };
         let work_id = claim.lease.key.work_id(record.sequence);
         let extraction = self
             .extractor
-            .extract(record, destination, self.clock.now_millis())
+            .extract(record, previous, destination, self.clock.now_millis())
             .map_err(|source| RememberingError::Application {
                 operation: "extract",
                 source,
@@ -477,12 +510,10 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             contributions,
             commands,
         };
-        let references: Vec<SourceReference> = output
-            .commands
-            .iter()
-            .flatten()
-            .filter_map(|command| source.reference(&command.write).transpose())
-            .collect::<Result<_, _>>()?;
+        let mut references = Vec::new();
+        for command in output.commands.iter().flatten() {
+            references.extend(command_references(&source, record, &command.write)?);
+        }
         // References first: if the save below never happens, they name revisions no document reaches.
         self.references.save_references(&references)?;
         self.progress.save_pending(
@@ -657,6 +688,9 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                         report.receipts.push(outcome.receipt);
                         if matches!(command.write, MemoryWrite::Put { .. }) {
                             self.readmit_cleanup_if_suppressed(&source)?;
+                            if let Some(asking) = asking_source(record, &command.write) {
+                                self.readmit_cleanup_if_suppressed(&asking)?;
+                            }
                         }
                         break;
                     }
@@ -692,13 +726,11 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                             .prepare(&work_id, record, index, contribution, attempt, incarnation)
                             .await?;
                         output.commands[index] = rebased.clone();
-                        if let Some(reference) = rebased
-                            .as_ref()
-                            .map(|rebased| source.reference(&rebased.write))
-                            .transpose()?
-                            .flatten()
-                        {
-                            self.references.save_references(&[reference])?;
+                        if let Some(rebased) = &rebased {
+                            let references = command_references(&source, record, &rebased.write)?;
+                            if !references.is_empty() {
+                                self.references.save_references(&references)?;
+                            }
                         }
                         self.progress.replace_pending(
                             &claim.lease,
@@ -811,6 +843,42 @@ impl RecordSource {
             revision,
         }))
     }
+}
+
+/// The asking record of a put whose content answers a question of its thread
+/// ([`crate::extract::ANSWERING`]), as a source.
+fn asking_source(record: &ThreadRecord, write: &MemoryWrite) -> Option<RecordSource> {
+    let MemoryWrite::Put { content, .. } = write else {
+        return None;
+    };
+    let answering = content.metadata.get(crate::extract::ANSWERING)?;
+    let sequence = Sequence::new(answering["sequence"].as_u64()?);
+    let digest = answering["record_digest"].as_str()?;
+    Some(RecordSource {
+        id: SourceId::thread_record(&record.thread, sequence),
+        revision: SourceRevision::of_record(&RecordDigest::from_hex(digest).ok()?),
+    })
+}
+
+/// The references a command keeps: the record's own, and the asking record's when the content
+/// carries the question it answers, so forgetting the question takes it out of the answer.
+fn command_references(
+    source: &RecordSource,
+    record: &ThreadRecord,
+    write: &MemoryWrite,
+) -> Result<Vec<SourceReference>, RememberingError> {
+    let mut references: Vec<SourceReference> = source.reference(write)?.into_iter().collect();
+    if let Some(asking) = asking_source(record, write)
+        && let Some(mut reference) = asking.reference(write)?
+    {
+        // Stores keep one reference per (namespace, operation id); the asker's is keyed by an id
+        // derived from the command's, so each source of one command keeps a reference of its own
+        // (a replay derives the same one and adds nothing).
+        reference.operation_id =
+            crate::worker::derived_operation_id(&["asked", reference.operation_id.as_str()])?;
+        references.push(reference);
+    }
+    Ok(references)
 }
 
 fn next(sequence: Sequence) -> Result<Sequence, RememberingError> {

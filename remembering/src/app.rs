@@ -7,7 +7,7 @@ use memory_core::activity::{SourceId, SourceReference, SourceRevision};
 use memory_core::document::{EpochMillis, MemoryContent, MemoryDocument};
 
 use crate::error::ApplicationError;
-use crate::extract::is_statement_of;
+use crate::extract::{is_statement_of, statement_text, strip_answered_question};
 
 /// A source as the application currently holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,8 +118,11 @@ impl Cleanup for WithdrawOwnRevision {
 ///
 /// For a thread record (the source's attributions are those with origin `thread-record:<digest>`,
 /// the digest being the reference's source revision):
-/// - When the document carries none of them, the [`WithdrawOwnRevision`] rule decides: withdraw
-///   only while it is still at the revision the source wrote.
+/// - When the document carries none of them but answers a question the source asked (its
+///   [`crate::extract::ANSWERING`] member names the source's record), it is rewritten without the
+///   question: the asker's words go, the answer stays.
+/// - When the document carries none of them otherwise, the [`WithdrawOwnRevision`] rule decides:
+///   withdraw only while it is still at the revision the source wrote.
 /// - When attributions of other witnesses remain, the document is rewritten without the source's
 ///   (and without the `record_digest` and `evidence` metadata members when they name the source).
 /// - When none remain, it is withdrawn if it still is what the source stated: at the revision the
@@ -145,12 +148,20 @@ impl Cleanup for RemoveSourceAttributions {
             .cloned()
             .partition(|attribution| attribution.origin_id == origin);
         if removed.is_empty() {
+            // The source only asked the question the statement answers: the question goes, the
+            // statement stays.
+            if let Some(stripped) =
+                strip_answered_question(&current.content, reference.source_revision.as_str())
+            {
+                return CleanupAction::Rewrite(stripped);
+            }
             return own();
         }
+        let said = statement_text(&current.content);
         let still_stated = current.revision == reference.revision
-            || removed.iter().any(|attribution| {
-                is_statement_of(&current.key.id, &attribution.speaker, &current.content.text)
-            });
+            || removed
+                .iter()
+                .any(|attribution| is_statement_of(&current.key.id, &attribution.speaker, said));
         if remaining.is_empty() && still_stated {
             return CleanupAction::Withdraw;
         }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use memory_core::activity::{RecordBody, RecordDigest, ThreadDestination, ThreadRecord};
+use memory_core::activity::{RecordBody, RecordDigest, Sequence, ThreadDestination, ThreadRecord};
 use memory_core::document::{EpochMillis, MemoryAttribution, MemoryContent, MemoryScope};
 use memory_core::namespace::NamespaceAddress;
 use memory_core::{DocumentId, MemoryError};
@@ -150,12 +150,112 @@ pub struct Extraction {
 /// namespace or grants other scopes.
 pub trait RecordExtractor: Send + Sync {
     /// What `record` contributes to `destination`; `now` is the extraction time to stamp.
+    /// `previous` is the record just before it in its thread, when there is one and it is not
+    /// forgotten: what `record` may be answering.
     fn extract(
         &self,
         record: &ThreadRecord,
+        previous: Option<&ThreadRecord>,
         destination: &ThreadDestination,
         now: EpochMillis,
     ) -> Result<Extraction, ApplicationError>;
+}
+
+/// The question a record answers: the last question of the record just before it in its thread,
+/// when someone else asked it ([`answered_question`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnsweredQuestion {
+    /// The question as written.
+    pub text: String,
+    /// Who asked it.
+    pub speaker: String,
+    /// The asking record's place in the thread.
+    pub sequence: Sequence,
+    /// The asking record's digest.
+    pub digest: RecordDigest,
+}
+
+/// The question `record` answers, if any: the last sentence classified as a question in
+/// `previous` (a user input or an assistant message of another speaker). A terse answer ("Lisbon,
+/// next month.") means nothing without it, and the question holds the words a later question about
+/// the answer uses; the question itself is never kept as a memory of its own.
+pub fn answered_question(
+    record: &ThreadRecord,
+    previous: Option<&ThreadRecord>,
+) -> Option<AnsweredQuestion> {
+    let previous = previous?;
+    if previous.record.speaker == record.record.speaker || previous.sequence >= record.sequence {
+        return None;
+    }
+    let (RecordBody::UserInput { text } | RecordBody::AssistantMessage { text }) =
+        &previous.record.body
+    else {
+        return None;
+    };
+    let question = segment(text)
+        .into_iter()
+        .rev()
+        .find(|sentence| sentence.kind == SentenceKind::Dropped(DropReason::Question))?;
+    let asked = question.text(text);
+    if asked.len() > MAX_ANSWERED_QUESTION_BYTES {
+        return None;
+    }
+    Some(AnsweredQuestion {
+        text: asked.to_owned(),
+        speaker: previous.record.speaker.clone(),
+        sequence: previous.sequence,
+        digest: previous.digest.clone(),
+    })
+}
+
+/// Longest question carried by the statements answering it; a longer one is left out (a pasted
+/// questionnaire is no context for a short answer).
+pub const MAX_ANSWERED_QUESTION_BYTES: usize = 300;
+
+/// The metadata member naming the question a statement answers: `{"text", "speaker", "sequence",
+/// "record_digest"}` of the asking record, so forgetting that record can take the question out of the
+/// statement again ([`strip_answered_question`]).
+pub const ANSWERING: &str = "answering";
+
+/// The text a statement is kept with when it answers `question`: the statement, then the question
+/// in brackets, so both search and a reading model see what was answered.
+pub fn with_answered_question(statement: &str, question: &str) -> String {
+    format!("{statement} {}", answered_suffix(question))
+}
+
+fn answered_suffix(question: &str) -> String {
+    format!("(answering: {question})")
+}
+
+/// `content` without the question it answers (text and [`ANSWERING`] member), when it names the
+/// record `digest` as the asker; `None` when it does not. A text changed since (a human
+/// correction) keeps its words; only the member goes.
+pub fn strip_answered_question(content: &MemoryContent, digest: &str) -> Option<MemoryContent> {
+    let answering = content.metadata.get(ANSWERING)?;
+    if answering["record_digest"].as_str() != Some(digest) {
+        return None;
+    }
+    let mut stripped = content.clone();
+    stripped.metadata.remove(ANSWERING);
+    if let Some(question) = answering["text"].as_str()
+        && let Some(statement) = content
+            .text
+            .strip_suffix(&answered_suffix(question))
+            .map(str::trim_end)
+    {
+        statement.clone_into(&mut stripped.text);
+    }
+    Some(stripped)
+}
+
+/// The statement a statement document says, without the question it answers.
+pub fn statement_text(content: &MemoryContent) -> &str {
+    content
+        .metadata
+        .get(ANSWERING)
+        .and_then(|answering| answering["text"].as_str())
+        .and_then(|question| content.text.strip_suffix(&answered_suffix(question)))
+        .map_or(content.text.as_str(), str::trim_end)
 }
 
 /// Most incarnations of one attested document (see [`Contribution::Attest`]): a statement forgotten
@@ -241,6 +341,13 @@ pub struct RecordStatements {
 ///   Its content is the sentence as written; metadata `kind: statement`, the `record_digest` and
 ///   `evidence: {"start", "end"}`, the sentence's byte range in the record's text (for the first
 ///   record that said it: later ones add attributions only).
+/// - A statement of a record that answers another speaker's question (the last question of the
+///   thread's previous record, [`answered_question`]) keeps it: its text is the sentence followed by
+///   `(answering: <question>)`, and the [`ANSWERING`] member names the asking record, which keeps a
+///   reference of its own to the document so that forgetting it takes the question out again
+///   ([`crate::app::RemoveSourceAttributions`]). Measured on LoCoMo through the worker, this is what
+///   brings hybrid recall to the direct import's level: the question holds the words a later
+///   question about the answer uses. The document id is still the statement's alone.
 /// - Speaker, observers and activity time come from the record; the attribution's origin is
 ///   `thread-record:<digest>`, its locator points back at the thread record (sequence and digest
 ///   prefix), and `interpretation` is `stated`.
@@ -254,10 +361,12 @@ impl StatementExtractor {
         Self
     }
 
-    /// The statements `record` makes and the sentences it drops.
+    /// The statements `record` makes and the sentences it drops; each statement carries
+    /// `answering`, the question the record answers, when there is one.
     pub fn statements(
         &self,
         record: &ThreadRecord,
+        answering: Option<&AnsweredQuestion>,
         now: EpochMillis,
     ) -> Result<RecordStatements, MemoryError> {
         let RecordBody::UserInput { text } = &record.record.body else {
@@ -291,9 +400,24 @@ impl StatementExtractor {
                 "evidence".to_owned(),
                 serde_json::json!({ "start": sentence.start, "end": sentence.end }),
             );
+            let text = match answering {
+                Some(question) => {
+                    metadata.insert(
+                        ANSWERING.to_owned(),
+                        serde_json::json!({
+                            "text": question.text,
+                            "speaker": question.speaker,
+                            "sequence": question.sequence.get(),
+                            "record_digest": question.digest.as_str(),
+                        }),
+                    );
+                    with_answered_question(said, &question.text)
+                }
+                None => said.to_owned(),
+            };
             found.kept.push(KeptStatement {
                 target,
-                content: statement_content(record, said.to_owned(), metadata, now),
+                content: statement_content(record, text, metadata, now),
             });
         }
         Ok(found)
@@ -366,10 +490,12 @@ impl RecordExtractor for StatementExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        previous: Option<&ThreadRecord>,
         destination: &ThreadDestination,
         now: EpochMillis,
     ) -> Result<Extraction, ApplicationError> {
-        let found = self.statements(record, now)?;
+        let answering = answered_question(record, previous);
+        let found = self.statements(record, answering.as_ref(), now)?;
         Ok(Extraction {
             contributions: found
                 .kept
@@ -434,7 +560,7 @@ mod tests {
     fn a_record_keeps_each_statement_once_and_counts_the_rest() {
         let text = "Hi! I like tea. Do you? I like tea! ```x```";
         let found = StatementExtractor::new()
-            .statements(&record("ana", text), 9)
+            .statements(&record("ana", text), None, 9)
             .unwrap();
         assert_eq!(found.kept.len(), 1);
         let kept = &found.kept[0];
@@ -461,7 +587,7 @@ mod tests {
             .collect()
         );
         let blank = StatementExtractor::new()
-            .statements(&record("ana", " \n "), 9)
+            .statements(&record("ana", " \n "), None, 9)
             .unwrap();
         assert!(blank.kept.is_empty());
         assert_eq!(blank.dropped, BTreeMap::from([("empty".to_owned(), 1)]));

@@ -96,7 +96,7 @@ impl<S, L, X, M, C> std::fmt::Debug for IntentWorker<S, L, X, M, C> {
     }
 }
 
-fn derived_operation_id(parts: &[&str]) -> Result<OperationId, MemoryError> {
+pub(crate) fn derived_operation_id(parts: &[&str]) -> Result<OperationId, MemoryError> {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update((part.len() as u64).to_be_bytes());

@@ -303,6 +303,7 @@ impl RecordExtractor for HomeExtractor {
     fn extract(
         &self,
         record: &ThreadRecord,
+        _previous: Option<&ThreadRecord>,
         _destination: &ThreadDestination,
         now: EpochMillis,
     ) -> Result<Extraction, ApplicationError> {
@@ -733,7 +734,15 @@ async fn restatements_are_one_memory_and_forgetting_one_keeps_the_other() {
         .await
         .unwrap()
         .completed;
-    assert_eq!(outcomes, vec![KEPT]);
+    // Two documents kept: ana's statement loses this record's attribution, and bea's, which answered
+    // this record's question, loses the question.
+    assert_eq!(
+        outcomes,
+        vec![IntentOutcome::Cleaned {
+            withdrawn: 0,
+            kept: 2
+        }]
+    );
     let document = reader.read(&key).await.unwrap().unwrap();
     assert_eq!(document.content.text, "I moved to Lisbon last spring.");
     assert_eq!(origins(&document), vec![origin(&records[0])]);
@@ -949,4 +958,152 @@ async fn a_cleanup_that_meets_a_conflict_reads_and_decides_again() {
         .unwrap()
         .unwrap();
     assert_eq!(origins(&document), vec![origin(&records[0])]);
+}
+
+#[tokio::test]
+async fn a_statement_answering_a_question_carries_it_until_the_question_is_forgotten() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(
+        &db,
+        &[
+            ("mel", "What flowers do you grow?"),
+            ("caroline", "They're called Peruvian lilies. Thanks!"),
+            ("caroline", "I also grow basil."),
+        ],
+    )
+    .await;
+    let key = statement_key(&t, "caroline", "They're called Peruvian lilies.");
+    let reader = suppressing(&db.path, writer.clone());
+    let document = reader.read(&key).await.unwrap().unwrap();
+    assert_eq!(
+        document.content.text,
+        "They're called Peruvian lilies. (answering: What flowers do you grow?)"
+    );
+    assert_eq!(
+        document.content.metadata["answering"],
+        serde_json::json!({
+            "text": "What flowers do you grow?",
+            "speaker": "mel",
+            "sequence": 1,
+            "record_digest": records[0].digest.as_str(),
+        })
+    );
+    assert_eq!(
+        origins(&document),
+        vec![origin(&records[1])],
+        "the asker is no witness"
+    );
+    // The same speaker going on answers nothing: no question of someone else's just before.
+    let basil = statement_key(&t, "caroline", "I also grow basil.");
+    let basil = reader.read(&basil).await.unwrap().unwrap();
+    assert_eq!(basil.content.text, "I also grow basil.");
+    assert!(!basil.content.metadata.contains_key("answering"));
+
+    // Forgetting the question hides the answer at once, then takes the question out of it.
+    events(&db.path, clock.clone())
+        .record(
+            &SourceId::thread_record(&t, records[0].sequence),
+            &SourceEvent::Forget,
+        )
+        .unwrap();
+    assert_eq!(
+        reader.read(&key).await.unwrap(),
+        None,
+        "hidden until cleaned"
+    );
+    let outcomes = cleaner(&db.path, writer.clone(), clock.clone())
+        .run_pass()
+        .await
+        .unwrap()
+        .completed;
+    assert_eq!(outcomes, vec![KEPT]);
+    let document = reader.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "They're called Peruvian lilies.");
+    assert!(!document.content.metadata.contains_key("answering"));
+    assert_eq!(origins(&document), vec![origin(&records[1])]);
+
+    // The answer's own record still decides the rest: forgetting it withdraws the statement.
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[1]).await,
+        vec![WITHDRAWN]
+    );
+    assert_eq!(writer.read(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn forgetting_an_answer_that_carries_its_question_withdraws_it() {
+    let db = temp_db();
+    let (t, writer, clock, records) = remembered(
+        &db,
+        &[
+            ("assistant", "Where are you moving?"),
+            ("ana", "Lisbon, next month."),
+        ],
+    )
+    .await;
+    let key = statement_key(&t, "ana", "Lisbon, next month.");
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(
+        document.content.text,
+        "Lisbon, next month. (answering: Where are you moving?)"
+    );
+    assert_eq!(
+        forget_and_clean(&db, &writer, &clock, &records[1]).await,
+        vec![WITHDRAWN],
+        "still what its only witness stated"
+    );
+    assert_eq!(writer.read(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_forgotten_question_is_no_context_for_the_answer_remembered_after() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    let asked = log
+        .append(&t, NewRecord::user("mel", "What flowers do you grow?", 1))
+        .unwrap();
+    log.append(
+        &t,
+        NewRecord::user("caroline", "Peruvian lilies mostly.", 2),
+    )
+    .unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    events(&db.path, clock.clone())
+        .record(
+            &SourceId::thread_record(&t, asked.sequence),
+            &SourceEvent::Forget,
+        )
+        .unwrap();
+    processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS)
+        .run_pass(&t)
+        .await
+        .unwrap();
+    let key = statement_key(&t, "caroline", "Peruvian lilies mostly.");
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(document.content.text, "Peruvian lilies mostly.");
+    assert!(!document.content.metadata.contains_key("answering"));
+}
+
+#[tokio::test]
+async fn an_answer_remembered_in_a_later_pass_still_carries_the_question() {
+    let db = temp_db();
+    let t = thread("t");
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    log.append(&t, NewRecord::assistant("Where are you moving?", 1))
+        .unwrap();
+    let pass = || processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS);
+    pass().run_pass(&t).await.unwrap();
+    log.append(&t, NewRecord::user("ana", "Lisbon, next month.", 2))
+        .unwrap();
+    pass().run_pass(&t).await.unwrap();
+    let key = statement_key(&t, "ana", "Lisbon, next month.");
+    let document = writer.read(&key).await.unwrap().unwrap();
+    assert_eq!(
+        document.content.text,
+        "Lisbon, next month. (answering: Where are you moving?)"
+    );
 }

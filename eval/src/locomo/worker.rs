@@ -407,7 +407,7 @@ pub async fn check_extraction(
             _ => "",
         };
         let dropped = extractor
-            .statements(&turn.record, 0)
+            .statements(&turn.record, None, 0)
             .map(|found| found.dropped)
             .unwrap_or_default();
         let sentences = segment(text)
