@@ -459,3 +459,50 @@ fn a_statement_said_again_in_another_session_is_one_memory_and_survives_forgetti
     fixture.worker_pass();
     assert!(list().is_empty());
 }
+
+/// A terse answer to the assistant's question is remembered with the question, so a later session
+/// finds it by what was asked; forgetting the question takes its words out and keeps the answer.
+#[test]
+fn an_answer_is_remembered_with_the_question_it_answers_until_the_question_is_forgotten() {
+    let fixture = Fixture::new();
+    let append = |record: Value| {
+        let argument = json!({"thread": "monday", "record": record, "user": "ana"}).to_string();
+        let outcome = fixture.run(&["thread", "append", &argument]);
+        assert_eq!(outcome.code, 0, "{outcome:#?}");
+        outcome.json["sequence"].as_u64().expect("sequence")
+    };
+    let asked = append(json!({
+        "speaker": "assistant", "occurred_at": 1_767_225_600_000_i64,
+        "body": {"kind": "assistant_message", "text": "Sounds exciting. Which city are you moving to?"},
+    }));
+    append(json!({
+        "speaker": "ana", "occurred_at": 1_767_225_660_000_i64,
+        "body": {"kind": "user_input", "text": "Porto, in March."},
+    }));
+    fixture.worker_pass();
+    let recalled = recall(
+        &fixture,
+        &user_namespace("ana"),
+        "Which city am I moving to?",
+        "hybrid",
+    );
+    let text = recalled.json["text"].as_str().unwrap_or("").to_owned();
+    assert!(
+        text.contains("Porto, in March. (answering: Which city are you moving to?)"),
+        "{text}"
+    );
+    let argument = json!({"thread": "monday", "sequence": asked, "reason": "asked to"}).to_string();
+    let outcome = fixture.run(&["thread", "forget", &argument]);
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    fixture.worker_pass();
+    let recalled = recall(&fixture, &user_namespace("ana"), "Porto March", "lexical");
+    let text = recalled.json["text"].as_str().unwrap_or("").to_owned();
+    assert!(
+        text.contains("Porto, in March."),
+        "the answer stays: {text}"
+    );
+    assert!(
+        !text.contains("Which city"),
+        "the forgotten question is gone: {text}"
+    );
+}
