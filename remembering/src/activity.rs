@@ -512,7 +512,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         };
         let mut references = Vec::new();
         for command in output.commands.iter().flatten() {
-            references.extend(command_references(&source, record, &command.write)?);
+            references.extend(command_references(&source, &command.write)?);
         }
         // References first: if the save below never happens, they name revisions no document reaches.
         self.references.save_references(&references)?;
@@ -688,7 +688,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                         report.receipts.push(outcome.receipt);
                         if matches!(command.write, MemoryWrite::Put { .. }) {
                             self.readmit_cleanup_if_suppressed(&source)?;
-                            if let Some(asking) = asking_source(record, &command.write) {
+                            if let Some(asking) = asking_source(&command.write) {
                                 self.readmit_cleanup_if_suppressed(&asking)?;
                             }
                         }
@@ -727,7 +727,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                             .await?;
                         output.commands[index] = rebased.clone();
                         if let Some(rebased) = &rebased {
-                            let references = command_references(&source, record, &rebased.write)?;
+                            let references = command_references(&source, &rebased.write)?;
                             if !references.is_empty() {
                                 self.references.save_references(&references)?;
                             }
@@ -845,17 +845,19 @@ impl RecordSource {
     }
 }
 
-/// The asking record of a put whose content answers a question of its thread
-/// ([`crate::extract::ANSWERING`]), as a source.
-fn asking_source(record: &ThreadRecord, write: &MemoryWrite) -> Option<RecordSource> {
+/// The asking record of a put whose content answers a question ([`crate::extract::ANSWERING`]), as
+/// a source: named by its own thread, which is not the writing record's when an attestation kept
+/// the question of a first answer said in another thread.
+fn asking_source(write: &MemoryWrite) -> Option<RecordSource> {
     let MemoryWrite::Put { content, .. } = write else {
         return None;
     };
     let answering = content.metadata.get(crate::extract::ANSWERING)?;
+    let thread = ThreadId::new(answering["thread"].as_str()?).ok()?;
     let sequence = Sequence::new(answering["sequence"].as_u64()?);
     let digest = answering["record_digest"].as_str()?;
     Some(RecordSource {
-        id: SourceId::thread_record(&record.thread, sequence),
+        id: SourceId::thread_record(&thread, sequence),
         revision: SourceRevision::of_record(&RecordDigest::from_hex(digest).ok()?),
     })
 }
@@ -864,11 +866,10 @@ fn asking_source(record: &ThreadRecord, write: &MemoryWrite) -> Option<RecordSou
 /// carries the question it answers, so forgetting the question takes it out of the answer.
 fn command_references(
     source: &RecordSource,
-    record: &ThreadRecord,
     write: &MemoryWrite,
 ) -> Result<Vec<SourceReference>, RememberingError> {
     let mut references: Vec<SourceReference> = source.reference(write)?.into_iter().collect();
-    if let Some(asking) = asking_source(record, write)
+    if let Some(asking) = asking_source(write)
         && let Some(mut reference) = asking.reference(write)?
     {
         // Stores keep one reference per (namespace, operation id); the asker's is keyed by an id

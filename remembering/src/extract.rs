@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use memory_core::activity::{RecordBody, RecordDigest, Sequence, ThreadDestination, ThreadRecord};
+use memory_core::activity::{
+    RecordBody, RecordDigest, Sequence, ThreadDestination, ThreadId, ThreadRecord,
+};
 use memory_core::document::{EpochMillis, MemoryAttribution, MemoryContent, MemoryScope};
 use memory_core::namespace::NamespaceAddress;
 use memory_core::{DocumentId, MemoryError};
@@ -169,6 +171,8 @@ pub struct AnsweredQuestion {
     pub text: String,
     /// Who asked it.
     pub speaker: String,
+    /// The asking record's thread (a restatement elsewhere keeps the first answer's question).
+    pub thread: ThreadId,
     /// The asking record's place in the thread.
     pub sequence: Sequence,
     /// The asking record's digest.
@@ -203,6 +207,7 @@ pub fn answered_question(
     Some(AnsweredQuestion {
         text: asked.to_owned(),
         speaker: previous.record.speaker.clone(),
+        thread: previous.thread.clone(),
         sequence: previous.sequence,
         digest: previous.digest.clone(),
     })
@@ -212,8 +217,8 @@ pub fn answered_question(
 /// questionnaire is no context for a short answer).
 pub const MAX_ANSWERED_QUESTION_BYTES: usize = 300;
 
-/// The metadata member naming the question a statement answers: `{"text", "speaker", "sequence",
-/// "record_digest"}` of the asking record, so forgetting that record can take the question out of the
+/// The metadata member naming the question a statement answers: `{"text", "speaker", "thread",
+/// "sequence", "record_digest"}` of the asking record, so forgetting that record can take the question out of the
 /// statement again ([`strip_answered_question`]).
 pub const ANSWERING: &str = "answering";
 
@@ -407,6 +412,7 @@ impl StatementExtractor {
                         serde_json::json!({
                             "text": question.text,
                             "speaker": question.speaker,
+                            "thread": question.thread.as_str(),
                             "sequence": question.sequence.get(),
                             "record_digest": question.digest.as_str(),
                         }),

@@ -984,6 +984,7 @@ async fn a_statement_answering_a_question_carries_it_until_the_question_is_forgo
         serde_json::json!({
             "text": "What flowers do you grow?",
             "speaker": "mel",
+            "thread": "t",
             "sequence": 1,
             "record_digest": records[0].digest.as_str(),
         })
@@ -1105,5 +1106,65 @@ async fn an_answer_remembered_in_a_later_pass_still_carries_the_question() {
     assert_eq!(
         document.content.text,
         "Lisbon, next month. (answering: Where are you moving?)"
+    );
+}
+
+#[tokio::test]
+async fn a_restatement_in_another_thread_keeps_the_first_question_named_by_its_own_thread() {
+    let db = temp_db();
+    let log = SqliteThreadLog::open(&db.path).unwrap();
+    let destination = ThreadDestination::new(
+        memory_core::activity::destination::user_namespace("caroline").unwrap(),
+        scopes(),
+    )
+    .unwrap();
+    let (first, second) = (thread("first"), thread("second"));
+    let append = |thread: &ThreadId, speaker: &str, text: &str, at: i64| {
+        log.append_to(
+            thread,
+            Some(&destination),
+            NewRecord::user(speaker, text, at),
+        )
+        .unwrap()
+    };
+    let asked = append(&first, "mel", "What flowers do you grow?", 1);
+    append(&first, "caroline", "Peruvian lilies mostly.", 2);
+    // The other thread's first record sits at the same sequence as the question.
+    let other = append(&second, "mel", "I love lilies.", 3);
+    append(&second, "caroline", "Peruvian lilies mostly.", 4);
+    let clock = Arc::new(ManualClock::new(1_000));
+    let writer = Arc::new(FaultyWriter::new(clock.clone()));
+    for thread in [&first, &second] {
+        processor(&db.path, writer.clone(), clock.clone(), "a", LIMITS)
+            .run_pass(thread)
+            .await
+            .unwrap();
+    }
+    let key = MemoryKey {
+        namespace: destination.namespace().clone(),
+        id: remembering::extract::statement_document_id("caroline", "Peruvian lilies mostly.")
+            .unwrap(),
+    };
+    let text = |document: Option<memory_core::MemoryDocument>| {
+        document.map(|document| document.content.text)
+    };
+    let reader = suppressing(&db.path, writer.clone());
+    let asked_text = "Peruvian lilies mostly. (answering: What flowers do you grow?)";
+    assert_eq!(
+        text(reader.read(&key).await.unwrap()).as_deref(),
+        Some(asked_text)
+    );
+    // Forgetting the other thread's record at the same sequence touches nothing of the question.
+    assert_eq!(other.sequence, asked.sequence);
+    forget_and_clean(&db, &writer, &clock, &other).await;
+    assert_eq!(
+        text(reader.read(&key).await.unwrap()).as_deref(),
+        Some(asked_text)
+    );
+    // Forgetting the question, in its own thread, takes it out of the attested statement.
+    forget_and_clean(&db, &writer, &clock, &asked).await;
+    assert_eq!(
+        text(reader.read(&key).await.unwrap()).as_deref(),
+        Some("Peruvian lilies mostly.")
     );
 }
