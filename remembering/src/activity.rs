@@ -451,27 +451,14 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         report: &mut PassReport,
     ) -> Result<Option<RecordOutput>, RememberingError> {
         let source = RecordSource::of(record);
-        if self
-            .references
-            .is_suppressed(&source.id, &source.revision)?
-        {
+        if source.is_forgotten(&*self.references)? {
             report.suppressed += 1;
             return Ok(None);
         }
         // A forgotten record is no one's context either.
         let previous = match previous {
-            Some(asked) => {
-                let asking = RecordSource::of(asked);
-                if self
-                    .references
-                    .is_suppressed(&asking.id, &asking.revision)?
-                {
-                    None
-                } else {
-                    Some(asked)
-                }
-            }
-            None => None,
+            Some(asked) if RecordSource::of(asked).is_forgotten(&*self.references)? => None,
+            previous => previous,
         };
         let work_id = claim.lease.key.work_id(record.sequence);
         let extraction = self
@@ -673,10 +660,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             };
             loop {
                 // A forget acknowledged after the output was saved: nothing more is sent.
-                if self
-                    .references
-                    .is_suppressed(&source.id, &source.revision)?
-                {
+                if source.is_forgotten(&*self.references)? {
                     report.suppressed += 1;
                     return Ok(());
                 }
@@ -761,10 +745,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
     /// A put that lands while its record is suppressed may have raced the record's cleanup, which then
     /// found nothing to withdraw: the cleanup is admitted again.
     fn readmit_cleanup_if_suppressed(&self, source: &RecordSource) -> Result<(), RememberingError> {
-        if self
-            .references
-            .is_suppressed(&source.id, &source.revision)?
-        {
+        if source.is_forgotten(&*self.references)? {
             self.references.admit(
                 &Intent::Cleanup {
                     source: source.id.clone(),
@@ -827,6 +808,11 @@ impl RecordSource {
             id: SourceId::thread_record(&record.thread, record.sequence),
             revision: SourceRevision::of_record(&record.digest),
         }
+    }
+
+    /// Whether the record is forgotten (its source suppressed).
+    fn is_forgotten(&self, references: &dyn RememberingStore) -> Result<bool, ActivityError> {
+        references.is_suppressed(&self.id, &self.revision)
     }
 
     /// The reference a put keeps; withdrawals contribute no content and keep none.

@@ -241,19 +241,13 @@ pub fn strip_answered_question(content: &MemoryContent, digest: &str) -> Option<
         return None;
     }
     let mut stripped = content.clone();
+    statement_text(content).clone_into(&mut stripped.text);
     stripped.metadata.remove(ANSWERING);
-    if let Some(question) = answering["text"].as_str()
-        && let Some(statement) = content
-            .text
-            .strip_suffix(&answered_suffix(question))
-            .map(str::trim_end)
-    {
-        statement.clone_into(&mut stripped.text);
-    }
     Some(stripped)
 }
 
-/// The statement a statement document says, without the question it answers.
+/// The statement a statement document says, without the question it answers (its whole text when
+/// it answers none, or when the text no longer ends with the question: a human changed it).
 pub fn statement_text(content: &MemoryContent) -> &str {
     content
         .metadata

@@ -149,7 +149,10 @@ pub struct SourceReference {
     pub source_revision: SourceRevision,
     /// The document written.
     pub target: MemoryKey,
-    /// The command's operation id.
+    /// The id the reference is kept under, unique per target namespace (a replayed save adds
+    /// nothing): the command's operation id for the source that wrote it, and an id derived from that
+    /// one for any other source the same command draws on (an answer's question, whose record is
+    /// another source), so every source of one command keeps a reference of its own.
     pub operation_id: OperationId,
     /// The revision the command creates when it lands.
     pub revision: Revision,
