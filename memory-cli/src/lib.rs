@@ -41,6 +41,7 @@ pub mod refusal;
 pub mod semantic;
 pub mod serve;
 pub mod service;
+pub mod signals;
 pub mod simple;
 pub mod status;
 pub mod thread;

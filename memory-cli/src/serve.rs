@@ -154,6 +154,9 @@ async fn serve_http<S: Store>(
     let local = listener
         .local_addr()
         .map_err(|error| ServeError::Http(error.to_string()))?;
+    // Listening for SIGTERM before anything is announced: a supervisor may stop the server as soon
+    // as it reads the line below.
+    let shutdown = crate::signals::shutdown_signal();
     let state = HttpState::new(store, Arc::clone(semantic), metrics);
     // The socket answers (/healthz says "starting") while the model loads.
     state.start_loading();
@@ -170,24 +173,7 @@ async fn serve_http<S: Store>(
     .map_err(|error| ServeError::Http(error.to_string()))?;
     // The one line a supervisor or a test reads: where the server listens (never the token).
     eprintln!("memory: serving MCP at {url}");
-    let served = http::serve_http(listener, server, state, options.token, shutdown_signal()).await;
+    let served = http::serve_http(listener, server, state, options.token, shutdown).await;
     drop(guard);
     served
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            // Without a SIGTERM handler, SIGINT still stops the server.
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }

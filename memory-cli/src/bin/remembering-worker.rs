@@ -229,30 +229,6 @@ where
     }
 }
 
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for SIGTERM");
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-}
-
 async fn run(args: Args) -> anyhow::Result<()> {
     let database = Database::select(Path::new(&args.db), args.schema.as_deref())?;
     let opened = database.open_async(Client::WORKER).await?;
@@ -267,6 +243,8 @@ async fn run_on<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<()
 where
     W: MemoryReader + MemoryWriter + 'static,
 {
+    // Listening before any work starts, so a stop at any point after start-up ends the loop cleanly.
+    let shutdown = memory_cli::signals::shutdown_signal();
     let work = Arc::new(build(args, stores)?);
     if args.rescan {
         let log = Arc::clone(&work.log);
@@ -279,7 +257,7 @@ where
         interval: Duration::from_millis(args.interval_ms),
         once: args.once,
     };
-    let passes = run_schedule(schedule, || pass(work.clone()), shutdown_signal())
+    let passes = run_schedule(schedule, || pass(work.clone()), shutdown)
         .await
         .map_err(|error| anyhow!("{error}; stopping"))?;
     tracing::info!(passes, "worker stopped");

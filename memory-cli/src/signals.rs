@@ -1,0 +1,42 @@
+//! How the long-running binaries (`memory serve`, `remembering-worker`) learn to stop: SIGINT or
+//! SIGTERM.
+
+use std::future::Future;
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// Completes on SIGINT or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled: a signal arriving between a start-up announcement (the server's
+/// "serving MCP at" line, which supervisors and tests wait for) and that first poll would otherwise
+/// take the default action and kill the process without its shutdown (graph saved, discovery file
+/// removed, loads waited for). Call it within the runtime, before announcing anything.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    let interrupt = listen(SignalKind::interrupt(), "SIGINT");
+    let terminate = listen(SignalKind::terminate(), "SIGTERM");
+    async move {
+        tokio::select! {
+            () = received(interrupt) => {}
+            () = received(terminate) => {}
+        }
+    }
+}
+
+fn listen(kind: SignalKind, name: &'static str) -> Option<Signal> {
+    match signal(kind) {
+        Ok(signal) => Some(signal),
+        Err(error) => {
+            tracing::warn!(%error, signal = name, "cannot listen for the signal");
+            None
+        }
+    }
+}
+
+/// Completes when `signal` arrives; never when it could not be listened for.
+async fn received(signal: Option<Signal>) {
+    match signal {
+        Some(mut signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
