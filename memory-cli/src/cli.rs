@@ -422,8 +422,22 @@ pub struct ServeArgs {
     /// address.
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<PathBuf>,
+    /// Per-tenant grants (TOML, or JSON when the name ends in .json): each token (by its SHA-256)
+    /// may use only its namespaces, scopes and operations, and brings the simple tools' defaults.
+    /// Re-read on SIGHUP; a faulty file refuses to start (a faulty re-read keeps the old grants).
+    /// The README shows an example.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub grants: Option<PathBuf>,
+    /// The token written into the discovery file for `memory hook` on this machine, read from PATH;
+    /// it must hold a grant of the --grants file (its grant then bounds the hook's calls). Without
+    /// it the discovery file names the --token-file token, if any.
+    #[arg(long, value_name = "PATH", requires = "grants")]
+    pub hook_token_file: Option<PathBuf>,
+    /// The bounds of a shared HTTP server.
+    #[command(flatten)]
+    pub limits: crate::http::Limits,
     /// The namespace and scope of the simple tools (memory_remember, memory_search, memory_forget,
-    /// memory_list), listed only when both are set.
+    /// memory_list), listed only when both are set (or when --grants is given).
     #[command(flatten)]
     pub defaults: NamespaceArgs,
 }

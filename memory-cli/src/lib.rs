@@ -15,7 +15,8 @@
 //! - [`mcp`]: the MCP server (stdio or streamable HTTP), with tool annotations and output schemas.
 //! - [`simple`]: the simple tools (`memory_remember`, `memory_search`, `memory_forget`, `memory_list`)
 //!   in the server's default namespace and scope; [`list`]: the listing they and `memory list` share.
-//! - [`http`]: `memory serve --http`: bearer token, `/healthz`, `/metrics` ([`metrics`]).
+//! - [`http`]: `memory serve --http`: bearer tokens and limits, `/healthz`, `/metrics` ([`metrics`]);
+//!   [`grants`]: what each token may touch.
 //! - [`discovery`]: the file naming a running HTTP server's URL and token.
 //! - [`doctor`]: `memory doctor`, where the model assets are found.
 //! - [`cli`]: the command line's definition.
@@ -29,6 +30,7 @@ pub mod destination;
 pub mod discovery;
 pub mod doctor;
 pub mod feed;
+pub mod grants;
 pub mod hook;
 pub mod http;
 pub mod import;

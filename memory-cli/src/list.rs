@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::blocking::on_blocking_pool;
 use crate::database::Store;
+use crate::grants::Grant;
 use crate::refusal::Refusal;
 use crate::service::MemoryService;
 use crate::wire::{WireDocument, address_of};
@@ -44,9 +45,12 @@ pub struct ListResult {
 }
 
 /// One page of `namespace`'s documents; limits and the cursor are checked before the store is read.
+/// With a `grant`, the documents it cannot read are left out of the page (which may then hold fewer
+/// than `limit`; the cursor still continues after the whole page).
 pub async fn list<S: Store>(
     service: &MemoryService<S>,
     namespace: &DynamicNamespace,
+    grant: Option<&Grant>,
     arguments: ListArguments,
 ) -> Result<ListResult, Refusal> {
     let limit = arguments.limit.unwrap_or(DEFAULT_LIST_LIMIT);
@@ -77,7 +81,11 @@ pub async fn list<S: Store>(
             .await
     })
     .await??;
-    let visible = service.recall().visible_all(page.documents).await?;
+    let mut documents = page.documents;
+    if let Some(grant) = grant {
+        documents.retain(|document| grant.can_read(document));
+    }
+    let visible = service.recall().visible_all(documents).await?;
     Ok(ListResult {
         documents: visible
             .into_iter()

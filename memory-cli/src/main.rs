@@ -455,7 +455,7 @@ fn list_answer<S: Store>(
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
-    let answer = runtime.block_on(memory_cli::list::list(&service, namespace, arguments));
+    let answer = runtime.block_on(memory_cli::list::list(&service, namespace, None, arguments));
     match answer.and_then(|page| to_json(&page)) {
         Ok(value) => {
             print_json(&value)?;

@@ -11,7 +11,17 @@
 //!   `memory_hnsw_state{state}` (1 for the current state, 0 for the others), `memory_model_loaded`:
 //!   read at each scrape; the index gauges are absent until the model is loaded.
 //!
-//! Every label value comes from a fixed set; no namespace, identity, id, query or text is ever a label.
+//! - `memory_forbidden_total{grant, tool}`: calls refused outside the caller's grant.
+//! - `memory_http_refused_total{reason}`: requests answered before the MCP layer: `unauthorized`
+//!   (`401`), `in_flight` (`429`, the token's requests in flight are at `--max-in-flight`),
+//!   `sessions` (`503`, `--max-sessions` are open).
+//! - `memory_http_limit{limit}`: each bound in force (`max_body_bytes`, `max_sessions`,
+//!   `max_in_flight`, `header_timeout_seconds`, `body_timeout_seconds`,
+//!   `session_idle_timeout_seconds`); `memory_mcp_sessions` and `memory_http_in_flight` beside them.
+//! - `memory_grants` (grants in force) and `memory_grants_reloads_total{outcome}` (`ok`, `failed`).
+//!
+//! Every label value comes from a fixed set or the operator's grants file (grant names); no
+//! namespace, identity, id, query or text is ever a label.
 
 use std::time::Duration;
 
@@ -78,6 +88,13 @@ pub struct ServerMetrics {
     unindexed: Family<[(&'static str, String); 1], Gauge>,
     hnsw: Family<Label, Gauge>,
     model_loaded: Gauge,
+    forbidden: Family<[(&'static str, String); 2], Counter>,
+    http_refused: Family<Label, Counter>,
+    limits: Family<Label, Gauge>,
+    sessions: Gauge,
+    in_flight: Gauge,
+    grants: Gauge,
+    grant_reloads: Family<Label, Counter>,
 }
 
 impl std::fmt::Debug for ServerMetrics {
@@ -150,6 +167,37 @@ impl ServerMetrics {
             "memory_model_loaded",
             "1 once the embedding model and the index are loaded",
         );
+        let forbidden = Family::<[(&'static str, String); 2], Counter>::default();
+        registry.register(
+            "memory_forbidden",
+            "Calls refused outside the caller's grant, by grant and tool",
+            forbidden.clone(),
+        );
+        let http_refused = Family::<Label, Counter>::default();
+        registry.register(
+            "memory_http_refused",
+            "Requests refused before the MCP layer, by reason",
+            http_refused.clone(),
+        );
+        let limits = Family::<Label, Gauge>::default();
+        registry.register(
+            "memory_http_limit",
+            "The HTTP server's bounds",
+            limits.clone(),
+        );
+        let sessions = gauge(&mut registry, "memory_mcp_sessions", "Open MCP sessions");
+        let in_flight = gauge(
+            &mut registry,
+            "memory_http_in_flight",
+            "MCP requests being answered",
+        );
+        let grants = gauge(&mut registry, "memory_grants", "Grants in force");
+        let grant_reloads = Family::<Label, Counter>::default();
+        registry.register(
+            "memory_grants_reloads",
+            "Re-reads of the grants file, by outcome",
+            grant_reloads.clone(),
+        );
         Self {
             registry,
             recall_seconds,
@@ -162,7 +210,63 @@ impl ServerMetrics {
             unindexed,
             hnsw,
             model_loaded,
+            forbidden,
+            http_refused,
+            limits,
+            sessions,
+            in_flight,
+            grants,
+            grant_reloads,
         }
+    }
+
+    /// Counts one call refused outside `grant`.
+    pub fn count_forbidden(&self, grant: &str, tool: &'static str) {
+        self.forbidden
+            .get_or_create(&[("grant", grant.to_owned()), ("tool", tool.to_owned())])
+            .inc();
+    }
+
+    /// Counts one request refused before the MCP layer (`unauthorized`, `in_flight`, `sessions`).
+    pub fn count_http_refused(&self, reason: &'static str) {
+        self.http_refused.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// Shows one bound in force.
+    pub fn set_limit(&self, limit: &'static str, value: u64) {
+        self.limits
+            .get_or_create(&[("limit", limit)])
+            .set(clamp(value));
+    }
+
+    /// Sets the open sessions (at a scrape).
+    pub fn set_sessions(&self, sessions: usize) {
+        self.sessions.set(clamp(sessions as u64));
+    }
+
+    /// The in-flight gauge, raised while a request is answered.
+    pub fn in_flight(&self) -> &Gauge {
+        &self.in_flight
+    }
+
+    /// Records a load or re-read of the grants file: the grants now in force, and the outcome.
+    pub fn grants_loaded(&self, result: Result<usize, ()>) {
+        match result {
+            Ok(count) => {
+                self.grants.set(clamp(count as u64));
+                self.grant_reloads.get_or_create(&[("outcome", "ok")]).inc();
+            }
+            Err(()) => {
+                self.grant_reloads
+                    .get_or_create(&[("outcome", "failed")])
+                    .inc();
+            }
+        }
+    }
+
+    /// Sets the grants in force at start (not a reload).
+    pub fn set_grants(&self, count: usize) {
+        self.grants.set(clamp(count as u64));
     }
 
     /// Records one recall.

@@ -141,6 +141,11 @@ impl RecallQuery {
     pub fn mode(&self) -> RecallMode {
         self.mode
     }
+
+    /// The namespace and scope it reads through.
+    pub fn access(&self) -> &MemoryAccess {
+        &self.access
+    }
 }
 
 /// The recall modes and sync over one store.

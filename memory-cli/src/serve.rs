@@ -10,7 +10,8 @@ use crate::cli::ServeArgs;
 use crate::database::{Database, Store};
 use crate::discovery::{self, Discovery, DiscoveryGuard};
 use crate::feed::CommitSignal;
-use crate::http::{self, HttpState};
+use crate::grants::Grants;
+use crate::http::{self, HttpState, Limits};
 use crate::mcp::{MemoryServer, ServeError};
 use crate::metrics::ServerMetrics;
 use crate::recall_service::RecallService;
@@ -33,12 +34,16 @@ pub struct ServeOptions {
     pub discovery_path: PathBuf,
 }
 
-/// `--http` and its token.
+/// `--http`, its grants and its bounds.
 pub struct HttpOptions {
     /// The address to bind.
     pub addr: SocketAddr,
-    /// The bearer token, if any.
-    pub token: Option<String>,
+    /// Which grant each token holds (loaded and checked before the store is opened).
+    pub grants: Arc<Grants>,
+    /// The token the discovery file names for the hook, if any.
+    pub discovery_token: Option<String>,
+    /// The bounds.
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -46,7 +51,12 @@ impl std::fmt::Debug for HttpOptions {
         formatter
             .debug_struct("HttpOptions")
             .field("addr", &self.addr)
-            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("grants", &self.grants.count())
+            .field(
+                "discovery_token",
+                &self.discovery_token.as_ref().map(|_| "<set>"),
+            )
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -70,8 +80,28 @@ impl ServeOptions {
         let http = match arguments.http {
             Some(addr) => {
                 let token = http::read_token(arguments.token_file.as_deref())?;
-                http::check_token_policy(addr, token.as_deref())?;
-                Some(HttpOptions { addr, token })
+                http::check_token_policy(addr, token.is_some() || arguments.grants.is_some())?;
+                let grants = Grants::new(arguments.grants.clone(), token.clone(), defaults.clone())
+                    .map_err(|error| Refusal::invalid_input(error.to_string()))?;
+                let discovery_token = match &arguments.hook_token_file {
+                    Some(path) => {
+                        let hook = http::read_token_file(path)?;
+                        if grants.caller(Some(&hook)).is_none() {
+                            return Err(Refusal::invalid_input(format!(
+                                "--hook-token-file {}: the token holds no grant of --grants",
+                                path.display()
+                            )));
+                        }
+                        Some(hook)
+                    }
+                    None => token,
+                };
+                Some(HttpOptions {
+                    addr,
+                    grants: Arc::new(grants),
+                    discovery_token,
+                    limits: arguments.limits,
+                })
             }
             None => None,
         };
@@ -157,6 +187,22 @@ async fn serve_http<S: Store>(
     // Listening for SIGTERM before anything is announced: a supervisor may stop the server as soon
     // as it reads the line below.
     let shutdown = crate::signals::shutdown_signal();
+    let grants = Arc::clone(&options.grants);
+    metrics.set_grants(grants.count());
+    {
+        let grants = Arc::clone(&grants);
+        let metrics = Arc::clone(&metrics);
+        crate::signals::on_hangup(move || match grants.reload() {
+            Ok(count) => {
+                metrics.grants_loaded(Ok(count));
+                eprintln!("memory: SIGHUP: grants re-read, {count} in force");
+            }
+            Err(error) => {
+                metrics.grants_loaded(Err(()));
+                eprintln!("memory: SIGHUP: {error}; the previous grants stay in force");
+            }
+        });
+    }
     let state = HttpState::new(store, Arc::clone(semantic), metrics);
     // The socket answers (/healthz says "starting") while the model loads.
     state.start_loading();
@@ -167,13 +213,13 @@ async fn serve_http<S: Store>(
             version: discovery::VERSION,
             url: url.clone(),
             pid: std::process::id(),
-            token: options.token.clone(),
+            token: options.discovery_token.clone(),
         },
     )
     .map_err(|error| ServeError::Http(error.to_string()))?;
     // The one line a supervisor or a test reads: where the server listens (never the token).
     eprintln!("memory: serving MCP at {url}");
-    let served = http::serve_http(listener, server, state, options.token, shutdown).await;
+    let served = http::serve_http(listener, server, state, grants, options.limits, shutdown).await;
     drop(guard);
     served
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use memory_core::{MemoryKey, MemoryWrite};
+use memory_core::{MemoryDocument, MemoryKey, MemoryWrite};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
@@ -14,6 +14,7 @@ use tracing::Instrument;
 use crate::blocking::on_blocking_pool;
 use crate::database::Store;
 use crate::feed::CommitSignal;
+use crate::grants::Grant;
 use crate::input::{decode_bytes, decode_value};
 use crate::recall_service::{RecallQuery, RecallService};
 use crate::refusal::{Refusal, to_json};
@@ -220,10 +221,33 @@ impl<S: Store> MemoryService<S> {
     }
 
     /// `memory_get`, on the blocking pool like [`Self::write`].
-    pub async fn get(&self, key: &MemoryKey) -> Result<GetResult, Refusal> {
+    /// The current document of `key` as stored, withdrawn or not and whatever read-time suppression
+    /// shows: what a write replaces.
+    pub async fn read_current(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, Refusal> {
         let store = Arc::clone(&self.store);
         let key = key.clone();
-        let document = on_blocking_pool(async move { store.read(&key).await }).await??;
+        Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
+    }
+
+    /// `memory_get` as `grant`'s holder: a document the grant cannot read answers as none.
+    pub async fn get_as(&self, key: &MemoryKey, grant: &Grant) -> Result<Value, Refusal> {
+        to_json(&self.get_filtered(key, Some(grant)).await?)
+    }
+
+    /// `memory_get`: the current document of `key`, as recall would show it.
+    pub async fn get(&self, key: &MemoryKey) -> Result<GetResult, Refusal> {
+        self.get_filtered(key, None).await
+    }
+
+    async fn get_filtered(
+        &self,
+        key: &MemoryKey,
+        grant: Option<&Grant>,
+    ) -> Result<GetResult, Refusal> {
+        let document = self
+            .read_current(key)
+            .await?
+            .filter(|document| grant.is_none_or(|grant| grant.can_read(document)));
         // A forgotten source's contribution reads as gone, exactly as recall hides it.
         let document = self
             .recall

@@ -1,5 +1,5 @@
-//! How the long-running binaries (`memory serve`, `remembering-worker`) learn to stop: SIGINT or
-//! SIGTERM.
+//! How the long-running binaries (`memory serve`, `remembering-worker`) learn to stop (SIGINT or
+//! SIGTERM), and how `memory serve --http --grants` learns to re-read its grants (SIGHUP).
 
 use std::future::Future;
 
@@ -19,6 +19,20 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             () = received(terminate) => {}
         }
     }
+}
+
+/// Calls `reload` on every SIGHUP, for the life of the runtime. The handler is installed when this
+/// is called (before the server announces itself), so a SIGHUP never takes the default action,
+/// which would end the process.
+pub fn on_hangup(reload: impl Fn() + Send + 'static) {
+    let Some(mut hangup) = listen(SignalKind::hangup(), "SIGHUP") else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            reload();
+        }
+    });
 }
 
 fn listen(kind: SignalKind, name: &'static str) -> Option<Signal> {

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::blocking::on_blocking_pool;
 use crate::database::Store;
+use crate::grants::Grant;
 use crate::list::{ListArguments, ListResult};
 use crate::recall_service::RecallQuery;
 use crate::refusal::Refusal;
@@ -116,6 +116,11 @@ impl Defaults {
         &self.namespace
     }
 
+    /// The default namespace's address.
+    pub fn address(&self) -> &NamespaceAddress {
+        &self.address
+    }
+
     /// The default scope.
     pub fn scope(&self) -> &MemoryScope {
         &self.scope
@@ -149,8 +154,10 @@ impl Defaults {
 pub async fn remember<S: Store>(
     service: &MemoryService<S>,
     defaults: &Defaults,
+    grant: &Grant,
     arguments: RememberArguments,
 ) -> Result<WriteResult, Refusal> {
+    grant.allow_write_scopes([defaults.scope()])?;
     let digest = defaults.digest_of("memory_remember", &arguments)?;
     let operation_id = OperationId::new(format!("remember-{digest}"))?;
     let id = match &arguments.id {
@@ -163,7 +170,10 @@ pub async fn remember<S: Store>(
         .clone()
         .unwrap_or_else(|| DEFAULT_SPEAKER.to_owned());
     let metadata = arguments.metadata.clone().unwrap_or_default();
-    let current = read_raw(service, &key).await?;
+    let current = service.read_current(&key).await?;
+    if let Some(document) = &current {
+        grant.allow_replace(document)?;
+    }
     let write = match current {
         // Written by this very call: send the first command again, so the store replays its receipt.
         Some(document) if written_by(&document, &operation_id, &arguments.text, &metadata) => {
@@ -220,17 +230,6 @@ fn written_by(
             .any(|attribution| attribution.origin_id == operation_id.as_str())
 }
 
-/// The current document of `key` as stored (a forgotten source's contribution included: a write
-/// replaces the current revision whatever read-time suppression shows).
-async fn read_raw<S: Store>(
-    service: &MemoryService<S>,
-    key: &MemoryKey,
-) -> Result<Option<MemoryDocument>, Refusal> {
-    let store = std::sync::Arc::clone(service.store());
-    let key = key.clone();
-    Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
-}
-
 /// `memory_search`.
 pub async fn search<S: Store>(
     service: &MemoryService<S>,
@@ -279,16 +278,18 @@ pub fn search_arguments(defaults: &Defaults, query: String, limit: u32) -> Recal
 pub async fn forget<S: Store>(
     service: &MemoryService<S>,
     defaults: &Defaults,
+    grant: &Grant,
     arguments: ForgetArguments,
 ) -> Result<WriteResult, Refusal> {
     let key = defaults.key(&arguments.id)?;
     let digest = defaults.digest_of("memory_forget", &arguments)?;
-    let Some(current) = read_raw(service, &key).await? else {
+    let Some(current) = service.read_current(&key).await? else {
         return Err(Refusal::new(
             ErrorKind::NotFound,
             "no current document has this id (never written, or already forgotten)",
         ));
     };
+    grant.allow_replace(&current)?;
     // The revision is part of the operation: forgetting a later revision is another operation.
     let operation_id = OperationId::new(format!(
         "forget-{}",
@@ -321,7 +322,8 @@ fn hex_digest(parts: &[&[u8]]) -> String {
 pub async fn list<S: Store>(
     service: &MemoryService<S>,
     defaults: &Defaults,
+    grant: &Grant,
     arguments: ListArguments,
 ) -> Result<ListResult, Refusal> {
-    crate::list::list(service, &defaults.namespace, arguments).await
+    crate::list::list(service, &defaults.namespace, Some(grant), arguments).await
 }

@@ -51,6 +51,7 @@ use tracing::Instrument;
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
+use crate::grants::{Grant, GrantedOperation, forbidden};
 use crate::input::{decode_bytes, decode_value};
 use crate::refusal::{Refusal, to_json};
 use crate::service::RawArguments;
@@ -465,6 +466,56 @@ impl<S: Store> ThreadTools<S> {
     ) -> Result<Value, Refusal> {
         let request = ThreadRequest::decode(operation, arguments, &self.defaults)?;
         self.service().await?.run(request).await
+    }
+
+    /// Runs a call as `grant`'s holder: the operation is checked before the arguments are decoded,
+    /// the destination falls back to the grant's defaults (else the server's), and the destination
+    /// and the thread's binding must be the grant's (see [`crate::grants`] for what a refusal tells).
+    pub async fn execute_as(
+        &self,
+        grant: &Grant,
+        operation: ThreadOperation,
+        arguments: RawArguments<'_>,
+    ) -> Result<Value, Refusal> {
+        grant.allow_operation(match operation {
+            ThreadOperation::Append => GrantedOperation::ThreadAppend,
+            ThreadOperation::Forget => GrantedOperation::ThreadForget,
+        })?;
+        let defaults = match grant.defaults() {
+            Some(defaults) => DestinationDefaults {
+                namespace: Some(defaults.namespace().clone()),
+                scope: Some(defaults.scope().clone()),
+                user: None,
+            },
+            None => self.defaults.clone(),
+        };
+        let request = ThreadRequest::decode(operation, arguments, &defaults)?;
+        let service = self.service().await?;
+        if !grant.is_unrestricted() {
+            let (thread, destination) = match &request {
+                ThreadRequest::Append {
+                    thread,
+                    destination,
+                    ..
+                } => (thread.clone(), Some(destination)),
+                ThreadRequest::Forget { thread, .. } => (thread.clone(), None),
+            };
+            if let Some(destination) = destination {
+                grant.allow_namespace(destination.namespace())?;
+                grant.allow_write_scopes(destination.scopes())?;
+            }
+            let log = Arc::clone(&service.log);
+            let binding = blocking(move || log.binding(&thread)).await??;
+            match binding {
+                Some(binding) if grant.admits_namespace(binding.destination.namespace()) => {}
+                // The same words as a thread nobody bound.
+                Some(_) => return Err(forbidden("this thread")),
+                // Forgetting in a thread nobody bound tells nothing apart from another's thread.
+                None if destination.is_none() => return Err(forbidden("this thread")),
+                None => {}
+            }
+        }
+        service.run(request).await
     }
 
     async fn service(&self) -> Result<ThreadService, Refusal> {

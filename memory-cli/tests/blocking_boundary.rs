@@ -321,6 +321,7 @@ fn every_store_call_of_the_operations_runs_on_the_blocking_pool() {
         let listed = memory_cli::list::list(
             &service,
             &namespace,
+            None,
             ListArguments {
                 cursor: None,
                 limit: Some(10),
@@ -338,9 +339,11 @@ fn every_store_call_of_the_operations_runs_on_the_blocking_pool() {
         .await;
 
         let defaults = Defaults::new(namespace, MemoryScope::new("assistant").unwrap()).unwrap();
+        let everything = memory_cli::grants::Grant::everything("test", None);
         let remembered = memory_cli::simple::remember(
             &service,
             &defaults,
+            &everything,
             RememberArguments {
                 text: "Bob drinks coffee.".to_owned(),
                 id: Some("coffee".to_owned()),
@@ -354,6 +357,7 @@ fn every_store_call_of_the_operations_runs_on_the_blocking_pool() {
         memory_cli::simple::forget(
             &service,
             &defaults,
+            &everything,
             ForgetArguments {
                 id: "coffee".to_owned(),
                 reason: "asked".to_owned(),

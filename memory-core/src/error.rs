@@ -230,6 +230,9 @@ pub enum ErrorKind {
     Storage,
     /// Stored data is inconsistent.
     Corrupt,
+    /// The caller's credential does not grant the call (a shared server's per-tenant grants). Says
+    /// nothing about whether the target exists.
+    Forbidden,
 }
 
 impl ErrorKind {
@@ -247,6 +250,7 @@ impl ErrorKind {
             Self::Unavailable => "unavailable",
             Self::Storage => "storage",
             Self::Corrupt => "corrupt",
+            Self::Forbidden => "forbidden",
         }
     }
 }

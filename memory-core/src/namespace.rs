@@ -133,6 +133,11 @@ impl NamespaceAddress {
         Ok(rebuilt)
     }
 
+    /// The definition name, version and identity the address names (what a policy matches on).
+    pub fn parts(&self) -> Result<(String, u64, Value), AddressError> {
+        split_address(&self.0)
+    }
+
     /// The canonical text. Sensitive: never log it or put it into recall text.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -126,6 +126,15 @@ impl HttpServer {
             .expect("the discovery file exists while serving")
     }
 
+    /// Sends `signal` (a `kill` name: `HUP`, `KILL`, ...) to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal}: {status:?}");
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         self.terminate()
@@ -250,4 +259,9 @@ pub fn token_file(dir: &Path, token: &str) -> PathBuf {
     let path = dir.join("token");
     std::fs::write(&path, format!("{token}\n")).expect("token file");
     path
+}
+
+/// The lower-case hex SHA-256 of `token`: what a grants file names it by.
+pub fn token_digest(token: &str) -> String {
+    memory_cli::grants::token_digest(token)
 }

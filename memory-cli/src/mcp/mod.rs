@@ -14,14 +14,17 @@ mod simple_tools;
 use std::sync::Arc;
 use std::time::Instant;
 
+use memory_core::MemoryWrite;
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::Value;
 
 use crate::database::Store;
+use crate::grants::{Grant, GrantedOperation};
 use crate::input::MAX_INPUT_BYTES;
 use crate::metrics::ServerMetrics;
 use crate::refusal::Refusal;
@@ -53,6 +56,10 @@ pub struct MemoryServer<S: Store> {
     service: Arc<MemoryService<S>>,
     threads: Arc<ThreadTools<S>>,
     defaults: Option<Arc<Defaults>>,
+    /// The grant of a caller with no HTTP request (stdio): everything, with the server's defaults.
+    local: Arc<Grant>,
+    /// Whether the simple tools are listed.
+    simple: bool,
     metrics: Arc<ServerMetrics>,
     tool_router: ToolRouter<Self>,
 }
@@ -63,6 +70,8 @@ impl<S: Store> Clone for MemoryServer<S> {
             service: Arc::clone(&self.service),
             threads: Arc::clone(&self.threads),
             defaults: self.defaults.clone(),
+            local: Arc::clone(&self.local),
+            simple: self.simple,
             metrics: Arc::clone(&self.metrics),
             tool_router: self.tool_router.clone(),
         }
@@ -73,7 +82,7 @@ impl<S: Store> std::fmt::Debug for MemoryServer<S> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("MemoryServer")
-            .field("simple_tools", &self.defaults.is_some())
+            .field("simple_tools", &self.simple)
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +130,8 @@ impl<S: Store> MemoryServer<S> {
         metrics: Arc<ServerMetrics>,
     ) -> Self {
         let mut tool_router = Self::tool_router();
-        if defaults.is_some() {
+        let simple = defaults.is_some();
+        if simple {
             tool_router += Self::simple_router();
         }
         Self {
@@ -135,14 +145,94 @@ impl<S: Store> MemoryServer<S> {
                     user: None,
                 },
             )),
+            local: Arc::new(Grant::everything(
+                crate::grants::TOKEN_GRANT,
+                defaults.clone(),
+            )),
             service,
             defaults,
+            simple,
             metrics,
             tool_router,
         }
     }
 
-    async fn respond(&self, operation: Operation, arguments: JsonObject) -> CallToolResult {
+    /// Lists the simple tools whatever the server's defaults (a server with a grants file: each
+    /// grant may bring its own defaults).
+    pub fn with_simple_tools(mut self) -> Self {
+        if !self.simple {
+            self.tool_router += Self::simple_router();
+            self.simple = true;
+        }
+        self
+    }
+
+    /// The grant of the call: the one the HTTP layer found for the request's token
+    /// ([`crate::http`]), or everything for a call with no HTTP request (stdio). An HTTP request
+    /// that carries no grant holds nothing: the check fails closed.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Arc<Grant> {
+        match context.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => parts
+                .extensions
+                .get::<Arc<Grant>>()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(Grant::nothing())),
+            None => Arc::clone(&self.local),
+        }
+    }
+
+    /// Counts a refusal outside the grant, by grant and tool only.
+    fn counted(&self, grant: &Grant, tool: &'static str, answer: &Result<Value, Refusal>) {
+        if let Err(refusal) = answer
+            && refusal.kind() == memory_core::ErrorKind::Forbidden
+        {
+            self.metrics.count_forbidden(grant.name(), tool);
+        }
+    }
+
+    /// Checks a decoded request against `grant` before anything is read or written for it: the
+    /// operation, the namespace, the scopes, and (for a restricted grant) that a document being
+    /// replaced or withdrawn is one the grant sees and writes.
+    async fn authorize(&self, grant: &Grant, request: &Request) -> Result<(), Refusal> {
+        let key = match request {
+            Request::Sync => return Ok(()),
+            Request::Recall(query) => {
+                grant.allow_operation(GrantedOperation::Recall)?;
+                grant.allow_namespace(&query.access().namespace)?;
+                return grant.allow_read_scope(&query.access().scope);
+            }
+            Request::Get(key) => {
+                grant.allow_operation(GrantedOperation::Get)?;
+                return grant.allow_namespace(&key.namespace);
+            }
+            Request::Write(MemoryWrite::Put { key, scopes, .. }) => {
+                grant.allow_operation(GrantedOperation::Put)?;
+                grant.allow_namespace(&key.namespace)?;
+                grant.allow_write_scopes(scopes)?;
+                key
+            }
+            Request::Write(MemoryWrite::Withdraw { key, .. }) => {
+                grant.allow_operation(GrantedOperation::Withdraw)?;
+                grant.allow_namespace(&key.namespace)?;
+                key
+            }
+        };
+        if grant.is_unrestricted() {
+            return Ok(());
+        }
+        match self.service.read_current(key).await? {
+            Some(current) => grant.allow_replace(&current),
+            None => Ok(()),
+        }
+    }
+
+    async fn respond(
+        &self,
+        context: &RequestContext<RoleServer>,
+        operation: Operation,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let grant = self.caller(context);
         let is_write = matches!(operation, Operation::Put | Operation::Withdraw);
         let request = match Request::decode(operation, RawArguments::Json(Value::Object(arguments)))
         {
@@ -159,7 +249,14 @@ impl<S: Store> MemoryServer<S> {
             _ => None,
         };
         let started = Instant::now();
-        let answer = self.service.run(request).await;
+        let answer = match (self.authorize(&grant, &request).await, request) {
+            (Err(refusal), _) => Err(refusal),
+            (Ok(()), Request::Get(key)) if !grant.is_unrestricted() => {
+                self.service.get_as(&key, &grant).await
+            }
+            (Ok(()), request) => self.service.run(request).await,
+        };
+        self.counted(&grant, operation.tool_name(), &answer);
         if let Some(mode) = mode {
             let outcome = answer.as_ref().err().map(Refusal::kind);
             self.metrics
@@ -173,14 +270,21 @@ impl<S: Store> MemoryServer<S> {
 
     async fn respond_thread(
         &self,
+        context: &RequestContext<RoleServer>,
         operation: ThreadOperation,
         arguments: JsonObject,
     ) -> CallToolResult {
-        tool_result(
-            self.threads
-                .execute(operation, RawArguments::Json(Value::Object(arguments)))
-                .await,
-        )
+        let grant = self.caller(context);
+        let answer = self
+            .threads
+            .execute_as(
+                &grant,
+                operation,
+                RawArguments::Json(Value::Object(arguments)),
+            )
+            .await;
+        self.counted(&grant, operation.tool_name(), &answer);
+        tool_result(answer)
     }
 
     /// Stores a memory document: creates it (expected_revision null) or replaces the current revision.
@@ -196,8 +300,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_put(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond(Operation::Put, arguments).await
+    async fn memory_put(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond(&context, Operation::Put, arguments).await
     }
 
     /// Withdraws a memory document for good.
@@ -213,8 +321,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_withdraw(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond(Operation::Withdraw, arguments).await
+    async fn memory_withdraw(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond(&context, Operation::Withdraw, arguments).await
     }
 
     /// Reads one current memory document.
@@ -230,8 +342,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_get(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond(Operation::Get, arguments).await
+    async fn memory_get(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond(&context, Operation::Get, arguments).await
     }
 
     /// Recalls the memory relevant to a query.
@@ -247,8 +363,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_recall(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond(Operation::Recall, arguments).await
+    async fn memory_recall(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond(&context, Operation::Recall, arguments).await
     }
 
     /// Waits until earlier writes are searchable.
@@ -264,8 +384,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_sync(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond(Operation::Sync, arguments).await
+    async fn memory_sync(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond(&context, Operation::Sync, arguments).await
     }
 
     /// Appends one record to a thread log.
@@ -281,8 +405,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_thread_append(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond_thread(ThreadOperation::Append, arguments)
+    async fn memory_thread_append(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_thread(&context, ThreadOperation::Append, arguments)
             .await
     }
 
@@ -299,8 +427,12 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_thread_forget(&self, arguments: JsonObject) -> CallToolResult {
-        self.respond_thread(ThreadOperation::Forget, arguments)
+    async fn memory_thread_forget(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_thread(&context, ThreadOperation::Forget, arguments)
             .await
     }
 }
@@ -310,7 +442,7 @@ impl<S: Store> MemoryServer<S> {
 #[tool_handler(router = self.tool_router)]
 impl<S: Store> ServerHandler for MemoryServer<S> {
     fn get_info(&self) -> ServerConfig {
-        let instructions = if self.defaults.is_some() {
+        let instructions = if self.simple {
             format!("{INSTRUCTIONS}{SIMPLE_INSTRUCTIONS}")
         } else {
             INSTRUCTIONS.to_owned()

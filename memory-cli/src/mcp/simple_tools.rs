@@ -1,16 +1,19 @@
 //! The simple tools as MCP tools (their logic is [`crate::simple`]); the router is merged into the
 //! server's only when it has defaults.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{CallToolResult, JsonObject};
-use rmcp::{tool, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{MemoryServer, input_schema, output_schema, tool_result, write_result};
 use crate::database::Store;
+use crate::grants::{Grant, GrantedOperation};
 use crate::input::decode_value;
 use crate::list::{ListArguments, ListResult};
 use crate::refusal::Refusal;
@@ -28,22 +31,31 @@ fn encoded(answer: Result<impl Serialize, Refusal>) -> Result<Value, Refusal> {
     })
 }
 
-impl<S: Store> MemoryServer<S> {
-    /// The defaults; the simple tools are routed only when there are some.
-    fn defaults(&self) -> Result<&Defaults, Refusal> {
-        self.defaults
-            .as_deref()
-            .ok_or_else(|| Refusal::invalid_input("this server has no default namespace and scope"))
-    }
+/// A simple tool call's defaults and decoded arguments, or why it is refused.
+type SimpleCall<T> = Result<(Arc<Defaults>, T), Refusal>;
 
-    /// The defaults and the decoded arguments of a simple tool call (a missing default is refused
-    /// first).
+impl<S: Store> MemoryServer<S> {
+    /// The caller's grant, its defaults and the decoded arguments of a simple tool call: the
+    /// operation is checked first, then a missing default, then the arguments.
     fn simple_call<T: DeserializeOwned>(
         &self,
+        context: &RequestContext<RoleServer>,
+        operation: GrantedOperation,
         arguments: JsonObject,
-    ) -> Result<(&Defaults, T), Refusal> {
-        let defaults = self.defaults()?;
-        Ok((defaults, decode_value(Value::Object(arguments))?))
+    ) -> (Arc<Grant>, SimpleCall<T>) {
+        let grant = self.caller(context);
+        let call = grant
+            .allow_operation(operation)
+            .and_then(|()| grant.defaults_or(self.defaults.as_ref()))
+            .and_then(|defaults| {
+                defaults.ok_or_else(|| {
+                    Refusal::invalid_input(
+                        "this server has no default namespace and scope for this token",
+                    )
+                })
+            })
+            .and_then(|defaults| Ok((defaults, decode_value(Value::Object(arguments))?)));
+        (grant, call)
     }
 }
 
@@ -62,13 +74,20 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_remember(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match self.simple_call::<RememberArguments>(arguments) {
+    async fn memory_remember(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let (grant, call) =
+            self.simple_call::<RememberArguments>(&context, GrantedOperation::Remember, arguments);
+        let answer = match call {
             Ok((defaults, arguments)) => {
-                encoded(simple::remember(&self.service, defaults, arguments).await)
+                encoded(simple::remember(&self.service, &defaults, &grant, arguments).await)
             }
             Err(refusal) => Err(refusal),
         };
+        self.counted(&grant, "memory_remember", &answer);
         self.metrics.count_write(write_result(&answer));
         tool_result(answer)
     }
@@ -86,11 +105,17 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_search(&self, arguments: JsonObject) -> CallToolResult {
+    async fn memory_search(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
         let started = Instant::now();
-        let answer = match self.simple_call::<SearchArguments>(arguments) {
+        let (grant, call) =
+            self.simple_call::<SearchArguments>(&context, GrantedOperation::Recall, arguments);
+        let answer = match call {
             Ok((defaults, arguments)) => {
-                let answer = simple::search(&self.service, defaults, arguments).await;
+                let answer = simple::search(&self.service, &defaults, arguments).await;
                 let outcome = answer.as_ref().err().map(Refusal::kind);
                 self.metrics
                     .observe_recall(RecallMode::Hybrid, outcome, started.elapsed());
@@ -98,6 +123,7 @@ impl<S: Store> MemoryServer<S> {
             }
             Err(refusal) => Err(refusal),
         };
+        self.counted(&grant, "memory_search", &answer);
         tool_result(answer)
     }
 
@@ -114,13 +140,20 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_forget(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match self.simple_call::<ForgetArguments>(arguments) {
+    async fn memory_forget(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let (grant, call) =
+            self.simple_call::<ForgetArguments>(&context, GrantedOperation::Forget, arguments);
+        let answer = match call {
             Ok((defaults, arguments)) => {
-                encoded(simple::forget(&self.service, defaults, arguments).await)
+                encoded(simple::forget(&self.service, &defaults, &grant, arguments).await)
             }
             Err(refusal) => Err(refusal),
         };
+        self.counted(&grant, "memory_forget", &answer);
         self.metrics.count_write(write_result(&answer));
         tool_result(answer)
     }
@@ -138,13 +171,20 @@ impl<S: Store> MemoryServer<S> {
             open_world_hint = false
         )
     )]
-    async fn memory_list(&self, arguments: JsonObject) -> CallToolResult {
-        let answer = match self.simple_call::<ListArguments>(arguments) {
+    async fn memory_list(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let (grant, call) =
+            self.simple_call::<ListArguments>(&context, GrantedOperation::List, arguments);
+        let answer = match call {
             Ok((defaults, arguments)) => {
-                encoded(simple::list(&self.service, defaults, arguments).await)
+                encoded(simple::list(&self.service, &defaults, &grant, arguments).await)
             }
             Err(refusal) => Err(refusal),
         };
+        self.counted(&grant, "memory_list", &answer);
         tool_result(answer)
     }
 }

@@ -1,18 +1,26 @@
 //! `memory serve --http ADDR`: the MCP server over streamable HTTP (rmcp's server transport in an axum
 //! router), with `GET /healthz` and `GET /metrics` beside it.
 //!
-//! - `/mcp`: rmcp's `StreamableHttpService` (sessions kept in memory). When the server has a bearer
-//!   token, every request must carry `Authorization: Bearer TOKEN`, else it is answered `401` before
-//!   rmcp sees it. rmcp's own `Host` check (against DNS rebinding) stays on for a loopback address; on
-//!   any other address the token is the guard and every host name is accepted.
-//! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, behind the same token.
+//! - `/mcp`: rmcp's `StreamableHttpService` (sessions kept in memory), behind the [`gate::Gate`]:
+//!   every request's bearer token must name a grant ([`crate::grants`]: a `--grants` file, or the
+//!   `--token-file` token's grant to everything), else it is answered `401` before rmcp sees it; the
+//!   bounds of a shared server ([`Limits`]) are answered `429`/`503` with `Retry-After`. rmcp's own
+//!   `Host` check (against DNS rebinding) stays on for a loopback address; on any other address the
+//!   token is the guard and every host name is accepted.
+//! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, for a token granted everything.
 //! - `/healthz`: open to anyone (probes), telling no more than readiness: `200 {"status":"ready"}`
 //!   once the store is open (it is before the socket is bound) and the model and index are loaded;
 //!   `503 {"status":"starting"}` while they load, `503 {"status":"degraded"}` when the load failed
 //!   (the lexical mode and writes still work; `memory doctor` says what is missing).
 //!
-//! A token is required unless the address is a loopback one ([`check_token_policy`]). Requests are
-//! never logged with their arguments.
+//! Connections are accepted by [`accept`] (a header read timeout), request bodies are bounded in
+//! size (rmcp) and in stall time (tower-http's body timeout). A token is required unless the address
+//! is a loopback one ([`check_token_policy`]). Requests are never logged with their arguments.
+
+mod accept;
+pub mod gate;
+
+pub use gate::Limits;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,10 +36,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::blocking::on_blocking_pool;
 use crate::database::Store;
-use crate::input::MAX_INPUT_BYTES;
+use crate::grants::Grants;
 use crate::mcp::{MemoryServer, ServeError};
 use crate::metrics::{CONTENT_TYPE, IndexSnapshot, LoadedIndex, ServerMetrics};
 use crate::refusal::Refusal;
@@ -46,48 +55,57 @@ pub const TOKEN_ENV: &str = "MEMORY_TOKEN";
 /// Most bytes of a token file: a token is a line, not a document.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
-/// JSON-RPC framing around the largest valid tool argument.
-const ENVELOPE_BYTES: usize = 64 * 1024;
-
 /// The token from `--token-file PATH`, else from [`TOKEN_ENV`], trimmed; an empty one is refused.
 pub fn read_token(token_file: Option<&std::path::Path>) -> Result<Option<String>, Refusal> {
-    let token = match token_file {
-        Some(path) => {
-            let bytes = crate::input::read_bounded(
-                std::fs::File::open(path).map_err(|error| {
-                    Refusal::invalid_input(format!("--token-file {}: {error}", path.display()))
-                })?,
-                MAX_TOKEN_FILE_BYTES,
-            )
-            .map_err(|failure| match failure {
-                crate::input::ReadFailure::Refused(refusal) => refusal,
-                crate::input::ReadFailure::Io(error) => {
-                    Refusal::invalid_input(format!("--token-file {}: {error}", path.display()))
-                }
-            })?;
-            Some(String::from_utf8(bytes).map_err(|_| {
-                Refusal::invalid_input(format!("--token-file {}: not UTF-8", path.display()))
-            })?)
-        }
-        None => std::env::var(TOKEN_ENV).ok(),
-    };
-    match token.map(|token| token.trim().to_owned()) {
-        Some(token) if token.is_empty() => Err(Refusal::invalid_input(
-            "the bearer token is empty (--token-file or MEMORY_TOKEN)",
-        )),
-        Some(token) if token.chars().any(|c| c.is_control() || c == ' ') => Err(
-            Refusal::invalid_input("the bearer token holds spaces or control characters"),
-        ),
-        token => Ok(token),
+    match token_file {
+        Some(path) => read_token_file(path).map(Some),
+        None => std::env::var(TOKEN_ENV)
+            .ok()
+            .map(|token| checked_token(token, TOKEN_ENV))
+            .transpose(),
     }
 }
 
-/// Refuses to serve a non-loopback address without a token.
-pub fn check_token_policy(addr: SocketAddr, token: Option<&str>) -> Result<(), Refusal> {
-    if token.is_none() && !addr.ip().is_loopback() {
+/// The token in the file at `path`, trimmed; an empty one is refused.
+pub fn read_token_file(path: &std::path::Path) -> Result<String, Refusal> {
+    let shown = path.display();
+    let bytes = crate::input::read_bounded(
+        std::fs::File::open(path)
+            .map_err(|error| Refusal::invalid_input(format!("token file {shown}: {error}")))?,
+        MAX_TOKEN_FILE_BYTES,
+    )
+    .map_err(|failure| match failure {
+        crate::input::ReadFailure::Refused(refusal) => refusal,
+        crate::input::ReadFailure::Io(error) => {
+            Refusal::invalid_input(format!("token file {shown}: {error}"))
+        }
+    })?;
+    let token = String::from_utf8(bytes)
+        .map_err(|_| Refusal::invalid_input(format!("token file {shown}: not UTF-8")))?;
+    checked_token(token, &format!("token file {shown}"))
+}
+
+fn checked_token(token: String, source: &str) -> Result<String, Refusal> {
+    let token = token.trim().to_owned();
+    if token.is_empty() {
+        return Err(Refusal::invalid_input(format!(
+            "the bearer token is empty ({source})"
+        )));
+    }
+    if token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(Refusal::invalid_input(format!(
+            "the bearer token holds spaces or control characters ({source})"
+        )));
+    }
+    Ok(token)
+}
+
+/// Refuses to serve a non-loopback address without credentials (a token or a grants file).
+pub fn check_token_policy(addr: SocketAddr, has_credentials: bool) -> Result<(), Refusal> {
+    if !has_credentials && !addr.ip().is_loopback() {
         return Err(Refusal::invalid_input(format!(
             "--http {addr} is not a loopback address: give a bearer token with --token-file PATH or \
-             {TOKEN_ENV}, or bind 127.0.0.1"
+             {TOKEN_ENV}, or grants with --grants FILE, or bind 127.0.0.1"
         )));
     }
     Ok(())
@@ -199,75 +217,39 @@ fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
     response
 }
 
-/// Compares in time independent of where the first difference is.
-fn same_token(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-            == 0
-}
-
-async fn require_token(token: Arc<Option<String>>, request: Request, next: Next) -> Response {
-    let Some(expected) = token.as_deref() else {
-        return next.run(request).await;
-    };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match given {
-        Some(given) if same_token(given.trim().as_bytes(), expected.as_bytes()) => {
-            next.run(request).await
-        }
-        _ => {
-            let mut response = json_response(
-                StatusCode::UNAUTHORIZED,
-                &serde_json::json!({"error": {
-                    "kind": "unauthorized",
-                    "message": "missing or wrong bearer token (Authorization: Bearer TOKEN)"
-                }}),
-            );
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
-    }
-}
-
-/// Serves `server` on `listener` until `shutdown` completes, then closes every MCP session.
+/// Serves `server` on `listener` until `shutdown` completes, then closes every MCP session: callers
+/// hold the grant `grants` finds for their token, within `limits`.
 pub async fn serve_http<S: Store>(
     listener: tokio::net::TcpListener,
     server: MemoryServer<S>,
     state: Arc<HttpState<S>>,
-    token: Option<String>,
+    grants: Arc<Grants>,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let local = listener
         .local_addr()
         .map_err(|error| ServeError::Http(error.to_string()))?;
-    let mut config = StreamableHttpServerConfig::default().with_max_request_body_bytes(
-        usize::try_from(MAX_INPUT_BYTES)
-            .unwrap_or(usize::MAX)
-            .saturating_add(ENVELOPE_BYTES),
-    );
+    let mut config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX));
     if !local.ip().is_loopback() {
         config = config.disable_allowed_hosts();
     }
-    let sessions = config.cancellation_token.clone();
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let token = Arc::new(token);
-    let auth = from_fn(move |request: Request, next: Next| {
-        let token = Arc::clone(&token);
-        async move { require_token(token, request, next).await }
-    });
+    let cancel_sessions = config.cancellation_token.clone();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(limits.session_idle_timeout());
+    let sessions = Arc::new(sessions);
+    let server = if grants.has_file() {
+        server.with_simple_tools()
+    } else {
+        server
+    };
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    let gate = gate::Gate::new(grants, limits, sessions, Arc::clone(&state.metrics));
+    let admit = {
+        let gate = Arc::clone(&gate);
+        from_fn(move |request: Request, next: Next| Arc::clone(&gate).admit(request, next))
+    };
     let metrics_state = Arc::clone(&state);
     let protected = Router::new()
         .nest_service(MCP_PATH, mcp)
@@ -275,10 +257,14 @@ pub async fn serve_http<S: Store>(
             "/metrics",
             get(move || {
                 let state = Arc::clone(&metrics_state);
-                async move { state.metrics().await }
+                let gate = Arc::clone(&gate);
+                async move {
+                    state.metrics.set_sessions(gate.open_sessions().await);
+                    state.metrics().await
+                }
             }),
         )
-        .layer(auth);
+        .layer(admit);
     let app = Router::new()
         .route(
             "/healthz",
@@ -288,15 +274,15 @@ pub async fn serve_http<S: Store>(
             }),
         )
         .merge(protected)
-        .fallback(|| async { (StatusCode::NOT_FOUND, Body::empty()) });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // Streams held open by clients (SSE) end with their sessions.
-            sessions.cancel();
-        })
-        .await
-        .map_err(|error| ServeError::Http(error.to_string()))
+        .fallback(|| async { (StatusCode::NOT_FOUND, Body::empty()) })
+        .layer(RequestBodyTimeoutLayer::new(limits.body_timeout()));
+    accept::serve(listener, app, limits.header_timeout(), async move {
+        shutdown.await;
+        // Streams held open by clients (SSE) end with their sessions.
+        cancel_sessions.cancel();
+    })
+    .await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -308,10 +294,10 @@ mod tests {
         let loopback: SocketAddr = "127.0.0.1:0".parse().expect("address");
         let v6: SocketAddr = "[::1]:0".parse().expect("address");
         let open: SocketAddr = "0.0.0.0:8181".parse().expect("address");
-        assert!(check_token_policy(loopback, None).is_ok());
-        assert!(check_token_policy(v6, None).is_ok());
-        assert!(check_token_policy(open, None).is_err());
-        assert!(check_token_policy(open, Some("t")).is_ok());
+        assert!(check_token_policy(loopback, false).is_ok());
+        assert!(check_token_policy(v6, false).is_ok());
+        assert!(check_token_policy(open, false).is_err());
+        assert!(check_token_policy(open, true).is_ok());
     }
 
     #[test]
@@ -320,12 +306,5 @@ mod tests {
         assert_eq!(url("127.0.0.1:8181"), "http://127.0.0.1:8181/mcp");
         assert_eq!(url("0.0.0.0:9"), "http://127.0.0.1:9/mcp");
         assert_eq!(url("[::]:9"), "http://[::1]:9/mcp");
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token(b"abc", b"abc"));
-        assert!(!same_token(b"abd", b"abc"));
-        assert!(!same_token(b"ab", b"abc"));
     }
 }

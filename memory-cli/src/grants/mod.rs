@@ -1,0 +1,344 @@
+//! Per-tenant grants of a shared `memory serve --http`: what each bearer token may touch.
+//!
+//! A [`Grant`] binds one token (by its SHA-256, see [`file`]) to a name, the namespaces it may use,
+//! the scopes it may read and write, and the operations it may call; the simple tools' default
+//! namespace and scope come from it. Every MCP tool asks the caller's grant before it reads or
+//! writes anything ([`Grant::allow_operation`], [`Grant::allow_namespace`], the scope checks), so a
+//! refused call changes nothing. `--token-file`/`MEMORY_TOKEN` and a server without a token are one
+//! grant to everything ([`Grant::everything`]), so setups from before grants keep working.
+//!
+//! What a refusal reveals: a call outside the grant's operations, namespaces or scopes is
+//! `forbidden` before the store is read, with the same words whatever the target, so it says nothing
+//! about whether the target exists. Inside a granted namespace, documents are filtered by scope: a
+//! document none of whose scopes the grant reads is absent to `memory_get` and `memory_list`, and
+//! replacing or withdrawing it is `forbidden` (so a grant sharing a namespace with another learns
+//! that such an id is taken, nothing more). Thread ids are one name space per database: a thread
+//! bound to a destination outside the grant is `forbidden` to append to and to forget in, and a
+//! forget in a thread with no binding is `forbidden` too (not `not-found`), so forgetting never
+//! tells another tenant's thread from none; a first append to a taken thread id tells that it is
+//! taken. Hosts should use unguessable thread ids (the hook uses the host's session ids).
+
+mod file;
+mod table;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use memory_core::{DynamicNamespace, ErrorKind, MemoryDocument, MemoryScope, NamespaceAddress};
+use serde_json::{Map, Value};
+
+use crate::refusal::Refusal;
+use crate::simple::Defaults;
+
+pub use file::{GrantsError, MAX_GRANTS, MAX_GRANTS_FILE_BYTES, load_file, parse};
+pub use table::{Grants, TOKEN_GRANT, token_digest};
+
+/// An operation a grant may allow; each MCP tool is one of them (`memory_sync` needs none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GrantedOperation {
+    /// `memory_recall`, `memory_search`.
+    Recall,
+    /// `memory_get`.
+    Get,
+    /// `memory_list`.
+    List,
+    /// `memory_put`.
+    Put,
+    /// `memory_remember`.
+    Remember,
+    /// `memory_withdraw`.
+    Withdraw,
+    /// `memory_forget`.
+    Forget,
+    /// `memory_thread_append`.
+    ThreadAppend,
+    /// `memory_thread_forget`.
+    ThreadForget,
+}
+
+impl GrantedOperation {
+    /// Every operation, in the order the documentation lists them.
+    pub const ALL: [Self; 9] = [
+        Self::Recall,
+        Self::Get,
+        Self::List,
+        Self::Put,
+        Self::Remember,
+        Self::Withdraw,
+        Self::Forget,
+        Self::ThreadAppend,
+        Self::ThreadForget,
+    ];
+
+    /// The name a grants file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recall => "recall",
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Put => "put",
+            Self::Remember => "remember",
+            Self::Withdraw => "withdraw",
+            Self::Forget => "forget",
+            Self::ThreadAppend => "thread_append",
+            Self::ThreadForget => "thread_forget",
+        }
+    }
+
+    /// The operation a grants file names, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|operation| operation.as_str() == name)
+    }
+}
+
+/// Scopes a grant reads or writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeSet {
+    /// Every scope (`"*"`).
+    Any,
+    /// These scopes only.
+    Only(BTreeSet<String>),
+}
+
+impl ScopeSet {
+    /// Whether `scope` is in the set.
+    pub fn contains(&self, scope: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Only(scopes) => scopes.contains(scope),
+        }
+    }
+}
+
+/// Which identities of a definition a namespace rule admits.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdentityRule {
+    /// Every identity.
+    Any,
+    /// Exactly this identity.
+    Exact(Value),
+    /// Every object identity with these fields at these values (other fields free).
+    Fields(Map<String, Value>),
+}
+
+/// One namespace rule: a definition name (or `*` for every namespace), optionally a version, and
+/// which identities.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceRule {
+    /// The definition name; `None` is every namespace.
+    pub name: Option<String>,
+    /// The definition version; `None` is every version.
+    pub version: Option<u64>,
+    /// Which identities.
+    pub identity: IdentityRule,
+}
+
+impl NamespaceRule {
+    /// Whether the namespace `name`/`version`/`identity` is admitted.
+    pub fn admits(&self, name: &str, version: u64, identity: &Value) -> bool {
+        if self.name.as_deref().is_some_and(|rule| rule != name)
+            || self.version.is_some_and(|rule| rule != version)
+        {
+            return false;
+        }
+        match &self.identity {
+            IdentityRule::Any => true,
+            IdentityRule::Exact(rule) => rule == identity,
+            IdentityRule::Fields(fields) => identity.as_object().is_some_and(|object| {
+                fields
+                    .iter()
+                    .all(|(field, value)| object.get(field) == Some(value))
+            }),
+        }
+    }
+}
+
+/// What one token may touch.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    name: String,
+    operations: BTreeSet<GrantedOperation>,
+    /// `None`: every namespace.
+    namespaces: Option<Vec<NamespaceRule>>,
+    read_scopes: ScopeSet,
+    write_scopes: ScopeSet,
+    defaults: Option<Arc<Defaults>>,
+}
+
+/// A refusal of a call outside the caller's grant: the same words whatever the target.
+pub fn forbidden(what: &str) -> Refusal {
+    Refusal::new(
+        ErrorKind::Forbidden,
+        format!("this token's grant does not allow {what}"),
+    )
+}
+
+impl Grant {
+    /// A grant to every operation, namespace and scope (a `--token-file` token, or a server without
+    /// one), with the server's defaults.
+    pub fn everything(name: &str, defaults: Option<Arc<Defaults>>) -> Self {
+        Self {
+            name: name.to_owned(),
+            operations: GrantedOperation::ALL.into_iter().collect(),
+            namespaces: None,
+            read_scopes: ScopeSet::Any,
+            write_scopes: ScopeSet::Any,
+            defaults,
+        }
+    }
+
+    /// A grant to nothing: what a request holds when no grant was found for it (fail closed).
+    pub fn nothing() -> Self {
+        Self {
+            name: "none".to_owned(),
+            operations: BTreeSet::new(),
+            namespaces: Some(Vec::new()),
+            read_scopes: ScopeSet::Only(BTreeSet::new()),
+            write_scopes: ScopeSet::Only(BTreeSet::new()),
+            defaults: None,
+        }
+    }
+
+    /// A grant; `namespaces` `None` is every namespace. The defaults are not checked against the
+    /// grant here ([`file`] does it for a grants file).
+    pub fn new(
+        name: String,
+        operations: BTreeSet<GrantedOperation>,
+        namespaces: Option<Vec<NamespaceRule>>,
+        read_scopes: ScopeSet,
+        write_scopes: ScopeSet,
+        defaults: Option<Arc<Defaults>>,
+    ) -> Self {
+        Self {
+            name,
+            operations,
+            namespaces,
+            read_scopes,
+            write_scopes,
+            defaults,
+        }
+    }
+
+    /// The name (a `/metrics` label; never a secret).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The simple tools' namespace and scope for this grant's calls.
+    pub fn defaults(&self) -> Option<&Arc<Defaults>> {
+        self.defaults.as_ref()
+    }
+
+    /// Whether it allows everything (then no document is filtered).
+    pub fn is_unrestricted(&self) -> bool {
+        self.namespaces.is_none()
+            && self.read_scopes == ScopeSet::Any
+            && self.write_scopes == ScopeSet::Any
+            && self.operations.len() == GrantedOperation::ALL.len()
+    }
+
+    /// Refuses an operation the grant does not list.
+    pub fn allow_operation(&self, operation: GrantedOperation) -> Result<(), Refusal> {
+        if self.operations.contains(&operation) {
+            Ok(())
+        } else {
+            Err(forbidden(&format!("the {} operation", operation.as_str())))
+        }
+    }
+
+    /// Whether the namespace at `address` is one of the grant's.
+    pub fn admits_namespace(&self, address: &NamespaceAddress) -> bool {
+        let Some(rules) = &self.namespaces else {
+            return true;
+        };
+        // A stored or just-encoded address always splits; one that does not is admitted by nothing.
+        match address.parts() {
+            Ok((name, version, identity)) => rules
+                .iter()
+                .any(|rule| rule.admits(&name, version, &identity)),
+            Err(_) => false,
+        }
+    }
+
+    /// Refuses a namespace outside the grant.
+    pub fn allow_namespace(&self, address: &NamespaceAddress) -> Result<(), Refusal> {
+        if self.admits_namespace(address) {
+            Ok(())
+        } else {
+            Err(forbidden("this namespace"))
+        }
+    }
+
+    /// Refuses a namespace (in its JSON form) outside the grant; an invalid one keeps its own refusal.
+    pub fn allow_dynamic(&self, namespace: &DynamicNamespace) -> Result<NamespaceAddress, Refusal> {
+        let address = crate::wire::address_of(namespace)?;
+        self.allow_namespace(&address)?;
+        Ok(address)
+    }
+
+    /// Refuses reading through a scope the grant does not read.
+    pub fn allow_read_scope(&self, scope: &MemoryScope) -> Result<(), Refusal> {
+        if self.read_scopes.contains(scope.as_str()) {
+            Ok(())
+        } else {
+            Err(forbidden("reading through this scope"))
+        }
+    }
+
+    /// Refuses granting a document to a scope the grant does not write.
+    pub fn allow_write_scopes<'a>(
+        &self,
+        scopes: impl IntoIterator<Item = &'a MemoryScope>,
+    ) -> Result<(), Refusal> {
+        if scopes
+            .into_iter()
+            .all(|scope| self.write_scopes.contains(scope.as_str()))
+        {
+            Ok(())
+        } else {
+            Err(forbidden("writing to this scope"))
+        }
+    }
+
+    /// Whether the grant sees `document`: it is in a granted namespace and one of its scopes is read.
+    pub fn can_read(&self, document: &MemoryDocument) -> bool {
+        self.admits_namespace(&document.key.namespace)
+            && (self.read_scopes == ScopeSet::Any
+                || document
+                    .scopes
+                    .iter()
+                    .any(|scope| self.read_scopes.contains(scope.as_str())))
+    }
+
+    /// Refuses replacing or withdrawing `document` unless the grant sees it and writes every scope
+    /// it is granted to.
+    pub fn allow_replace(&self, document: &MemoryDocument) -> Result<(), Refusal> {
+        if self.can_read(document) {
+            self.allow_write_scopes(&document.scopes)
+        } else {
+            Err(forbidden("changing this document"))
+        }
+    }
+
+    /// The grant's defaults, else `fallback` (the server's) when the grant admits them; a default the
+    /// grant does not admit is refused, never used.
+    pub fn defaults_or(
+        &self,
+        fallback: Option<&Arc<Defaults>>,
+    ) -> Result<Option<Arc<Defaults>>, Refusal> {
+        if let Some(defaults) = &self.defaults {
+            return Ok(Some(Arc::clone(defaults)));
+        }
+        let Some(defaults) = fallback else {
+            return Ok(None);
+        };
+        self.allow_namespace(defaults.address())?;
+        self.allow_read_scope(defaults.scope())?;
+        Ok(Some(Arc::clone(defaults)))
+    }
+}
+
+#[cfg(test)]
+mod tests;
