@@ -14,6 +14,7 @@
 //!   script's import file and the texts a sync of it embeds).
 //! - [`report`], [`run`], [`progress`]: the report files, the main job, progress bars.
 //! - [`locomo`]: the LoCoMo benchmark through the product, and the tuning of its recall defaults.
+//! - [`serve_load`]: `memory serve --http` under concurrent tenants' load (`memory-eval serve-load`).
 
 pub mod corpus;
 pub mod extract;
@@ -27,6 +28,7 @@ pub mod progress;
 pub mod quality;
 pub mod report;
 pub mod run;
+pub mod serve_load;
 pub mod sweep;
 pub mod sync_bench;
 pub mod tenants;

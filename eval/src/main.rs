@@ -4,7 +4,8 @@
 //! folder, the local all-MiniLM-L6-v2 model from `assets/`) and writes `report.md`, `report.json` and the
 //! SVG plots to `--out` (default `eval-report/`). `locomo` measures recall on LoCoMo through the product
 //! and `locomo-tune` chooses the product's recall defaults on it (see [`eval::locomo`]). `dump-vectors`,
-//! `bench-hnsw`, `bench-embed` and `sync-texts` serve `scripts/compare.sh`.
+//! `bench-hnsw`, `bench-embed` and `sync-texts` serve `scripts/compare.sh`. `serve-load` measures the
+//! built `memory serve --http` under concurrent tenants (see [`eval::serve_load`]).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -142,6 +143,49 @@ enum Command {
         #[arg(long, default_value_t = semantic_index::fastembed_embedder::DEFAULT_BATCH_TOKENS)]
         max_batch_tokens: usize,
     },
+    /// Drives the built `memory serve --http` (with grants: a token per tenant) with concurrent MCP
+    /// clients over a seeded store and reports per-operation p50/p99, throughput, errors by kind,
+    /// the server's peak RSS and recall under load against recall idle; writes OUT/serve-load.json.
+    /// Exits non-zero when an answer held another tenant's memory or an acknowledged write is
+    /// missing (latencies are reported, never asserted). The mix: 1% deliberate refusals (another
+    /// tenant's namespace, must be `forbidden`), then 70% recall (hybrid), 15% remember, 10% list,
+    /// 5% forget.
+    ServeLoad {
+        /// Documents seeded (`memory import`), dealt round-robin over the tenants.
+        #[arg(long, default_value_t = 100_000)]
+        docs: usize,
+        /// Tenants, each a grant with its own token, namespace and scope.
+        #[arg(long, default_value_t = 100)]
+        tenants: usize,
+        /// Concurrent MCP clients; client i is tenant i % tenants.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds of load (unless --ops is given).
+        #[arg(long, default_value_t = 60)]
+        duration_secs: u64,
+        /// Calls per client instead of a duration.
+        #[arg(long)]
+        ops: Option<u64>,
+        /// Sequential recalls timed on the idle server before the load.
+        #[arg(long, default_value_t = 200)]
+        idle_recalls: usize,
+        /// Each client's mean pause between calls, ms (each drawn from 0.5 to 1.5 times it, so
+        /// clients do not call in step; 0, the default: every client calls again at once, so the
+        /// server is saturated).
+        #[arg(long, default_value_t = 0)]
+        think_ms: u64,
+        /// The `memory` binary (default: the one beside this executable, `target/<profile>/memory`).
+        #[arg(long)]
+        memory_bin: Option<PathBuf>,
+        /// Run against PostgreSQL (two servers on a fresh schema, one killed and restarted midway);
+        /// without a value, $MEMORY_TEST_POSTGRES_URL (`bash scripts/postgres-setup.sh` prints one).
+        #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "URL")]
+        postgres: Option<String>,
+        /// Reuse the seeded and indexed SQLite store of an earlier run with the same --docs,
+        /// --tenants and --seed (OUT/serve-load/serve-load.sqlite) instead of seeding again.
+        #[arg(long)]
+        reuse_store: bool,
+    },
 }
 
 /// How `memory-eval locomo` turns LoCoMo's turns into memory.
@@ -250,6 +294,57 @@ fn main() -> anyhow::Result<()> {
                 texts.len(),
                 import.display(),
                 out.display()
+            );
+            Ok(())
+        }
+        Some(Command::ServeLoad {
+            docs,
+            tenants,
+            clients,
+            duration_secs,
+            ops,
+            idle_recalls,
+            think_ms,
+            memory_bin,
+            postgres,
+            reuse_store,
+        }) => {
+            let postgres = match postgres.as_deref() {
+                None => None,
+                Some("") => Some(std::env::var("MEMORY_TEST_POSTGRES_URL").context(
+                    "--postgres without a URL reads MEMORY_TEST_POSTGRES_URL (`bash \
+                     scripts/postgres-setup.sh` prints one)",
+                )?),
+                Some(url) => Some(url.to_owned()),
+            };
+            let options = eval::serve_load::ServeLoadOptions {
+                out: cli.out.clone(),
+                memory_bin,
+                docs,
+                tenants,
+                clients,
+                duration: std::time::Duration::from_secs(duration_secs),
+                ops,
+                idle_recalls,
+                think: std::time::Duration::from_millis(think_ms),
+                seed: cli.seed,
+                postgres,
+                reuse_store,
+                verbose: true,
+            };
+            let report = runtime.block_on(eval::serve_load::run(&options))?;
+            println!("{}", eval::serve_load::report::table(&report));
+            eprintln!(
+                "memory-eval: serve-load report written to {}",
+                cli.out.join("serve-load.json").display()
+            );
+            anyhow::ensure!(
+                report.correct(),
+                "serve-load: {} cross-tenant answers, {} acknowledged writes missing, {} \
+                 acknowledged forgets still visible",
+                report.cross_tenant_answers,
+                report.acknowledged_writes_missing,
+                report.acknowledged_forgets_visible
             );
             Ok(())
         }
