@@ -60,10 +60,6 @@ impl Cases {
         usize::try_from(self.next() % n as u64).unwrap_or(0)
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
     fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| (self.next() >> 24) as u8).collect()
     }

@@ -13,9 +13,10 @@
 //!   `503 {"status":"starting"}` while they load, `503 {"status":"degraded"}` when the load failed
 //!   (the lexical mode and writes still work; `memory doctor` says what is missing).
 //!
-//! Connections are accepted by [`accept`] (a header read timeout), request bodies are bounded in
-//! size (rmcp) and in stall time (tower-http's body timeout). A token is required unless the address
-//! is a loopback one ([`check_token_policy`]). Requests are never logged with their arguments.
+//! Connections are accepted by `accept.rs` (hyper with a header read timeout), request bodies are
+//! bounded in size (rmcp) and in stall time (tower-http's body timeout). A token is required unless
+//! the address is a loopback one ([`check_token_policy`]). Requests are never logged with their
+//! arguments.
 
 mod accept;
 pub mod gate;

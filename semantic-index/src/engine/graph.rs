@@ -228,7 +228,14 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
     /// Saves the answering graph to the store if it changed since it was loaded or last saved;
     /// never builds or waits for a build. For the server: periodically and at shutdown.
     pub async fn save_graph(&self) -> Result<PersistOutcome, SemanticError> {
-        persist_current(&self.state, &self.store, self.digest, &self.save_lock).await
+        persist_current(
+            &self.state,
+            &self.store,
+            self.digest,
+            &self.save_lock,
+            Encoder::BlockingPool,
+        )
+        .await
     }
 
     /// Makes sure a graph over the current chunks is persisted: saves the answering graph if it
@@ -253,31 +260,67 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
     }
 }
 
+/// Where a save encodes the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoder {
+    /// On the calling thread: a build thread, which is no async worker.
+    InPlace,
+    /// On tokio's blocking pool: from async code, so the encoding (a distance per neighbour, a
+    /// digest over the whole graph: a second or more at 100k chunks in a debug build) never holds an
+    /// async worker, which would stall every request the server answers meanwhile.
+    BlockingPool,
+}
+
+/// The encoded answering graph and its version, or why there is nothing to store.
+fn encode_current(
+    state: &RwLock<IndexState>,
+) -> Result<Result<(persist::EncodedGraph, u64), PersistOutcome>, SemanticError> {
+    let guard = state
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(current) = guard.graph.current() else {
+        return Ok(Err(PersistOutcome::NoGraph));
+    };
+    if !guard.graph.is_dirty() {
+        return Ok(Err(PersistOutcome::Unchanged));
+    }
+    if current.live_chunks() == 0 {
+        return Ok(Err(PersistOutcome::NoGraph));
+    }
+    Ok(Ok((persist::encode(current)?, guard.graph.version())))
+}
+
 /// Encodes the answering graph under a read lock and stores it, unless it is unchanged.
 async fn persist_current<S: VectorStore + 'static>(
-    state: &RwLock<IndexState>,
+    state: &Arc<RwLock<IndexState>>,
     store: &Arc<S>,
     digest: ProfileDigest,
     save_lock: &tokio::sync::Mutex<()>,
+    encoder: Encoder,
 ) -> Result<PersistOutcome, SemanticError> {
     // One save at a time: a background build's save and a caller's never interleave, so once a
     // caller's save returns, no older graph can land after it.
     let _saving = save_lock.lock().await;
-    let (encoded, version) = {
-        let guard = state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(current) = guard.graph.current() else {
-            return Ok(PersistOutcome::NoGraph);
-        };
-        if !guard.graph.is_dirty() {
-            return Ok(PersistOutcome::Unchanged);
+    let started = std::time::Instant::now();
+    let encoded = match encoder {
+        Encoder::InPlace => encode_current(state)?,
+        Encoder::BlockingPool => {
+            let state = Arc::clone(state);
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "CPU-bound encoding of the graph in memory, no store call"
+            )]
+            let encoding = tokio::task::spawn_blocking(move || encode_current(&state));
+            encoding.await.map_err(|_| SemanticError::Task {
+                what: "hnsw graph encoding",
+            })??
         }
-        if current.live_chunks() == 0 {
-            return Ok(PersistOutcome::NoGraph);
-        }
-        (persist::encode(current)?, guard.graph.version())
     };
+    let (encoded, version) = match encoded {
+        Ok(encoded) => encoded,
+        Err(outcome) => return Ok(outcome),
+    };
+    let encode_millis = started.elapsed().as_millis() as u64;
     let chunks = encoded.chunks;
     super::vector_call(store, move |store| async move {
         let position = store.indexed_position(&digest).await?;
@@ -295,7 +338,12 @@ async fn persist_current<S: VectorStore + 'static>(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .graph
         .mark_saved(version);
-    tracing::debug!(chunks, "hnsw graph persisted");
+    tracing::debug!(
+        chunks,
+        encode_millis,
+        total_millis = started.elapsed().as_millis() as u64,
+        "hnsw graph persisted"
+    );
     Ok(PersistOutcome::Saved { chunks })
 }
 
@@ -371,6 +419,7 @@ fn build_in_background<S: VectorStore + 'static>(job: BuildJob<S>) {
         &job.store,
         job.digest,
         &job.save_lock,
+        Encoder::InPlace,
     )) {
         tracing::warn!(%error, "could not persist the hnsw graph");
     }

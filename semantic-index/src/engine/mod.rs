@@ -414,7 +414,10 @@ pub struct SemanticIndex<E, S> {
     build_hook: Mutex<Option<BuildHook>>,
     /// Called before each exact compaction's copy (tests hold one there).
     compaction_hook: Mutex<Option<BuildHook>>,
-    /// Serializes graph saves (the caller's and a background build's).
+    /// Serializes graph saves (the caller's and a background build's), and holds the indexer's
+    /// changes back while a save encodes the graph: a change queued on the state lock instead would
+    /// block every search behind it for the whole encoding (std's `RwLock` lets no reader pass a
+    /// waiting writer), a stall the server's periodic save showed under load.
     save_lock: Arc<tokio::sync::Mutex<()>>,
     apply: tokio::sync::Mutex<()>,
 }

@@ -415,6 +415,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             });
         }
         let wants_rebuild = {
+            let _no_save = self.save_lock.lock().await;
             let mut state = self.write_state();
             state.exact.replace_shared(&key, rows.clone())?;
             let wants_rebuild = state.graph.replace_source(&key, rows)?;
@@ -513,6 +514,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             });
         }
         let wants_rebuild = {
+            let _no_save = self.save_lock.lock().await;
             let mut state = self.write_state();
             state.exact.remove_source(key);
             let wants_rebuild = state.graph.remove_source(key);
