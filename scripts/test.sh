@@ -10,3 +10,7 @@ if [ -z "${MEMORY_TEST_POSTGRES_URL:-}" ] && [ "${MEMORY_SKIP_POSTGRES:-}" != 1 
     export MEMORY_TEST_POSTGRES_URL
 fi
 cargo test --workspace --all-features
+# The Python package (python/): build and install it into a venv, then its pytest suite (SQLite always,
+# PostgreSQL too when MEMORY_TEST_POSTGRES_URL is set; the real model from assets/).
+PYTHON="$(bash scripts/python-setup.sh | tail -n 1)"
+MEMORY_ASSETS_DIR="${MEMORY_ASSETS_DIR:-$PWD/assets}" "$PYTHON" -m pytest -q python/tests

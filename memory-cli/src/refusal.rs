@@ -87,6 +87,22 @@ impl From<ActivityError> for Refusal {
     }
 }
 
+/// A remembering pass's failure: store errors keep their kind; a corrupt saved output is `corrupt`,
+/// limits out of range `invalid-input`, anything else (an extractor failure, too many rebases, a
+/// poisoned worker) `unavailable`, since a later pass may succeed.
+impl From<remembering::RememberingError> for Refusal {
+    fn from(error: remembering::RememberingError) -> Self {
+        use remembering::RememberingError as E;
+        match error {
+            E::Activity(error) => Self::from(error),
+            E::Memory(error) => Self::from(error),
+            error @ E::CorruptOutput { .. } => Self::new(ErrorKind::Corrupt, error.to_string()),
+            error @ E::InvalidLimits { .. } => Self::invalid_input(error.to_string()),
+            error => Self::unavailable(error.to_string()),
+        }
+    }
+}
+
 impl From<RecallError> for Refusal {
     fn from(error: RecallError) -> Self {
         Self::new(error.kind(), error.to_string())

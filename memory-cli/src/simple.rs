@@ -22,7 +22,7 @@
 
 use memory_core::{
     Clock as _, DocumentId, DynamicNamespace, ErrorKind, MemoryAttribution, MemoryContent,
-    MemoryDocument, MemoryKey, MemoryScope, MemoryWrite, NamespaceAddress, OperationId,
+    MemoryDocument, MemoryKey, MemoryScope, MemoryWrite, NamespaceAddress, OperationId, Revision,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -157,8 +157,29 @@ pub async fn remember<S: Store>(
     grant: &Grant,
     arguments: RememberArguments,
 ) -> Result<WriteResult, Refusal> {
+    remember_expecting(service, defaults, grant, arguments, None).await
+}
+
+/// `memory_remember` that replaces exactly the revision `expected` (the Python package's
+/// `update(id, text, expected_revision=...)`): the store refuses it (`conflict`) when the current
+/// revision is another, as it refuses any write with a stale expected revision. The expected revision
+/// is part of the call, so its operation id differs from a plain `memory_remember`'s; without one this
+/// is `memory_remember` itself.
+pub async fn remember_expecting<S: Store>(
+    service: &MemoryService<S>,
+    defaults: &Defaults,
+    grant: &Grant,
+    arguments: RememberArguments,
+    expected: Option<Revision>,
+) -> Result<WriteResult, Refusal> {
     grant.allow_write_scopes([defaults.scope()])?;
-    let digest = defaults.digest_of("memory_remember", &arguments)?;
+    let digest = match &expected {
+        None => defaults.digest_of("memory_remember", &arguments)?,
+        Some(expected) => defaults.digest_of(
+            "memory_remember",
+            &json!({"arguments": &arguments, "expected_revision": expected.as_str()}),
+        )?,
+    };
     let operation_id = OperationId::new(format!("remember-{digest}"))?;
     let id = match &arguments.id {
         Some(id) => id.clone(),
@@ -190,7 +211,7 @@ pub async fn remember<S: Store>(
             let now = memory_core::SystemClock.now_millis();
             MemoryWrite::Put {
                 key,
-                expected_revision: current.map(|document| document.revision),
+                expected_revision: expected.or(current.map(|document| document.revision)),
                 locator: REMEMBER_LOCATOR.to_owned(),
                 content: MemoryContent {
                     text: arguments.text,
@@ -236,6 +257,17 @@ pub async fn search<S: Store>(
     defaults: &Defaults,
     arguments: SearchArguments,
 ) -> Result<RecallResult, Refusal> {
+    search_in_mode(service, defaults, arguments, RecallMode::Hybrid).await
+}
+
+/// `memory_search` in another recall mode (the Python package's `search(query, mode=...)`): the same
+/// limits and checks, `mode` instead of hybrid.
+pub async fn search_in_mode<S: Store>(
+    service: &MemoryService<S>,
+    defaults: &Defaults,
+    arguments: SearchArguments,
+    mode: RecallMode,
+) -> Result<RecallResult, Refusal> {
     let limit = arguments.limit.unwrap_or(SEARCH_DEFAULT_LIMIT);
     if limit == 0 {
         return Err(Refusal::invalid_input("limit must be at least 1"));
@@ -247,7 +279,9 @@ pub async fn search<S: Store>(
             u64::from(limit),
         ));
     }
-    let query = RecallQuery::new(search_arguments(defaults, arguments.query, limit))?;
+    let mut recall = search_arguments(defaults, arguments.query, limit);
+    recall.mode = mode;
+    let query = RecallQuery::new(recall)?;
     let answer = service.run(Request::Recall(query)).await?;
     serde_json::from_value(answer).map_err(|error| {
         Refusal::new(

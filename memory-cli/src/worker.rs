@@ -9,6 +9,9 @@ use memory_core::activity::{
     ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadLog, WorkerId,
 };
 use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
+use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
+use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
     ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
     RememberingError, StatementExtractor, UnboundThreads,
@@ -124,4 +127,36 @@ pub fn pending_pass<W: MemoryReader + MemoryWriter>(
         });
     }
     Ok(PendingPass::new(Arc::clone(&stores.log), processors))
+}
+
+/// The intent worker of one worker (admitted remember and cleanup intents, thread records as their
+/// sources): the one `remembering-worker` runs before each pending pass, and the Python package's
+/// `remember_once()` too.
+pub type Intents<W> = IntentWorker<
+    W,
+    ThreadRecordLoader,
+    StatementProposals,
+    KeepLatestMerger,
+    RemoveSourceAttributions,
+>;
+
+/// The intent worker over `stores`, owned by `owner`, with the default statement extractor.
+pub fn intent_worker<W: MemoryReader + MemoryWriter>(
+    stores: &ProcessorStores<W>,
+    owner: WorkerId,
+    limits: IntentPassLimits,
+) -> Result<Intents<W>, RememberingError> {
+    IntentWorker::new(
+        Arc::clone(&stores.remembering),
+        Arc::clone(&stores.memory),
+        Application {
+            loader: ThreadRecordLoader::new(Arc::clone(&stores.log)),
+            extractor: StatementProposals::new(StatementExtractor::new()),
+            merger: KeepLatestMerger,
+            cleanup: RemoveSourceAttributions,
+        },
+        Arc::new(SystemClock),
+        owner,
+        limits,
+    )
 }

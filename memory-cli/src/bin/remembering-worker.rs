@@ -20,15 +20,13 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 use memory_cli::blocking::blocking;
 use memory_cli::database::{Client, Database, with_store};
-use memory_cli::worker::{ProcessorStores, WorkerSettings, pending_pass};
+use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
 use memory_core::activity::{
     ProcessorId, ProcessorVersion, ThreadDestination, ThreadLog, WorkerId,
 };
-use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
-use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
+use memory_core::{MemoryReader, MemoryScope, MemoryWriter};
 use remembering::schedule::{Schedule, run_schedule};
-use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
-use remembering::worker::{Application, IntentPassLimits, IntentWorker};
+use remembering::worker::IntentPassLimits;
 use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
 
 #[derive(Debug, Parser)]
@@ -102,14 +100,6 @@ struct Args {
     max_intents: usize,
 }
 
-type Intents<W> = IntentWorker<
-    W,
-    ThreadRecordLoader,
-    StatementProposals,
-    KeepLatestMerger,
-    RemoveSourceAttributions,
->;
-
 /// Everything one pass runs.
 struct Work<W> {
     log: Arc<dyn ThreadLog>,
@@ -176,28 +166,15 @@ where
         unbound,
     };
     let pending = pending_pass(&stores, &settings, stall::hooks()?)?;
-    let ProcessorStores {
-        memory,
-        log,
-        remembering,
-        ..
-    } = stores;
-    let intents = IntentWorker::new(
-        remembering,
-        memory,
-        Application {
-            loader: ThreadRecordLoader::new(log.clone()),
-            extractor: StatementProposals::new(StatementExtractor::new()),
-            merger: KeepLatestMerger,
-            cleanup: RemoveSourceAttributions,
-        },
-        Arc::new(SystemClock),
+    let intents = intent_worker(
+        &stores,
         owner,
         IntentPassLimits {
             max_intents: args.max_intents,
             lease_ms: args.lease_ms,
         },
     )?;
+    let log = stores.log;
     Ok(Work {
         pending,
         log,

@@ -1,0 +1,20 @@
+"""The extension module (Rust, PyO3): memory-cli's services over one database."""
+
+__version__: str
+
+class Engine:
+    """An open database (a SQLite path or a ``postgres://`` URL) and the services over it."""
+
+    def __init__(self, db: str, schema: str | None = None) -> None: ...
+    def call(self, operation: str, arguments: str) -> str:
+        """Runs ``operation`` with JSON ``arguments``; returns the JSON answer or raises the
+        ``agent_memory.errors`` class of the refusal's kind."""
+        ...
+
+def doctor() -> str:
+    """``memory doctor``'s report, as JSON text."""
+    ...
+
+def embed(texts: list[str], query: bool = False) -> list[list[float]]:
+    """Embeds ``texts`` with the engine's model (all-MiniLM-L6-v2, 384 dimensions)."""
+    ...

@@ -1,0 +1,485 @@
+"""``Memory`` and ``AsyncMemory``: the engine in-process.
+
+Every method is one call of memory-cli's services (the ones the ``memory`` binary and the MCP server
+run) through the extension ``agent_memory._native``; nothing here decides what is stored or recalled.
+The GIL is released while Rust works, so threads share one ``Memory``; ``AsyncMemory`` runs each call
+in a worker thread (``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import _native
+from .errors import InvalidInputError
+
+__all__ = ["Memory", "AsyncMemory", "doctor", "record_of"]
+
+Namespace = Mapping[str, Any]
+
+# The simple search's limits (memory-cli's `memory_search`): 8,000 bytes, 2,000 tokens, 10 s.
+SEARCH_MAX_BYTES = 8_000
+SEARCH_MAX_TOKENS = 2_000
+SEARCH_TIMEOUT_MS = 10_000
+
+
+def doctor() -> dict[str, Any]:
+    """``memory doctor``: where the model assets are looked for, what is missing, the fix command."""
+    return json.loads(_native.doctor())
+
+
+def _dumps(arguments: Any) -> str:
+    try:
+        return json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"arguments are not JSON: {error}") from None
+
+
+def _namespace(namespace: str | Namespace | None) -> dict[str, Any] | None:
+    if namespace is None:
+        return None
+    if isinstance(namespace, str):
+        return {"name": namespace, "version": 1, "identity": None}
+    if isinstance(namespace, Mapping):
+        return dict(namespace)
+    raise InvalidInputError("namespace: give a name or {name, version, identity}")
+
+
+def record_of(document: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A wire document as a mem0-style record: ``id``, ``memory`` (the text), ``revision``, ..."""
+    if document is None:
+        return None
+    content = document.get("content") or {}
+    return {
+        "id": document["id"],
+        "memory": content.get("text", ""),
+        "revision": document["revision"],
+        "predecessor": document.get("predecessor"),
+        "namespace": document.get("namespace"),
+        "scopes": document.get("scopes", []),
+        "metadata": content.get("metadata", {}),
+        "attributions": content.get("attributions", []),
+        "locator": document.get("locator"),
+        "created_at": content.get("recorded_at"),
+        "updated_at": document.get("modified_at"),
+        "withdrawn": document.get("withdrawn"),
+    }
+
+
+def _passage_result(passage: Mapping[str, Any]) -> dict[str, Any]:
+    content = passage.get("content") or {}
+    source = passage.get("source") or {}
+    return {
+        "id": source.get("id"),
+        "memory": content.get("text", ""),
+        "score": passage.get("score"),
+        "revision": source.get("revision"),
+        "citation": passage.get("citation"),
+        "passage_id": passage.get("passage_id"),
+        "metadata": content.get("metadata", {}),
+        "attributions": content.get("attributions", []),
+    }
+
+
+class Memory:
+    """The memory of one namespace and scope, in-process.
+
+    ``db`` is a SQLite path (created when missing) or a ``postgres://`` URL (``schema`` optional), as
+    ``memory --db`` takes it. ``namespace`` is ``{"name", "version", "identity"}`` (or a bare name,
+    version 1 and no identity); without one the per-user namespace of ``user`` (else of the OS user)
+    is used, as ``memory hook`` does. ``scope`` defaults to ``agent``.
+    """
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        *,
+        namespace: str | Namespace | None = None,
+        scope: str | None = None,
+        user: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        self.db = os.fspath(db)
+        self._schema = schema
+        self._engine = _native.Engine(self.db, schema)
+        resolved = self.call(
+            "resolve",
+            {
+                "namespace": _namespace(namespace),
+                "scope": scope,
+                "user": user if namespace is None else None,
+            },
+        )
+        self.namespace: dict[str, Any] = resolved["namespace"]
+        self.scope: str = resolved["scope"]
+        self.user = user
+
+    # The raw door: one operation of the engine, arguments and answer as the wire JSON.
+    def call(self, operation: str, arguments: Mapping[str, Any]) -> Any:
+        """Runs one engine operation with wire-form ``arguments`` and returns its wire answer."""
+        return json.loads(self._engine.call(operation, _dumps(arguments)))
+
+    def _simple(self, operation: str, arguments: Mapping[str, Any]) -> Any:
+        return self.call(
+            operation,
+            {"namespace": self.namespace, "scope": self.scope, "arguments": arguments},
+        )
+
+    # ---- the simple API (mem0-like) --------------------------------------------------------------
+
+    def add(
+        self,
+        data: str | Sequence[str | Mapping[str, Any]],
+        *,
+        user: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """Remembers ``data``: a text, or messages (``{"role", "content"}`` dicts or strings), one
+        memory per non-empty message, attributed to its speaker (``user`` for the user's own
+        messages). Adding the same text again stores it once (``replayed``). Returns
+        ``{"results": [record + "replayed"]}``."""
+        if isinstance(data, str):
+            items: list[tuple[str, str | None]] = [(data, user or self.user)]
+        else:
+            if id is not None:
+                raise InvalidInputError("id: give it with a single text, not messages")
+            items = []
+            for message in data:
+                if isinstance(message, str):
+                    items.append((message, user or self.user))
+                elif isinstance(message, Mapping):
+                    role = str(message.get("role", "user"))
+                    speaker = (user or self.user or "user") if role == "user" else role
+                    items.append((str(message.get("content", "")), speaker))
+                else:
+                    raise InvalidInputError("messages: each is a string or {role, content}")
+            items = [(text, speaker) for text, speaker in items if text.strip()]
+        results = []
+        for text, speaker in items:
+            arguments: dict[str, Any] = {"text": text}
+            if speaker is not None:
+                arguments["speaker"] = speaker
+            if metadata is not None:
+                arguments["metadata"] = dict(metadata)
+            if id is not None:
+                arguments["id"] = id
+            answer = self._simple("remember", arguments)
+            record = record_of(answer["document"])
+            assert record is not None
+            record["replayed"] = answer["replayed"]
+            results.append(record)
+        return {"results": results}
+
+    def search(self, query: str, *, limit: int = 5, mode: str = "hybrid") -> dict[str, Any]:
+        """Recalls up to ``limit`` passages (1 to 50) for ``query`` in ``mode`` (``hybrid``,
+        ``lexical``, ``exact``, ``hnsw`` or ``recent``), within 8,000 bytes, 2,000 tokens and 10 s.
+        Returns ``{"results": [...], "text": the cited block, "answered_by": ...}``; each result has
+        ``id``, ``memory``, ``score``, ``revision``, ``citation``, ``attributions``, ``metadata``."""
+        answer = self._simple("search", {"query": query, "limit": limit, "mode": mode})
+        return {
+            "results": [_passage_result(p) for p in answer["passages"]],
+            "text": answer["text"],
+            "answered_by": answer.get("answered_by"),
+        }
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        """The current memory ``id`` as a record, or ``None`` (never written, or deleted)."""
+        answer = self.call("get", {"namespace": self.namespace, "id": id})
+        return record_of(answer["document"])
+
+    def get_all(self, *, cursor: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """One page of the namespace's memories, newest first (1 to 100 a page):
+        ``{"results": [...], "next_cursor": str | None}``."""
+        answer = self._simple("list", {"cursor": cursor, "limit": limit})
+        return {
+            "results": [record_of(d) for d in answer["documents"]],
+            "next_cursor": answer["next_cursor"],
+        }
+
+    def update(
+        self,
+        id: str,
+        text: str,
+        *,
+        expected_revision: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Replaces memory ``id``'s text (its metadata kept unless given). With
+        ``expected_revision`` the write is refused (``ConflictError``) unless that is still the
+        current revision. ``NotFoundError`` when there is no current memory ``id``."""
+        arguments: dict[str, Any] = {"id": id, "text": text}
+        if expected_revision is not None:
+            arguments["expected_revision"] = expected_revision
+        if metadata is not None:
+            arguments["metadata"] = dict(metadata)
+        if self.user is not None:
+            arguments["speaker"] = self.user
+        answer = self._simple("update", arguments)
+        record = record_of(answer["document"])
+        assert record is not None
+        record["replayed"] = answer["replayed"]
+        return record
+
+    def delete(self, id: str, *, reason: str) -> dict[str, Any]:
+        """Withdraws memory ``id`` for good (``NotFoundError`` when there is none). Returns the
+        withdrawn record."""
+        answer = self._simple("forget", {"id": id, "reason": reason})
+        record = record_of(answer["document"])
+        assert record is not None
+        return record
+
+    def history(self, id: str) -> list[dict[str, Any]]:
+        """What the store keeps of ``id``'s revisions: its current revision,
+        whose ``predecessor`` names the revision it replaced. Earlier contents are not kept
+        readable, so this is at most one record; empty when ``id`` was never written or was
+        deleted (a withdrawal keeps no readable content)."""
+        answer = self._simple("history", {"id": id})
+        return [r for r in (record_of(d) for d in answer["revisions"]) if r is not None]
+
+    # ---- the precise API ------------------------------------------------------------------------
+
+    def put(
+        self,
+        id: str,
+        text: str,
+        *,
+        operation_id: str | None = None,
+        expected_revision: str | None = None,
+        scopes: Iterable[str] | None = None,
+        locator: str = "python",
+        attributions: Sequence[Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        recorded_at: int | None = None,
+        extracted_at: int | None = None,
+        namespace: str | Namespace | None = None,
+    ) -> dict[str, Any]:
+        """``memory_put``: creates (``expected_revision=None``) or replaces exactly
+        ``expected_revision``. ``operation_id`` is the idempotency key (a fresh one when omitted):
+        the same command again returns the first receipt with ``replayed: True``; another command
+        under it is an ``OperationConflictError``. Returns the receipt ``{revision, replayed,
+        document}``."""
+        import time
+
+        now = int(time.time() * 1000)
+        return self.call(
+            "put",
+            {
+                "namespace": _namespace(namespace) or self.namespace,
+                "id": id,
+                "operation_id": operation_id or f"py-{uuid.uuid4().hex}",
+                "expected_revision": expected_revision,
+                "locator": locator,
+                "scopes": list(scopes) if scopes is not None else [self.scope],
+                "content": {
+                    "text": text,
+                    "attributions": [dict(a) for a in attributions or []],
+                    "metadata": dict(metadata or {}),
+                    "recorded_at": now if recorded_at is None else recorded_at,
+                    "extracted_at": now if extracted_at is None else extracted_at,
+                },
+            },
+        )
+
+    def withdraw(
+        self,
+        id: str,
+        *,
+        expected_revision: str,
+        reason: str,
+        operation_id: str | None = None,
+        namespace: str | Namespace | None = None,
+    ) -> dict[str, Any]:
+        """``memory_withdraw``: withdraws exactly ``expected_revision``. Returns the receipt."""
+        return self.call(
+            "withdraw",
+            {
+                "namespace": _namespace(namespace) or self.namespace,
+                "id": id,
+                "operation_id": operation_id or f"py-{uuid.uuid4().hex}",
+                "expected_revision": expected_revision,
+                "reason": reason,
+            },
+        )
+
+    def read(self, id: str, *, namespace: str | Namespace | None = None) -> dict[str, Any] | None:
+        """``memory_get``: the current wire document of ``id``, or ``None``."""
+        answer = self.call("get", {"namespace": _namespace(namespace) or self.namespace, "id": id})
+        return answer["document"]
+
+    def recall(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        max_items: int = 5,
+        max_sources: int | None = None,
+        max_bytes: int = SEARCH_MAX_BYTES,
+        max_tokens: int = SEARCH_MAX_TOKENS,
+        timeout_ms: int = SEARCH_TIMEOUT_MS,
+        scope: str | None = None,
+        namespace: str | Namespace | None = None,
+    ) -> dict[str, Any]:
+        """``memory_recall`` with every limit: the rendered, cited ``text``, the ``passages`` in
+        citation order, each source's ``outcomes`` and ``answered_by``."""
+        limits: dict[str, Any] = {
+            "max_items": max_items,
+            "max_bytes": max_bytes,
+            "max_tokens": max_tokens,
+            "timeout_ms": timeout_ms,
+        }
+        if max_sources is not None:
+            limits["max_sources"] = max_sources
+        return self.call(
+            "recall",
+            {
+                "namespace": _namespace(namespace) or self.namespace,
+                "scope": scope or self.scope,
+                "query": query,
+                "mode": mode,
+                "limits": limits,
+            },
+        )
+
+    def sync(self) -> dict[str, Any]:
+        """``memory_sync``: returns once every committed write is searchable in every mode
+        (``{"indexed", "unindexed"}``); loads the model when there is something to embed."""
+        return self.call("sync", {})
+
+    def append(
+        self,
+        thread: str,
+        text: str | None = None,
+        *,
+        role: str = "user",
+        speaker: str | None = None,
+        record: Mapping[str, Any] | None = None,
+        occurred_at: int | None = None,
+    ) -> dict[str, Any]:
+        """``memory_thread_append``: one record of conversation activity on ``thread``, bound to
+        this memory's namespace and scope (the worker remembers the thread there). ``text`` with
+        ``role`` ``user`` (a user input) or ``assistant``; or a whole wire ``record``. Returns
+        ``{thread, sequence, digest}``."""
+        if record is None:
+            if text is None:
+                raise InvalidInputError("append: give text or a record")
+            kind = {"user": "user_input", "assistant": "assistant_message"}.get(role)
+            if kind is None:
+                raise InvalidInputError("role: user or assistant (or give a record)")
+            record = {
+                "speaker": speaker or (self.user or "user" if role == "user" else "assistant"),
+                "body": {"kind": kind, "text": text},
+                "occurred_at": occurred_at,
+            }
+        return self.call(
+            "thread_append",
+            {
+                "thread": thread,
+                "record": dict(record),
+                "namespace": self.namespace,
+                "scope": self.scope,
+            },
+        )
+
+    def forget(
+        self, thread: str, sequence: int, *, reason: str, event: str = "forget"
+    ) -> dict[str, Any]:
+        """``memory_thread_forget``: from its answer on, nothing record ``sequence`` contributed is
+        recalled; the worker's next pass withdraws it. Returns ``{thread, sequence, event,
+        cleanup}``."""
+        return self.call(
+            "thread_forget",
+            {"thread": thread, "sequence": sequence, "reason": reason, "event": event},
+        )
+
+    def remember_once(self) -> dict[str, Any]:
+        """One pass of the remembering worker (``remembering-worker --once``): admitted intents
+        (cleanups of forgotten records), then every thread with new records. Returns counts."""
+        return self.call("remember_once", {})
+
+    def close(self) -> None:
+        """Drops this handle's engine (the database closes when no other handle uses it)."""
+        self._engine = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncMemory:
+    """``Memory`` for asyncio: the same methods, awaited. Each call runs the blocking engine call in
+    a worker thread (``asyncio.to_thread``); the engine releases the GIL, so calls run in
+    parallel and the event loop never waits on Rust."""
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        *,
+        namespace: str | Namespace | None = None,
+        scope: str | None = None,
+        user: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        self.sync_memory = Memory(db, namespace=namespace, scope=scope, user=user, schema=schema)
+        self.namespace = self.sync_memory.namespace
+        self.scope = self.sync_memory.scope
+
+    async def call(self, operation: str, arguments: Mapping[str, Any]) -> Any:
+        return await asyncio.to_thread(self.sync_memory.call, operation, arguments)
+
+    async def add(self, data: Any, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.add, data, **kwargs)
+
+    async def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.search, query, **kwargs)
+
+    async def get(self, id: str) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.sync_memory.get, id)
+
+    async def get_all(self, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.get_all, **kwargs)
+
+    async def update(self, id: str, text: str, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.update, id, text, **kwargs)
+
+    async def delete(self, id: str, *, reason: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.delete, id, reason=reason)
+
+    async def history(self, id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.sync_memory.history, id)
+
+    async def put(self, id: str, text: str, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.put, id, text, **kwargs)
+
+    async def withdraw(self, id: str, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.withdraw, id, **kwargs)
+
+    async def read(self, id: str, **kwargs: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.sync_memory.read, id, **kwargs)
+
+    async def recall(self, query: str, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.recall, query, **kwargs)
+
+    async def sync(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.sync)
+
+    async def append(self, thread: str, text: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.append, thread, text, **kwargs)
+
+    async def forget(self, thread: str, sequence: int, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.forget, thread, sequence, **kwargs)
+
+    async def remember_once(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.remember_once)
+
+    async def __aenter__(self) -> "AsyncMemory":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.sync_memory.close()

@@ -1,0 +1,416 @@
+//! `agent_memory._native`: the extension module of the Python package `agent_memory` (distribution
+//! `agent-memory`).
+//!
+//! It holds no memory semantics of its own. An `Engine` opens a database exactly as the `memory`
+//! binary does (memory-cli's [`Database`]: a SQLite path or a `postgres://` URL) and runs every call
+//! through memory-cli's services, the ones the binary and the MCP server run:
+//! - the precise operations (`put`, `withdraw`, `get`, `recall`, `sync`) through [`MemoryService`],
+//!   their arguments decoded by the same wire types;
+//! - the thread log (`thread_append`, `thread_forget`) through [`ThreadService`];
+//! - the simple operations (`remember`, `search`, `forget`, `list`) through [`memory_cli::simple`],
+//!   in the namespace and scope the Python `Memory` was opened with, holding
+//!   [`Grant::everything`] (an in-process caller owns its database); `update` is
+//!   [`simple::remember_expecting`], `history` the current document as stored;
+//! - one worker pass (`remember_once`): memory-cli's intent worker, then its pending pass, as one
+//!   iteration of `remembering-worker`.
+//!
+//! Arguments and answers cross the boundary as JSON text (the wire form every interface shares); the
+//! Python layer (`python/agent_memory/`) turns them into dicts and dataclasses. A refusal becomes the
+//! exception class of its kind (`agent_memory.errors.from_kind`). Every call releases the GIL while
+//! Rust works ([`Python::detach`]), on one tokio runtime per process, so Python threads share an
+//! engine and run in parallel. The semantic index catches up before each semantic recall (memory-cli's
+//! one-shot freshness), so a write is recallable in every mode as soon as it returns; the model is
+//! loaded on the first semantic recall, from the assets `memory doctor` finds (`doctor`).
+
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+use memory_cli::blocking::blocking;
+use memory_cli::database::{Client, Database, Opened, Store};
+use memory_cli::destination::{DestinationDefaults, DestinationRequest};
+use memory_cli::grants::Grant;
+use memory_cli::input::decode_value;
+use memory_cli::list::ListArguments;
+use memory_cli::recall_service::RecallService;
+use memory_cli::refusal::{Refusal, to_json};
+use memory_cli::semantic::SemanticBackend;
+use memory_cli::service::{MemoryService, Operation, RawArguments};
+use memory_cli::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
+use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
+use memory_cli::wire::{RecallMode, WireDocument, key_of};
+use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
+use memory_core::{DynamicNamespace, ErrorKind, MemoryScope, Revision};
+use pyo3::prelude::*;
+use remembering::worker::IntentPassLimits;
+use remembering::{PendingPass, StatementExtractor};
+use serde_json::{Map, Value, json};
+
+/// The one runtime of the process: every engine's calls are driven on it (`block_on` from the calling
+/// Python thread, with the GIL released), and the services' store calls run on its blocking pool.
+static RUNTIME: LazyLock<Result<tokio::runtime::Runtime, String>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("agent-memory")
+        .enable_all()
+        .build()
+        .map_err(|error| format!("could not start the async runtime: {error}"))
+});
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime, Refusal> {
+    RUNTIME
+        .as_ref()
+        .map_err(|message| Refusal::unavailable(message.clone()))
+}
+
+/// One worker's passes, built on first use.
+struct Worker<S: Store> {
+    intents: Intents<S>,
+    pending: PendingPass<S, StatementExtractor>,
+}
+
+/// The services over one backend's store.
+struct Services<S: Store> {
+    memory: MemoryService<S>,
+    threads: ThreadService,
+    /// Serializes this engine's worker passes (a pass holds leases; another engine or process may
+    /// run its own).
+    worker: tokio::sync::Mutex<Option<Worker<S>>>,
+}
+
+impl<S: Store> Services<S> {
+    /// The services over `store`, as `memory` builds them (a blocking call): the semantic index in
+    /// catch-up mode with the model found by the assets lookup, the thread log beside the store.
+    fn open(store: Arc<S>) -> Result<Self, Refusal> {
+        let vectors = store.open_vectors()?;
+        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?;
+        let recall = RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic));
+        Ok(Self {
+            threads: ThreadService::open(&*store)?,
+            memory: MemoryService::new(store, recall),
+            worker: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    async fn call(&self, operation: &str, arguments: Value) -> Result<Value, Refusal> {
+        let precise = |operation| {
+            self.memory
+                .execute(operation, RawArguments::Json(arguments.clone()))
+        };
+        match operation {
+            "put" => precise(Operation::Put).await,
+            "withdraw" => precise(Operation::Withdraw).await,
+            "get" => precise(Operation::Get).await,
+            "recall" => precise(Operation::Recall).await,
+            "sync" => precise(Operation::Sync).await,
+            "thread_append" => self.thread(ThreadOperation::Append, arguments).await,
+            "thread_forget" => self.thread(ThreadOperation::Forget, arguments).await,
+            "remember_once" => self.remember_once().await,
+            "resolve" => resolve(arguments),
+            "remember" | "update" | "search" | "forget" | "list" | "history" => {
+                let Simple {
+                    namespace,
+                    scope,
+                    arguments,
+                } = decode_value(arguments)?;
+                let defaults = Defaults::new(namespace, MemoryScope::new(scope)?)?;
+                self.simple(operation, &defaults, arguments).await
+            }
+            other => Err(Refusal::invalid_input(format!(
+                "unknown operation {other:?}"
+            ))),
+        }
+    }
+
+    async fn thread(&self, operation: ThreadOperation, arguments: Value) -> Result<Value, Refusal> {
+        // As `memory thread append` without flags: a destination the call leaves out falls back to
+        // the per-user namespace of the OS user and the scope `agent`.
+        let request = ThreadRequest::decode(
+            operation,
+            RawArguments::Json(arguments),
+            &DestinationDefaults::default(),
+        )?;
+        self.threads.run(request).await
+    }
+
+    async fn simple(
+        &self,
+        operation: &str,
+        defaults: &Defaults,
+        arguments: Value,
+    ) -> Result<Value, Refusal> {
+        let grant = Grant::everything("python", None);
+        let service = &self.memory;
+        match operation {
+            "remember" => to_json(
+                &simple::remember(service, defaults, &grant, decode_value(arguments)?).await?,
+            ),
+            "update" => {
+                let Update {
+                    id,
+                    text,
+                    expected_revision,
+                    speaker,
+                    metadata,
+                } = decode_value(arguments)?;
+                let key = key_of(defaults.namespace(), &id)?;
+                let current = service
+                    .read_current(&key)
+                    .await?
+                    .filter(|document| document.withdrawn.is_none())
+                    .ok_or_else(|| {
+                        Refusal::new(
+                            ErrorKind::NotFound,
+                            "no current document has this id (never written, or deleted)",
+                        )
+                    })?;
+                let expected = match expected_revision {
+                    Some(revision) => Revision::new(revision)?,
+                    None => current.revision.clone(),
+                };
+                let arguments = RememberArguments {
+                    text,
+                    id: Some(id),
+                    speaker,
+                    metadata: Some(metadata.unwrap_or(current.content.metadata)),
+                };
+                to_json(
+                    &simple::remember_expecting(
+                        service,
+                        defaults,
+                        &grant,
+                        arguments,
+                        Some(expected),
+                    )
+                    .await?,
+                )
+            }
+            "search" => {
+                let Search { query, limit, mode } = decode_value(arguments)?;
+                let arguments = SearchArguments { query, limit };
+                to_json(&simple::search_in_mode(service, defaults, arguments, mode).await?)
+            }
+            "forget" => {
+                let arguments: ForgetArguments = decode_value(arguments)?;
+                to_json(&simple::forget(service, defaults, &grant, arguments).await?)
+            }
+            "list" => {
+                let arguments: ListArguments = decode_value(arguments)?;
+                to_json(&simple::list(service, defaults, &grant, arguments).await?)
+            }
+            "history" => {
+                let History { id } = decode_value(arguments)?;
+                let key = key_of(defaults.namespace(), &id)?;
+                // The store's ports read the current revision of a document and name the revision it
+                // replaced; earlier contents and a withdrawn document are not readable through them.
+                let revisions = service
+                    .read_current(&key)
+                    .await?
+                    .map(WireDocument::from_document)
+                    .transpose()?;
+                to_json(&json!({ "revisions": revisions.into_iter().collect::<Vec<_>>() }))
+            }
+            other => Err(Refusal::invalid_input(format!(
+                "unknown operation {other:?}"
+            ))),
+        }
+    }
+
+    /// One pass of `remembering-worker`: the intent pass (remember and cleanup intents), then every
+    /// thread with new records, with the binary's default processor and limits.
+    async fn remember_once(&self) -> Result<Value, Refusal> {
+        let mut worker = self.worker.lock().await;
+        if worker.is_none() {
+            let store = Arc::clone(self.memory.store());
+            let stores = blocking(move || ProcessorStores::open(store)).await??;
+            let settings = WorkerSettings::defaults()?;
+            *worker = Some(Worker {
+                pending: pending_pass(&stores, &settings, None)?,
+                intents: intent_worker(
+                    &stores,
+                    settings.owner.clone(),
+                    IntentPassLimits::default(),
+                )?,
+            });
+        }
+        let Some(worker) = worker.as_ref() else {
+            return Err(Refusal::unavailable("the worker could not be built"));
+        };
+        let intents = worker.intents.run_pass().await?;
+        let pending = worker.pending.run().await?;
+        Ok(json!({
+            "intents": intents.completed.len(),
+            "threads": pending.threads,
+            "processed": pending.processed,
+            "settled": pending.settled,
+            "parked": pending.parked,
+            "failed": pending.failed,
+        }))
+    }
+}
+
+/// A simple operation's envelope: the `Memory`'s namespace and scope, and the call's arguments.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Simple {
+    namespace: DynamicNamespace,
+    scope: String,
+    arguments: Value,
+}
+
+/// `update(id, text, *, expected_revision=None, metadata=None, speaker=None)`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Update {
+    id: String,
+    text: String,
+    #[serde(default)]
+    expected_revision: Option<String>,
+    #[serde(default)]
+    speaker: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+/// `search(query, *, limit=5, mode="hybrid")`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Search {
+    query: String,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    mode: RecallMode,
+}
+
+/// `history(id)`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct History {
+    id: String,
+}
+
+/// The namespace and scope a `Memory` works in, resolved by the rule `memory hook` and `memory thread
+/// append` follow (a namespace, else the per-user namespace of `user`, else of the OS user; scope
+/// `agent` by default).
+fn resolve(arguments: Value) -> Result<Value, Refusal> {
+    let request: DestinationRequest = decode_value(arguments)?;
+    let resolved = DestinationDefaults::default().resolve(&request)?;
+    to_json(&json!({
+        "namespace": resolved.namespace,
+        "scope": resolved.scope.as_str(),
+    }))
+}
+
+/// The services over whichever backend the database is.
+enum Backend {
+    Sqlite(Services<memory_sqlite::SqliteStore>),
+    Postgres(Services<memory_postgres::PostgresStore>),
+}
+
+impl Backend {
+    fn open(db: &str, schema: Option<&str>) -> Result<Self, Refusal> {
+        let database = Database::select(Path::new(db), schema)?;
+        Ok(match database.open(Client::MEMORY)? {
+            Opened::Sqlite(store) => Self::Sqlite(Services::open(store)?),
+            Opened::Postgres(store) => Self::Postgres(Services::open(store)?),
+        })
+    }
+
+    async fn call(&self, operation: &str, arguments: Value) -> Result<Value, Refusal> {
+        match self {
+            Self::Sqlite(services) => services.call(operation, arguments).await,
+            Self::Postgres(services) => services.call(operation, arguments).await,
+        }
+    }
+}
+
+/// An open database and the services over it. Shared by Python threads: every call releases the GIL.
+#[pyclass(frozen, name = "Engine", module = "agent_memory._native")]
+struct Engine {
+    backend: Arc<Backend>,
+}
+
+#[pymethods]
+impl Engine {
+    /// Opens `db` (a SQLite path, created when missing, or a `postgres://` URL with an optional
+    /// `schema`), as `memory --db DB [--schema NAME]` does.
+    #[new]
+    #[pyo3(signature = (db, schema = None))]
+    fn new(py: Python<'_>, db: &str, schema: Option<&str>) -> PyResult<Self> {
+        py.detach(|| Backend::open(db, schema))
+            .map(|backend| Self {
+                backend: Arc::new(backend),
+            })
+            .map_err(|refusal| refused(py, &refusal))
+    }
+
+    /// Runs `operation` with `arguments` (JSON text) and answers its result as JSON text.
+    fn call(&self, py: Python<'_>, operation: &str, arguments: &str) -> PyResult<String> {
+        let backend = Arc::clone(&self.backend);
+        py.detach(|| {
+            let arguments: Value = serde_json::from_str(arguments)
+                .map_err(|error| Refusal::invalid_input(format!("arguments: {error}")))?;
+            runtime()?.block_on(backend.call(operation, arguments))
+        })
+        .map(|answer| answer.to_string())
+        .map_err(|refusal| refused(py, &refusal))
+    }
+}
+
+/// The exception of `refusal`'s kind (`agent_memory.errors.from_kind(kind, message)`).
+fn refused(py: Python<'_>, refusal: &Refusal) -> PyErr {
+    let exception = py
+        .import("agent_memory.errors")
+        .and_then(|errors| errors.getattr("from_kind"))
+        .and_then(|from_kind| from_kind.call1((refusal.kind().as_str(), refusal.message())));
+    match exception {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(error) => error,
+    }
+}
+
+/// `memory doctor`'s report as JSON text: where the model assets are looked for, what is missing, and
+/// the command that fetches them.
+#[pyfunction]
+fn doctor() -> PyResult<String> {
+    serde_json::to_string(&memory_cli::doctor::doctor())
+        .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))
+}
+
+/// The engine's embedding model (all-MiniLM-L6-v2, the default profile), loaded on first use from
+/// the assets `memory doctor` finds: the vectors a semantic recall compares. Offered so a Python
+/// caller (the bench's LangGraph `InMemoryStore`) can embed with exactly the engine's model.
+static EMBEDDER: LazyLock<Result<semantic_index::FastembedEmbedder, Refusal>> =
+    LazyLock::new(|| {
+        let profile = semantic_index::SemanticProfile::minilm_l6_v2();
+        semantic_index::FastembedEmbedder::load(&semantic_index::ModelAssets::from_env(), &profile)
+            .map_err(Refusal::from)
+    });
+
+/// Embeds `texts` with the engine's model (as queries when `query`); 384 floats per text.
+#[pyfunction]
+#[pyo3(signature = (texts, query = false))]
+fn embed(py: Python<'_>, texts: Vec<String>, query: bool) -> PyResult<Vec<Vec<f32>>> {
+    use semantic_index::Embedder as _;
+    py.detach(|| {
+        let embedder = EMBEDDER.as_ref().map_err(Clone::clone)?;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = if query {
+            embedder.embed_query(&texts)
+        } else {
+            embedder.embed(&texts)
+        };
+        vectors.map_err(Refusal::from)
+    })
+    .map_err(|refusal| refused(py, &refusal))
+}
+
+/// The extension module.
+#[pymodule(name = "_native")]
+fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Engine>()?;
+    module.add_function(wrap_pyfunction!(doctor, module)?)?;
+    module.add_function(wrap_pyfunction!(embed, module)?)?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
