@@ -433,20 +433,42 @@ class AsyncMemory:
     async def call(self, operation: str, arguments: Mapping[str, Any]) -> Any:
         return await asyncio.to_thread(self.sync_memory.call, operation, arguments)
 
-    async def add(self, data: Any, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync_memory.add, data, **kwargs)
+    async def add(
+        self,
+        data: str | Sequence[str | Mapping[str, Any]],
+        *,
+        user: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.add, data, user=user, metadata=metadata, id=id
+        )
 
-    async def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync_memory.search, query, **kwargs)
+    async def search(self, query: str, *, limit: int = 5, mode: str = "hybrid") -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.search, query, limit=limit, mode=mode)
 
     async def get(self, id: str) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.sync_memory.get, id)
 
-    async def get_all(self, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync_memory.get_all, **kwargs)
+    async def get_all(self, *, cursor: str | None = None, limit: int = 20) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.get_all, cursor=cursor, limit=limit)
 
-    async def update(self, id: str, text: str, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync_memory.update, id, text, **kwargs)
+    async def update(
+        self,
+        id: str,
+        text: str,
+        *,
+        expected_revision: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.update,
+            id,
+            text,
+            expected_revision=expected_revision,
+            metadata=metadata,
+        )
 
     async def delete(self, id: str, *, reason: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.delete, id, reason=reason)
