@@ -37,7 +37,7 @@ use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments};
 use memory_cli::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
-use memory_cli::wire::{RecallMode, WireDocument, key_of};
+use memory_cli::wire::{RecallMode, key_of};
 use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
 use memory_core::{DynamicNamespace, ErrorKind, MemoryScope, Revision};
 use pyo3::prelude::*;
@@ -202,11 +202,8 @@ impl<S: Store> Services<S> {
                 let key = key_of(defaults.namespace(), &id)?;
                 // The store's ports read the current revision of a document and name the revision it
                 // replaced; earlier contents and a withdrawn document are not readable through them.
-                let revisions = service
-                    .read_current(&key)
-                    .await?
-                    .map(WireDocument::from_document)
-                    .transpose()?;
+                // Read as `memory_get` reads, so a forgotten source's contribution is gone here too.
+                let revisions = service.get(&key).await?.document;
                 to_json(&json!({ "revisions": revisions.into_iter().collect::<Vec<_>>() }))
             }
             other => Err(Refusal::invalid_input(format!(

@@ -167,8 +167,17 @@ def test_thread_log_and_worker_pass(memory: Memory) -> None:
     assert "My sister Ana grows tomatoes in Porto." in texts
     assert memory.search("tomatoes", mode="lexical")["results"]
 
+    tomato = next(
+        r["id"]
+        for r in memory.get_all()["results"]
+        if r["memory"] == "My sister Ana grows tomatoes in Porto."
+    )
+    assert memory.history(tomato)
     forgotten = memory.forget("session-1", second["sequence"], reason="the user asked")
     assert forgotten["cleanup"]
+    # Nothing remembered from a forgotten record is read, its history included.
+    assert memory.get(tomato) is None
+    assert memory.history(tomato) == []
     # Effective at once, in every mode, before the worker's cleanup.
     assert memory.search("tomatoes", mode="lexical")["results"] == []
     assert memory.search("tomatoes", mode="exact")["results"] == [] or all(
