@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use eval::serve_load::client::Protocol;
 use eval::serve_load::report::ServeLoadReport;
 use eval::serve_load::{ServeLoadOptions, run};
 
@@ -54,10 +53,9 @@ fn assert_correct(report: &ServeLoadReport) {
     assert_eq!(report.acknowledged_writes_missing, 0, "{shown}");
     assert_eq!(report.acknowledged_forgets_visible, 0, "{shown}");
     assert_eq!(report.unexpected_errors, 0, "{shown}");
-    if report.protocol == Protocol::Grants {
-        let refusals = report.deliberate_refusals;
-        assert_eq!(refusals.attempted, refusals.forbidden, "{shown}");
-    }
+    let refusals = report.deliberate_refusals;
+    assert!(refusals.attempted > 0, "{shown}");
+    assert_eq!(refusals.attempted, refusals.forbidden, "{shown}");
     assert!(report.correct(), "{shown}");
 }
 

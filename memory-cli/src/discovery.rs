@@ -82,11 +82,7 @@ pub fn path_for(database: &Database) -> PathBuf {
         }
         Database::Postgres { url, .. } => {
             let digest = Sha256::digest(url.as_bytes());
-            let hex: String = digest
-                .iter()
-                .take(8)
-                .map(|byte| format!("{byte:02x}"))
-                .collect();
+            let hex = memory_core::ids::lower_hex(&digest[..8]);
             let dir = std::env::var_os("XDG_RUNTIME_DIR")
                 .filter(|dir| !dir.is_empty())
                 .map_or_else(std::env::temp_dir, PathBuf::from);
@@ -234,10 +230,7 @@ mod tests {
         let digest = Sha256::digest(url.as_bytes());
         let expected = format!(
             "memory-serve-{}.json",
-            digest[..8]
-                .iter()
-                .map(|byte| format!("{byte:02x}"))
-                .collect::<String>()
+            memory_core::ids::lower_hex(&digest[..8])
         );
         assert_eq!(name, expected);
         assert_eq!(name.len(), "memory-serve-.json".len() + 16);

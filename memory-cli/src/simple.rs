@@ -38,6 +38,7 @@ use crate::service::{MemoryService, Request};
 use crate::wire::{
     RecallArguments, RecallMode, RecallResult, WireRecallLimits, WriteResult, address_of,
 };
+use memory_core::ids::lower_hex;
 
 /// Passages `memory_search` returns by default.
 pub const SEARCH_DEFAULT_LIMIT: u32 = 5;
@@ -116,6 +117,15 @@ impl Defaults {
         &self.namespace
     }
 
+    /// Where a thread append that names no destination goes: this namespace and scope.
+    pub fn destination_defaults(&self) -> crate::destination::DestinationDefaults {
+        crate::destination::DestinationDefaults {
+            namespace: Some(self.namespace.clone()),
+            scope: Some(self.scope.clone()),
+            user: None,
+        }
+    }
+
     /// The default namespace's address.
     pub fn address(&self) -> &NamespaceAddress {
         &self.address
@@ -143,10 +153,7 @@ impl Defaults {
         });
         let canonical = memory_core::canonical::to_canonical_string(&call)
             .map_err(|error| Refusal::invalid_input(format!("arguments: {error}")))?;
-        Ok(Sha256::digest(canonical.as_bytes())
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect())
+        Ok(lower_hex(&Sha256::digest(canonical.as_bytes())))
     }
 }
 
@@ -345,11 +352,7 @@ fn hex_digest(parts: &[&[u8]]) -> String {
         hasher.update((part.len() as u64).to_be_bytes());
         hasher.update(part);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    lower_hex(&hasher.finalize())
 }
 
 /// `memory_list` in the default namespace.

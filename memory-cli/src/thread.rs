@@ -482,11 +482,7 @@ impl<S: Store> ThreadTools<S> {
             ThreadOperation::Forget => GrantedOperation::ThreadForget,
         })?;
         let defaults = match grant.defaults() {
-            Some(defaults) => DestinationDefaults {
-                namespace: Some(defaults.namespace().clone()),
-                scope: Some(defaults.scope().clone()),
-                user: None,
-            },
+            Some(defaults) => defaults.destination_defaults(),
             None => self.defaults.clone(),
         };
         let request = ThreadRequest::decode(operation, arguments, &defaults)?;

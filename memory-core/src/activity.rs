@@ -281,13 +281,7 @@ impl WorkId {
 /// their debug form instead; every caller passes plain data, so that arm is never reached in practice.
 pub(crate) fn sha256_hex<T: Serialize>(value: &T) -> String {
     let canonical = crate::canonical::to_canonical_string(value).unwrap_or_default();
-    let digest = Sha256::digest(canonical.as_bytes());
-    let mut text = String::with_capacity(64);
-    for byte in digest {
-        use std::fmt::Write as _;
-        let _ = write!(text, "{byte:02x}");
-    }
-    text
+    crate::ids::lower_hex(&Sha256::digest(canonical.as_bytes()))
 }
 
 /// Checks the canonical size of saved progress and returns its canonical JSON.

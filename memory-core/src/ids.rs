@@ -101,3 +101,13 @@ string_id!(
     256,
     MemoryError
 );
+
+/// `bytes` as lower-case hexadecimal: how every digest and id of this project is spelt.
+pub fn lower_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(text, "{byte:02x}");
+    }
+    text
+}

@@ -151,11 +151,7 @@ impl NamespaceAddress {
 
     /// A short, stable, non-reversible fingerprint for logs and diagnostics.
     pub fn fingerprint(&self) -> String {
-        let digest = Sha256::digest(self.0.as_bytes());
-        digest[..6]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        crate::ids::lower_hex(&Sha256::digest(self.0.as_bytes())[..6])
     }
 }
 

@@ -30,7 +30,7 @@ impl ProfileDigest {
 
     /// The digest in lowercase hexadecimal.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::ids::lower_hex(&self.0)
     }
 }
 

@@ -456,11 +456,4 @@ fn check_canonical_size<T: Serialize>(limit: &'static str, value: &T) -> Result<
     check_units(limit, utf16_len(&canonical))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text
-}
+use crate::ids::lower_hex as hex;

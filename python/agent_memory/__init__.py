@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from . import _native
+from . import errors as _errors
 from .errors import (
     AgentMemoryError,
     BudgetError,
@@ -26,6 +27,7 @@ from .errors import (
     TooLargeError,
     UnavailableError,
     WithdrawnError,
+    from_kind,
 )
 from .memory import AsyncMemory, Memory, doctor
 
@@ -33,21 +35,5 @@ __version__: str = _native.__version__
 
 # `MemoryError` (the base class) is importable by name but left out of `*`, where it would shadow
 # Python's built-in `MemoryError`; `AgentMemoryError` is the same class.
-__all__ = [
-    "Memory",
-    "AsyncMemory",
-    "doctor",
-    "AgentMemoryError",
-    "ConflictError",
-    "OperationConflictError",
-    "WithdrawnError",
-    "TooLargeError",
-    "InvalidInputError",
-    "BudgetError",
-    "DeadlineError",
-    "NotFoundError",
-    "UnavailableError",
-    "StorageError",
-    "CorruptError",
-    "ForbiddenError",
-]
+__all__ = ["Memory", "AsyncMemory", "doctor"]
+__all__ += _errors.__all__

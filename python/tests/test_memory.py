@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import agent_memory
@@ -231,3 +234,31 @@ def test_errors_are_one_hierarchy() -> None:
     assert errors.MemoryError is AgentMemoryError
     assert issubclass(InvalidInputError, ValueError)
     assert issubclass(TooLargeError, AgentMemoryError)
+
+
+def test_a_second_process_on_the_next_day_recalls_and_a_second_user_does_not(
+    database: dict,
+) -> None:
+    # Monday: one process remembers a conversation through the thread log and one worker pass,
+    # then exits.
+    monday = f"""
+import sys
+from agent_memory import Memory
+memory = Memory(sys.argv[1], schema=sys.argv[2] or None, user="ana")
+memory.append("monday", "My sister Ana grows tomatoes in Porto.")
+assert memory.remember_once()["failed"] == 0
+"""
+    subprocess.run(
+        [sys.executable, "-c", monday, database["db"], database["schema"] or ""],
+        check=True,
+        timeout=300,
+    )
+    # Tuesday: a new process (this one) recalls it in every mode; another user of the same
+    # database sees nothing of it.
+    ana = Memory(database["db"], schema=database["schema"], user="ana")
+    for mode in ["lexical", "exact", "hnsw", "hybrid"]:
+        texts = [r["memory"] for r in ana.search("where do the tomatoes grow", mode=mode)["results"]]
+        assert "My sister Ana grows tomatoes in Porto." in texts, mode
+    bob = Memory(database["db"], schema=database["schema"], user="bob")
+    assert bob.search("tomatoes", mode="hybrid")["results"] == []
+    assert bob.get_all()["results"] == []

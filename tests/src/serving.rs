@@ -260,8 +260,3 @@ pub fn token_file(dir: &Path, token: &str) -> PathBuf {
     std::fs::write(&path, format!("{token}\n")).expect("token file");
     path
 }
-
-/// The lower-case hex SHA-256 of `token`: what a grants file names it by.
-pub fn token_digest(token: &str) -> String {
-    memory_cli::grants::token_digest(token)
-}

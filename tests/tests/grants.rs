@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use integration_tests::product::{Fixture, MODES, McpClient, cited_documents};
-use integration_tests::serving::{HttpServer, get, parse_metrics, sample, token_digest};
+use integration_tests::serving::{HttpServer, get, parse_metrics, sample};
+use memory_cli::grants::token_digest;
 use serde_json::{Value, json};
 
 const ANA: &str = "ana-token-5d1e";
@@ -617,5 +618,74 @@ async fn in_a_shared_namespace_a_document_of_another_scope_is_absent_and_cannot_
         .await;
     assert_eq!(got["document"]["content"]["text"], "Bob's salary notes.");
     ana.close().await;
+    bob.close().await;
+}
+
+/// The journey over days on a shared server: each tenant's memory outlives a restart of the server,
+/// a second session on the next day recalls what the first said, and the other tenant, on the same
+/// database, still never sees it.
+#[tokio::test]
+async fn a_tenants_memory_outlives_a_restart_and_stays_its_own() {
+    let fixture = Fixture::new();
+    let grants = write_grants(
+        fixture.dir.path(),
+        &grants_text(&[("ana", ANA), ("bob", BOB)]),
+    );
+    let server = start(&fixture, &grants, &[]);
+    let monday = McpClient::http(&server.url, Some(ANA)).await.expect("ana");
+    monday
+        .success(
+            "memory_remember",
+            json!({"text": "Ana's sister grows tomatoes in Porto."}),
+        )
+        .await;
+    monday
+        .success(
+            "memory_thread_append",
+            json!({"thread": "ana-monday", "record": user_record("I moved to Lisbon last spring.")}),
+        )
+        .await;
+    monday.close().await;
+    assert!(server.stop().success());
+
+    let server = start(&fixture, &grants, &[]);
+    let tuesday = McpClient::http(&server.url, Some(ANA)).await.expect("ana");
+    let found = tuesday
+        .success(
+            "memory_search",
+            json!({"query": "where do the tomatoes grow"}),
+        )
+        .await;
+    assert!(
+        found["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("Porto")),
+        "{found:#}"
+    );
+    tuesday
+        .success(
+            "memory_thread_append",
+            json!({"thread": "ana-monday", "record": user_record("And I work from home now.")}),
+        )
+        .await;
+    let bob = McpClient::http(&server.url, Some(BOB)).await.expect("bob");
+    let found = bob
+        .success(
+            "memory_search",
+            json!({"query": "where do the tomatoes grow"}),
+        )
+        .await;
+    assert!(cited_documents(&found).is_empty(), "{found:#}");
+    assert_eq!(
+        bob.success("memory_list", json!({})).await["documents"],
+        json!([])
+    );
+    bob.refused(
+        "memory_thread_append",
+        json!({"thread": "ana-monday", "record": user_record("Bob was here.")}),
+        "forbidden",
+    )
+    .await;
+    tuesday.close().await;
     bob.close().await;
 }

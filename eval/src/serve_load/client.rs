@@ -18,30 +18,19 @@ use memory_cli::discovery::Discovery;
 use memory_cli::hook::server::{ServerError, ServerSession, ToolAnswer};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::outcome::{
     Acknowledged, ClientOutcome, EXAMPLES, Op, WriteCheck, document_foreign, passages_foreign,
 };
-use super::tenants::{Tenant, Texts, put_arguments};
+use super::tenants::{Tenant, Texts};
 
 /// Passages a recall answers (`memory_search`'s default).
 const RECALL_ITEMS: u32 = 5;
 /// Documents a list page holds.
 const LIST_LIMIT: u32 = 20;
-/// One call in this many is a deliberate refusal (grants only): 1%.
+/// One call in this many is a deliberate refusal: 1%.
 const REFUSAL_EVERY: u64 = 100;
-
-/// Which tools the clients call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Protocol {
-    /// `--grants`: a token per tenant, the simple tools in the grant's defaults.
-    Grants,
-    /// One token for all: the precise tools with each tenant's namespace and scope.
-    SingleToken,
-}
 
 /// One server as its clients see it: its URL, and whether it is down (killed, not yet back).
 #[derive(Debug)]
@@ -121,8 +110,6 @@ pub struct ClientPlan {
     pub seeded: usize,
     /// Texts to remember and queries to recall.
     pub texts: Arc<Texts>,
-    /// Which tools.
-    pub protocol: Protocol,
     /// The bearer token it sends.
     pub token: String,
     /// Calls to make, or `None` to run until [`Shared::stop`].
@@ -342,7 +329,7 @@ impl Client {
     /// The `made`-th call of the mix: every [`REFUSAL_EVERY`]-th (the first included) a deliberate
     /// refusal, the others drawn.
     async fn one(&mut self, made: u64) {
-        let refusals = self.plan.protocol == Protocol::Grants && self.plan.tenants.len() > 1;
+        let refusals = self.plan.tenants.len() > 1;
         if refusals && made.is_multiple_of(REFUSAL_EVERY) {
             return self.deliberate_refusal().await;
         }
@@ -364,17 +351,8 @@ impl Client {
             .texts
             .query(self.rng.random_range(0..usize::MAX))
             .to_owned();
-        let (tool, arguments) = match self.plan.protocol {
-            Protocol::Grants => (
-                "memory_search",
-                json!({"query": query, "limit": RECALL_ITEMS}),
-            ),
-            Protocol::SingleToken => (
-                "memory_recall",
-                recall_arguments(&self.plan.tenant, &query, "hybrid", RECALL_ITEMS),
-            ),
-        };
-        self.timed(Op::Recall, tool, arguments, |tenant, content| {
+        let arguments = json!({"query": query, "limit": RECALL_ITEMS});
+        self.timed(Op::Recall, "memory_search", arguments, |tenant, content| {
             passages_foreign(tenant, content)
         })
         .await
@@ -415,20 +393,15 @@ impl Client {
             self.plan.tenant.tag, self.plan.index, self.plan.run_tag, self.remembered
         );
         self.remembered += 1;
-        let (tool, arguments) = match self.plan.protocol {
-            Protocol::Grants => (
-                "memory_remember",
-                json!({"text": text, "id": id, "metadata": {"tenant": self.plan.tenant.name}}),
-            ),
-            Protocol::SingleToken => (
-                "memory_put",
-                put_arguments(&self.plan.tenant, &id, &format!("op-{id}"), &text),
-            ),
-        };
+        let arguments =
+            json!({"text": text, "id": id, "metadata": {"tenant": self.plan.tenant.name}});
         let answer = self
-            .timed(Op::Remember, tool, arguments, |tenant, content| {
-                document_foreign(tenant, content.get("document"))
-            })
+            .timed(
+                Op::Remember,
+                "memory_remember",
+                arguments,
+                |tenant, content| document_foreign(tenant, content.get("document")),
+            )
             .await;
         if let Some(revision) = answer
             .as_ref()
@@ -444,14 +417,8 @@ impl Client {
     }
 
     async fn list(&mut self) {
-        let (tool, arguments) = match self.plan.protocol {
-            Protocol::Grants => ("memory_list", json!({"limit": LIST_LIMIT})),
-            Protocol::SingleToken => (
-                "memory_recall",
-                recall_arguments(&self.plan.tenant, "", "recent", LIST_LIMIT),
-            ),
-        };
-        self.timed(Op::List, tool, arguments, |tenant, content| {
+        let arguments = json!({"limit": LIST_LIMIT});
+        self.timed(Op::List, "memory_list", arguments, |tenant, content| {
             let mut foreign = passages_foreign(tenant, content);
             for document in content
                 .get("documents")
@@ -469,24 +436,9 @@ impl Client {
     async fn forget(&mut self) {
         let index = self.rng.random_range(0..self.outcome.alive.len());
         let target = self.outcome.alive.swap_remove(index);
-        let (tool, arguments) = match self.plan.protocol {
-            Protocol::Grants => (
-                "memory_forget",
-                json!({"id": target.id, "reason": "serve-load forgets what it remembered"}),
-            ),
-            Protocol::SingleToken => (
-                "memory_withdraw",
-                json!({
-                    "namespace": self.plan.tenant.namespace(),
-                    "id": target.id,
-                    "operation_id": format!("forget-{}", target.id),
-                    "expected_revision": target.revision,
-                    "reason": "serve-load forgets what it remembered",
-                }),
-            ),
-        };
+        let arguments = json!({"id": target.id, "reason": "serve-load forgets what it remembered"});
         let answer = self
-            .timed(Op::Forget, tool, arguments, |tenant, content| {
+            .timed(Op::Forget, "memory_forget", arguments, |tenant, content| {
                 document_foreign(tenant, content.get("document"))
             })
             .await;

@@ -24,9 +24,6 @@
 //! SIGKILL and restarted (on the same port when it is free), its clients reconnect, and their errors
 //! until it is back (ready and synced) count as `restart_unavailable`, not unexpected; server `b`'s
 //! answers during that downtime are counted.
-//!
-//! A binary without `--grants` (before issue 32) is driven with one token for all clients and the
-//! precise tools in each tenant's namespace ([`client::Protocol::SingleToken`]); the report says so.
 
 pub mod client;
 pub mod outcome;
@@ -42,14 +39,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use memory_cli::discovery::Discovery;
 use memory_cli::hook::server::ServerSession;
-use rand::RngCore as _;
 use serde_json::{Value, json};
 
-use self::client::{Client, ClientPlan, Endpoint, Protocol, Shared};
+use self::client::{Client, ClientPlan, Endpoint, Shared};
 use self::outcome::{ClientOutcome, Op, WriteCheck};
 use self::report::{RestartFigures, ServeLoadReport, ServerFigures};
-use self::server::{Auth, Server, ServerSpec, Target};
-use self::tenants::{Tenant, Texts};
+use self::server::{Server, ServerSpec, Target};
+use self::tenants::Texts;
 use crate::metrics::percentiles;
 
 /// Longest wait for a server to be ready (model and vectors loaded).
@@ -122,16 +118,6 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
     anyhow::ensure!(options.tenants > 0, "--tenants must be at least 1");
     anyhow::ensure!(options.clients > 0, "--clients must be at least 1");
     let binary = server::find_binary(options.memory_bin.as_deref())?;
-    let protocol = if server::supports_grants(&binary).await? {
-        Protocol::Grants
-    } else {
-        eprintln!(
-            "serve-load: {} has no `serve --grants`: every client shares one token and calls the \
-             precise tools in its tenant's namespace (no deliberate refusals)",
-            binary.display()
-        );
-        Protocol::SingleToken
-    };
     let work = options.out.join("serve-load");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let work = work.canonicalize()?;
@@ -144,26 +130,12 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
     let tenants = Arc::new(tenants::tenants(options.tenants));
     let texts = Arc::new(Texts::generate(options.docs.max(1_000), options.seed));
 
-    // Authentication: a grant per tenant, or one token for all.
-    let (auth, shared_token) = match protocol {
-        Protocol::Grants => {
-            let file = work.join("grants.json");
-            std::fs::write(
-                &file,
-                serde_json::to_string_pretty(&tenants::grants_json(&tenants))?,
-            )?;
-            (Auth::Grants(file), None)
-        }
-        Protocol::SingleToken => {
-            let mut bytes = [0_u8; 24];
-            rand::rng().fill_bytes(&mut bytes);
-            let token = tenants::hex(&bytes);
-            let file = work.join("token");
-            std::fs::write(&file, &token)?;
-            (Auth::Token(file), Some(token))
-        }
-    };
-    let token_of = |tenant: &Tenant| shared_token.clone().unwrap_or_else(|| tenant.token.clone());
+    // A grant per tenant.
+    let grants = work.join("grants.json");
+    std::fs::write(
+        &grants,
+        serde_json::to_string_pretty(&tenants::grants_json(&tenants))?,
+    )?;
 
     // The store.
     let postgres = options.postgres.clone();
@@ -214,7 +186,7 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
 
     let spec = |name: &str| ServerSpec {
         target: target.clone(),
-        auth: auth.clone(),
+        grants: grants.clone(),
         log: work.join(format!("server-{name}.log")),
         runtime_dir: postgres.as_ref().map(|_| work.join(format!("run-{name}"))),
     };
@@ -223,7 +195,7 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
             std::fs::create_dir_all(&dir)?;
         }
     }
-    let sync_token = token_of(&tenants[0]);
+    let sync_token = tenants[0].token.clone();
     let started = Instant::now();
     let mut server_a = Server::start(&spec("a"), "127.0.0.1:0").await?;
     log(
@@ -261,12 +233,11 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
         let tenant = tenants[client % tenants.len()].clone();
         ClientPlan {
             index: client,
-            token: token_of(&tenant),
+            token: tenant.token.clone(),
             tenant,
             tenants: Arc::clone(&tenants),
             seeded: options.docs,
             texts: Arc::clone(&texts),
-            protocol,
             ops: options.ops,
             seed: options.seed,
             run_tag: run_tag.clone(),
@@ -459,7 +430,6 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
         } else {
             "sqlite"
         },
-        protocol,
         binary: binary.display().to_string(),
         documents: options.docs,
         tenants: options.tenants,

@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::client::Protocol;
 use super::outcome::{ClientOutcome, Op, Refusals, SlowCall};
 use crate::metrics::{LatencyFigures, percentiles};
 
@@ -64,8 +63,6 @@ pub struct RestartFigures {
 pub struct ServeLoadReport {
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
-    /// `grants` (a token per tenant, simple tools) or `single-token` (a binary without `--grants`).
-    pub protocol: Protocol,
     /// The `memory` binary driven.
     pub binary: String,
     /// Documents seeded.
@@ -201,12 +198,8 @@ pub fn table(report: &ServeLoadReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "serve-load: {} ({}), {} documents, {} tenants, {} clients (think {} ms), {} server(s), {:.1} s of load, {} CPUs",
+        "serve-load: {} (grants), {} documents, {} tenants, {} clients (think {} ms), {} server(s), {:.1} s of load, {} CPUs",
         report.backend,
-        serde_json::to_value(report.protocol)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_owned))
-            .unwrap_or_default(),
         report.documents,
         report.tenants,
         report.clients,

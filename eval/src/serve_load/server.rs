@@ -42,17 +42,6 @@ pub fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     )
 }
 
-/// Whether `binary`'s `serve` takes `--grants` (the per-tenant grants of issue 32).
-pub async fn supports_grants(binary: &Path) -> anyhow::Result<bool> {
-    let output = Command::new(binary)
-        .args(["serve", "--help"])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .with_context(|| format!("running {} serve --help", binary.display()))?;
-    Ok(String::from_utf8_lossy(&output.stdout).contains("--grants"))
-}
-
 /// Where the store is and how the binary is run against it.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -117,15 +106,6 @@ impl Target {
     }
 }
 
-/// How a server authenticates its clients.
-#[derive(Debug, Clone)]
-pub enum Auth {
-    /// `--grants FILE`: a token per tenant.
-    Grants(PathBuf),
-    /// `--token-file FILE`: one token for every client (binaries without `--grants`).
-    Token(PathBuf),
-}
-
 /// One `memory serve --http` child.
 #[derive(Debug)]
 pub struct Server {
@@ -145,8 +125,8 @@ pub struct Server {
 pub struct ServerSpec {
     /// The store.
     pub target: Target,
-    /// Its authentication.
-    pub auth: Auth,
+    /// `--grants FILE`: a grant per tenant.
+    pub grants: PathBuf,
     /// Standard error goes here (appended, so a restart keeps the first run's lines).
     pub log: PathBuf,
     /// `XDG_RUNTIME_DIR` (where a PostgreSQL server's discovery file goes: one per server).
@@ -158,11 +138,9 @@ impl Server {
     /// [`Server::wait_ready`]).
     pub async fn start(spec: &ServerSpec, addr: &str) -> anyhow::Result<Self> {
         let mut command = spec.target.command();
-        command.args(["serve", "--http", addr]);
-        match &spec.auth {
-            Auth::Grants(file) => command.arg("--grants").arg(file),
-            Auth::Token(file) => command.arg("--token-file").arg(file),
-        };
+        command
+            .args(["serve", "--http", addr, "--grants"])
+            .arg(&spec.grants);
         if let Some(dir) = &spec.runtime_dir {
             command.env("XDG_RUNTIME_DIR", dir);
         }

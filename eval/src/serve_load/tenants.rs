@@ -11,7 +11,6 @@ use std::path::Path;
 use anyhow::Context as _;
 use rand::RngCore as _;
 use serde_json::{Value, json};
-use sha2::{Digest as _, Sha256};
 
 use crate::corpus::{CorpusShape, generate};
 
@@ -87,15 +86,10 @@ pub fn tenants(tenants: usize) -> Vec<Tenant> {
                 index,
                 name: format!("tenant-{index:0width$}"),
                 tag: format!("t{index}"),
-                token: hex(&bytes),
+                token: memory_core::ids::lower_hex(&bytes),
             }
         })
         .collect()
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The grants file (JSON, the same shape as the TOML one): one grant per tenant, its token's
@@ -107,7 +101,7 @@ pub fn grants_json(tenants: &[Tenant]) -> Value {
         .map(|tenant| {
             json!({
                 "name": tenant.name,
-                "token_sha256": hex(&Sha256::digest(tenant.token.as_bytes())),
+                "token_sha256": memory_cli::grants::token_digest(&tenant.token),
                 "operations": ["recall", "get", "list", "put", "remember", "withdraw", "forget",
                                "thread_append", "thread_forget"],
                 "read_scopes": [tenant.name],
@@ -207,6 +201,8 @@ pub fn write_import(
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest as _, Sha256};
+
     use super::*;
 
     #[test]
@@ -227,7 +223,10 @@ mod tests {
         let grants = grants_json(&all);
         let digest = grants["grant"][1]["token_sha256"].as_str().unwrap_or("");
         assert_eq!(digest.len(), 64);
-        assert_eq!(digest, hex(&Sha256::digest(all[1].token.as_bytes())));
+        assert_eq!(
+            digest,
+            memory_core::ids::lower_hex(&Sha256::digest(all[1].token.as_bytes()))
+        );
         assert_eq!(grants["grant"][1]["default_scope"], "tenant-001");
     }
 }

@@ -105,10 +105,7 @@ impl Grants {
 
 /// The lower-case hex SHA-256 of `token`: how a grants file names it (`token_sha256`).
 pub fn token_digest(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    memory_core::ids::lower_hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// Compares in time independent of where the first difference is.

@@ -1,14 +1,6 @@
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use super::*;
-
-fn digest(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
 
 fn ana_file() -> String {
     format!(
@@ -37,8 +29,8 @@ write_scopes = ["*"]
 [[grant.namespaces]]
 name = "*"
 "#,
-        digest("ana-token"),
-        digest("ops-token").to_uppercase(),
+        token_digest("ana-token"),
+        token_digest("ops-token").to_uppercase(),
     )
 }
 
@@ -124,7 +116,7 @@ fn operations_and_scopes_are_checked_with_the_forbidden_kind() {
 fn the_json_form_reads_like_the_toml_one() {
     let json = json!({"grant": [{
         "name": "bob",
-        "token_sha256": digest("bob-token"),
+        "token_sha256": token_digest("bob-token"),
         "operations": ["recall"],
         "read_scopes": ["bob"],
         "namespaces": [{"name": "notes", "identity": {"user": "bob"}}]
@@ -141,7 +133,7 @@ fn every_fault_refuses_the_whole_file() {
     let faults = [
         ("", "no [[grant]]"),
         (
-            &good.replacen(&digest("ana-token"), "abc", 1),
+            &good.replacen(&token_digest("ana-token"), "abc", 1),
             "64 hex digits",
         ),
         (
@@ -149,7 +141,11 @@ fn every_fault_refuses_the_whole_file() {
             "name is given twice",
         ),
         (
-            &good.replacen(&digest("ops-token").to_uppercase(), &digest("ana-token"), 1),
+            &good.replacen(
+                &token_digest("ops-token").to_uppercase(),
+                &token_digest("ana-token"),
+                1,
+            ),
             "token_sha256 is given twice",
         ),
         (
@@ -217,7 +213,7 @@ fn a_faulty_reload_keeps_the_grants_in_force() {
         grants.caller(Some("ana-token")).is_some(),
         "old grants kept"
     );
-    let revoked = ana_file().replacen(&digest("ana-token"), &digest("new-token"), 1);
+    let revoked = ana_file().replacen(&token_digest("ana-token"), &token_digest("new-token"), 1);
     std::fs::write(&path, revoked).expect("write");
     assert_eq!(grants.reload().expect("reloaded"), 2);
     assert!(grants.caller(Some("ana-token")).is_none(), "revoked");

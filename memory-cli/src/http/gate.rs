@@ -67,19 +67,6 @@ pub struct Limits {
     pub session_idle_timeout: u64,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: MAX_INPUT_BYTES + ENVELOPE_BYTES,
-            max_sessions: 256,
-            max_in_flight: 16,
-            header_timeout: 10,
-            body_timeout: 30,
-            session_idle_timeout: 300,
-        }
-    }
-}
-
 impl Limits {
     /// The header read timeout.
     pub fn header_timeout(&self) -> Duration {

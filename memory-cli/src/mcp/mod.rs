@@ -137,13 +137,10 @@ impl<S: Store> MemoryServer<S> {
         Self {
             threads: Arc::new(ThreadTools::new(
                 Arc::clone(service.store()),
-                crate::destination::DestinationDefaults {
-                    namespace: defaults
-                        .as_ref()
-                        .map(|defaults| defaults.namespace().clone()),
-                    scope: defaults.as_ref().map(|defaults| defaults.scope().clone()),
-                    user: None,
-                },
+                defaults
+                    .as_deref()
+                    .map(Defaults::destination_defaults)
+                    .unwrap_or_default(),
             )),
             local: Arc::new(Grant::everything(
                 crate::grants::TOKEN_GRANT,
