@@ -10,6 +10,7 @@
 //! These ports are synchronous on purpose: every call is one short local transaction, and the callers
 //! (the remembering worker) run them between awaits of the memory writer. This module does no I/O.
 
+pub mod compaction;
 pub mod destination;
 pub mod intents;
 pub mod progress;
@@ -25,6 +26,9 @@ use sha2::{Digest, Sha256};
 use crate::document::EpochMillis;
 use crate::error::{ErrorKind, StoreFault};
 
+pub use compaction::{
+    CompactionOutcome, CompactionRecord, CompactionRefusal, RefusalReason, SequenceRange,
+};
 pub use destination::{DestinationCount, ThreadDestination};
 pub use intents::{
     Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
@@ -140,7 +144,18 @@ impl ActivityError {
 /// A position in a thread's log. Records are numbered 1, 2, 3, ... per thread; [`Sequence::ZERO`] is the
 /// cursor of a processor that has processed nothing.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(transparent)]
 pub struct Sequence(u64);

@@ -8,7 +8,10 @@ use crate::StoreFault;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ActivityError, DestinationCount, Sequence, ThreadDestination, ThreadId, sha256_hex};
+use super::{
+    ActivityError, CompactionRecord, DestinationCount, Sequence, ThreadDestination, ThreadId,
+    sha256_hex,
+};
 use crate::document::EpochMillis;
 
 /// Most UTF-8 bytes of a speaker or observer name.
@@ -57,6 +60,15 @@ pub enum RecordBody {
         /// How it ended (for example `completed`, `cancelled`).
         outcome: String,
     },
+    /// Instructions the agent's host put into the thread. The context layer keeps them in every view
+    /// and never folds them into a summary; the remembering worker never turns them into memory.
+    SystemMessage {
+        /// The instructions.
+        text: String,
+    },
+    /// A compaction of the model's window (see [`CompactionRecord`]): it names the records it folded
+    /// and carries the summary that stands in for them; the folded records stay in the log.
+    Compaction(CompactionRecord),
 }
 
 /// A record to append; the log assigns its sequence.
@@ -122,6 +134,9 @@ impl NewRecord {
         }
         if let Some(cursor) = &self.opaque_cursor {
             check("opaque cursor bytes", cursor, MAX_OPAQUE_CURSOR_BYTES)?;
+        }
+        if let RecordBody::Compaction(compaction) = &self.body {
+            compaction.validate()?;
         }
         super::canonical_progress_json("record canonical JSON", &self.body)?;
         Ok(())
