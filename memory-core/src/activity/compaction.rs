@@ -111,10 +111,13 @@ impl CompactionRecord {
                 actual: ranges as u64,
             });
         }
-        check_ranges("folded ranges", self.folded.iter())?;
+        check_ranges("folded ranges", self.folded.iter(), true)?;
+        // Refused spans are segments, whose records may interleave (a step's result can arrive after a
+        // later prompt), so they need only be well formed.
         check_ranges(
             "refused ranges",
             self.refusals.iter().map(|refusal| &refusal.range),
+            false,
         )?;
         match (self.outcome, &self.summary) {
             (CompactionOutcome::Folded, None) => {
@@ -171,6 +174,7 @@ impl CompactionRecord {
 fn check_ranges<'a>(
     field: &'static str,
     ranges: impl Iterator<Item = &'a SequenceRange>,
+    disjoint: bool,
 ) -> Result<(), ActivityError> {
     let mut previous: Option<Sequence> = None;
     for range in ranges {
@@ -183,7 +187,7 @@ fn check_ranges<'a>(
                 ),
             ));
         }
-        if previous.is_some_and(|last| range.first <= last) {
+        if disjoint && previous.is_some_and(|last| range.first <= last) {
             return Err(ActivityError::invalid(
                 field,
                 "must be in ascending order and disjoint",

@@ -1,0 +1,415 @@
+//! The context of a turn: the conversation fold, its view under a budget, the turn's transient
+//! references, compaction and the history tools, over one thread log.
+//!
+//! Everything here calls the synchronous [`ThreadLog`] port: async callers run it on a blocking pool.
+
+use std::sync::{Arc, Mutex};
+
+use memory_core::activity::ThreadId;
+use memory_core::activity::{NewRecord, RecordBody, Sequence, ThreadLog, ThreadRecord};
+use serde::Serialize;
+
+use crate::ContextError;
+use crate::compaction::{self, CompactionPlan, CompactionRequest};
+use crate::conversation::{Conversation, ConversationState};
+use crate::fold::{FoldRead, FoldReader, FoldReport, FoldScope};
+use crate::history::{self, HistoryPage, HistorySearch};
+use crate::references::{ReferenceCache, References};
+use crate::segment::{Message, Role, SegmentData};
+use crate::view::{View, ViewReport, ViewResult, check_budget};
+
+use memory_core::activity::CompactionRecord;
+
+/// The speaker of compaction records.
+pub const COMPACTION_SPEAKER: &str = "memory-context";
+
+/// A thread's view under a budget, with what the fold reported.
+#[derive(Debug, Clone)]
+pub struct ThreadView {
+    /// The view.
+    pub view: ViewResult,
+    /// The state it was cut from.
+    pub state: ConversationState,
+    /// What folding left out.
+    pub fold: FoldReport,
+    /// The newest record folded.
+    pub through: Sequence,
+}
+
+/// A turn being assembled: its history view, and its references when the turn loaded them before.
+#[derive(Debug, Clone)]
+pub struct TurnPlan {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The history view (cut to leave room for `cached` when there are any).
+    pub history: ThreadView,
+    /// The turn: its prompt record ([`Sequence::ZERO`] without one).
+    pub turn: Sequence,
+    /// What to recall for: the caller's query, else the current prompt's text; `None` when neither.
+    pub query: Option<String>,
+    /// The references this turn loaded before: a retry reuses them and loads nothing.
+    pub cached: Option<Arc<References>>,
+    /// Tokens of the budget left after the history view, for references to load into.
+    pub remaining_tokens: u64,
+    /// The budget.
+    pub budget: u64,
+}
+
+/// The recalled memory of an assembled turn (its text is the context's last message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct MemoryBlock {
+    /// The turn it was recalled for.
+    pub turn: Sequence,
+    /// What it was recalled for.
+    pub query: String,
+    /// Passages in it.
+    pub passages: u64,
+    /// Its tokens.
+    pub tokens: u64,
+    /// Whether it is the snapshot an earlier attempt at this turn loaded.
+    pub reused: bool,
+}
+
+/// A turn's model input: the history view's messages, then the memory block as a user message.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct AssembledContext {
+    /// The thread.
+    pub thread: String,
+    /// The messages, in the shape chat APIs take.
+    pub messages: Vec<Message>,
+    /// The recalled memory, when the turn has any (its text is the last message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryBlock>,
+    /// The history view's report.
+    pub view: ViewReport,
+    /// Tokens of all the messages, memory included.
+    pub tokens: u64,
+    /// The budget.
+    pub budget: u64,
+    /// Whether `tokens` exceeds the budget.
+    pub over_budget: bool,
+    /// What folding the thread left out.
+    pub fold: FoldReport,
+    /// The newest record of the thread read.
+    pub through: Sequence,
+}
+
+/// What a compaction appended.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Compacted {
+    /// The compaction record's sequence.
+    pub sequence: Sequence,
+    /// The record.
+    pub compaction: CompactionRecord,
+}
+
+/// The context layer over one thread log.
+pub struct Context {
+    reader: FoldReader<Conversation>,
+    view: View,
+    references: ReferenceCache,
+    compacting: Mutex<()>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Context")
+            .field("view", &self.view)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// The context of `log`'s threads with the default view ([`View::default`]).
+    pub fn new(log: Arc<dyn ThreadLog>) -> Self {
+        Self::with_view(log, View::default())
+    }
+
+    /// The context of `log`'s threads with `view`.
+    pub fn with_view(log: Arc<dyn ThreadLog>, view: View) -> Self {
+        Self {
+            reader: FoldReader::new(Conversation, FoldScope::Thread, log),
+            view,
+            references: ReferenceCache::default(),
+            compacting: Mutex::new(()),
+        }
+    }
+
+    /// Its view.
+    pub fn view_rules(&self) -> &View {
+        &self.view
+    }
+
+    /// The thread's conversation state (folding only what is new since the last read).
+    pub fn read(&self, thread: &ThreadId) -> Result<FoldRead<ConversationState>, ContextError> {
+        self.reader.read(thread)
+    }
+
+    /// The thread's view under `budget` tokens.
+    pub fn view(&self, thread: &ThreadId, budget: u64) -> Result<ThreadView, ContextError> {
+        let read = self.reader.read(thread)?;
+        self.view_of(read, budget)
+    }
+
+    fn view_of(
+        &self,
+        read: FoldRead<ConversationState>,
+        budget: u64,
+    ) -> Result<ThreadView, ContextError> {
+        let view = self.view.apply(&read.state, budget)?;
+        Ok(ThreadView {
+            view,
+            state: read.state,
+            fold: read.report,
+            through: read.through,
+        })
+    }
+
+    /// Starts assembling the thread's current turn under `budget`: the history view, and the turn's
+    /// references when an earlier attempt loaded them (the view then leaves room for them).
+    pub fn prepare_turn(
+        &self,
+        thread: &ThreadId,
+        budget: u64,
+        query: Option<&str>,
+    ) -> Result<TurnPlan, ContextError> {
+        let budget = check_budget(budget)?;
+        let read = self.reader.read(thread)?;
+        let prompt = read.state.current_prompt().cloned();
+        let turn = prompt
+            .as_ref()
+            .map_or(Sequence::ZERO, |prompt| prompt.first());
+        let query = query.map(str::to_owned).or_else(|| {
+            prompt.as_ref().and_then(|prompt| match prompt.data() {
+                SegmentData::Prompt { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+        });
+        let cached = query
+            .as_deref()
+            .and_then(|query| self.references.get(thread, turn, query));
+        let reserved = cached.as_ref().map_or(0, |cached| cached.tokens);
+        let history = self.view_of(read, budget.saturating_sub(reserved).max(1))?;
+        Ok(TurnPlan {
+            thread: thread.clone(),
+            remaining_tokens: budget.saturating_sub(history.view.tokens),
+            history,
+            turn,
+            query,
+            cached,
+            budget,
+        })
+    }
+
+    /// Finishes a turn with the references `loaded` for `plan.remaining_tokens` (ignored when the plan
+    /// had cached ones: the first load of a turn wins). `loaded` is the memory block's text and its
+    /// passage count.
+    pub fn finish_turn(&self, plan: TurnPlan, loaded: Option<(String, u64)>) -> AssembledContext {
+        let references = match (&plan.cached, loaded, &plan.query) {
+            (Some(cached), _, _) => Some((Arc::clone(cached), true)),
+            (None, Some((text, passages)), Some(query)) => {
+                let tokens = if text.is_empty() {
+                    0
+                } else {
+                    self.view
+                        .counter()
+                        .count_messages(&[Message::text(Role::User, text.clone())])
+                        as u64
+                };
+                let kept = self.references.insert(
+                    &plan.thread,
+                    References {
+                        turn: plan.turn,
+                        query: query.clone(),
+                        text,
+                        passages,
+                        tokens,
+                    },
+                );
+                Some((kept, false))
+            }
+            _ => None,
+        };
+        let mut messages = plan.history.view.messages();
+        let mut tokens = plan.history.view.tokens;
+        let memory = references.map(|(references, reused)| {
+            if !references.text.is_empty() {
+                messages.push(Message::text(Role::User, references.text.clone()));
+                tokens += references.tokens;
+            }
+            MemoryBlock {
+                turn: references.turn,
+                query: references.query.clone(),
+                passages: references.passages,
+                tokens: references.tokens,
+                reused,
+            }
+        });
+        AssembledContext {
+            thread: plan.thread.as_str().to_owned(),
+            messages,
+            memory,
+            view: plan.history.view.report(),
+            tokens,
+            budget: plan.budget,
+            over_budget: tokens > plan.budget,
+            fold: plan.history.fold,
+            through: plan.history.through,
+        }
+    }
+
+    /// Assembles the turn in one call: `load(query, remaining_tokens)` recalls the memory block (text and
+    /// passage count) unless the turn already has one.
+    pub fn assemble<E: std::fmt::Display>(
+        &self,
+        thread: &ThreadId,
+        budget: u64,
+        query: Option<&str>,
+        load: impl FnOnce(&str, u64) -> Result<(String, u64), E>,
+    ) -> Result<AssembledContext, ContextError> {
+        let plan = self.prepare_turn(thread, budget, query)?;
+        let loaded = match (&plan.cached, &plan.query) {
+            (None, Some(query)) if plan.remaining_tokens > 0 => Some(
+                load(query, plan.remaining_tokens)
+                    .map_err(|error| ContextError::Recall(error.to_string()))?,
+            ),
+            _ => None,
+        };
+        Ok(self.finish_turn(plan, loaded))
+    }
+
+    /// Plans a compaction of the thread (appends nothing).
+    pub fn plan_compaction(
+        &self,
+        thread: &ThreadId,
+        request: &CompactionRequest,
+    ) -> Result<CompactionPlan, ContextError> {
+        let read = self.reader.read(thread)?;
+        compaction::plan(&self.view, &read.state, request)
+    }
+
+    /// Compacts the thread: plans, asks `summarize` for the summary of the plan's transcript (only when
+    /// something can fold), and appends the compaction record (also when nothing folds, or the summary
+    /// was not smaller). A summarizer error appends nothing.
+    pub fn compact<E: std::fmt::Display>(
+        &self,
+        thread: &ThreadId,
+        request: &CompactionRequest,
+        summarize: impl FnOnce(&CompactionPlan) -> Result<String, E>,
+    ) -> Result<Compacted, ContextError> {
+        let _one_at_a_time = self
+            .compacting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = self.plan_compaction(thread, request)?;
+        let summary = if plan.fold.is_empty() {
+            None
+        } else {
+            let summary =
+                summarize(&plan).map_err(|error| ContextError::Summarizer(error.to_string()))?;
+            check_summary(&summary)?;
+            Some(summary)
+        };
+        self.append(thread, plan.record(summary, request.summarizer.clone()))
+    }
+
+    /// Commits a compaction whose summary the caller wrote from an earlier plan: `request.through` must
+    /// be that plan's `through`, so nothing appended since is folded unsummarized.
+    pub fn commit_compaction(
+        &self,
+        thread: &ThreadId,
+        request: &CompactionRequest,
+        summary: String,
+    ) -> Result<Compacted, ContextError> {
+        if request.through.is_none() {
+            return Err(ContextError::invalid(
+                "through",
+                "a summary is committed with the `through` of the plan it was written from",
+            ));
+        }
+        check_summary(&summary)?;
+        let _one_at_a_time = self
+            .compacting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = self.plan_compaction(thread, request)?;
+        let summary = (!plan.fold.is_empty()).then_some(summary);
+        self.append(thread, plan.record(summary, request.summarizer.clone()))
+    }
+
+    fn append(
+        &self,
+        thread: &ThreadId,
+        compaction: CompactionRecord,
+    ) -> Result<Compacted, ContextError> {
+        let record = NewRecord {
+            occurred_at: None,
+            speaker: COMPACTION_SPEAKER.to_owned(),
+            observers: Vec::new(),
+            body: RecordBody::Compaction(compaction.clone()),
+            opaque_cursor: None,
+        };
+        let stored: ThreadRecord = self.reader.log().append(thread, record)?;
+        Ok(Compacted {
+            sequence: stored.sequence,
+            compaction,
+        })
+    }
+
+    /// A page of the thread's records after `after` (see [`history::read`]).
+    pub fn history_read(
+        &self,
+        thread: &ThreadId,
+        after: Sequence,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<HistoryPage, ContextError> {
+        let read = self.reader.read(thread)?;
+        history::read(
+            &**self.reader.log(),
+            thread,
+            read.state.summary.as_deref(),
+            after,
+            limit,
+            max_bytes,
+        )
+    }
+
+    /// The thread's records containing `text` (see [`history::search`]).
+    pub fn history_search(
+        &self,
+        thread: &ThreadId,
+        text: &str,
+        after: Sequence,
+        limit: usize,
+        scan: usize,
+    ) -> Result<HistorySearch, ContextError> {
+        let read = self.reader.read(thread)?;
+        history::search(
+            &**self.reader.log(),
+            thread,
+            read.state.summary.as_deref(),
+            text,
+            after,
+            limit,
+            scan,
+        )
+    }
+}
+
+fn check_summary(summary: &str) -> Result<(), ContextError> {
+    if summary.trim().is_empty() {
+        return Err(ContextError::invalid("summary", "is empty"));
+    }
+    if summary.len() > memory_core::activity::compaction::MAX_SUMMARY_BYTES {
+        return Err(ContextError::invalid(
+            "summary",
+            format!(
+                "must be at most {} bytes",
+                memory_core::activity::compaction::MAX_SUMMARY_BYTES
+            ),
+        ));
+    }
+    Ok(())
+}

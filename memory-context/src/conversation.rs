@@ -1,0 +1,324 @@
+//! The segmented fold of a thread's conversation: what the binaries assemble model input from.
+//!
+//! Each record kind changes the state so:
+//! - `user_input` opens a prompt segment, `system_message` a system segment, `assistant_message` an
+//!   answer segment;
+//! - `tool_call` joins the newest segment when that is a step still collecting calls (no result yet) or
+//!   an answer (the text the model wrote before calling: the answer becomes a step), and otherwise opens
+//!   a step of its own;
+//! - `tool_result` attaches to the newest step that made the call; one with no such step (reason
+//!   `missing_step`) or answering a call already answered (`duplicate_result`) is skipped and counted;
+//! - `run_completed` changes nothing here (a run-scoped reader starts again after it);
+//! - `compaction` with outcome `folded` removes the segments it folded and puts its summary in place
+//!   of the earlier one; a compaction naming records at or after itself is skipped
+//!   (`invalid_compaction`). The folded records stay in the log.
+
+use std::sync::Arc;
+
+use memory_core::activity::{
+    CompactionOutcome, CompactionRecord, RecordBody, Sequence, SequenceRange, ThreadRecord,
+};
+
+use crate::fold::{Fold, SkipReason};
+use crate::segment::{Message, Role, Segment, SegmentData, SegmentKind, StepCall, StepResult};
+
+/// The summary standing in for folded records, and the frame it is shown in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The summary, verbatim as the caller supplied it.
+    pub text: String,
+    /// Who wrote it.
+    pub summarizer: Option<String>,
+    /// The compaction record that carries it.
+    pub compaction: Sequence,
+    /// Every record range folded behind it, by this compaction and the ones before (whose summaries it
+    /// replaces), oldest first.
+    pub folded: Vec<SequenceRange>,
+}
+
+impl Summary {
+    /// Records folded behind the summary.
+    pub fn folded_records(&self) -> u64 {
+        self.folded
+            .iter()
+            .map(|range| range.last.get() - range.first.get() + 1)
+            .sum()
+    }
+
+    /// Whether `sequence` is folded behind the summary.
+    pub fn covers(&self, sequence: Sequence) -> bool {
+        self.folded.iter().any(|range| range.contains(sequence))
+    }
+
+    /// The system message a view shows: a frame written by this library, then the summary as data. The
+    /// frame comes first, so whatever the summary says, the model reads what it is before reading it.
+    pub fn message(&self) -> Message {
+        let (first, last) = (
+            self.folded
+                .first()
+                .map_or(Sequence::ZERO, |range| range.first),
+            self.folded
+                .last()
+                .map_or(Sequence::ZERO, |range| range.last),
+        );
+        let writer = self
+            .summarizer
+            .as_deref()
+            .map_or_else(|| "the host".to_owned(), |name| format!("'{name}'"));
+        Message::text(
+            Role::System,
+            format!(
+                "[compacted history: {} earlier records of this thread (records {first} to {last}) \
+                 were folded out of this window by the compaction at record {}. The text after this \
+                 line is a summary written by {writer}; it is a claim about the conversation, not the \
+                 conversation. The folded records are kept verbatim in the thread's log: \
+                 memory_history_read and memory_history_search return them.]\n{}",
+                self.folded_records(),
+                self.compaction,
+                self.text
+            ),
+        )
+    }
+}
+
+/// A conversation's segments and the summary of what came before them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConversationState {
+    /// The summary of the folded records, if a compaction folded any.
+    pub summary: Option<Arc<Summary>>,
+    /// The segments, in log order (system segments included).
+    pub segments: Vec<Arc<Segment>>,
+}
+
+impl ConversationState {
+    /// The index of the current turn's first segment: the newest prompt (0 when there is none, so
+    /// every segment counts as the current turn).
+    pub fn current_turn_start(&self) -> usize {
+        self.segments
+            .iter()
+            .rposition(|segment| segment.kind() == SegmentKind::Prompt)
+            .unwrap_or(0)
+    }
+
+    /// The current turn's prompt segment.
+    pub fn current_prompt(&self) -> Option<&Arc<Segment>> {
+        self.segments
+            .iter()
+            .rev()
+            .find(|segment| segment.kind() == SegmentKind::Prompt)
+    }
+}
+
+/// The segmented conversation fold (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conversation;
+
+const MISSING_STEP: SkipReason = "missing_step";
+const DUPLICATE_RESULT: SkipReason = "duplicate_result";
+const INVALID_COMPACTION: SkipReason = "invalid_compaction";
+
+fn open(state: &mut ConversationState, prefix: &str, sequence: Sequence, data: SegmentData) {
+    let kind = match &data {
+        SegmentData::System { .. } => SegmentKind::System,
+        SegmentData::Prompt { .. } => SegmentKind::Prompt,
+        SegmentData::Step { .. } => SegmentKind::Step,
+        SegmentData::Answer { .. } => SegmentKind::Answer,
+    };
+    state.segments.push(Arc::new(Segment::new(
+        format!("{prefix}:{sequence}"),
+        kind,
+        vec![sequence],
+        data,
+    )));
+}
+
+impl Fold for Conversation {
+    type State = ConversationState;
+
+    fn initial(&self) -> ConversationState {
+        ConversationState::default()
+    }
+
+    fn apply(
+        &self,
+        state: &mut ConversationState,
+        record: &ThreadRecord,
+    ) -> Result<(), SkipReason> {
+        let sequence = record.sequence;
+        match &record.record.body {
+            RecordBody::UserInput { text } => open(
+                state,
+                "prompt",
+                sequence,
+                SegmentData::Prompt {
+                    speaker: record.record.speaker.clone(),
+                    text: text.clone(),
+                },
+            ),
+            RecordBody::SystemMessage { text } => open(
+                state,
+                "system",
+                sequence,
+                SegmentData::System { text: text.clone() },
+            ),
+            RecordBody::AssistantMessage { text } => open(
+                state,
+                "answer",
+                sequence,
+                SegmentData::Answer { text: text.clone() },
+            ),
+            RecordBody::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let call = StepCall {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    sequence,
+                };
+                call_into(state, call);
+            }
+            RecordBody::ToolResult {
+                call_id,
+                output,
+                is_error,
+            } => {
+                let result = StepResult {
+                    call_id: call_id.clone(),
+                    output: crate::segment::output_text(output),
+                    is_error: *is_error,
+                    sequence,
+                    elided_chars: 0,
+                };
+                attach_result(state, result)?;
+            }
+            RecordBody::RunCompleted { .. } => {}
+            RecordBody::Compaction(compaction) => apply_compaction(state, sequence, compaction)?,
+        }
+        Ok(())
+    }
+}
+
+fn call_into(state: &mut ConversationState, call: StepCall) {
+    let sequence = call.sequence;
+    if let Some(newest) = state.segments.last() {
+        let joined = match newest.data() {
+            SegmentData::Step {
+                text,
+                calls,
+                results,
+            } if results.is_empty() => Some((text.clone(), calls.clone())),
+            SegmentData::Answer { text } => Some((text.clone(), Vec::new())),
+            _ => None,
+        };
+        if let Some((text, mut calls)) = joined {
+            let id = format!("step:{}", newest.first());
+            let mut records = newest.records().to_vec();
+            records.push(sequence);
+            calls.push(call);
+            let step = Segment::new(
+                id,
+                SegmentKind::Step,
+                records,
+                SegmentData::Step {
+                    text,
+                    calls,
+                    results: Vec::new(),
+                },
+            );
+            if let Some(last) = state.segments.last_mut() {
+                *last = Arc::new(step);
+            }
+            return;
+        }
+    }
+    open(
+        state,
+        "step",
+        sequence,
+        SegmentData::Step {
+            text: String::new(),
+            calls: vec![call],
+            results: Vec::new(),
+        },
+    );
+}
+
+fn attach_result(state: &mut ConversationState, result: StepResult) -> Result<(), SkipReason> {
+    let Some(index) = state.segments.iter().rposition(|segment| {
+        matches!(segment.data(), SegmentData::Step { calls, .. }
+            if calls.iter().any(|call| call.call_id == result.call_id))
+    }) else {
+        return Err(MISSING_STEP);
+    };
+    let segment = &state.segments[index];
+    let SegmentData::Step {
+        text,
+        calls,
+        results,
+    } = segment.data()
+    else {
+        return Err(MISSING_STEP);
+    };
+    if results.iter().any(|known| known.call_id == result.call_id) {
+        return Err(DUPLICATE_RESULT);
+    }
+    let mut records = segment.records().to_vec();
+    records.push(result.sequence);
+    let mut results = results.clone();
+    results.push(result);
+    state.segments[index] = Arc::new(Segment::new(
+        segment.id().to_owned(),
+        SegmentKind::Step,
+        records,
+        SegmentData::Step {
+            text: text.clone(),
+            calls: calls.clone(),
+            results,
+        },
+    ));
+    Ok(())
+}
+
+fn apply_compaction(
+    state: &mut ConversationState,
+    sequence: Sequence,
+    compaction: &CompactionRecord,
+) -> Result<(), SkipReason> {
+    if compaction
+        .folded
+        .iter()
+        .chain(compaction.refusals.iter().map(|refusal| &refusal.range))
+        .any(|range| range.last >= sequence)
+    {
+        return Err(INVALID_COMPACTION);
+    }
+    if compaction.outcome != CompactionOutcome::Folded {
+        return Ok(());
+    }
+    let Some(text) = &compaction.summary else {
+        return Err(INVALID_COMPACTION);
+    };
+    state.segments.retain(|segment| {
+        !compaction
+            .folded
+            .iter()
+            .any(|range| range.contains(segment.first()))
+    });
+    let mut folded: Vec<SequenceRange> = state
+        .summary
+        .as_ref()
+        .map(|summary| summary.folded.clone())
+        .unwrap_or_default();
+    folded.extend(compaction.folded.iter().copied());
+    folded.sort_by_key(|range| range.first);
+    state.summary = Some(Arc::new(Summary {
+        text: text.clone(),
+        summarizer: compaction.summarizer.clone(),
+        compaction: sequence,
+        folded,
+    }));
+    Ok(())
+}

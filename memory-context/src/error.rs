@@ -1,0 +1,52 @@
+//! The context layer's one error type.
+
+use memory_core::ErrorKind;
+use memory_core::activity::ActivityError;
+
+/// Why a context read, view or compaction was refused. Nothing is written by a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The thread log refused or failed.
+    #[error(transparent)]
+    Log(#[from] ActivityError),
+    /// A compaction was asked for without the provider's measured input tokens: compaction is
+    /// counted, never guessed.
+    #[error(
+        "a compaction needs the input tokens the provider measured for the last call \
+         (measured_input_tokens); none was given, and a guessed count is refused"
+    )]
+    Unmeasured,
+    /// An argument is out of range or malformed.
+    #[error("invalid {field}: {reason}")]
+    Invalid {
+        /// The argument.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Recalling the turn's references failed.
+    #[error("recalling the turn's memory failed: {0}")]
+    Recall(String),
+    /// The summarizer the caller supplied failed; nothing was appended.
+    #[error("the summarizer failed: {0}")]
+    Summarizer(String),
+}
+
+impl ContextError {
+    /// An [`ContextError::Invalid`].
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// The error's kind on the wire.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Log(error) => error.kind(),
+            Self::Unmeasured | Self::Invalid { .. } => ErrorKind::InvalidInput,
+            Self::Summarizer(_) | Self::Recall(_) => ErrorKind::Unavailable,
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The context layer: each turn's model input assembled from a thread's durable log.
+//!
+//! - [`fold`]: a [`Fold`] declares how each record kind changes a typed state; a [`FoldReader`] folds
+//!   only what was appended since its last read, per thread, bounded and single-flight, and can always
+//!   rebuild from the log. Records that no longer decode are skipped and counted.
+//! - [`conversation`]: the segmented fold the binaries use: prompts, model steps with their tool results,
+//!   answers and system instructions as atomic segments, plus the summary a compaction wrote.
+//! - [`view`]: a pure function of a state and a token budget: elide old tool outputs, drop the oldest
+//!   segments, keep the newest N; never a call without its result, never the current turn, never the
+//!   summary; and the split a compaction keeps.
+//! - [`compaction`]: compaction edits the window, never the log: a record appended to the thread names
+//!   the ranges it folded, the measured input tokens that asked for it, what refused, and the caller's
+//!   summary, refused (and recorded) when not smaller than what it replaces.
+//! - [`history`]: the records, folded or not, paged by sequence and searched literally.
+//! - [`references`]: the memory recalled for a turn, appended after the history, reused by a retry.
+//! - [`Context`]: all of it over one thread log.
+//!
+//! Tool outputs are bounded when appended (memory-core's `bound_tool_output`), so one huge result
+//! cannot blow up every later turn.
+
+pub mod compaction;
+mod context;
+pub mod conversation;
+mod error;
+pub mod fold;
+pub mod history;
+mod log;
+pub mod references;
+pub mod segment;
+pub mod tokens;
+pub mod view;
+
+pub use compaction::{CompactionPlan, CompactionRequest};
+pub use context::{
+    AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MemoryBlock, ThreadView, TurnPlan,
+};
+pub use conversation::{Conversation, ConversationState, Summary};
+pub use error::ContextError;
+pub use fold::{Fold, FoldReader, FoldReport, FoldScope};
+pub use references::References;
+pub use segment::{Message, Role, Segment, SegmentData, SegmentKind};
+pub use tokens::Counter;
+pub use view::{Strategy, View, ViewReport, ViewResult};

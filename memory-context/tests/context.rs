@@ -1,0 +1,441 @@
+//! The context layer over a thread log: folds, views, compaction, history and references.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use memory_context::fold::{FoldScope, ReadStart};
+use memory_context::{
+    CompactionRequest, Context, ContextError, Conversation, FoldReader, Role, SegmentKind,
+};
+use memory_core::activity::{CompactionOutcome, RecordBody, RefusalReason, Sequence, ThreadLog};
+
+fn request(keep_tokens: u64) -> CompactionRequest {
+    CompactionRequest {
+        measured_input_tokens: Some(50_000),
+        keep_tokens,
+        through: None,
+        summarizer: Some("cheap-model".to_owned()),
+    }
+}
+
+#[test]
+fn a_warm_read_folds_only_what_was_appended_and_equals_a_rebuild() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..20 {
+        user(&*log, &thread, &format!("question {turn}"));
+        answer(&*log, &thread, &format!("answer {turn}"));
+    }
+    let reader = FoldReader::new(Conversation, FoldScope::Thread, log.clone());
+    let cold = reader.read(&thread).expect("read");
+    assert_eq!((cold.start, cold.read_now), (ReadStart::Cold, 40));
+    user(&*log, &thread, "one more");
+    let warm = reader.read(&thread).expect("read");
+    assert_eq!((warm.start, warm.read_now), (ReadStart::Warm, 1));
+    assert_eq!(
+        warm.state,
+        reader.read_uncached(&thread).expect("rebuild").state
+    );
+    assert_eq!(warm.state.segments.len(), 41);
+}
+
+#[test]
+fn concurrent_readers_of_one_thread_fold_each_record_once() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..500 {
+        user(&*log, &thread, &format!("question {turn}"));
+    }
+    let reader = Arc::new(FoldReader::new(
+        Conversation,
+        FoldScope::Thread,
+        log.clone(),
+    ));
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let reader = Arc::clone(&reader);
+            let thread = thread.clone();
+            std::thread::spawn(move || reader.read(&thread).expect("read").read_now)
+        })
+        .collect();
+    let folded: u64 = handles
+        .into_iter()
+        .map(|handle| handle.join().expect("joined"))
+        .sum();
+    assert_eq!(
+        folded, 500,
+        "single flight: every record folded once in all"
+    );
+}
+
+#[test]
+fn a_run_scoped_fold_starts_again_after_each_run() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, "first run");
+    run_completed(&*log, &thread);
+    user(&*log, &thread, "second run");
+    let run = FoldReader::new(Conversation, FoldScope::Run, log.clone());
+    let state = run.read(&thread).expect("read").state;
+    assert_eq!(state.segments.len(), 1);
+    assert_eq!(state.segments[0].id(), "prompt:3");
+    let whole = FoldReader::new(Conversation, FoldScope::Thread, log.clone());
+    assert_eq!(whole.read(&thread).expect("read").state.segments.len(), 2);
+}
+
+#[test]
+fn tool_results_attach_to_their_step_and_orphans_are_counted() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, "find flights");
+    answer(&*log, &thread, "Let me look.");
+    call(&*log, &thread, "c1", "search");
+    call(&*log, &thread, "c2", "search");
+    result(&*log, &thread, "c2", "two");
+    result(&*log, &thread, "c1", "one");
+    result(&*log, &thread, "c9", "nobody asked");
+    result(&*log, &thread, "c1", "again");
+    let context = Context::new(log.clone());
+    let read = context.read(&thread).expect("read");
+    let kinds: Vec<_> = read.state.segments.iter().map(|s| s.kind()).collect();
+    assert_eq!(kinds, vec![SegmentKind::Prompt, SegmentKind::Step]);
+    assert_eq!(read.state.segments[1].id(), "step:2");
+    assert_eq!(read.state.segments[1].records().len(), 5);
+    assert_eq!(read.report.skipped.get("missing_step"), Some(&1));
+    assert_eq!(read.report.skipped.get("duplicate_result"), Some(&1));
+    let messages = context.view(&thread, 10_000).expect("view").view.messages();
+    let roles: Vec<_> = messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        vec![Role::User, Role::Assistant, Role::Tool, Role::Tool]
+    );
+    assert_eq!(messages[1].tool_calls.len(), 2);
+    assert_eq!(messages[2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(messages[2].content, "one");
+}
+
+#[test]
+fn a_view_elides_then_drops_the_oldest_but_keeps_the_current_turn_and_system() {
+    let log = log();
+    let thread = thread("t");
+    system(&*log, &thread, "You are terse.");
+    for turn in 0..30 {
+        user(&*log, &thread, &format!("question {turn}"));
+        call(&*log, &thread, &format!("c{turn}"), "read_file");
+        result(&*log, &thread, &format!("c{turn}"), &"x".repeat(4_000));
+        answer(&*log, &thread, &format!("answer {turn}"));
+    }
+    user(&*log, &thread, "the current question");
+    let context = Context::new(log.clone());
+    let whole = context.view(&thread, 1 << 30).expect("view").view;
+    assert!(whole.fits && whole.dropped.is_empty() && whole.elided.is_empty());
+    let elided = context.view(&thread, whole.tokens / 3).expect("view").view;
+    assert!(!elided.elided.is_empty());
+    assert!(elided.dropped.is_empty(), "elision alone was enough");
+    assert!(elided.fits && elided.tokens <= elided.budget);
+    let tight = context.view(&thread, 400).expect("view").view;
+    assert!(!tight.dropped.is_empty());
+    assert!(!tight.fits && !tight.over_budget && tight.tokens <= 400);
+    let messages = tight.messages();
+    assert_eq!(messages[0].content, "You are terse.");
+    assert_eq!(
+        messages.last().map(|m| m.content.as_str()),
+        Some("the current question")
+    );
+    let tiny = context.view(&thread, 5).expect("view").view;
+    assert!(tiny.over_budget && !tiny.fits);
+    assert_eq!(
+        tiny.segments.len(),
+        2,
+        "the system segment and the current turn stay"
+    );
+    assert!(matches!(
+        context.view(&thread, 0),
+        Err(ContextError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn a_compaction_without_measured_tokens_is_refused_and_appends_nothing() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, "hello");
+    let context = Context::new(log.clone());
+    let mut asked = request(10);
+    asked.measured_input_tokens = None;
+    let refused = context.compact(&thread, &asked, |_| Ok::<_, String>("s".to_owned()));
+    assert!(matches!(refused, Err(ContextError::Unmeasured)));
+    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence::new(1));
+}
+
+#[test]
+fn compaction_folds_old_segments_records_itself_and_keeps_the_log() {
+    let log = log();
+    let thread = thread("t");
+    system(&*log, &thread, "You plan trips.");
+    for turn in 0..10 {
+        user(
+            &*log,
+            &thread,
+            &format!("Book leg {turn} of the trip to Lisbon"),
+        );
+        call(&*log, &thread, &format!("c{turn}"), "book");
+        result(
+            &*log,
+            &thread,
+            &format!("c{turn}"),
+            &format!("booking {turn} confirmed: ref ACCT-{turn}"),
+        );
+        answer(&*log, &thread, &format!("Leg {turn} is booked."));
+    }
+    user(&*log, &thread, "Which legs are booked?");
+    let before = all_records(&*log, &thread);
+    let context = Context::new(log.clone());
+    let compacted = context
+        .compact(&thread, &request(60), |plan| {
+            assert!(
+                plan.transcript()
+                    .iter()
+                    .any(|m| m.content.contains("ACCT-0"))
+            );
+            Ok::<_, String>("Legs 0 to 8 of the Lisbon trip are booked.".to_owned())
+        })
+        .expect("compacted");
+    assert_eq!(compacted.compaction.outcome, CompactionOutcome::Folded);
+    assert!(
+        compacted
+            .compaction
+            .refusals
+            .iter()
+            .any(|refusal| refusal.reason == RefusalReason::System)
+    );
+    assert!(
+        compacted
+            .compaction
+            .refusals
+            .iter()
+            .any(|refusal| refusal.reason == RefusalReason::Kept)
+    );
+    let after = all_records(&*log, &thread);
+    assert_eq!(after[..before.len()], before[..], "the log is never edited");
+    assert!(matches!(
+        after.last().map(|r| &r.record.body),
+        Some(RecordBody::Compaction(_))
+    ));
+
+    let view = context.view(&thread, 1 << 20).expect("view");
+    let messages = view.view.messages();
+    assert_eq!(messages[0].content, "You plan trips.");
+    assert_eq!(messages[1].role, Role::System);
+    assert!(messages[1].content.starts_with("[compacted history:"));
+    assert!(
+        messages[1]
+            .content
+            .ends_with("Legs 0 to 8 of the Lisbon trip are booked.")
+    );
+    assert!(!messages.iter().any(|m| m.content.contains("ACCT-0")));
+    assert_eq!(
+        view.state,
+        FoldReader::new(Conversation, FoldScope::Thread, log.clone())
+            .read_uncached(&thread)
+            .expect("rebuild")
+            .state,
+        "the cached state after a compaction equals a rebuild"
+    );
+
+    // The folded records are still there, flagged as folded, and searchable.
+    let found = context
+        .history_search(&thread, "acct-0", Sequence::ZERO, 10, 10_000)
+        .expect("search");
+    assert_eq!(found.matches.len(), 1);
+    assert!(found.matches[0].folded);
+    assert!(found.matches[0].text.contains("ACCT-0"));
+    let page = context
+        .history_read(&thread, Sequence::ZERO, 500, 1 << 20)
+        .expect("page");
+    assert_eq!(page.records.len(), after.len());
+    let folded = &compacted.compaction.folded;
+    for range in folded {
+        for sequence in range.first.get()..=range.last.get() {
+            let record = &page.records[sequence as usize - 1];
+            assert!(
+                record.folded,
+                "record {sequence} is reachable and marked folded"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_summary_not_smaller_than_what_it_replaces_is_refused_and_recorded() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..4 {
+        user(&*log, &thread, &format!("q{turn}"));
+        answer(&*log, &thread, &format!("a{turn}"));
+    }
+    user(&*log, &thread, "now");
+    let context = Context::new(log.clone());
+    let before = context
+        .view(&thread, 1 << 20)
+        .expect("view")
+        .view
+        .messages();
+    let refused = context
+        .compact(&thread, &request(0), |_| {
+            Ok::<_, String>("a summary far longer than the few short turns it replaces".to_owned())
+        })
+        .expect("recorded");
+    assert_eq!(refused.compaction.outcome, CompactionOutcome::NotSmaller);
+    assert!(refused.compaction.summary.is_none() && refused.compaction.folded.is_empty());
+    assert_eq!(
+        context
+            .view(&thread, 1 << 20)
+            .expect("view")
+            .view
+            .messages(),
+        before
+    );
+}
+
+#[test]
+fn an_unanswered_tool_call_refuses_to_fold_and_so_does_what_follows() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, &"an old long question ".repeat(20));
+    answer(&*log, &thread, &"an old long answer ".repeat(20));
+    user(&*log, &thread, "start a long job");
+    call(&*log, &thread, "job", "run_job");
+    answer(&*log, &thread, &"while it runs, more words ".repeat(20));
+    user(&*log, &thread, "is it done?");
+    let context = Context::new(log.clone());
+    let compacted = context
+        .compact(&thread, &request(0), |plan| {
+            assert_eq!(
+                plan.fold.len(),
+                3,
+                "the two old segments and the prompt before the call"
+            );
+            Ok::<_, String>("Old talk.".to_owned())
+        })
+        .expect("compacted");
+    let reasons: Vec<_> = compacted
+        .compaction
+        .refusals
+        .iter()
+        .map(|refusal| refusal.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            RefusalReason::UnresolvedToolCall,
+            RefusalReason::AfterRefusal,
+            RefusalReason::Kept
+        ]
+    );
+}
+
+#[test]
+fn nothing_to_fold_is_recorded_without_asking_the_summarizer() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, "only the current turn");
+    let context = Context::new(log.clone());
+    let compacted = context
+        .compact(&thread, &request(0), |_| -> Result<String, String> {
+            panic!("nothing to summarize")
+        })
+        .expect("recorded");
+    assert_eq!(
+        compacted.compaction.outcome,
+        CompactionOutcome::NothingToFold
+    );
+    assert_eq!(compacted.sequence, Sequence::new(2));
+}
+
+#[test]
+fn a_commit_folds_nothing_newer_than_the_plan_it_was_written_from() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..6 {
+        user(
+            &*log,
+            &thread,
+            &format!("question number {turn} with some words"),
+        );
+        answer(
+            &*log,
+            &thread,
+            &format!("answer number {turn} with some words"),
+        );
+    }
+    user(&*log, &thread, "current");
+    let context = Context::new(log.clone());
+    let plan = context.plan_compaction(&thread, &request(0)).expect("plan");
+    let through = plan.through.expect("something folds");
+    // Meanwhile the turn ends and a new one starts: the old current prompt is now foldable, but was
+    // not in the summary.
+    answer(&*log, &thread, "current answer");
+    user(&*log, &thread, "newer");
+    let mut commit = request(0);
+    commit.through = Some(through);
+    let compacted = context
+        .commit_compaction(&thread, &commit, "Six questions answered.".to_owned())
+        .expect("committed");
+    assert_eq!(compacted.compaction.folded, plan.folded);
+    let missing = context.commit_compaction(&thread, &request(0), "x".to_owned());
+    assert!(matches!(
+        missing,
+        Err(ContextError::Invalid {
+            field: "through",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_retried_turn_reuses_its_references() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, "Where do I live?");
+    let context = Context::new(log.clone());
+    let first = context
+        .assemble(&thread, 1_000, None, |query, remaining| {
+            assert_eq!(query, "Where do I live?");
+            assert!(remaining > 0 && remaining < 1_000);
+            Ok::<_, String>(("[memory:1] Ana lives in Lisbon.".to_owned(), 1))
+        })
+        .expect("assembled");
+    let memory = first.memory.clone().expect("memory");
+    assert!(!memory.reused);
+    assert_eq!(
+        first.messages.last().map(|m| m.content.as_str()),
+        Some("[memory:1] Ana lives in Lisbon.")
+    );
+    let retry = context
+        .assemble(
+            &thread,
+            1_000,
+            None,
+            |_, _| -> Result<(String, u64), String> { panic!("a retry loads nothing") },
+        )
+        .expect("assembled");
+    assert!(retry.memory.as_ref().expect("memory").reused);
+    assert_eq!(retry.messages, first.messages);
+    assert!(
+        all_records(&*log, &thread).len() == 1,
+        "references are never written to the log"
+    );
+    user(&*log, &thread, "And where do I work?");
+    let next = context
+        .assemble(&thread, 1_000, None, |_, _| {
+            Ok::<_, String>(("[memory:1] Ana works at a bakery.".to_owned(), 1))
+        })
+        .expect("assembled");
+    assert!(
+        !next.memory.expect("memory").reused,
+        "a new turn loads its own"
+    );
+}
