@@ -195,6 +195,23 @@ Answer: {\"thread\", \"sequence\", \"event\", \"cleanup\"} (cleanup: the admitte
 Example:
   memory thread forget '{\"thread\":\"chat-42\",\"sequence\":1,\"reason\":\"the user asked to forget it\"}'";
 
+const CONTEXT_HELP: &str = "\
+Prints a thread's current turn as model input within --budget tokens, as one JSON object: messages \
+(role and content as chat APIs take them: system instructions first, then the summary of compacted \
+records in its frame, then the newest segments that fit, an assistant step with its tool_calls followed \
+by one tool message per call; then the memory recalled for the turn as a last user message), memory \
+{turn, query, passages, tokens, reused}, view {tokens, budget, over_budget, fits, dropped, elided}, \
+tokens (all messages), fold {records, skipped} (records left out: undecodable, a result with no step). \
+To fit the budget, old tool outputs are cut first (the newest 4 segments stay whole), then the oldest \
+segments are dropped; never the current turn (from the newest prompt on), a system message or the \
+summary, and never a tool call without its result. fits is false when segments had to be dropped: \
+time to compact (the MCP tool memory_compact). The memory is recalled (hybrid) from the thread's \
+destination for --query, else the current prompt, within the tokens the history leaves; --no-memory \
+skips it. Tokens are counted approximately unless --tokenizer names a tokenizer.json.
+
+Example:
+  memory context chat-42 --budget 30000 --query 'where does the user live'";
+
 const STATUS_HELP: &str = "\
 Prints the state of the store and its semantic index as one JSON object, loading no model: head (the \
 latest change), indexed (the change the stored vectors reflect; behind = head - indexed), chunks \
@@ -302,6 +319,10 @@ pub enum Command {
     /// memory_thread_forget).
     #[command(subcommand, after_help = THREAD_HELP)]
     Thread(ThreadCommand),
+    /// Print a thread's current turn as model input within a token budget: the history view's
+    /// messages and the memory recalled for the turn (memory_context).
+    #[command(after_help = CONTEXT_HELP)]
+    Context(ContextArgs),
     /// Agent-host hooks: recall before a prompt or at a session's start, record a finished turn
     /// (Claude Code's UserPromptSubmit, SessionStart and Stop, or the generic JSON form). Never blocks
     /// the turn: a failure prints nothing, exits 0 and says why on standard error.
@@ -370,6 +391,29 @@ impl DestinationArgs {
             user: self.user.clone(),
         })
     }
+}
+
+/// The arguments of `context`.
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// The thread.
+    pub thread: String,
+    /// Tokens the whole context (history and memory) may take.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: u64,
+    /// What to recall memory for (default: the current prompt).
+    #[arg(long, value_name = "TEXT")]
+    pub query: Option<String>,
+    /// Assemble the history alone, recalling no memory.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Count tokens with this tokenizer.json (for example the model's) instead of the approximate
+    /// counter.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+    /// Where an unbound thread's memory is recalled from (a bound thread's comes from its binding).
+    #[command(flatten)]
+    pub destination: DestinationArgs,
 }
 
 /// The `thread` subcommands.

@@ -25,6 +25,7 @@
 
 pub mod blocking;
 pub mod cli;
+pub mod context;
 pub mod database;
 pub mod destination;
 pub mod discovery;

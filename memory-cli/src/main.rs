@@ -8,8 +8,10 @@ use anyhow::Context as _;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use memory_cli::cli::{
-    Cli, Command, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs, ThreadCommand,
+    Cli, Command, ContextArgs, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs,
+    ThreadCommand,
 };
+use memory_cli::context::ContextService;
 use memory_cli::database::{Client, Database, Store, with_store};
 use memory_cli::destination::DestinationDefaults;
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
@@ -81,6 +83,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor => return run_doctor(),
         Command::Status => return run_status(&database, index),
         Command::Thread(command) => return run_thread(&database, command),
+        Command::Context(arguments) => return run_context(&database, index, arguments),
         Command::Hook(arguments) => {
             return Ok(memory_cli::hook::run(&database, index, arguments));
         }
@@ -150,6 +153,63 @@ fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<Exi
         database,
         |service| async move { service.run(request).await },
     )
+}
+
+/// `memory context THREAD --budget TOKENS`: the arguments are checked before the database is opened.
+fn run_context(
+    database: &Database,
+    index: IndexOptions,
+    arguments: ContextArgs,
+) -> anyhow::Result<ExitCode> {
+    let checked = (|| -> Result<_, Refusal> {
+        let thread = memory_core::activity::ThreadId::new(arguments.thread.clone())?;
+        memory_context::view::check_budget(arguments.budget)?;
+        let defaults = arguments.destination.defaults()?;
+        let tokenizer = match &arguments.tokenizer {
+            Some(path) => Some(Arc::new(
+                semantic_index::TokenizerCounter::from_file(path).map_err(Refusal::from)?,
+            ) as Arc<dyn memory_core::TokenCounter>),
+            None => None,
+        };
+        Ok((thread, defaults, tokenizer))
+    })();
+    let (thread, defaults, tokenizer) = match checked {
+        Ok(checked) => checked,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => runtime.block_on(async {
+            let log = {
+                let store = Arc::clone(&store);
+                memory_cli::blocking::blocking(move || store.open_thread_log()).await??
+            };
+            let service = ContextService::new(log, tokenizer);
+            let source = if arguments.no_memory {
+                None
+            } else {
+                Some(service.memory_source(&thread, &defaults).await?)
+            };
+            let assembled = service
+                .assemble(thread, arguments.budget, arguments.query.clone(), source, async |query| {
+                    let query = memory_cli::recall_service::RecallQuery::new(query)?;
+                    memory_cli::recall_service::one_shot_recall(Arc::clone(&store), index, query).await
+                })
+                .await?;
+            to_json(&assembled)
+        }))
+    });
+    runtime.shutdown_background();
+    match answer {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
 }
 
 /// `memory thread rebind THREAD`.

@@ -74,7 +74,7 @@ use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::refusal::Refusal;
-use crate::semantic::{MemorySemanticIndex, SemanticBackend};
+use crate::semantic::{IndexOptions, MemorySemanticIndex, SemanticBackend};
 use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
@@ -786,4 +786,25 @@ mod tests {
         );
         assert_eq!(scores.of("missing", "missing"), 0.0);
     }
+}
+
+/// One-shot recall over `store`, as `memory recall` runs it: the semantic index catches up within the
+/// deadline; lexical recalls open no index.
+pub async fn one_shot_recall<S: Store>(
+    store: Arc<S>,
+    index: IndexOptions,
+    query: RecallQuery,
+) -> Result<RecallResult, Refusal> {
+    let vectors = {
+        let store = Arc::clone(&store);
+        blocking(move || store.open_vectors()).await??
+    };
+    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
+        RecallService::lexical_only(store)
+    } else {
+        let semantic =
+            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
+        RecallService::with_semantic(store, Arc::new(semantic))
+    };
+    recall.recall(query).await
 }

@@ -167,6 +167,11 @@ impl View {
         }
     }
 
+    /// Its strategies, in order.
+    pub fn strategies(&self) -> &[Strategy] {
+        &self.strategies
+    }
+
     /// Its counter.
     pub fn counter(&self) -> &Counter {
         &self.counter

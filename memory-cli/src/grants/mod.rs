@@ -54,11 +54,16 @@ pub enum GrantedOperation {
     ThreadAppend,
     /// `memory_thread_forget`.
     ThreadForget,
+    /// `memory_context`, `memory_history_read`, `memory_history_search`: read a thread the grant's
+    /// namespaces hold.
+    ThreadRead,
+    /// `memory_compact`: append a compaction to such a thread.
+    ThreadCompact,
 }
 
 impl GrantedOperation {
     /// Every operation, in the order the documentation lists them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::Recall,
         Self::Get,
         Self::List,
@@ -68,6 +73,8 @@ impl GrantedOperation {
         Self::Forget,
         Self::ThreadAppend,
         Self::ThreadForget,
+        Self::ThreadRead,
+        Self::ThreadCompact,
     ];
 
     /// The name a grants file uses.
@@ -82,6 +89,8 @@ impl GrantedOperation {
             Self::Forget => "forget",
             Self::ThreadAppend => "thread_append",
             Self::ThreadForget => "thread_forget",
+            Self::ThreadRead => "thread_read",
+            Self::ThreadCompact => "thread_compact",
         }
     }
 

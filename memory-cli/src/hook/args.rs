@@ -40,6 +40,11 @@ output {\"hookSpecificOutput\": {\"hookEventName\", \"additionalContext\"}}, not
 occurred_at?}], speaker?}; output one line {\"event\", \"context\", \"passages\", \"appended\", \
 \"already_recorded\"}.
 Unknown input fields are ignored in both formats (hosts add fields).
+With --context-budget TOKENS, the prompt event of the json format prints the assembled context instead \
+of the memory block alone: {\"event\", \"messages\", \"memory\", \"view\", \"tokens\", \"budget\", \"fold\", \
+\"appended\", \"already_recorded\"}, the answer of `memory context` (the thread's history within the budget, \
+then the memory recalled for the prompt within what the history leaves). The claude-code format keeps \
+printing the memory block alone: Claude Code keeps its own window.
 
 Destination: --namespace / $MEMORY_NAMESPACE and --scope / $MEMORY_SCOPE; without a namespace, the \
 user's own namespace ({\"name\": \"memory.user\", \"version\": 1, \"identity\": {\"user\": USER}}, USER \
@@ -99,6 +104,10 @@ pub struct HookArgs {
     /// Answer one-shot even when a server is running for the database.
     #[arg(long, global = true)]
     pub no_server: bool,
+    /// prompt, json format: print the assembled context of the turn (history and memory) within
+    /// this many tokens instead of the memory block alone (see `memory context`).
+    #[arg(long, global = true, value_name = "TOKENS")]
+    pub context_budget: Option<u64>,
 }
 
 /// The hook events.

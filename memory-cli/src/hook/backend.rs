@@ -16,11 +16,11 @@ use crate::destination::Resolved;
 use crate::discovery::{Discovery, path_for};
 use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
-use crate::recall_service::{RecallQuery, RecallService};
+use crate::recall_service::{RecallQuery, one_shot_recall};
 use crate::refusal::{Refusal, to_json};
-use crate::semantic::{IndexOptions, SemanticBackend};
+use crate::semantic::IndexOptions;
 use crate::thread::{ThreadAppendResult, ThreadService};
-use crate::wire::{RecallArguments, RecallMode, RecallResult};
+use crate::wire::{RecallArguments, RecallResult};
 
 /// Records read per page while looking back through a thread's tail.
 const TAIL_PAGE: usize = 64;
@@ -148,6 +148,50 @@ impl Backend {
         }
     }
 
+    /// Assembles the thread's turn (`memory_context`): through the server, whose references cache a
+    /// retried turn reuses; one-shot, over the log with the hook's destination as the memory source.
+    pub async fn context(
+        &mut self,
+        thread: &ThreadId,
+        budget: u64,
+        query: Option<String>,
+        destination: &Resolved,
+    ) -> Result<Value, Failure> {
+        match self {
+            Self::Server(session) => {
+                let mut arguments =
+                    serde_json::json!({"thread": thread.as_str(), "budget": budget});
+                if let Some(query) = query {
+                    arguments["query"] = Value::String(query);
+                }
+                tool(session, "memory_context", arguments).await
+            }
+            Self::OneShot { database, index } => {
+                let opened = database.open_async(Client::HOOK).await?;
+                let index = *index;
+                let source = crate::context::MemorySource {
+                    namespace: destination.namespace.clone(),
+                    scope: destination.scope.clone(),
+                };
+                let thread = thread.clone();
+                let answer: Result<Value, Refusal> = with_store!(opened, store => async {
+                    let log = {
+                        let store = Arc::clone(&store);
+                        blocking(move || store.open_thread_log()).await??
+                    };
+                    let assembled = crate::context::ContextService::new(log, None)
+                        .assemble(thread, budget, query, Some(source), async |arguments| {
+                            let query = RecallQuery::new(arguments)?;
+                            one_shot_recall(Arc::clone(&store), index, query).await
+                        })
+                        .await?;
+                    to_json(&assembled)
+                }.await);
+                Ok(answer?)
+            }
+        }
+    }
+
     /// Ends a server session.
     pub async fn close(self) {
         if let Self::Server(session) = self {
@@ -169,27 +213,6 @@ async fn tool(session: &mut ServerSession, name: &str, arguments: Value) -> Resu
         return Err(Failure::new(kind, format!("server: {message}")));
     }
     Ok(answer.content)
-}
-
-/// One-shot recall over `store`, as `memory recall` runs it: the semantic index catches up within the
-/// deadline; lexical recalls open no index.
-async fn one_shot_recall<S: Store>(
-    store: Arc<S>,
-    index: IndexOptions,
-    query: RecallQuery,
-) -> Result<RecallResult, Refusal> {
-    let vectors = {
-        let store = Arc::clone(&store);
-        blocking(move || store.open_vectors()).await??
-    };
-    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
-        RecallService::lexical_only(store)
-    } else {
-        let semantic =
-            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
-        RecallService::with_semantic(store, Arc::new(semantic))
-    };
-    recall.recall(query).await
 }
 
 /// The database's thread log (and, one-shot, the thread service over it), opened for one hook.

@@ -200,6 +200,13 @@ async fn hook(
         HookEvent::Prompt => {
             let appended =
                 prompt_append(database, &mut backend, &thread, &resolved, &input, args).await?;
+            if let (Some(budget), HookFormat::Json) = (args.context_budget, args.format) {
+                let assembled = backend
+                    .context(&thread, budget, args.query.clone(), &resolved)
+                    .await?;
+                backend.close().await;
+                return Ok(Some(render_assembled(assembled, &appended)));
+            }
             let prompt = input.prompt.clone().unwrap_or_default();
             let recalled = recall(
                 &mut backend,
@@ -351,6 +358,20 @@ impl Answer {
             }
         }
     }
+}
+
+/// The json format's prompt answer with `--context-budget`: the assembled context and what was appended.
+fn render_assembled(assembled: Value, appended: &Appended) -> String {
+    let mut answer = json!({"event": HookEvent::Prompt.as_str()});
+    if let (Value::Object(answer), Value::Object(assembled)) = (&mut answer, assembled) {
+        answer.extend(assembled);
+        answer.insert("appended".to_owned(), json!(appended.sequences));
+        answer.insert(
+            "already_recorded".to_owned(),
+            json!(appended.already_recorded),
+        );
+    }
+    answer.to_string()
 }
 
 async fn recall(

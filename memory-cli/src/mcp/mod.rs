@@ -23,6 +23,10 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::Value;
 
+use crate::context::{
+    CompactArguments, CompactResult, ContextArguments, ContextOperation, ContextTools,
+    HistoryReadArguments, HistorySearchArguments,
+};
 use crate::database::Store;
 use crate::grants::{Grant, GrantedOperation};
 use crate::input::MAX_INPUT_BYTES;
@@ -55,6 +59,7 @@ id, and memory_list pages through the documents, newest first; prefer them to th
 pub struct MemoryServer<S: Store> {
     service: Arc<MemoryService<S>>,
     threads: Arc<ThreadTools<S>>,
+    contexts: Arc<ContextTools<S>>,
     defaults: Option<Arc<Defaults>>,
     /// The grant of a caller with no HTTP request (stdio): everything, with the server's defaults.
     local: Arc<Grant>,
@@ -69,6 +74,7 @@ impl<S: Store> Clone for MemoryServer<S> {
         Self {
             service: Arc::clone(&self.service),
             threads: Arc::clone(&self.threads),
+            contexts: Arc::clone(&self.contexts),
             defaults: self.defaults.clone(),
             local: Arc::clone(&self.local),
             simple: self.simple,
@@ -134,13 +140,18 @@ impl<S: Store> MemoryServer<S> {
         if simple {
             tool_router += Self::simple_router();
         }
+        let destination_defaults = defaults
+            .as_deref()
+            .map(Defaults::destination_defaults)
+            .unwrap_or_default();
         Self {
             threads: Arc::new(ThreadTools::new(
                 Arc::clone(service.store()),
-                defaults
-                    .as_deref()
-                    .map(Defaults::destination_defaults)
-                    .unwrap_or_default(),
+                destination_defaults.clone(),
+            )),
+            contexts: Arc::new(ContextTools::new(
+                Arc::clone(service.store()),
+                destination_defaults,
             )),
             local: Arc::new(Grant::everything(
                 crate::grants::TOKEN_GRANT,
@@ -278,6 +289,30 @@ impl<S: Store> MemoryServer<S> {
                 &grant,
                 operation,
                 RawArguments::Json(Value::Object(arguments)),
+            )
+            .await;
+        self.counted(&grant, operation.tool_name(), &answer);
+        tool_result(answer)
+    }
+
+    async fn respond_context(
+        &self,
+        context: &RequestContext<RoleServer>,
+        operation: ContextOperation,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let grant = self.caller(context);
+        let service = Arc::clone(&self.service);
+        let answer = self
+            .contexts
+            .execute_as(
+                &grant,
+                operation,
+                RawArguments::Json(Value::Object(arguments)),
+                async move |arguments| {
+                    let query = crate::recall_service::RecallQuery::new(arguments)?;
+                    service.recall().recall(query).await
+                },
             )
             .await;
         self.counted(&grant, operation.tool_name(), &answer);
@@ -430,6 +465,94 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> CallToolResult {
         self.respond_thread(&context, ThreadOperation::Forget, arguments)
+            .await
+    }
+
+    /// Assembles a thread's current turn as model input under a token budget.
+    #[tool(
+        name = "memory_context",
+        description = "Assemble a thread's current turn as model input within budget tokens: the history (system instructions, the summary of compacted records in its frame, the newest segments that fit; old tool outputs elided first, a tool call never without its result, the current turn never dropped) as chat messages, then the memory recalled for the turn (for query, else the current prompt) as a last user message. Reports tokens, dropped and elided segments, whether it fits, and records skipped. A retried turn reuses the memory it loaded. memory false skips the recall.",
+        input_schema = input_schema::<ContextArguments>(),
+        output_schema = output_schema::<memory_context::AssembledContext>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_context(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::Context, arguments)
+            .await
+    }
+
+    /// Plans or records a compaction of a thread's window.
+    #[tool(
+        name = "memory_compact",
+        description = "Compact a thread's model window, never its log. measured_input_tokens (the provider's reported input tokens of the last call) is required. Without summary: answers the plan (messages to summarize, through, folded ranges, refusals, replaced_chars) and appends nothing. With summary and the plan's through: appends a compaction record naming the folded records; a summary not shorter than replaced_chars is refused and recorded. The folded records stay readable with memory_history_read and memory_history_search.",
+        input_schema = input_schema::<CompactArguments>(),
+        output_schema = output_schema::<CompactResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_compact(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::Compact, arguments)
+            .await
+    }
+
+    /// Pages through a thread's records.
+    #[tool(
+        name = "memory_history_read",
+        description = "Read a thread's records after a sequence (folded ones included, marked folded), up to limit records and max_bytes of text; next_after continues.",
+        input_schema = input_schema::<HistoryReadArguments>(),
+        output_schema = output_schema::<memory_context::history::HistoryPage>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_history_read(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::HistoryRead, arguments)
+            .await
+    }
+
+    /// Searches a thread's records literally.
+    #[tool(
+        name = "memory_history_search",
+        description = "Find a thread's records containing text (literally, case-insensitively), folded ones included, each with the text around the match; next_after continues a search that stopped at limit or scan.",
+        input_schema = input_schema::<HistorySearchArguments>(),
+        output_schema = output_schema::<memory_context::history::HistorySearch>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_history_search(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::HistorySearch, arguments)
             .await
     }
 }
