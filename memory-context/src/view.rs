@@ -5,6 +5,7 @@
 //! never separates a tool call from its result; none drops a segment of the current turn (from the newest
 //! prompt on), a system segment or the summary. A view never changes the state it reads.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -257,7 +258,9 @@ impl View {
                 }
             }
         }
-        elided.retain(|id| !dropped.contains(id));
+        // A set: a long thread's view both elides and drops thousands of segments.
+        let dropped_ids: HashSet<&str> = dropped.iter().map(String::as_str).collect();
+        elided.retain(|id| !dropped_ids.contains(id.as_str()));
         let over_budget = tokens > budget;
         Ok(ViewResult {
             summary: state.summary.clone(),
