@@ -33,12 +33,14 @@ pub struct References {
 }
 
 type Key = (ThreadId, Sequence, String);
+/// Each turn's references with the tick of their last use, and the clock of ticks.
+type Entries = (HashMap<Key, (Arc<References>, u64)>, u64);
 
 /// The references of recent turns.
 #[derive(Debug)]
 pub struct ReferenceCache {
     max_turns: usize,
-    entries: Mutex<(HashMap<Key, (Arc<References>, u64)>, u64)>,
+    entries: Mutex<Entries>,
 }
 
 impl Default for ReferenceCache {
