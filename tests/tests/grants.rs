@@ -315,6 +315,31 @@ async fn each_token_sees_only_its_own_memory_through_every_tool() {
         )
         .await;
     assert_eq!(bound, unbound);
+    // The context tools read a thread only through a grant that admits its destination.
+    let context = ana
+        .success(
+            "memory_context",
+            json!({"thread": "ana-thread", "budget": 4000, "query": "cat show plans"}),
+        )
+        .await;
+    let text = context.to_string();
+    assert!(text.contains("My cat likes tuna."), "{context:#}");
+    assert!(text.contains("Ana plans a cat show"), "{context:#}");
+    assert!(!text.contains("Bob plans"), "{context:#}");
+    for (tool, arguments) in [
+        ("memory_context", json!({"budget": 4000})),
+        ("memory_history_read", json!({})),
+        ("memory_history_search", json!({"text": "tuna"})),
+        ("memory_compact", json!({"measured_input_tokens": 9000})),
+    ] {
+        let mut on_bound = arguments.clone();
+        on_bound["thread"] = json!("ana-thread");
+        let mut on_unbound = arguments;
+        on_unbound["thread"] = json!("no-such-thread");
+        let bound = bob.refused(tool, on_bound, "forbidden").await;
+        let unbound = bob.refused(tool, on_unbound, "forbidden").await;
+        assert_eq!(bound, unbound, "{tool}");
+    }
     bob.refused(
         "memory_thread_append",
         json!({"thread": "bob-thread", "record": user_record("hi"),
@@ -335,6 +360,13 @@ async fn each_token_sees_only_its_own_memory_through_every_tool() {
         .refused(
             "memory_remember",
             json!({"text": "reader writes"}),
+            "forbidden",
+        )
+        .await;
+    reader
+        .refused(
+            "memory_context",
+            json!({"thread": "ana-thread", "budget": 4000}),
             "forbidden",
         )
         .await;
@@ -391,6 +423,8 @@ async fn each_token_sees_only_its_own_memory_through_every_tool() {
     assert_eq!(forbidden_count(&body, "ana", "memory_recall"), 7.0);
     assert_eq!(forbidden_count(&body, "ana", "memory_put"), 2.0);
     assert_eq!(forbidden_count(&body, "bob", "memory_thread_forget"), 2.0);
+    assert_eq!(forbidden_count(&body, "bob", "memory_context"), 2.0);
+    assert_eq!(forbidden_count(&body, "bob", "memory_history_search"), 2.0);
     assert_eq!(forbidden_count(&body, "ana-reader", "memory_remember"), 1.0);
     assert!(
         !body.contains("Miso") && !body.contains("bob-plan") && !body.contains("\"user\""),
