@@ -15,7 +15,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 11] = [
     "memory_put",
     "memory_withdraw",
     "memory_get",
@@ -23,6 +23,10 @@ const TOOLS: [&str; 7] = [
     "memory_sync",
     "memory_thread_append",
     "memory_thread_forget",
+    "memory_context",
+    "memory_compact",
+    "memory_history_read",
+    "memory_history_search",
 ];
 
 async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {

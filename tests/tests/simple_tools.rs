@@ -15,7 +15,7 @@ const SIMPLE_TOOLS: [&str; 4] = [
     "memory_forget",
     "memory_list",
 ];
-const PRECISE_TOOLS: [&str; 7] = [
+const PRECISE_TOOLS: [&str; 11] = [
     "memory_put",
     "memory_withdraw",
     "memory_get",
@@ -23,6 +23,10 @@ const PRECISE_TOOLS: [&str; 7] = [
     "memory_sync",
     "memory_thread_append",
     "memory_thread_forget",
+    "memory_context",
+    "memory_compact",
+    "memory_history_read",
+    "memory_history_search",
 ];
 
 fn ids_of(page: &Value) -> Vec<String> {
@@ -66,7 +70,14 @@ async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_de
         assert!(annotations.idempotent_hint.is_some(), "{}", tool.name);
         let expected_read_only = matches!(
             tool.name.as_ref(),
-            "memory_get" | "memory_recall" | "memory_sync" | "memory_search" | "memory_list"
+            "memory_get"
+                | "memory_recall"
+                | "memory_sync"
+                | "memory_search"
+                | "memory_list"
+                | "memory_context"
+                | "memory_history_read"
+                | "memory_history_search"
         );
         assert_eq!(read_only, expected_read_only, "{}", tool.name);
         let schema = tool
