@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use memory_core::activity::ToolOutputBound;
 
 use crate::database::Database;
 use crate::refusal::Refusal;
@@ -157,7 +158,10 @@ const THREAD_APPEND_HELP: &str = "\
 Appends one record to a thread (the log assigns its sequence); the remembering worker \
 (remembering-worker --db DB) turns user statements into memory documents. record is {occurred_at?, \
 speaker, observers?, body, opaque_cursor?}; body.kind is user_input {text}, assistant_message {text}, \
-tool_call {call_id, name, arguments}, tool_result {call_id, output, is_error} or run_completed {outcome}.
+tool_call {call_id, name, arguments}, tool_result {call_id, output, is_error} or run_completed {outcome}. \
+A tool_result output longer than --max-tool-output-bytes (default 51,200) is stored as {\"truncated\": \
+true, \"original_bytes\", \"omitted_bytes\", \"head\", \"tail\"}. A compaction record is refused \
+(invalid-input): memory_compact appends those.
 
 Destination: the thread's first append binds it to a namespace and scope, where the worker writes its \
 memory: the argument's namespace {name, version, identity}, else --namespace/MEMORY_NAMESPACE, else the \
@@ -259,6 +263,17 @@ pub struct Cli {
     /// width in effect; a persisted graph serves any width.
     #[arg(long, global = true, env = "MEMORY_HNSW_EF_SEARCH", value_name = "N")]
     pub hnsw_ef_search: Option<usize>,
+    /// Most bytes of a tool result's output a thread append stores (default 51,200, at least
+    /// 1,024): a larger output (its text, or its compact JSON) is stored as {"truncated": true,
+    /// "original_bytes", "omitted_bytes", "head", "tail"}, its first and last half of BYTES. Applies to
+    /// `thread append`, `serve`'s memory_thread_append and `hook`'s one-shot appends.
+    #[arg(
+        long,
+        global = true,
+        env = "MEMORY_MAX_TOOL_OUTPUT_BYTES",
+        value_name = "BYTES"
+    )]
+    pub max_tool_output_bytes: Option<usize>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -272,6 +287,17 @@ impl Cli {
             compact_vectors: self.compact_vectors,
             hnsw_ef_search: self.hnsw_ef_search,
         }
+    }
+
+    /// The bound `--max-tool-output-bytes` sets on thread appends (the default without it); refused
+    /// as `invalid-input` below [`memory_core::activity::thread::MIN_MAX_TOOL_OUTPUT_BYTES`].
+    pub fn tool_output_bound(&self) -> Result<ToolOutputBound, Refusal> {
+        self.max_tool_output_bytes
+            .map_or(Ok(ToolOutputBound::default()), |bytes| {
+                ToolOutputBound::new(bytes).map_err(|error| {
+                    Refusal::invalid_input(format!("--max-tool-output-bytes: {error}"))
+                })
+            })
     }
 
     /// The database `--db` and `--schema` select; see [`Database::select`].
@@ -515,6 +541,27 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_tool_output_bound_below_the_floor_is_invalid_input() {
+        let parse = |bytes: &str| {
+            Cli::try_parse_from(["memory", "--max-tool-output-bytes", bytes, "status"])
+                .expect("parses")
+                .tool_output_bound()
+        };
+        let refusal = parse("1023").expect_err("below the floor");
+        assert_eq!(refusal.kind(), memory_core::ErrorKind::InvalidInput);
+        assert!(
+            refusal.message().contains("--max-tool-output-bytes"),
+            "{refusal:?}"
+        );
+        assert_eq!(parse("1024").map(ToolOutputBound::get).ok(), Some(1_024));
+        let default = Cli::try_parse_from(["memory", "status"]).expect("parses");
+        assert_eq!(
+            default.tool_output_bound().ok(),
+            Some(ToolOutputBound::default())
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use memory_cli::semantic::{IndexOptions, SemanticBackend};
 use memory_cli::serve::ServeOptions;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
+use memory_core::activity::ToolOutputBound;
 use serde_json::Value;
 
 const EXIT_UNEXPECTED: u8 = 1;
@@ -71,6 +72,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let index = cli.index_options();
+    let tool_output = match cli.tool_output_bound() {
+        Ok(bound) => bound,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),
         Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
@@ -78,14 +83,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(arguments) => (Operation::Recall, arguments),
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
-        Command::Serve(arguments) => return run_serve(&database, index, &arguments),
+        Command::Serve(arguments) => {
+            return run_serve(&database, index, tool_output, &arguments);
+        }
         Command::List(arguments) => return run_list(&database, &arguments),
         Command::Doctor => return run_doctor(),
         Command::Status => return run_status(&database, index),
-        Command::Thread(command) => return run_thread(&database, command),
+        Command::Thread(command) => return run_thread(&database, tool_output, command),
         Command::Context(arguments) => return run_context(&database, index, arguments),
         Command::Hook(arguments) => {
-            return Ok(memory_cli::hook::run(&database, index, arguments));
+            return Ok(memory_cli::hook::run(
+                &database,
+                index,
+                tool_output,
+                arguments,
+            ));
         }
     };
     run_operation(&database, operation.0, operation.1, index)
@@ -119,7 +131,11 @@ fn run_operation(
 
 /// `memory thread append|forget|rebind`: like the operations, the argument is decoded (and a
 /// destination resolved) before the database is opened, so refused input writes nothing.
-fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<ExitCode> {
+fn run_thread(
+    database: &Database,
+    tool_output: ToolOutputBound,
+    command: ThreadCommand,
+) -> anyhow::Result<ExitCode> {
     let (operation, arguments, defaults) = match command {
         ThreadCommand::Append {
             argument,
@@ -149,10 +165,9 @@ fn run_thread(database: &Database, command: ThreadCommand) -> anyhow::Result<Exi
         Ok(request) => request,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    with_thread_service(
-        database,
-        |service| async move { service.run(request).await },
-    )
+    with_thread_service(database, tool_output, |service| async move {
+        service.run(request).await
+    })
 }
 
 /// `memory context THREAD --budget TOKENS`: the arguments are checked before the database is opened.
@@ -228,20 +243,28 @@ fn run_rebind(
         (Ok(thread), Ok(resolved)) => (thread, resolved.destination),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(print_refusal(&refusal)),
     };
-    with_thread_service(database, move |service| async move {
-        to_json(&service.rebind(thread, destination).await?)
-    })
+    with_thread_service(
+        database,
+        ToolOutputBound::default(),
+        move |service| async move { to_json(&service.rebind(thread, destination).await?) },
+    )
 }
 
-/// Opens `database`'s thread service, runs `call` on it and prints its answer.
-fn with_thread_service<F, Fut>(database: &Database, call: F) -> anyhow::Result<ExitCode>
+/// Opens `database`'s thread service (bounding tool outputs at `tool_output`), runs `call` on it and
+/// prints its answer.
+fn with_thread_service<F, Fut>(
+    database: &Database,
+    tool_output: ToolOutputBound,
+    call: F,
+) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(ThreadService) -> Fut,
     Fut: std::future::Future<Output = Result<Value, Refusal>>,
 {
-    let service = database
-        .open(Client::MEMORY)
-        .and_then(|opened| with_store!(opened, store => ThreadService::open(&*store)));
+    let service = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => ThreadService::open(&*store))
+            .map(|service| service.with_tool_output_bound(tool_output))
+    });
     let service = match service {
         Ok(service) => service,
         Err(refusal) => return Ok(print_refusal(&refusal)),
@@ -428,11 +451,12 @@ fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCo
 fn run_serve(
     database: &Database,
     index: IndexOptions,
+    tool_output: ToolOutputBound,
     arguments: &ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     // Flags are checked before the store is opened: a refused one touches no file and no server.
     let options = match ServeOptions::new(database, arguments) {
-        Ok(options) => options,
+        Ok(options) => options.with_tool_output_bound(tool_output),
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

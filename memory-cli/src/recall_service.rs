@@ -729,6 +729,27 @@ fn refuse_unavailable(recalled: &RecalledMemory) -> Result<(), Refusal> {
     }
 }
 
+/// One-shot recall over `store`, as `memory recall` runs it: the semantic index catches up within the
+/// deadline; lexical recalls open no index.
+pub async fn one_shot_recall<S: Store>(
+    store: Arc<S>,
+    index: IndexOptions,
+    query: RecallQuery,
+) -> Result<RecallResult, Refusal> {
+    let vectors = {
+        let store = Arc::clone(&store);
+        blocking(move || store.open_vectors()).await??
+    };
+    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
+        RecallService::lexical_only(store)
+    } else {
+        let semantic =
+            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
+        RecallService::with_semantic(store, Arc::new(semantic))
+    };
+    recall.recall(query).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -786,25 +807,4 @@ mod tests {
         );
         assert_eq!(scores.of("missing", "missing"), 0.0);
     }
-}
-
-/// One-shot recall over `store`, as `memory recall` runs it: the semantic index catches up within the
-/// deadline; lexical recalls open no index.
-pub async fn one_shot_recall<S: Store>(
-    store: Arc<S>,
-    index: IndexOptions,
-    query: RecallQuery,
-) -> Result<RecallResult, Refusal> {
-    let vectors = {
-        let store = Arc::clone(&store);
-        blocking(move || store.open_vectors()).await??
-    };
-    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
-        RecallService::lexical_only(store)
-    } else {
-        let semantic =
-            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
-        RecallService::with_semantic(store, Arc::new(semantic))
-    };
-    recall.recall(query).await
 }

@@ -19,6 +19,7 @@ use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
 use crate::service::MemoryService;
 use crate::simple::Defaults;
+use memory_core::activity::ToolOutputBound;
 
 /// How often the server saves its HNSW graph when it changed.
 pub const GRAPH_SAVE_INTERVAL: Duration = Duration::from_secs(60);
@@ -32,6 +33,8 @@ pub struct ServeOptions {
     pub defaults: Option<Arc<Defaults>>,
     /// Where the discovery file goes while HTTP is served.
     pub discovery_path: PathBuf,
+    /// How much of a tool result's output memory_thread_append stores (`--max-tool-output-bytes`).
+    pub tool_output: ToolOutputBound,
 }
 
 /// `--http`, its grants and its bounds.
@@ -109,7 +112,14 @@ impl ServeOptions {
             http,
             defaults,
             discovery_path: discovery::path_for(database),
+            tool_output: ToolOutputBound::default(),
         })
+    }
+
+    /// Bounds the tool results memory_thread_append stores at `bound`.
+    pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
+        self.tool_output = bound;
+        self
     }
 }
 
@@ -130,7 +140,8 @@ pub async fn serve<S: Store>(
         service = service.with_commit_signal(commits);
     }
     let metrics = Arc::new(ServerMetrics::new());
-    let server = MemoryServer::new(Arc::new(service), options.defaults, Arc::clone(&metrics));
+    let server = MemoryServer::new(Arc::new(service), options.defaults, Arc::clone(&metrics))
+        .with_tool_output_bound(options.tool_output);
     // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so a
     // restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
     let saver = {

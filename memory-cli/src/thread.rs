@@ -39,7 +39,7 @@ use std::sync::{Arc, OnceLock};
 use memory_core::activity::suppression::{SourceEvent, SourceEvents};
 use memory_core::activity::{
     NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadDestination, ThreadId,
-    ThreadLog,
+    ThreadLog, ToolOutputBound, bound_tool_output,
 };
 use memory_core::document::EpochMillis;
 use memory_core::{Clock, ErrorKind, SystemClock};
@@ -204,6 +204,9 @@ pub struct ThreadForgetResult {
 }
 
 /// A decoded and validated thread call.
+// A request lives for one call and is consumed at once; boxing the append would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum ThreadRequest {
     /// `memory_thread_append`.
@@ -302,6 +305,7 @@ pub struct ThreadService {
     log: Arc<dyn ThreadLog>,
     remembering: Arc<dyn RememberingStore>,
     clock: Arc<dyn Clock>,
+    tool_output: ToolOutputBound,
 }
 
 impl std::fmt::Debug for ThreadService {
@@ -323,7 +327,16 @@ impl ThreadService {
             log,
             remembering,
             clock,
+            tool_output: ToolOutputBound::default(),
         }
+    }
+
+    /// Bounds the output of every tool result it appends at `bound` (`--max-tool-output-bytes`;
+    /// default [`memory_core::activity::DEFAULT_MAX_TOOL_OUTPUT_BYTES`]): a larger output is stored
+    /// as its head and tail ([`bound_tool_output`]).
+    pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
+        self.tool_output = bound;
+        self
     }
 
     /// Opens the thread log and remembering store of `store`'s database (a blocking call).
@@ -361,13 +374,23 @@ impl ThreadService {
     }
 
     /// `memory_thread_append`: binds an unbound thread without records to `destination`; refused as
-    /// `conflict` (nothing written) when the thread is bound elsewhere.
+    /// `conflict` (nothing written) when the thread is bound elsewhere. A tool result's output is
+    /// bounded first ([`Self::with_tool_output_bound`]). A `compaction` record is refused as
+    /// `invalid-input` with nothing written: compactions are appended by `memory_compact` (the
+    /// context layer, through the [`ThreadLog`] port), never by a caller.
     pub async fn append(
         &self,
         thread: ThreadId,
         destination: Option<ThreadDestination>,
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Refusal> {
+        if matches!(record.body, RecordBody::Compaction(_)) {
+            return Err(Refusal::invalid_input(
+                "record.body: compactions are appended by memory_compact, not by \
+                 memory_thread_append",
+            ));
+        }
+        let record = bound_tool_output(record, self.tool_output);
         let log = Arc::clone(&self.log);
         let stored =
             blocking(move || log.append_to(&thread, destination.as_ref(), record)).await??;
@@ -435,6 +458,7 @@ impl ThreadService {
 pub struct ThreadTools<S> {
     store: Arc<S>,
     defaults: DestinationDefaults,
+    tool_output: ToolOutputBound,
     service: OnceLock<ThreadService>,
 }
 
@@ -454,8 +478,16 @@ impl<S: Store> ThreadTools<S> {
         Self {
             store,
             defaults,
+            tool_output: ToolOutputBound::default(),
             service: OnceLock::new(),
         }
+    }
+
+    /// Bounds the tool results its appends store at `bound` (see
+    /// [`ThreadService::with_tool_output_bound`]).
+    pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
+        self.tool_output = bound;
+        self
     }
 
     /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.
@@ -519,7 +551,11 @@ impl<S: Store> ThreadTools<S> {
             return Ok(service.clone());
         }
         let store = Arc::clone(&self.store);
-        let opened = blocking(move || ThreadService::open(&*store)).await??;
+        let bound = self.tool_output;
+        let opened = blocking(move || {
+            ThreadService::open(&*store).map(|service| service.with_tool_output_bound(bound))
+        })
+        .await??;
         // Two first calls may both open; one wins and the other's handles are dropped.
         Ok(self.service.get_or_init(|| opened).clone())
     }

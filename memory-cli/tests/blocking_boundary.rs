@@ -26,7 +26,7 @@ use memory_cli::simple::{Defaults, ForgetArguments, RememberArguments};
 use memory_cli::thread::{ThreadOperation, ThreadService, ThreadTools};
 use memory_core::activity::{
     ActivityError, Admitted, Claim, ExtractionNote, ExtractionTotals, Intent, IntentClaim,
-    IntentId, IntentLease, IntentOutcome, IntentView, Lease, NewRecord, PendingOutput,
+    IntentId, IntentLease, IntentOutcome, IntentView, Lease, LogEntry, NewRecord, PendingOutput,
     PendingThread, ProgressKey, ProgressStore, ProgressView, RememberingStore, SavedCommand,
     Sequence, SourceId, SourceReference, SourceRevision, ThreadBinding, ThreadDestination,
     ThreadId, ThreadLog, ThreadOverview, ThreadRecord, WorkerId,
@@ -160,6 +160,7 @@ impl ThreadLog for ProbedLog {
     probed! {
         fn append_to(&self, thread: &ThreadId, destination: Option<&ThreadDestination>, record: NewRecord) -> Result<ThreadRecord, ActivityError>;
         fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError>;
+        fn read_entries(&self, thread: &ThreadId, after: Sequence, limit: usize) -> Result<Vec<LogEntry>, ActivityError>;
         fn read_page(&self, thread: &ThreadId, after: Sequence, limit: usize) -> Result<Vec<ThreadRecord>, ActivityError>;
         fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError>;
         fn rebind(&self, thread: &ThreadId, destination: &ThreadDestination) -> Result<ThreadBinding, ActivityError>;

@@ -15,11 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memory_core::activity::ThreadId;
-use memory_core::activity::{RecordBody, Sequence, ThreadLog, ThreadRecord};
+use memory_core::activity::{LogEntry, RecordBody, Sequence, ThreadLog, ThreadRecord};
 use serde::Serialize;
 
 use crate::ContextError;
-use crate::log::{LogEntry, read_entries};
 
 /// Records read from the log per page while folding.
 pub const FOLD_PAGE_RECORDS: usize = 1_000;
@@ -272,7 +271,9 @@ impl<F: Fold> FoldReader<F> {
     ) -> Result<u64, ContextError> {
         let mut read_now = 0u64;
         loop {
-            let page = read_entries(&*self.log, thread, folded.through, FOLD_PAGE_RECORDS)?;
+            let page = self
+                .log
+                .read_entries(thread, folded.through, FOLD_PAGE_RECORDS)?;
             let full = page.len() == FOLD_PAGE_RECORDS;
             for entry in page {
                 read_now += 1;

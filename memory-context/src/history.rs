@@ -2,12 +2,13 @@
 //! agent can recover what a summary left out.
 
 use memory_core::activity::ThreadId;
-use memory_core::activity::{CompactionOutcome, RecordBody, Sequence, ThreadLog, ThreadRecord};
+use memory_core::activity::{
+    CompactionOutcome, LogEntry, RecordBody, Sequence, ThreadLog, ThreadRecord,
+};
 use serde::Serialize;
 
 use crate::ContextError;
 use crate::conversation::Summary;
-use crate::log::{LogEntry, read_entries};
 use crate::segment::output_text;
 
 /// Records a history page returns by default.
@@ -138,7 +139,15 @@ fn shown(entry: LogEntry, summary: Option<&Summary>) -> HistoryRecord {
             kind: "undecodable".to_owned(),
             speaker: String::new(),
             occurred_at: None,
-            text: String::new(),
+            text: format!(
+                "this record no longer decodes ({}); it is skipped in every view",
+                match undecodable.reason {
+                    memory_core::activity::UndecodableReason::Parse =>
+                        "its stored form does not parse",
+                    memory_core::activity::UndecodableReason::Digest =>
+                        "its content does not match its digest",
+                }
+            ),
             cut_bytes: 0,
             folded: summary.is_some_and(|summary| summary.covers(undecodable.sequence)),
             call_id: None,
@@ -187,7 +196,7 @@ pub fn read(
     max_bytes: usize,
 ) -> Result<HistoryPage, ContextError> {
     check_limits(limit, max_bytes)?;
-    let entries = read_entries(log, thread, after, limit.saturating_add(1))?;
+    let entries = log.read_entries(thread, after, limit.saturating_add(1))?;
     let more = entries.len() > limit;
     let mut records = Vec::new();
     let mut bytes = 0usize;
@@ -238,7 +247,7 @@ pub fn search(
     let mut scanned = 0usize;
     loop {
         let want = PAGE.min(scan - scanned);
-        let page = read_entries(log, thread, cursor, want)?;
+        let page = log.read_entries(thread, cursor, want)?;
         let full = page.len() == want;
         for entry in page {
             let mut record = shown(entry, summary);

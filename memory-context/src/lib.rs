@@ -15,7 +15,7 @@
 //! - [`references`]: the memory recalled for a turn, appended after the history, reused by a retry.
 //! - [`Context`]: all of it over one thread log.
 //!
-//! Tool outputs are bounded when appended (memory-core's `bound_tool_output`), so one huge result
+//! Tool outputs are bounded when appended (memory-core's `activity::thread::bound_tool_output`), so one huge result
 //! cannot blow up every later turn.
 
 pub mod compaction;
@@ -24,7 +24,6 @@ pub mod conversation;
 mod error;
 pub mod fold;
 pub mod history;
-mod log;
 pub mod references;
 pub mod segment;
 pub mod tokens;

@@ -439,3 +439,41 @@ fn a_retried_turn_reuses_its_references() {
         "a new turn loads its own"
     );
 }
+
+#[test]
+fn a_record_that_no_longer_decodes_is_skipped_counted_and_shown_as_such() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("log.sqlite");
+    let log = Arc::new(memory_sqlite::thread_log::SqliteThreadLog::open(&path).expect("open"));
+    let thread = thread("t");
+    user(&*log, &thread, "first");
+    answer(&*log, &thread, "second");
+    user(&*log, &thread, "third");
+    let connection = rusqlite::Connection::open(&path).expect("sql");
+    // Damage outside the product: the file's append-only trigger is dropped first.
+    connection
+        .execute_batch("DROP TRIGGER thread_records_append_only_update")
+        .expect("trigger");
+    connection
+        .execute(
+            "UPDATE thread_records SET record_json = ?1 WHERE sequence = 2",
+            [r#"{"speaker":"x","observers":[],"occurred_at":null,"opaque_cursor":null,"body":{"kind":"from_a_newer_build"}}"#],
+        )
+        .expect("damaged");
+    let context = Context::new(log.clone());
+    let read = context
+        .read(&thread)
+        .expect("a damaged record never makes a thread unreadable");
+    assert_eq!(read.state.segments.len(), 2);
+    assert_eq!(read.report.skipped.get("undecodable"), Some(&1));
+    assert_eq!(read.report.skipped_records[0].sequence, Sequence::new(2));
+    let page = context
+        .history_read(&thread, Sequence::ZERO, 10, 1 << 20)
+        .expect("page");
+    let kinds: Vec<&str> = page
+        .records
+        .iter()
+        .map(|record| record.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["user_input", "undecodable", "user_input"]);
+}

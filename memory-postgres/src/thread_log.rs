@@ -6,12 +6,12 @@
 //! any update or delete of a record.
 
 use memory_core::activity::thread::{
-    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    BindingStep, binding_step, check_park_kind, check_record_page, check_thread_page,
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
-    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    ActivityError, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord, decode_stored_record,
 };
 
 use crate::db::{Handle, snapshot};
@@ -30,29 +30,6 @@ impl std::fmt::Debug for PostgresThreadLog {
             .debug_struct("PostgresThreadLog")
             .finish_non_exhaustive()
     }
-}
-
-fn decode_record(
-    thread: &ThreadId,
-    sequence: i64,
-    record_json: &str,
-    digest: String,
-) -> Result<ThreadRecord, ActivityError> {
-    let sequence = Sequence::new(to_u64(sequence, "record sequence")?);
-    let record: NewRecord = serde_json::from_str(record_json)
-        .map_err(|error| activity_corrupt(format!("thread record does not parse: {error}")))?;
-    let digest = RecordDigest::from_hex(digest)?;
-    if RecordDigest::of(thread, sequence, &record) != digest {
-        return Err(activity_corrupt(format!(
-            "thread record {sequence} does not match its digest"
-        )));
-    }
-    Ok(ThreadRecord {
-        thread: thread.clone(),
-        sequence,
-        record,
-        digest,
-    })
 }
 
 impl ThreadLog for PostgresThreadLog {
@@ -156,18 +133,13 @@ impl ThreadLog for PostgresThreadLog {
         )
     }
 
-    fn read_page(
+    fn read_entries(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
+    ) -> Result<Vec<LogEntry>, ActivityError> {
+        check_record_page(limit)?;
         let after = to_i64(after.get(), "page start")?;
         let thread = thread.clone();
         self.handle.call_blocking(
@@ -185,17 +157,22 @@ impl ThreadLog for PostgresThreadLog {
                     let rows = client
                         .query(&statement, &[&thread.as_str(), &after, &(limit as i64)])
                         .await?;
-                    let mut records = Vec::with_capacity(rows.len());
+                    let mut entries = Vec::with_capacity(rows.len());
                     for row in rows {
                         let sequence: i64 = row.try_get(0)?;
                         let record_json: String = row.try_get(1)?;
                         let digest: String = row.try_get(2)?;
-                        records.push(
-                            decode_record(thread, sequence, &record_json, digest)
-                                .map_err(Fail::Model)?,
+                        let sequence = Sequence::new(
+                            to_u64(sequence, "record sequence").map_err(Fail::Model)?,
                         );
+                        entries.push(decode_stored_record(
+                            thread,
+                            sequence,
+                            &record_json,
+                            &digest,
+                        ));
                     }
-                    Ok(records)
+                    Ok(entries)
                 })
             },
         )

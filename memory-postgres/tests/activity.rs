@@ -78,3 +78,89 @@ fn thread_records_are_append_only_for_a_raw_connection() {
         );
     }
 }
+
+/// A record damaged in the database (a JSON that no longer parses, a kind this build does not know, a
+/// digest that does not match) is read past as undecodable: the records around it stay readable,
+/// while `read_page` still refuses the page as corrupt.
+#[test]
+fn a_damaged_record_is_read_past_as_undecodable() {
+    use memory_core::StoreFault;
+    use memory_core::activity::{ActivityError, LogEntry, Sequence, UndecodableReason};
+    let Some(url) = server_url("a_damaged_record_is_read_past_as_undecodable") else {
+        return;
+    };
+    let store = store_blocking(&url);
+    let log = store.thread_log();
+    let thread = ThreadId::new("t").unwrap();
+    let stored: Vec<_> = ["one", "two", "three"]
+        .into_iter()
+        .map(|text| {
+            log.append(&thread, NewRecord::user("ana", text, 1))
+                .unwrap()
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let raw = runtime.block_on(store.raw());
+    runtime
+        .block_on(
+            raw.batch_execute(
+                "ALTER TABLE thread_records DISABLE TRIGGER thread_records_append_only",
+            ),
+        )
+        .unwrap();
+    let row = runtime
+        .block_on(raw.query_one(
+            "SELECT record_json, digest FROM thread_records WHERE sequence = 2",
+            &[],
+        ))
+        .unwrap();
+    let (json, digest): (String, String) = (row.get(0), row.get(1));
+    let damages = [
+        (
+            "{\"speaker\": ".to_owned(),
+            digest.clone(),
+            UndecodableReason::Parse,
+        ),
+        (
+            json.replace("user_input", "telepathy"),
+            digest.clone(),
+            UndecodableReason::Parse,
+        ),
+        (
+            json.clone(),
+            stored[0].digest.as_str().to_owned(),
+            UndecodableReason::Digest,
+        ),
+    ];
+    for (damaged_json, damaged_digest, reason) in damages {
+        runtime
+            .block_on(raw.execute(
+                "UPDATE thread_records SET record_json = $1, digest = $2 WHERE sequence = 2",
+                &[&damaged_json, &damaged_digest],
+            ))
+            .unwrap();
+        let entries = log.read_entries(&thread, Sequence::ZERO, 10).unwrap();
+        assert_eq!(entries.len(), 3, "{reason:?}");
+        assert_eq!(entries[0], LogEntry::Record(stored[0].clone()));
+        match &entries[1] {
+            LogEntry::Undecodable(undecodable) => {
+                assert_eq!(undecodable.sequence, Sequence::new(2));
+                assert_eq!(undecodable.reason, reason);
+            }
+            LogEntry::Record(record) => panic!("{reason:?}: read as a record: {record:?}"),
+        }
+        assert_eq!(entries[2], LogEntry::Record(stored[2].clone()));
+        let refused = log.read_page(&thread, Sequence::ZERO, 10).unwrap_err();
+        assert!(
+            matches!(refused, ActivityError::Store(StoreFault::Corrupt { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            log.read_page(&thread, Sequence::new(2), 10).unwrap(),
+            vec![stored[2].clone()]
+        );
+    }
+}

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use memory_core::StoreFault;
 use memory_core::activity::thread::{
-    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    BindingStep, binding_step, check_park_kind, check_record_page, check_thread_page,
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
-    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    ActivityError, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord, decode_stored_record,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -77,32 +77,6 @@ impl SqliteThreadLog {
             connection: Mutex::new(open_connection(path)?),
         })
     }
-}
-
-fn decode_record(
-    thread: &ThreadId,
-    sequence: i64,
-    record_json: &str,
-    digest: String,
-) -> Result<ThreadRecord, ActivityError> {
-    let sequence = Sequence::new(to_u64(sequence, "record sequence")?);
-    let record: NewRecord = serde_json::from_str(record_json).map_err(|error| {
-        ActivityError::Store(StoreFault::Corrupt {
-            what: format!("thread record does not parse: {error}"),
-        })
-    })?;
-    let digest = RecordDigest::from_hex(digest)?;
-    if RecordDigest::of(thread, sequence, &record) != digest {
-        return Err(ActivityError::Store(StoreFault::Corrupt {
-            what: format!("thread record {sequence} does not match its digest"),
-        }));
-    }
-    Ok(ThreadRecord {
-        thread: thread.clone(),
-        sequence,
-        record,
-        digest,
-    })
 }
 
 impl ThreadLog for SqliteThreadLog {
@@ -182,18 +156,13 @@ impl ThreadLog for SqliteThreadLog {
         Ok(Sequence::new(to_u64(tail, "record sequence")?))
     }
 
-    fn read_page(
+    fn read_entries(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
+    ) -> Result<Vec<LogEntry>, ActivityError> {
+        check_record_page(limit)?;
         let connection = lock(&self.connection);
         let mut statement = connection
             .prepare_cached(
@@ -217,12 +186,18 @@ impl ThreadLog for SqliteThreadLog {
                 },
             )
             .map_err(sql_error("read page"))?;
-        let mut records = Vec::with_capacity(limit.min(64));
+        let mut entries = Vec::with_capacity(limit.min(64));
         for row in rows {
             let (sequence, record_json, digest) = row.map_err(sql_error("read page"))?;
-            records.push(decode_record(thread, sequence, &record_json, digest)?);
+            let sequence = Sequence::new(to_u64(sequence, "record sequence")?);
+            entries.push(decode_stored_record(
+                thread,
+                sequence,
+                &record_json,
+                &digest,
+            ));
         }
-        Ok(records)
+        Ok(entries)
     }
 
     fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {

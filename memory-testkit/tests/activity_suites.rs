@@ -10,10 +10,11 @@ use memory_core::activity::intents::Admitted;
 use memory_core::activity::thread::{MAX_PAGE_RECORDS, check_park_kind};
 use memory_core::activity::{
     ActivityError, Claim, ExtractionNote, ExtractionTotals, Intent, IntentClaim, IntentId,
-    IntentLease, IntentOutcome, IntentView, Lease, NewRecord, PendingOutput, PendingThread,
-    ProgressKey, ProgressStore, ProgressView, RememberingStore, SavedCommand, Sequence, SourceId,
-    SourceReference, SourceRevision, ThreadBinding, ThreadDestination, ThreadId, ThreadLog,
-    ThreadOverview, ThreadRecord, WorkerId,
+    IntentLease, IntentOutcome, IntentView, Lease, LogEntry, NewRecord, PendingOutput,
+    PendingThread, ProgressKey, ProgressStore, ProgressView, RememberingStore, SavedCommand,
+    Sequence, SourceId, SourceReference, SourceRevision, ThreadBinding, ThreadDestination,
+    ThreadId, ThreadLog, ThreadOverview, ThreadRecord, UndecodableReason, UndecodableRecord,
+    WorkerId,
 };
 use memory_core::{EpochMillis, MemoryContent, MemoryKey, Revision};
 use memory_testkit::InMemoryActivity;
@@ -45,6 +46,8 @@ fn an_unknown_rule_name_fails_the_run() {
 enum Fault {
     /// Pages include the record at the cursor.
     PageIncludesCursor,
+    /// `read_entries` reads every record as undecodable (while `read_page` reads them).
+    EntriesUndecodable,
     /// The opaque cursor is dropped on append.
     DropsOpaqueCursor,
     /// Threads are listed in reverse id order.
@@ -200,17 +203,45 @@ impl ThreadLog for Broken {
         self.inner.inspect_tail(thread)
     }
 
+    fn read_entries(
+        &self,
+        thread: &ThreadId,
+        after: Sequence,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>, ActivityError> {
+        let after = match self.fault {
+            Fault::PageIncludesCursor => after.saturating_previous(),
+            _ => after,
+        };
+        let entries = self.inner.read_entries(thread, after, limit)?;
+        if self.fault != Fault::EntriesUndecodable {
+            return Ok(entries);
+        }
+        Ok(entries
+            .into_iter()
+            .map(|entry| {
+                LogEntry::Undecodable(UndecodableRecord {
+                    sequence: entry.sequence(),
+                    reason: UndecodableReason::Parse,
+                    detail: "broken on purpose".to_owned(),
+                })
+            })
+            .collect())
+    }
+
     fn read_page(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, ActivityError> {
-        let after = match self.fault {
-            Fault::PageIncludesCursor => after.saturating_previous(),
-            _ => after,
-        };
-        self.inner.read_page(thread, after, limit)
+        if self.fault == Fault::EntriesUndecodable {
+            return self.inner.read_page(thread, after, limit);
+        }
+        self.read_entries(thread, after, limit)?
+            .into_iter()
+            .map(LogEntry::into_record)
+            .collect()
     }
 
     fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
@@ -564,6 +595,10 @@ fn each_broken_activity_store_fails_the_rule_it_breaks() {
         (
             Fault::PageIncludesCursor,
             "pages-start-after-the-cursor-and-are-bounded",
+        ),
+        (
+            Fault::EntriesUndecodable,
+            "entries-read-every-stored-record-as-the-page-does",
         ),
         (
             Fault::DropsOpaqueCursor,

@@ -6,8 +6,8 @@ mod support;
 use std::sync::Arc;
 
 use memory_core::activity::{
-    ActivityError, NewRecord, PendingThread, ProgressStore, RecordBody, Sequence, ThreadBinding,
-    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    ActivityError, LogEntry, NewRecord, PendingThread, ProgressStore, RecordBody, Sequence,
+    ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 use memory_core::{ManualClock, MemoryReader};
 use memory_sqlite::progress::SqliteProgressStore;
@@ -211,14 +211,14 @@ impl ThreadLog for GappyLog {
         self.inner.inspect_tail(thread)
     }
 
-    fn read_page(
+    fn read_entries(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, ActivityError> {
-        let mut page = self.inner.read_page(thread, after, limit + 1)?;
-        page.retain(|record| record.sequence != self.missing);
+    ) -> Result<Vec<LogEntry>, ActivityError> {
+        let mut page = self.inner.read_entries(thread, after, limit + 1)?;
+        page.retain(|entry| entry.sequence() != self.missing);
         page.truncate(limit);
         Ok(page)
     }

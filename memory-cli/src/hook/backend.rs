@@ -7,7 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use memory_core::ErrorKind;
-use memory_core::activity::{NewRecord, Sequence, ThreadId, ThreadLog, ThreadRecord};
+use memory_core::activity::{
+    NewRecord, Sequence, ThreadId, ThreadLog, ThreadRecord, ToolOutputBound,
+};
 use serde_json::Value;
 
 use crate::blocking::blocking;
@@ -35,6 +37,8 @@ pub enum Backend {
         database: Database,
         /// `--max-chunks`, `--compact-vectors`.
         index: IndexOptions,
+        /// `--max-tool-output-bytes`: the bound of its appends' tool results.
+        tool_output: ToolOutputBound,
     },
 }
 
@@ -51,10 +55,17 @@ impl Backend {
     /// The server of `database` when its discovery file names one that answers; one-shot otherwise
     /// (no file, a stale one, `--no-server`). A stale file is said on standard error; a malformed one
     /// too, and then the hook answers one-shot rather than not at all.
-    pub async fn find(database: &Database, index: IndexOptions, no_server: bool) -> Self {
+    /// One-shot, its appends bound tool outputs at `tool_output`.
+    pub async fn find(
+        database: &Database,
+        index: IndexOptions,
+        tool_output: ToolOutputBound,
+        no_server: bool,
+    ) -> Self {
         let one_shot = Self::OneShot {
             database: database.clone(),
             index,
+            tool_output,
         };
         if no_server {
             return one_shot;
@@ -92,6 +103,15 @@ impl Backend {
     /// Whether a server answers.
     pub fn is_server(&self) -> bool {
         matches!(self, Self::Server(_))
+    }
+
+    /// The tool output bound of its own appends when it appends itself (one-shot); `None` when a
+    /// server appends (with the server's bound). What [`OpenedLog::open`] takes.
+    pub fn one_shot_appends(&self) -> Option<ToolOutputBound> {
+        match self {
+            Self::Server(_) => None,
+            Self::OneShot { tool_output, .. } => Some(*tool_output),
+        }
     }
 
     /// Appends `record` to `thread` (`memory_thread_append`).
@@ -140,7 +160,9 @@ impl Backend {
                     Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
                 })?)
             }
-            Self::OneShot { database, index } => {
+            Self::OneShot {
+                database, index, ..
+            } => {
                 let query = RecallQuery::new(arguments)?;
                 let opened = database.open_async(Client::HOOK).await?;
                 Ok(with_store!(opened, store => one_shot_recall(store, *index, query).await)?)
@@ -166,7 +188,9 @@ impl Backend {
                 }
                 tool(session, "memory_context", arguments).await
             }
-            Self::OneShot { database, index } => {
+            Self::OneShot {
+                database, index, ..
+            } => {
                 let opened = database.open_async(Client::HOOK).await?;
                 let index = *index;
                 let source = crate::context::MemorySource {
@@ -228,19 +252,22 @@ impl std::fmt::Debug for OpenedLog {
 }
 
 impl OpenedLog {
-    /// Opens the thread log of `database`; with `service`, the thread service (and its remembering
-    /// store) too, for one-shot appends.
-    pub async fn open(database: &Database, service: bool) -> Result<Self, Refusal> {
-        if !service {
+    /// Opens the thread log of `database`; with `service` (a tool output bound), the thread service
+    /// (and its remembering store) too, for one-shot appends bounding tool outputs at it.
+    pub async fn open(
+        database: &Database,
+        service: Option<ToolOutputBound>,
+    ) -> Result<Self, Refusal> {
+        let Some(bound) = service else {
             let database = database.clone();
             let log = blocking(move || database.open_thread_log(Client::HOOK)).await??;
             return Ok(Self { log, service: None });
-        }
+        };
         let opened = database.open_async(Client::HOOK).await?;
         // For PostgreSQL the log and the service share the store's connection pool.
         with_store!(opened, store => blocking(move || {
             Ok(Self {
-                service: Some(ThreadService::open(&*store)?),
+                service: Some(ThreadService::open(&*store)?.with_tool_output_bound(bound)),
                 log: store.open_thread_log()?,
             })
         })

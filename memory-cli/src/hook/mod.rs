@@ -58,7 +58,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use memory_core::activity::{NewRecord, RecordBody, ThreadId};
+use memory_core::activity::{NewRecord, RecordBody, ThreadId, ToolOutputBound};
 use memory_core::{
     ApproximateTokenCounter, Clock as _, DynamicNamespace, ErrorKind, SystemClock,
     TokenCounter as _,
@@ -110,7 +110,13 @@ impl From<Refusal> for Failure {
 
 /// Runs one hook. Always exits 0: the answer is on standard output, or nothing and the reason on
 /// standard error (and in the error log).
-pub fn run(database: &Database, index: IndexOptions, args: HookArgs) -> ExitCode {
+/// Its one-shot appends bound tool outputs at `tool_output` (`--max-tool-output-bytes`).
+pub fn run(
+    database: &Database,
+    index: IndexOptions,
+    tool_output: ToolOutputBound,
+    args: HookArgs,
+) -> ExitCode {
     let event: Arc<OnceLock<HookEvent>> = Arc::new(OnceLock::new());
     let outcome = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -119,7 +125,8 @@ pub fn run(database: &Database, index: IndexOptions, args: HookArgs) -> ExitCode
         Ok(runtime) => {
             let budget = Duration::from_millis(args.timeout_ms);
             let answered = runtime.block_on(async {
-                tokio::time::timeout(budget, hook(database, index, &args, Arc::clone(&event))).await
+                let hooked = hook(database, index, tool_output, &args, Arc::clone(&event));
+                tokio::time::timeout(budget, hooked).await
             });
             // A store call stuck past the deadline may still hold a blocking thread: do not wait.
             runtime.shutdown_background();
@@ -172,6 +179,7 @@ pub fn run(database: &Database, index: IndexOptions, args: HookArgs) -> ExitCode
 async fn hook(
     database: &Database,
     index: IndexOptions,
+    tool_output: ToolOutputBound,
     args: &HookArgs,
     event_seen: Arc<OnceLock<HookEvent>>,
 ) -> Result<Option<String>, Failure> {
@@ -195,7 +203,7 @@ async fn hook(
     let namespace = resolved.namespace.clone();
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
-    let mut backend = Backend::find(database, index, args.no_server).await;
+    let mut backend = Backend::find(database, index, tool_output, args.no_server).await;
     let answer = match input.event {
         HookEvent::Prompt => {
             let appended =
@@ -224,7 +232,7 @@ async fn hook(
             let query = match args.query.clone().or_else(|| input.query.clone()) {
                 Some(query) => query,
                 None => {
-                    let log = OpenedLog::open(database, false).await?;
+                    let log = OpenedLog::open(database, None).await?;
                     log.latest_user_inputs(&thread, SESSION_START_PROMPTS, PROMPT_LOOKBACK as usize)
                         .await?
                         .join("\n")
@@ -458,7 +466,7 @@ async fn prompt_append(
     };
     record.validate().map_err(Refusal::from)?;
     let _lock = lock(database, thread.as_str()).await?;
-    let log = OpenedLog::open(database, !backend.is_server()).await?;
+    let log = OpenedLog::open(database, backend.one_shot_appends()).await?;
     let expected = cursor.clone();
     if log
         .find_in_tail(thread, PROMPT_LOOKBACK, move |found| found == expected)
@@ -487,7 +495,7 @@ async fn turn_end(
     args: &HookArgs,
 ) -> Result<Appended, Failure> {
     let _lock = lock(database, thread.as_str()).await?;
-    let log = OpenedLog::open(database, !backend.is_server()).await?;
+    let log = OpenedLog::open(database, backend.one_shot_appends()).await?;
     let mut appended = Appended::default();
     if let Some(messages) = &input.messages {
         let seen = log.cursors_in_tail(thread, TRANSCRIPT_LOOKBACK).await?;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memory_core::MemoryWrite;
+use memory_core::activity::ToolOutputBound;
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
@@ -127,6 +128,24 @@ fn write_result(answer: &Result<Value, Refusal>) -> Result<bool, memory_core::Er
     }
 }
 
+/// The thread tools of a server over `service`'s store: appends that name no destination fall back to
+/// the simple tools' `defaults`; tool results are bounded at `bound`.
+fn thread_tools<S: Store>(
+    service: &MemoryService<S>,
+    defaults: Option<&Defaults>,
+    bound: ToolOutputBound,
+) -> Arc<ThreadTools<S>> {
+    Arc::new(
+        ThreadTools::new(
+            Arc::clone(service.store()),
+            defaults
+                .map(Defaults::destination_defaults)
+                .unwrap_or_default(),
+        )
+        .with_tool_output_bound(bound),
+    )
+}
+
 #[tool_router]
 impl<S: Store> MemoryServer<S> {
     /// A server answering with `service`, with the simple tools when `defaults` are given.
@@ -145,10 +164,7 @@ impl<S: Store> MemoryServer<S> {
             .map(Defaults::destination_defaults)
             .unwrap_or_default();
         Self {
-            threads: Arc::new(ThreadTools::new(
-                Arc::clone(service.store()),
-                destination_defaults.clone(),
-            )),
+            threads: thread_tools(&service, defaults.as_deref(), ToolOutputBound::default()),
             contexts: Arc::new(ContextTools::new(
                 Arc::clone(service.store()),
                 destination_defaults,
@@ -163,6 +179,14 @@ impl<S: Store> MemoryServer<S> {
             metrics,
             tool_router,
         }
+    }
+
+    /// Bounds the tool results memory_thread_append stores at `bound` (see
+    /// [`crate::thread::ThreadService::with_tool_output_bound`]); call it before the server is
+    /// cloned or serves.
+    pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
+        self.threads = thread_tools(&self.service, self.defaults.as_deref(), bound);
+        self
     }
 
     /// Lists the simple tools whatever the server's defaults (a server with a grants file: each

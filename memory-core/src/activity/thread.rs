@@ -143,6 +143,81 @@ impl NewRecord {
     }
 }
 
+/// Default most bytes of a tool result's output an append keeps ([`ToolOutputBound`]).
+pub const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 51_200;
+/// Smallest [`ToolOutputBound`]: below it the head and tail would say too little to be worth keeping.
+pub const MIN_MAX_TOOL_OUTPUT_BYTES: usize = 1_024;
+
+/// How many bytes of a tool result's output an append keeps: a larger output is stored as an
+/// envelope of its head and tail ([`bound_tool_output`]). At least [`MIN_MAX_TOOL_OUTPUT_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ToolOutputBound(usize);
+
+impl ToolOutputBound {
+    /// A bound of `max_bytes`; refused as invalid input below [`MIN_MAX_TOOL_OUTPUT_BYTES`].
+    pub fn new(max_bytes: usize) -> Result<Self, ActivityError> {
+        if max_bytes < MIN_MAX_TOOL_OUTPUT_BYTES {
+            return Err(ActivityError::invalid(
+                "max tool output bytes",
+                format!("must be at least {MIN_MAX_TOOL_OUTPUT_BYTES}, not {max_bytes}"),
+            ));
+        }
+        Ok(Self(max_bytes))
+    }
+
+    /// The most bytes kept.
+    pub fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl Default for ToolOutputBound {
+    /// [`DEFAULT_MAX_TOOL_OUTPUT_BYTES`].
+    fn default() -> Self {
+        Self(DEFAULT_MAX_TOOL_OUTPUT_BYTES)
+    }
+}
+
+/// Bounds a [`RecordBody::ToolResult`]'s output; every other record is returned unchanged.
+///
+/// The output's text is the string itself when the output is a JSON string, else its compact JSON.
+/// When the text is longer than `bound` bytes, the output becomes the envelope
+/// `{"truncated": true, "original_bytes": N, "omitted_bytes": M, "head": H, "tail": T}`: `H` is the
+/// longest prefix and `T` the longest suffix of at most half the bound each, both cut at character
+/// boundaries, and `M = N - len(H) - len(T)`.
+pub fn bound_tool_output(mut record: NewRecord, bound: ToolOutputBound) -> NewRecord {
+    if let RecordBody::ToolResult { output, .. } = &mut record.body {
+        let serialized;
+        let text = match &*output {
+            Value::String(text) => text.as_str(),
+            other => {
+                serialized = other.to_string();
+                serialized.as_str()
+            }
+        };
+        if text.len() > bound.get() {
+            let half = bound.get() / 2;
+            let mut head_end = half;
+            while !text.is_char_boundary(head_end) {
+                head_end -= 1;
+            }
+            let mut tail_start = text.len() - half;
+            while !text.is_char_boundary(tail_start) {
+                tail_start += 1;
+            }
+            let (head, tail) = (&text[..head_end], &text[tail_start..]);
+            *output = serde_json::json!({
+                "truncated": true,
+                "original_bytes": text.len(),
+                "omitted_bytes": text.len() - head.len() - tail.len(),
+                "head": head,
+                "tail": tail,
+            });
+        }
+    }
+    record
+}
+
 /// SHA-256 over a record's canonical JSON, opaque cursor excluded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -201,6 +276,115 @@ impl ThreadRecord {
             &self.digest.as_str()[..16]
         )
     }
+}
+
+/// Why a stored record could not be read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndecodableReason {
+    /// Its stored JSON does not parse as a record of this build (damaged, or a kind this build does
+    /// not know).
+    Parse,
+    /// Its stored digest is malformed or does not match its content.
+    Digest,
+}
+
+/// A stored record that no longer decodes: where it is and why, in place of its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndecodableRecord {
+    /// Its position in the thread.
+    pub sequence: Sequence,
+    /// Why it does not decode.
+    pub reason: UndecodableReason,
+    /// What went wrong, for diagnostics (a parser's message may quote part of the stored text).
+    pub detail: String,
+}
+
+impl UndecodableRecord {
+    /// The store fault a reader that needs every record reports for it.
+    pub fn to_fault(&self) -> StoreFault {
+        StoreFault::Corrupt {
+            what: self.detail.clone(),
+        }
+    }
+}
+
+/// One position of a thread's log as [`ThreadLog::read_entries`] reads it.
+// Nearly every entry is a record: boxing it would allocate once per record read to shrink the rare
+// undecodable one.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogEntry {
+    /// A record that decodes and matches its digest.
+    Record(ThreadRecord),
+    /// A record that does not.
+    Undecodable(UndecodableRecord),
+}
+
+impl LogEntry {
+    /// The entry's position in its thread.
+    pub fn sequence(&self) -> Sequence {
+        match self {
+            Self::Record(record) => record.sequence,
+            Self::Undecodable(undecodable) => undecodable.sequence,
+        }
+    }
+
+    /// The record, or [`StoreFault::Corrupt`] for an undecodable one (what [`ThreadLog::read_page`]
+    /// answers).
+    pub fn into_record(self) -> Result<ThreadRecord, ActivityError> {
+        match self {
+            Self::Record(record) => Ok(record),
+            Self::Undecodable(undecodable) => Err(ActivityError::Store(undecodable.to_fault())),
+        }
+    }
+}
+
+/// Reads back a stored record of `thread` at `sequence` from its stored JSON (the serde form of
+/// [`NewRecord`]) and stored digest: the one decoding rule of every store. A record whose JSON does
+/// not parse is [`UndecodableReason::Parse`]; one whose digest is not 64 lower-case hex digits or does
+/// not match its content ([`RecordDigest::of`]) is [`UndecodableReason::Digest`].
+pub fn decode_stored_record(
+    thread: &ThreadId,
+    sequence: Sequence,
+    record_json: &str,
+    digest: &str,
+) -> LogEntry {
+    let undecodable = |reason, detail: String| {
+        LogEntry::Undecodable(UndecodableRecord {
+            sequence,
+            reason,
+            detail,
+        })
+    };
+    let record: NewRecord = match serde_json::from_str(record_json) {
+        Ok(record) => record,
+        Err(error) => {
+            return undecodable(
+                UndecodableReason::Parse,
+                format!("thread record {sequence} does not parse: {error}"),
+            );
+        }
+    };
+    let Ok(digest) = RecordDigest::from_hex(digest) else {
+        return undecodable(
+            UndecodableReason::Digest,
+            format!("thread record {sequence}: digest is not 64 lower-case hex digits"),
+        );
+    };
+    if RecordDigest::of(thread, sequence, &record) != digest {
+        return undecodable(
+            UndecodableReason::Digest,
+            format!("thread record {sequence} does not match its digest"),
+        );
+    }
+    LogEntry::Record(ThreadRecord {
+        thread: thread.clone(),
+        sequence,
+        record,
+        digest,
+    })
 }
 
 /// A thread's stored binding: its destination and how many times it was rebound.
@@ -275,14 +459,31 @@ pub trait ThreadLog: Send + Sync {
     /// The sequence of the last record of `thread` ([`Sequence::ZERO`] when it has none).
     fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError>;
 
+    /// Up to `limit` entries of `thread` with a sequence greater than `after`, in order: each stored
+    /// record, or, for one that no longer decodes (see [`decode_stored_record`]), an
+    /// [`LogEntry::Undecodable`] in its place, so one damaged record never makes the thread
+    /// unreadable. `limit` must be between 1 and [`MAX_PAGE_RECORDS`] ([`check_record_page`]).
+    fn read_entries(
+        &self,
+        thread: &ThreadId,
+        after: Sequence,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>, ActivityError>;
+
     /// Up to `limit` records of `thread` with a sequence greater than `after`, in order. `limit` must be
-    /// between 1 and [`MAX_PAGE_RECORDS`].
+    /// between 1 and [`MAX_PAGE_RECORDS`]. A record that no longer decodes fails the whole page with
+    /// [`StoreFault::Corrupt`] (see [`LogEntry::into_record`]); [`ThreadLog::read_entries`] reads past it.
     fn read_page(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, ActivityError>;
+    ) -> Result<Vec<ThreadRecord>, ActivityError> {
+        self.read_entries(thread, after, limit)?
+            .into_iter()
+            .map(LogEntry::into_record)
+            .collect()
+    }
 
     /// The thread's binding, if it has one.
     fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError>;
@@ -419,6 +620,17 @@ pub fn overview_destinations(
     (destinations, unreadable)
 }
 
+/// Checks a page limit of [`ThreadLog::read_entries`] and [`ThreadLog::read_page`].
+pub fn check_record_page(limit: usize) -> Result<(), ActivityError> {
+    if limit == 0 || limit > MAX_PAGE_RECORDS {
+        return Err(ActivityError::invalid(
+            "page limit",
+            format!("must be between 1 and {MAX_PAGE_RECORDS}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a page limit of [`ThreadLog::threads`] and [`ThreadLog::pending_threads`].
 pub fn check_thread_page(limit: usize) -> Result<(), ActivityError> {
     if limit == 0 || limit > MAX_PAGE_RECORDS {
@@ -456,5 +668,178 @@ mod tests {
         assert_ne!(plain, RecordDigest::of(&thread, Sequence::new(1), &record));
         let record = NewRecord::user("ana", "I live in Lisbon", 5);
         assert_ne!(plain, RecordDigest::of(&thread, Sequence::new(2), &record));
+    }
+
+    fn undecodable_reason(entry: &LogEntry) -> Option<UndecodableReason> {
+        match entry {
+            LogEntry::Record(_) => None,
+            LogEntry::Undecodable(undecodable) => Some(undecodable.reason),
+        }
+    }
+
+    #[test]
+    fn a_stored_record_decodes_only_with_its_own_digest() {
+        let thread = ThreadId::new("t").expect("valid");
+        let sequence = Sequence::new(3);
+        let record = NewRecord::user("ana", "I live in Lisbon", 5);
+        let json = serde_json::to_string(&record).expect("serializes");
+        let digest = RecordDigest::of(&thread, sequence, &record);
+        match decode_stored_record(&thread, sequence, &json, digest.as_str()) {
+            LogEntry::Record(stored) => {
+                assert_eq!(stored.record, record);
+                assert_eq!(stored.sequence, sequence);
+                assert_eq!(stored.digest, digest);
+            }
+            LogEntry::Undecodable(undecodable) => panic!("decodes: {undecodable:?}"),
+        }
+        let unknown_kind = json.replace("user_input", "telepathy");
+        let other = RecordDigest::of(&thread, Sequence::new(4), &record);
+        let cases = [
+            ("{not json", digest.as_str(), UndecodableReason::Parse),
+            (
+                unknown_kind.as_str(),
+                digest.as_str(),
+                UndecodableReason::Parse,
+            ),
+            (json.as_str(), other.as_str(), UndecodableReason::Digest),
+            (json.as_str(), "ABC", UndecodableReason::Digest),
+            (
+                json.as_str(),
+                &digest.as_str().to_uppercase(),
+                UndecodableReason::Digest,
+            ),
+        ];
+        for (stored, stored_digest, reason) in cases {
+            let entry = decode_stored_record(&thread, sequence, stored, stored_digest);
+            assert_eq!(
+                undecodable_reason(&entry),
+                Some(reason),
+                "{stored} {stored_digest}"
+            );
+            assert_eq!(entry.sequence(), sequence);
+            assert!(matches!(
+                entry.into_record(),
+                Err(ActivityError::Store(StoreFault::Corrupt { .. }))
+            ));
+        }
+    }
+
+    #[test]
+    fn undecodable_entries_serialize_their_reason_in_snake_case() {
+        let entry = LogEntry::Undecodable(UndecodableRecord {
+            sequence: Sequence::new(2),
+            reason: UndecodableReason::Digest,
+            detail: "d".to_owned(),
+        });
+        assert_eq!(
+            serde_json::to_value(&entry).expect("serializes"),
+            serde_json::json!({"undecodable": {"sequence": 2, "reason": "digest", "detail": "d"}})
+        );
+    }
+
+    fn tool_result(output: Value) -> NewRecord {
+        NewRecord {
+            occurred_at: Some(1),
+            speaker: "search".to_owned(),
+            observers: Vec::new(),
+            body: RecordBody::ToolResult {
+                call_id: "c1".to_owned(),
+                output,
+                is_error: false,
+            },
+            opaque_cursor: None,
+        }
+    }
+
+    fn output_of(record: &NewRecord) -> &Value {
+        match &record.body {
+            RecordBody::ToolResult { output, .. } => output,
+            other => panic!("not a tool result: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bound_below_the_floor_is_invalid_input() {
+        assert!(matches!(
+            ToolOutputBound::new(MIN_MAX_TOOL_OUTPUT_BYTES - 1),
+            Err(ActivityError::InvalidInput { .. })
+        ));
+        assert_eq!(
+            ToolOutputBound::new(MIN_MAX_TOOL_OUTPUT_BYTES)
+                .map(ToolOutputBound::get)
+                .ok(),
+            Some(MIN_MAX_TOOL_OUTPUT_BYTES)
+        );
+        assert_eq!(
+            ToolOutputBound::default().get(),
+            DEFAULT_MAX_TOOL_OUTPUT_BYTES
+        );
+    }
+
+    #[test]
+    fn a_large_structured_output_is_measured_as_compact_json() {
+        let bound = ToolOutputBound::new(1_024).expect("valid");
+        let output = serde_json::json!({"rows": vec!["é"; 1_000]});
+        let text = output.to_string();
+        let bounded = bound_tool_output(tool_result(output), bound);
+        let envelope = output_of(&bounded);
+        assert_eq!(envelope["truncated"], true);
+        assert_eq!(envelope["original_bytes"], text.len());
+        let head = envelope["head"].as_str().expect("head");
+        let tail = envelope["tail"].as_str().expect("tail");
+        assert!(text.starts_with(head) && text.ends_with(tail));
+        assert!(head.len() <= 512 && head.len() >= 510, "{}", head.len());
+        let other = NewRecord::user("ana", "x".repeat(10_000), 1);
+        assert_eq!(bound_tool_output(other.clone(), bound), other);
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #[test]
+        fn bounded_outputs_keep_a_prefix_and_a_suffix_within_the_bound(
+            text in proptest::collection::vec(
+                proptest::prop_oneof![proptest::char::range('a', 'z'), proptest::char::any()],
+                0..600,
+            )
+            .prop_map(String::from_iter),
+            repeat in 1usize..8,
+            extra in 0usize..3_000,
+            as_string in proptest::bool::ANY,
+        ) {
+            let max = MIN_MAX_TOOL_OUTPUT_BYTES + extra;
+            let bound = ToolOutputBound::new(max).expect("valid");
+            let text = text.repeat(repeat);
+            let output = if as_string {
+                Value::String(text.clone())
+            } else {
+                serde_json::json!([text.clone(), 1])
+            };
+            let measured = match &output {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            let record = tool_result(output.clone());
+            let bounded = bound_tool_output(record.clone(), bound);
+            if measured.len() <= max {
+                proptest::prop_assert_eq!(bounded, record);
+            } else {
+                let envelope = output_of(&bounded);
+                let head = envelope["head"].as_str().expect("head");
+                let tail = envelope["tail"].as_str().expect("tail");
+                proptest::prop_assert_eq!(&envelope["truncated"], &Value::Bool(true));
+                proptest::prop_assert!(head.len() + tail.len() <= max);
+                proptest::prop_assert!(head.len() <= max / 2 && tail.len() <= max / 2);
+                // The longest cut: at most three bytes short of half, one character's remainder.
+                proptest::prop_assert!(head.len() + 3 >= max / 2 && tail.len() + 3 >= max / 2);
+                proptest::prop_assert!(measured.starts_with(head));
+                proptest::prop_assert!(measured.ends_with(tail));
+                proptest::prop_assert_eq!(envelope["original_bytes"].as_u64(), Some(measured.len() as u64));
+                proptest::prop_assert_eq!(
+                    envelope["omitted_bytes"].as_u64(),
+                    Some((measured.len() - head.len() - tail.len()) as u64)
+                );
+            }
+        }
     }
 }

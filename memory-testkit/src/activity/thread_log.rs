@@ -7,8 +7,8 @@ use super::{ActivityBackend, destination, ok, refused, sync_suite, thread};
 use crate::fixtures::{Checked, Failure, ensure};
 use memory_core::activity::thread::{MAX_PAGE_RECORDS, MAX_PARK_KIND_BYTES, MAX_PARTICIPANT_BYTES};
 use memory_core::activity::{
-    ActivityError, DestinationCount, NewRecord, PendingThread, RecordBody, RecordDigest, Sequence,
-    ThreadBinding, ThreadDestination, ThreadLog, ThreadOverview,
+    ActivityError, DestinationCount, LogEntry, NewRecord, PendingThread, RecordBody, RecordDigest,
+    Sequence, ThreadBinding, ThreadDestination, ThreadLog, ThreadOverview,
 };
 
 sync_suite! {
@@ -19,6 +19,7 @@ sync_suite! {
     ActivityBackend;
     "appends-number-each-thread-from-one" => appends_number_each_thread_from_one,
     "pages-start-after-the-cursor-and-are-bounded" => pages_start_after_the_cursor_and_are_bounded,
+    "entries-read-every-stored-record-as-the-page-does" => entries_read_every_record_as_the_page_does,
     "records-read-back-whole-from-another-handle" => records_read_back_whole_from_another_handle,
     "record-digest-excludes-the-opaque-cursor" => record_digest_excludes_the_opaque_cursor,
     "oversized-records-are-refused-and-nothing-is-appended" => oversized_records_are_refused,
@@ -134,6 +135,34 @@ fn pages_start_after_the_cursor_and_are_bounded<B: ActivityBackend>(backend: &B)
             == 5,
         "the largest page does not hold every record"
     );
+    Ok(())
+}
+
+fn entries_read_every_record_as_the_page_does<B: ActivityBackend>(backend: &B) -> Checked {
+    let log = backend.thread_log();
+    let a = thread("a")?;
+    for index in 0..5 {
+        ok(
+            log.append(&a, NewRecord::user("ana", format!("fact {index}"), index)),
+            "append",
+        )?;
+    }
+    for (after, limit) in [(0, 10), (1, 2), (3, 10), (5, 10)] {
+        let after = Sequence::new(after);
+        let page = ok(log.read_page(&a, after, limit), "read page")?;
+        let entries = ok(log.read_entries(&a, after, limit), "read entries")?;
+        ensure!(
+            entries == page.into_iter().map(LogEntry::Record).collect::<Vec<_>>(),
+            "the entries after {after} (limit {limit}) are not the page's records: {entries:?}"
+        );
+    }
+    for limit in [0, MAX_PAGE_RECORDS + 1] {
+        refused(
+            log.read_entries(&a, Sequence::ZERO, limit),
+            |error| matches!(error, ActivityError::InvalidInput { .. }),
+            &format!("entries of {limit} records"),
+        )?;
+    }
     Ok(())
 }
 

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::intents::RememberingState;
 use super::stored;
 use memory_core::activity::thread::{
-    BindingStep, MAX_PAGE_RECORDS, binding_step, check_park_kind, check_thread_page,
+    BindingStep, binding_step, check_park_kind, check_record_page, check_thread_page,
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, Claim, ExtractionNote, ExtractionTotals, FencingEpoch, Lease, NewRecord,
-    PendingOutput, PendingThread, ProcessorId, ProgressKey, ProgressStore, ProgressView,
+    ActivityError, Claim, ExtractionNote, ExtractionTotals, FencingEpoch, Lease, LogEntry,
+    NewRecord, PendingOutput, PendingThread, ProcessorId, ProgressKey, ProgressStore, ProgressView,
     RecordDigest, Sequence, ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview,
     ThreadRecord, WorkerId,
 };
@@ -124,18 +124,13 @@ impl ThreadLog for InMemoryActivity {
             .map_or(Sequence::ZERO, |last| last.sequence))
     }
 
-    fn read_page(
+    fn read_entries(
         &self,
         thread: &ThreadId,
         after: Sequence,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, ActivityError> {
-        if limit == 0 || limit > MAX_PAGE_RECORDS {
-            return Err(ActivityError::invalid(
-                "page limit",
-                format!("must be between 1 and {MAX_PAGE_RECORDS}"),
-            ));
-        }
+    ) -> Result<Vec<LogEntry>, ActivityError> {
+        check_record_page(limit)?;
         let state = self.lock();
         Ok(state.records.get(thread).map_or_else(Vec::new, |records| {
             records
@@ -143,6 +138,7 @@ impl ThreadLog for InMemoryActivity {
                 .filter(|record| record.sequence > after)
                 .take(limit)
                 .cloned()
+                .map(LogEntry::Record)
                 .collect()
         }))
     }
