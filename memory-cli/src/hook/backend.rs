@@ -1,6 +1,6 @@
 //! Where a hook's appends and recalls go: the running server (found through its discovery file), or the
 //! database itself, one-shot, through the same services the `memory` commands use ([`ThreadService`],
-//! [`RecallService`]). Reads of the thread's tail (for the records' hook identities) always go to the
+//! [`crate::recall_service::RecallService`]). Reads of the thread's tail (for the records' hook identities) always go to the
 //! database: they need no model, and the server offers no tool for them.
 
 use std::collections::HashSet;
