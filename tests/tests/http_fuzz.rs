@@ -110,6 +110,22 @@ fn templates() -> Vec<(&'static str, Value)> {
             "memory_thread_forget",
             json!({"thread": "t-fuzz", "sequence": 1, "reason": "x"}),
         ),
+        (
+            "memory_context",
+            json!({"thread": "t-fuzz", "budget": 500, "query": "fuzz"}),
+        ),
+        (
+            "memory_compact",
+            json!({"thread": "t-fuzz", "measured_input_tokens": 900, "keep_tokens": 0}),
+        ),
+        (
+            "memory_history_read",
+            json!({"thread": "t-fuzz", "after": 0, "limit": 5}),
+        ),
+        (
+            "memory_history_search",
+            json!({"thread": "t-fuzz", "text": "fuzz", "limit": 5}),
+        ),
         ("memory_remember", json!({"text": "fuzz", "id": "r1"})),
         ("memory_search", json!({"query": "fuzz", "limit": 3})),
         ("memory_forget", json!({"id": "r1", "reason": "x"})),
