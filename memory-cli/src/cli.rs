@@ -210,8 +210,8 @@ To fit the budget, old tool outputs are cut first (the newest 4 segments stay wh
 segments are dropped; never the current turn (from the newest prompt on), a system message or the \
 summary, and never a tool call without its result. fits is false when segments had to be dropped: \
 time to compact (the MCP tool memory_compact). The memory is recalled (hybrid) from the thread's \
-destination for --query, else the current prompt, within the tokens the history leaves; --no-memory \
-skips it. Tokens are counted approximately unless --tokenizer names a tokenizer.json.
+destination for --query, else the current prompt, within the tokens the history leaves (it leaves a \
+quarter of the budget, at most 2,000 tokens, for the memory); --no-memory skips it. Tokens are counted approximately unless --tokenizer names a tokenizer.json.
 
 Example:
   memory context chat-42 --budget 30000 --query 'where does the user live'";

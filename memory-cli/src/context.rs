@@ -8,8 +8,9 @@
 //!   report (tokens, dropped, elided, fits) and what folding skipped. The memory comes from the thread's
 //!   destination (its binding; an unbound thread uses the caller's defaults), recalled (hybrid) for
 //!   `query`, else the current prompt, within the tokens the history leaves; a retried turn (same prompt,
-//!   same query) reuses the references the first attempt loaded in this process. `"memory": false`
-//!   assembles the history alone.
+//!   same query) reuses the references the first attempt loaded in this process. The history leaves a
+//!   quarter of the budget (at most 2,000 tokens) for the memory, plus whatever it does not need.
+//!   `"memory": false` assembles the history alone.
 //! - **compact** `{"thread", "measured_input_tokens", "keep_tokens"?, "summary"?, "through"?,
 //!   "summarizer"?}`: without `summary`, answers the plan (what to summarize, as messages, and its
 //!   `through`) and appends nothing; with `summary` and that `through`, appends the compaction record
@@ -437,9 +438,13 @@ impl ContextService {
         recall: impl AsyncFnOnce(RecallArguments) -> Result<RecallResult, Refusal>,
     ) -> Result<AssembledContext, Refusal> {
         let context = Arc::clone(&self.context);
+        let reserve = source
+            .is_some()
+            .then(|| memory_context::memory_reserve(budget));
         let plan = {
             let thread = thread.clone();
-            blocking(move || context.prepare_turn(&thread, budget, query.as_deref())).await??
+            blocking(move || context.prepare_turn(&thread, budget, query.as_deref(), reserve))
+                .await??
         };
         let header_tokens = self.context.view_rules().counter().count(MEMORY_HEADER) as u64;
         let loaded = match (&plan.cached, &plan.query, source) {

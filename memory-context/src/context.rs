@@ -20,6 +20,16 @@ use crate::view::{View, ViewReport, ViewResult, check_budget};
 
 use memory_core::activity::CompactionRecord;
 
+/// Most tokens [`memory_reserve`] keeps for a turn's recalled memory.
+pub const MAX_MEMORY_RESERVE_TOKENS: u64 = 2_000;
+
+/// The tokens a turn's history view leaves for its recalled memory by default: a quarter of the
+/// budget, at most [`MAX_MEMORY_RESERVE_TOKENS`]. Without a reserve, a thread longer than the budget
+/// would leave nothing for memory, exactly when the window has dropped the most.
+pub fn memory_reserve(budget: u64) -> u64 {
+    (budget / 4).min(MAX_MEMORY_RESERVE_TOKENS)
+}
+
 /// The speaker of compaction records.
 pub const COMPACTION_SPEAKER: &str = "memory-context";
 
@@ -167,12 +177,17 @@ impl Context {
     }
 
     /// Starts assembling the thread's current turn under `budget`: the history view, and the turn's
-    /// references when an earlier attempt loaded them (the view then leaves room for them).
+    /// references when an earlier attempt loaded them. With `memory_reserve` (`None`: the turn recalls
+    /// nothing and reuses nothing), the history view leaves that many tokens for the references (see
+    /// [`memory_reserve`]), or the cached references' tokens when they are more; whatever the history
+    /// leaves beyond it goes to the references too. A retry of an unchanged turn therefore gets the
+    /// same history and the same references.
     pub fn prepare_turn(
         &self,
         thread: &ThreadId,
         budget: u64,
         query: Option<&str>,
+        memory_reserve: Option<u64>,
     ) -> Result<TurnPlan, ContextError> {
         let budget = check_budget(budget)?;
         let read = self.reader.read(thread)?;
@@ -180,16 +195,22 @@ impl Context {
         let turn = prompt
             .as_ref()
             .map_or(Sequence::ZERO, |prompt| prompt.first());
-        let query = query.map(str::to_owned).or_else(|| {
+        let query = memory_reserve.and(query.map(str::to_owned).or_else(|| {
             prompt.as_ref().and_then(|prompt| match prompt.data() {
                 SegmentData::Prompt { text, .. } => Some(text.clone()),
                 _ => None,
             })
-        });
+        }));
         let cached = query
             .as_deref()
             .and_then(|query| self.references.get(thread, turn, query));
-        let reserved = cached.as_ref().map_or(0, |cached| cached.tokens);
+        let reserved = match (memory_reserve, &query) {
+            (Some(reserve), Some(_)) => cached
+                .as_ref()
+                .map_or(reserve, |cached| cached.tokens.max(reserve))
+                .min(budget.saturating_sub(1)),
+            _ => 0,
+        };
         let history = self.view_of(read, budget.saturating_sub(reserved).max(1))?;
         Ok(TurnPlan {
             thread: thread.clone(),
@@ -268,7 +289,7 @@ impl Context {
         query: Option<&str>,
         load: impl FnOnce(&str, u64) -> Result<(String, u64), E>,
     ) -> Result<AssembledContext, ContextError> {
-        let plan = self.prepare_turn(thread, budget, query)?;
+        let plan = self.prepare_turn(thread, budget, query, Some(memory_reserve(budget)))?;
         let loaded = match (&plan.cached, &plan.query) {
             (None, Some(query)) if plan.remaining_tokens > 0 => Some(
                 load(query, plan.remaining_tokens)

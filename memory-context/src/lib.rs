@@ -31,7 +31,8 @@ pub mod view;
 
 pub use compaction::{CompactionPlan, CompactionRequest};
 pub use context::{
-    AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MemoryBlock, ThreadView, TurnPlan,
+    AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MAX_MEMORY_RESERVE_TOKENS,
+    MemoryBlock, ThreadView, TurnPlan, memory_reserve,
 };
 pub use conversation::{Conversation, ConversationState, Summary};
 pub use error::ContextError;

@@ -396,6 +396,90 @@ class Memory:
             {"thread": thread, "sequence": sequence, "reason": reason, "event": event},
         )
 
+    def context(
+        self,
+        thread: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        memory: bool = True,
+    ) -> dict[str, Any]:
+        """``memory_context``: ``thread``'s current turn as model input within ``budget`` tokens:
+        ``messages`` (system instructions, the summary of compacted records in its frame, the
+        newest segments that fit, never a tool call without its result; then the memory recalled
+        for ``query``, else the current prompt, as a last user message), ``memory``, ``view``
+        (``tokens``, ``dropped``, ``elided``, ``fits``), ``tokens`` and ``fold``. A retried turn
+        reuses the memory it loaded; ``memory=False`` skips the recall."""
+        arguments: dict[str, Any] = {"thread": thread, "budget": budget, "memory": memory}
+        if query is not None:
+            arguments["query"] = query
+        return self.call("context", arguments)
+
+    def compact(
+        self,
+        thread: str,
+        *,
+        measured_input_tokens: int | None,
+        keep_tokens: int | None = None,
+        summary: str | None = None,
+        through: int | None = None,
+        summarizer: str | None = None,
+    ) -> dict[str, Any]:
+        """``memory_compact``: compacts ``thread``'s window, never its log.
+        ``measured_input_tokens`` (the provider's count for the last call) is required: ``None`` is
+        refused. Without ``summary``: returns ``{"plan": {through, folded, refusals,
+        replaced_chars, messages}}`` and appends nothing. With ``summary`` and the plan's
+        ``through``: appends the compaction record (``{"sequence", "compaction"}``); a summary not
+        shorter than ``replaced_chars`` is refused and recorded."""
+        arguments: dict[str, Any] = {
+            "thread": thread,
+            "measured_input_tokens": measured_input_tokens,
+        }
+        for name, value in (
+            ("keep_tokens", keep_tokens),
+            ("summary", summary),
+            ("through", through),
+            ("summarizer", summarizer),
+        ):
+            if value is not None:
+                arguments[name] = value
+        return self.call("compact", arguments)
+
+    def history_read(
+        self,
+        thread: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """``memory_history_read``: ``thread``'s records after ``after``, folded ones included
+        (marked ``folded``); ``next_after`` continues."""
+        arguments: dict[str, Any] = {"thread": thread, "after": after}
+        if limit is not None:
+            arguments["limit"] = limit
+        if max_bytes is not None:
+            arguments["max_bytes"] = max_bytes
+        return self.call("history_read", arguments)
+
+    def history_search(
+        self,
+        thread: str,
+        text: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        scan: int | None = None,
+    ) -> dict[str, Any]:
+        """``memory_history_search``: ``thread``'s records containing ``text`` (literally,
+        case-insensitively), folded ones included; ``next_after`` continues."""
+        arguments: dict[str, Any] = {"thread": thread, "text": text, "after": after}
+        if limit is not None:
+            arguments["limit"] = limit
+        if scan is not None:
+            arguments["scan"] = scan
+        return self.call("history_search", arguments)
+
     def remember_once(self) -> dict[str, Any]:
         """One pass of the remembering worker (``remembering-worker --once``): admitted intents
         (cleanups of forgotten records), then every thread with new records. Returns counts."""
@@ -496,6 +580,63 @@ class AsyncMemory:
 
     async def forget(self, thread: str, sequence: int, **kwargs: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.forget, thread, sequence, **kwargs)
+
+    async def context(
+        self,
+        thread: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        memory: bool = True,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.context, thread, budget, query=query, memory=memory
+        )
+
+    async def compact(
+        self,
+        thread: str,
+        *,
+        measured_input_tokens: int | None,
+        keep_tokens: int | None = None,
+        summary: str | None = None,
+        through: int | None = None,
+        summarizer: str | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.compact,
+            thread,
+            measured_input_tokens=measured_input_tokens,
+            keep_tokens=keep_tokens,
+            summary=summary,
+            through=through,
+            summarizer=summarizer,
+        )
+
+    async def history_read(
+        self,
+        thread: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.history_read, thread, after=after, limit=limit, max_bytes=max_bytes
+        )
+
+    async def history_search(
+        self,
+        thread: str,
+        text: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        scan: int | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.history_search, thread, text, after=after, limit=limit, scan=scan
+        )
 
     async def remember_once(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.remember_once)

@@ -26,12 +26,13 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
 use memory_cli::blocking::blocking;
+use memory_cli::context::{ContextOperation, ContextTools};
 use memory_cli::database::{Client, Database, Opened, Store};
 use memory_cli::destination::{DestinationDefaults, DestinationRequest};
 use memory_cli::grants::Grant;
 use memory_cli::input::decode_value;
 use memory_cli::list::ListArguments;
-use memory_cli::recall_service::RecallService;
+use memory_cli::recall_service::{RecallQuery, RecallService};
 use memory_cli::refusal::{Refusal, to_json};
 use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments};
@@ -72,6 +73,9 @@ struct Worker<S: Store> {
 struct Services<S: Store> {
     memory: MemoryService<S>,
     threads: ThreadService,
+    /// The context layer (`memory_context`, `memory_compact`, the history tools): one per engine, so
+    /// its fold cache and a turn's references live as long as the engine.
+    contexts: ContextTools<S>,
     /// Serializes this engine's worker passes (a pass holds leases; another engine or process may
     /// run its own).
     worker: tokio::sync::Mutex<Option<Worker<S>>>,
@@ -86,6 +90,7 @@ impl<S: Store> Services<S> {
         let recall = RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic));
         Ok(Self {
             threads: ThreadService::open(&*store)?,
+            contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
             memory: MemoryService::new(store, recall),
             worker: tokio::sync::Mutex::new(None),
         })
@@ -104,6 +109,13 @@ impl<S: Store> Services<S> {
             "sync" => precise(Operation::Sync).await,
             "thread_append" => self.thread(ThreadOperation::Append, arguments).await,
             "thread_forget" => self.thread(ThreadOperation::Forget, arguments).await,
+            "context" => self.context(ContextOperation::Context, arguments).await,
+            "compact" => self.context(ContextOperation::Compact, arguments).await,
+            "history_read" => self.context(ContextOperation::HistoryRead, arguments).await,
+            "history_search" => {
+                self.context(ContextOperation::HistorySearch, arguments)
+                    .await
+            }
             "remember_once" => self.remember_once().await,
             "resolve" => resolve(arguments),
             "remember" | "update" | "search" | "forget" | "list" | "history" => {
@@ -130,6 +142,26 @@ impl<S: Store> Services<S> {
             &DestinationDefaults::default(),
         )?;
         self.threads.run(request).await
+    }
+
+    async fn context(
+        &self,
+        operation: ContextOperation,
+        arguments: Value,
+    ) -> Result<Value, Refusal> {
+        // As `memory serve` over stdio: the process holds every grant.
+        let grant = Grant::everything("python", None);
+        self.contexts
+            .execute_as(
+                &grant,
+                operation,
+                RawArguments::Json(arguments),
+                async |arguments| {
+                    let query = RecallQuery::new(arguments)?;
+                    self.memory.recall().recall(query).await
+                },
+            )
+            .await
     }
 
     async fn simple(

@@ -1,0 +1,107 @@
+"""The context layer from Python: a turn's model input, compaction and the history tools."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent_memory import AsyncMemory, InvalidInputError, Memory
+
+
+def _record(kind: str, speaker: str, **body: object) -> dict:
+    return {"speaker": speaker, "body": {"kind": kind, **body}}
+
+
+def _thread(memory: Memory, thread: str, turns: int) -> None:
+    memory.append(thread, record=_record("system_message", "host", text="You plan trips."))
+    for turn in range(turns):
+        memory.append(thread, f"Book leg {turn} of the trip to Lisbon, please.")
+        memory.append(
+            thread,
+            record=_record(
+                "tool_call", "assistant", call_id=f"c{turn}", name="book", arguments={"leg": turn}
+            ),
+        )
+        memory.append(
+            thread,
+            record=_record(
+                "tool_result",
+                "book",
+                call_id=f"c{turn}",
+                output=f"booked leg {turn}: ref ACCT-{1000 + turn} " + "x" * 400,
+                is_error=False,
+            ),
+        )
+        memory.append(thread, f"Leg {turn} is booked.", role="assistant")
+    memory.append(thread, "Where do I live again?")
+
+
+def test_a_turn_is_assembled_within_its_budget_with_its_memory(memory: Memory) -> None:
+    memory.add("Ana lives in Lisbon.")
+    _thread(memory, "trip", 30)
+    assembled = memory.context("trip", 2_000)
+    messages = assembled["messages"]
+    assert messages[0] == {"role": "system", "content": "You plan trips."}
+    assert assembled["view"]["tokens"] <= 2_000 and assembled["view"]["dropped"]
+    assert assembled["tokens"] <= 2_000
+    assert assembled["view"]["fits"] is False
+    assert messages[-2]["content"] == "Where do I live again?"
+    assert messages[-1]["role"] == "user" and "Ana lives in Lisbon." in messages[-1]["content"]
+    assert assembled["memory"]["reused"] is False
+    for index, message in enumerate(messages):
+        for offset, call in enumerate(message.get("tool_calls", []), start=1):
+            assert messages[index + offset]["tool_call_id"] == call["id"]
+    again = memory.context("trip", 2_000)
+    assert again["messages"] == messages and again["memory"]["reused"] is True
+    history = memory.history_read("trip", limit=500)["records"]
+    assert not any("Ana lives in Lisbon." in record["text"] for record in history)
+
+
+def test_compaction_folds_the_window_and_the_history_keeps_every_record(memory: Memory) -> None:
+    _thread(memory, "trip", 12)
+    with pytest.raises(InvalidInputError):
+        memory.compact("trip", measured_input_tokens=None)
+    before = memory.history_read("trip", limit=500)["records"]
+    plan = memory.compact("trip", measured_input_tokens=40_000, keep_tokens=200)["plan"]
+    assert plan["folded"] and plan["through"] is not None
+    assert any("ACCT-1000" in message["content"] for message in plan["messages"])
+    too_long = "x" * (plan["replaced_chars"] + 1)
+    refused = memory.compact(
+        "trip", measured_input_tokens=40_000, keep_tokens=200, summary=too_long,
+        through=plan["through"],
+    )
+    assert refused["compaction"]["outcome"] == "not_smaller"
+    done = memory.compact(
+        "trip", measured_input_tokens=40_000, keep_tokens=200,
+        summary="Legs 0 to 10 of the Lisbon trip are booked.", through=plan["through"],
+        summarizer="cheap-model",
+    )
+    assert done["compaction"]["outcome"] == "folded"
+    window = memory.context("trip", 100_000, memory=False)["messages"]
+    assert window[1]["content"].startswith("[compacted history:")
+    assert "cheap-model" in window[1]["content"]
+    assert not any("ACCT-1000" in message["content"] for message in window)
+    after = memory.history_read("trip", limit=500)["records"]
+    assert [r["text"] for r in after[: len(before)]] == [r["text"] for r in before]
+    assert len(after) == len(before) + 2
+    found = memory.history_search("trip", "acct-1000")["matches"]
+    assert len(found) == 1 and found[0]["folded"] is True
+
+
+def test_async_context(memory: Memory, database: dict) -> None:
+    _thread(memory, "async-trip", 2)
+
+    async def run() -> dict:
+        async_memory = AsyncMemory(
+            database["db"],
+            schema=database["schema"],
+            namespace={"name": "notes", "version": 1, "identity": {"user": "ana"}},
+            scope="assistant",
+            user="ana",
+        )
+        return await async_memory.context("async-trip", 2_000, memory=False)
+
+    assembled = asyncio.run(run())
+    assert assembled["view"]["fits"] is True
+    assert assembled["messages"][-1]["content"] == "Where do I live again?"
