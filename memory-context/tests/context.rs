@@ -477,3 +477,48 @@ fn a_record_that_no_longer_decodes_is_skipped_counted_and_shown_as_such() {
         .collect();
     assert_eq!(kinds, ["user_input", "undecodable", "user_input"]);
 }
+
+#[test]
+fn a_thread_longer_than_the_budget_still_leaves_its_memory_a_reserve() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..40 {
+        user(
+            &*log,
+            &thread,
+            &format!("question number {turn} with a few more words"),
+        );
+        answer(
+            &*log,
+            &thread,
+            &format!("answer number {turn} with a few more words"),
+        );
+    }
+    user(&*log, &thread, "Where do I live?");
+    let context = Context::new(log.clone());
+    let budget = 400;
+    let assembled = context
+        .assemble(&thread, budget, None, |_, remaining| {
+            assert!(remaining >= memory_context::memory_reserve(budget));
+            Ok::<_, String>(("[memory:1] Ana lives in Lisbon.".to_owned(), 1))
+        })
+        .expect("assembled");
+    assert!(!assembled.view.dropped.is_empty());
+    assert!(assembled.tokens <= budget, "{} tokens", assembled.tokens);
+    assert_eq!(
+        assembled.messages.last().map(|m| m.content.as_str()),
+        Some("[memory:1] Ana lives in Lisbon.")
+    );
+    let retry = context
+        .assemble(
+            &thread,
+            budget,
+            None,
+            |_, _| -> Result<(String, u64), String> { panic!("a retry loads nothing") },
+        )
+        .expect("assembled");
+    assert_eq!(
+        retry.messages, assembled.messages,
+        "an unchanged turn retries the same"
+    );
+}
