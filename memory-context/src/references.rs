@@ -58,15 +58,21 @@ impl ReferenceCache {
         }
     }
 
-    /// The references loaded for a turn, if any.
-    pub fn get(&self, thread: &ThreadId, turn: Sequence, query: &str) -> Option<Arc<References>> {
+    /// The entries, locked, and the tick of this use.
+    fn touch(&self) -> (std::sync::MutexGuard<'_, Entries>, u64) {
         let mut guard = self
             .entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (entries, tick) = &mut *guard;
-        *tick += 1;
-        let now = *tick;
+        guard.1 += 1;
+        let now = guard.1;
+        (guard, now)
+    }
+
+    /// The references loaded for a turn, if any.
+    pub fn get(&self, thread: &ThreadId, turn: Sequence, query: &str) -> Option<Arc<References>> {
+        let (mut guard, now) = self.touch();
+        let entries = &mut guard.0;
         let (references, used) = entries.get_mut(&(thread.clone(), turn, query.to_owned()))?;
         *used = now;
         Some(Arc::clone(references))
@@ -75,13 +81,8 @@ impl ReferenceCache {
     /// Keeps `references` for their turn unless the turn already has some, and answers the ones kept:
     /// the first load of a turn wins, so concurrent retries agree.
     pub fn insert(&self, thread: &ThreadId, references: References) -> Arc<References> {
-        let mut guard = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (entries, tick) = &mut *guard;
-        *tick += 1;
-        let now = *tick;
+        let (mut guard, now) = self.touch();
+        let entries = &mut guard.0;
         let key = (thread.clone(), references.turn, references.query.clone());
         if let Some((kept, used)) = entries.get_mut(&key) {
             *used = now;

@@ -392,7 +392,7 @@ async fn recall(
     args: &HookArgs,
 ) -> Result<Option<crate::wire::RecallResult>, Failure> {
     // Over a query the recall would refuse, the latest words matter most: keep the end.
-    let query = tail_of(query, crate::recall_service::MAX_QUERY_BYTES);
+    let query = crate::context::tail_of(query, crate::recall_service::MAX_QUERY_BYTES);
     let arguments = RecallArguments {
         namespace: namespace.clone(),
         scope: scope.to_owned(),
@@ -407,17 +407,6 @@ async fn recall(
         },
     };
     Ok(Some(backend.recall(arguments).await?))
-}
-
-fn tail_of(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 fn speaker(args: &HookArgs, input: &HookInput) -> String {
