@@ -30,11 +30,13 @@ use std::sync::{Arc, OnceLock};
 use memory_context::history::{
     DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage, HistorySearch,
 };
+use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
     AssembledContext, CompactionRequest, Context, ContextError, Counter, Message, View,
 };
 use memory_core::activity::{
-    CompactionRecord, CompactionRefusal, Sequence, SequenceRange, ThreadId, ThreadLog,
+    CompactionRecord, CompactionRefusal, Sequence, SequenceRange, ThreadBinding, ThreadId,
+    ThreadLog,
 };
 use memory_core::{DynamicNamespace, MemoryScope, TokenCounter};
 use schemars::JsonSchema;
@@ -44,9 +46,10 @@ use serde_json::Value;
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
-use crate::grants::{Grant, GrantedOperation, forbidden};
-use crate::input::{decode_bytes, decode_value};
+use crate::grants::{Grant, GrantedOperation};
+use crate::recall_service::{RecallQuery, one_shot_recall, query_tail};
 use crate::refusal::{Refusal, to_json};
+use crate::semantic::IndexOptions;
 use crate::service::RawArguments;
 use crate::wire::{RecallArguments, RecallMode, RecallResult, WireRecallLimits};
 
@@ -251,13 +254,6 @@ pub enum ContextRequest {
     },
 }
 
-fn decode<T: serde::de::DeserializeOwned>(arguments: RawArguments<'_>) -> Result<T, Refusal> {
-    match arguments {
-        RawArguments::Text(bytes) => decode_bytes(bytes),
-        RawArguments::Json(value) => decode_value(value),
-    }
-}
-
 impl ContextRequest {
     /// Decodes and validates `arguments` as the arguments of `operation`.
     pub fn decode(
@@ -266,7 +262,7 @@ impl ContextRequest {
     ) -> Result<Self, Refusal> {
         Ok(match operation {
             ContextOperation::Context => {
-                let arguments: ContextArguments = decode(arguments)?;
+                let arguments: ContextArguments = arguments.decode()?;
                 memory_context::view::check_budget(arguments.budget)?;
                 Self::Context {
                     thread: ThreadId::new(arguments.thread)?,
@@ -276,7 +272,7 @@ impl ContextRequest {
                 }
             }
             ContextOperation::Compact => {
-                let arguments: CompactArguments = decode(arguments)?;
+                let arguments: CompactArguments = arguments.decode()?;
                 if arguments.summary.is_some() != arguments.through.is_some() {
                     return Err(Refusal::invalid_input(
                         "summary and through: a summary is committed with the `through` of the plan \
@@ -299,14 +295,14 @@ impl ContextRequest {
                 }
             }
             ContextOperation::HistoryRead => {
-                let arguments: HistoryReadArguments = decode(arguments)?;
+                let arguments: HistoryReadArguments = arguments.decode()?;
                 Self::HistoryRead {
                     thread: ThreadId::new(arguments.thread.clone())?,
                     arguments,
                 }
             }
             ContextOperation::HistorySearch => {
-                let arguments: HistorySearchArguments = decode(arguments)?;
+                let arguments: HistorySearchArguments = arguments.decode()?;
                 Self::HistorySearch {
                     thread: ThreadId::new(arguments.thread.clone())?,
                     arguments,
@@ -325,13 +321,49 @@ impl ContextRequest {
     }
 }
 
-/// Where a turn's memory is recalled from: the thread's binding, else the caller's defaults.
+/// Where a turn's memory is recalled from.
 #[derive(Debug, Clone)]
 pub struct MemorySource {
     /// The namespace.
     pub namespace: DynamicNamespace,
     /// The scope read.
     pub scope: MemoryScope,
+}
+
+impl MemorySource {
+    /// The memory of a thread with `binding`: its destination's namespace and first scope; an unbound
+    /// thread's comes from `defaults`.
+    pub fn of(
+        binding: Option<&ThreadBinding>,
+        defaults: &DestinationDefaults,
+    ) -> Result<Self, Refusal> {
+        let Some(binding) = binding else {
+            let resolved = defaults.resolve(&DestinationRequest::default())?;
+            return Ok(Self {
+                namespace: resolved.namespace,
+                scope: resolved.scope,
+            });
+        };
+        let corrupt = |what: String| Refusal::new(memory_core::ErrorKind::Corrupt, what);
+        let (name, version, identity) =
+            binding.destination.namespace().parts().map_err(|error| {
+                corrupt(format!("the thread's destination does not parse: {error}"))
+            })?;
+        let scope = binding
+            .destination
+            .scopes()
+            .first()
+            .cloned()
+            .ok_or_else(|| corrupt("the thread's destination has no scope".to_owned()))?;
+        Ok(Self {
+            namespace: DynamicNamespace {
+                name,
+                version,
+                identity,
+            },
+            scope,
+        })
+    }
 }
 
 /// The context layer over one database's thread log.
@@ -366,66 +398,11 @@ impl ContextService {
         }
     }
 
-    /// The thread's memory source: its binding's namespace and first scope, else `defaults`'.
-    pub async fn memory_source(
-        &self,
-        thread: &ThreadId,
-        defaults: &DestinationDefaults,
-    ) -> Result<MemorySource, Refusal> {
+    /// The thread's binding.
+    pub async fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, Refusal> {
         let log = Arc::clone(&self.log);
         let thread = thread.clone();
-        let binding = blocking(move || log.binding(&thread)).await??;
-        match binding {
-            Some(binding) => {
-                let (name, version, identity) =
-                    binding.destination.namespace().parts().map_err(|error| {
-                        Refusal::new(
-                            memory_core::ErrorKind::Corrupt,
-                            format!("the thread's destination does not parse: {error}"),
-                        )
-                    })?;
-                let scope = binding
-                    .destination
-                    .scopes()
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| {
-                        Refusal::new(
-                            memory_core::ErrorKind::Corrupt,
-                            "the thread's destination has no scope",
-                        )
-                    })?;
-                Ok(MemorySource {
-                    namespace: DynamicNamespace {
-                        name,
-                        version,
-                        identity,
-                    },
-                    scope,
-                })
-            }
-            None => {
-                let resolved = defaults.resolve(&DestinationRequest::default())?;
-                Ok(MemorySource {
-                    namespace: resolved.namespace,
-                    scope: resolved.scope,
-                })
-            }
-        }
-    }
-
-    /// Whether the thread's binding is one `grant` admits (an unbound thread is admitted only to an
-    /// unrestricted grant).
-    async fn allow_thread(&self, grant: &Grant, thread: &ThreadId) -> Result<(), Refusal> {
-        if grant.is_unrestricted() {
-            return Ok(());
-        }
-        let log = Arc::clone(&self.log);
-        let thread = thread.clone();
-        match blocking(move || log.binding(&thread)).await?? {
-            Some(binding) if grant.admits_namespace(binding.destination.namespace()) => Ok(()),
-            _ => Err(forbidden("this thread")),
-        }
+        Ok(blocking(move || log.binding(&thread)).await??)
     }
 
     /// Assembles the thread's turn (see the module docs); `recall` answers a recall's arguments.
@@ -446,14 +423,16 @@ impl ContextService {
             blocking(move || context.prepare_turn(&thread, budget, query.as_deref(), reserve))
                 .await??
         };
-        let header_tokens = self.context.view_rules().counter().count(MEMORY_HEADER) as u64;
-        let loaded = match (&plan.cached, &plan.query, source) {
-            (None, Some(query), Some(source)) if plan.remaining_tokens > header_tokens + 8 => {
-                let max_tokens = plan.remaining_tokens - header_tokens - 8;
+        // The header comes with the block, in the same message.
+        let header_tokens = (self.context.view_rules().counter().count(MEMORY_HEADER)
+            + MESSAGE_OVERHEAD_TOKENS) as u64;
+        let loaded = match (plan.to_load(), source) {
+            (Some((query, remaining)), Some(source)) if remaining > header_tokens => {
+                let max_tokens = remaining - header_tokens;
                 let answer = recall(RecallArguments {
                     namespace: source.namespace,
                     scope: source.scope.as_str().to_owned(),
-                    query: tail_of(query, crate::recall_service::MAX_QUERY_BYTES).to_owned(),
+                    query: query_tail(query).to_owned(),
                     mode: RecallMode::Hybrid,
                     limits: WireRecallLimits {
                         max_items: TURN_MEMORY_ITEMS,
@@ -473,7 +452,6 @@ impl ContextService {
                 };
                 Some((text, passages))
             }
-            (None, Some(_), Some(_)) => Some((String::new(), 0)),
             _ => None,
         };
         Ok(self.context.finish_turn(plan, loaded))
@@ -546,16 +524,35 @@ impl ContextService {
     }
 }
 
-/// The end of `text` within `max` bytes: over a long prompt, the latest words matter most.
-pub fn tail_of(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
+/// `memory context` and the one-shot hook: the thread's turn over `store`'s database, counting with
+/// `tokenizer`, its memory recalled one-shot (as `memory recall` recalls) from the thread's destination,
+/// or for an unbound thread from `memory`'s defaults; `memory` `None` recalls nothing.
+pub async fn one_shot_context<S: Store>(
+    store: Arc<S>,
+    index: IndexOptions,
+    tokenizer: Option<Arc<dyn TokenCounter>>,
+    thread: ThreadId,
+    budget: u64,
+    query: Option<String>,
+    memory: Option<&DestinationDefaults>,
+) -> Result<AssembledContext, Refusal> {
+    let log = {
+        let store = Arc::clone(&store);
+        blocking(move || store.open_thread_log()).await??
+    };
+    let service = ContextService::new(log, tokenizer);
+    let source = match memory {
+        Some(defaults) => Some(MemorySource::of(
+            service.binding(&thread).await?.as_ref(),
+            defaults,
+        )?),
+        None => None,
+    };
+    service
+        .assemble(thread, budget, query, source, async |arguments| {
+            one_shot_recall(store, index, RecallQuery::new(arguments)?).await
+        })
+        .await
 }
 
 /// The context operations of a server: the thread log is opened on the first call that needs it.
@@ -609,7 +606,16 @@ impl<S: Store> ContextTools<S> {
         grant.allow_operation(operation.granted())?;
         let request = ContextRequest::decode(operation, arguments)?;
         let service = self.service().await?;
-        service.allow_thread(grant, request.thread()).await?;
+        let recalls = matches!(request, ContextRequest::Context { memory: true, .. });
+        // One read of the binding serves the grant's check and the memory's source.
+        let binding = if recalls || !grant.is_unrestricted() {
+            service.binding(request.thread()).await?
+        } else {
+            None
+        };
+        if !grant.is_unrestricted() {
+            grant.allow_thread(binding.as_ref(), false)?;
+        }
         match request {
             ContextRequest::Context {
                 thread,
@@ -618,11 +624,8 @@ impl<S: Store> ContextTools<S> {
                 memory,
             } => {
                 let source = if memory {
-                    let defaults = match grant.defaults() {
-                        Some(defaults) => defaults.destination_defaults(),
-                        None => self.defaults.clone(),
-                    };
-                    let source = service.memory_source(&thread, &defaults).await?;
+                    let defaults = grant.destination_defaults_or(&self.defaults);
+                    let source = MemorySource::of(binding.as_ref(), &defaults)?;
                     grant.allow_operation(GrantedOperation::Recall)?;
                     grant.allow_namespace(&source.namespace.address().map_err(|error| {
                         Refusal::invalid_input(format!("namespace: {error}"))

@@ -11,7 +11,7 @@ use memory_cli::cli::{
     Cli, Command, ContextArgs, DestinationArgs, ImportArgs, ListArgs, OperationArgs, ServeArgs,
     ThreadCommand,
 };
-use memory_cli::context::ContextService;
+use memory_cli::context::one_shot_context;
 use memory_cli::database::{Client, Database, Store, with_store};
 use memory_cli::destination::DestinationDefaults;
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
@@ -196,26 +196,18 @@ fn run_context(
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
+    let memory = (!arguments.no_memory).then_some(&defaults);
     let answer = database.open(Client::MEMORY).and_then(|opened| {
-        with_store!(opened, store => runtime.block_on(async {
-            let log = {
-                let store = Arc::clone(&store);
-                memory_cli::blocking::blocking(move || store.open_thread_log()).await??
-            };
-            let service = ContextService::new(log, tokenizer);
-            let source = if arguments.no_memory {
-                None
-            } else {
-                Some(service.memory_source(&thread, &defaults).await?)
-            };
-            let assembled = service
-                .assemble(thread, arguments.budget, arguments.query.clone(), source, async |query| {
-                    let query = memory_cli::recall_service::RecallQuery::new(query)?;
-                    memory_cli::recall_service::one_shot_recall(Arc::clone(&store), index, query).await
-                })
-                .await?;
-            to_json(&assembled)
-        }))
+        with_store!(opened, store => runtime.block_on(one_shot_context(
+            store,
+            index,
+            tokenizer,
+            thread,
+            arguments.budget,
+            arguments.query.clone(),
+            memory,
+        )))
+        .and_then(|assembled| to_json(&assembled))
     });
     runtime.shutdown_background();
     match answer {

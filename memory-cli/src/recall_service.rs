@@ -82,6 +82,19 @@ use crate::wire::{
 
 /// Most UTF-8 bytes in a recall query; queries are words for an index, not documents.
 pub const MAX_QUERY_BYTES: usize = 65_536;
+
+/// The end of `text` within [`MAX_QUERY_BYTES`], at a character boundary: over a prompt longer than a
+/// query may be, the latest words matter most.
+pub fn query_tail(text: &str) -> &str {
+    if text.len() <= MAX_QUERY_BYTES {
+        return text;
+    }
+    let mut start = text.len() - MAX_QUERY_BYTES;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
 /// Fewest search hits asked for, so revalidation has spares when some hits turn out stale.
 pub const MIN_SEARCH_HITS: usize = 16;
 /// Most search hits asked for, whatever `max_items` says.

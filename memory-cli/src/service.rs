@@ -70,7 +70,8 @@ pub enum RawArguments<'a> {
 }
 
 impl RawArguments<'_> {
-    fn decode<T: DeserializeOwned>(self) -> Result<T, Refusal> {
+    /// Decodes the arguments as `T`: the one decoding of every interface's untrusted arguments.
+    pub fn decode<T: DeserializeOwned>(self) -> Result<T, Refusal> {
         match self {
             Self::Text(bytes) => decode_bytes(bytes),
             Self::Json(value) => decode_value(value),

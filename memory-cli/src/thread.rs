@@ -51,8 +51,7 @@ use tracing::Instrument;
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
-use crate::grants::{Grant, GrantedOperation, forbidden};
-use crate::input::{decode_bytes, decode_value};
+use crate::grants::{Grant, GrantedOperation};
 use crate::refusal::{Refusal, to_json};
 use crate::service::RawArguments;
 
@@ -239,7 +238,7 @@ impl ThreadRequest {
     ) -> Result<Self, Refusal> {
         match operation {
             ThreadOperation::Append => {
-                let arguments: ThreadAppendArguments = decode(arguments)?;
+                let arguments: ThreadAppendArguments = arguments.decode()?;
                 let thread = ThreadId::new(arguments.thread)?;
                 let record = NewRecord::from(arguments.record);
                 record.validate()?;
@@ -257,7 +256,7 @@ impl ThreadRequest {
                 })
             }
             ThreadOperation::Forget => {
-                let arguments: ThreadForgetArguments = decode(arguments)?;
+                let arguments: ThreadForgetArguments = arguments.decode()?;
                 let thread = ThreadId::new(arguments.thread)?;
                 if arguments.sequence == 0 {
                     return Err(Refusal::invalid_input(
@@ -289,13 +288,6 @@ impl ThreadRequest {
             Self::Append { .. } => ThreadOperation::Append,
             Self::Forget { .. } => ThreadOperation::Forget,
         }
-    }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(arguments: RawArguments<'_>) -> Result<T, Refusal> {
-    match arguments {
-        RawArguments::Text(bytes) => decode_bytes(bytes),
-        RawArguments::Json(value) => decode_value(value),
     }
 }
 
@@ -513,10 +505,7 @@ impl<S: Store> ThreadTools<S> {
             ThreadOperation::Append => GrantedOperation::ThreadAppend,
             ThreadOperation::Forget => GrantedOperation::ThreadForget,
         })?;
-        let defaults = match grant.defaults() {
-            Some(defaults) => defaults.destination_defaults(),
-            None => self.defaults.clone(),
-        };
+        let defaults = grant.destination_defaults_or(&self.defaults);
         let request = ThreadRequest::decode(operation, arguments, &defaults)?;
         let service = self.service().await?;
         if !grant.is_unrestricted() {
@@ -534,14 +523,9 @@ impl<S: Store> ThreadTools<S> {
             }
             let log = Arc::clone(&service.log);
             let binding = blocking(move || log.binding(&thread)).await??;
-            match binding {
-                Some(binding) if grant.admits_namespace(binding.destination.namespace()) => {}
-                // The same words as a thread nobody bound.
-                Some(_) => return Err(forbidden("this thread")),
-                // Forgetting in a thread nobody bound tells nothing apart from another's thread.
-                None if destination.is_none() => return Err(forbidden("this thread")),
-                None => {}
-            }
+            // Forgetting in a thread nobody bound tells nothing apart from another's thread; an
+            // append binds it.
+            grant.allow_thread(binding.as_ref(), destination.is_some())?;
         }
         service.run(request).await
     }
@@ -564,6 +548,7 @@ impl<S: Store> ThreadTools<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::decode_value;
 
     fn test_defaults() -> DestinationDefaults {
         DestinationDefaults {

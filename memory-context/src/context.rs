@@ -16,7 +16,7 @@ use crate::fold::{FoldRead, FoldReader, FoldReport, FoldScope};
 use crate::history::{self, HistoryPage, HistorySearch};
 use crate::references::{ReferenceCache, References};
 use crate::segment::{Message, Role, SegmentData};
-use crate::view::{View, ViewReport, ViewResult, check_budget};
+use crate::view::{View, ViewResult, check_budget};
 
 use memory_core::activity::CompactionRecord;
 
@@ -65,6 +65,19 @@ pub struct TurnPlan {
     pub budget: u64,
 }
 
+impl TurnPlan {
+    /// What the turn recalls and within how many tokens: `None` when it reuses the references an
+    /// earlier attempt loaded, has nothing to recall for, or no tokens are left.
+    pub fn to_load(&self) -> Option<(&str, u64)> {
+        match (&self.cached, &self.query) {
+            (None, Some(query)) if self.remaining_tokens > 0 => {
+                Some((query.as_str(), self.remaining_tokens))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The recalled memory of an assembled turn (its text is the context's last message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MemoryBlock {
@@ -90,8 +103,8 @@ pub struct AssembledContext {
     /// The recalled memory, when the turn has any (its text is the last message).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryBlock>,
-    /// The history view's report.
-    pub view: ViewReport,
+    /// The history view (its report: tokens, dropped, elided, fits).
+    pub view: ViewResult,
     /// Tokens of all the messages, memory included.
     pub tokens: u64,
     /// The budget.
@@ -271,7 +284,7 @@ impl Context {
             thread: plan.thread.as_str().to_owned(),
             messages,
             memory,
-            view: plan.history.view.report(),
+            view: plan.history.view,
             tokens,
             budget: plan.budget,
             over_budget: tokens > plan.budget,
@@ -290,12 +303,11 @@ impl Context {
         load: impl FnOnce(&str, u64) -> Result<(String, u64), E>,
     ) -> Result<AssembledContext, ContextError> {
         let plan = self.prepare_turn(thread, budget, query, Some(memory_reserve(budget)))?;
-        let loaded = match (&plan.cached, &plan.query) {
-            (None, Some(query)) if plan.remaining_tokens > 0 => Some(
-                load(query, plan.remaining_tokens)
-                    .map_err(|error| ContextError::Recall(error.to_string()))?,
+        let loaded = match plan.to_load() {
+            Some((query, remaining)) => Some(
+                load(query, remaining).map_err(|error| ContextError::Recall(error.to_string()))?,
             ),
-            _ => None,
+            None => None,
         };
         Ok(self.finish_turn(plan, loaded))
     }

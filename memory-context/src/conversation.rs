@@ -314,6 +314,14 @@ fn apply_compaction(
         .unwrap_or_default();
     folded.extend(compaction.folded.iter().copied());
     folded.sort_by_key(|range| range.first);
+    // Two compactions planned from one state fold the same records: count them once.
+    folded.dedup_by(|later, earlier| {
+        let overlaps = later.first <= earlier.last.saturating_next();
+        if overlaps {
+            earlier.last = earlier.last.max(later.last);
+        }
+        overlaps
+    });
     state.summary = Some(Arc::new(Summary {
         text: text.clone(),
         summarizer: compaction.summarizer.clone(),

@@ -40,4 +40,4 @@ pub use fold::{Fold, FoldReader, FoldReport, FoldScope};
 pub use references::References;
 pub use segment::{Message, Role, Segment, SegmentData, SegmentKind};
 pub use tokens::Counter;
-pub use view::{Strategy, View, ViewReport, ViewResult};
+pub use view::{Strategy, View, ViewResult};

@@ -67,12 +67,15 @@ impl Default for View {
     }
 }
 
-/// A view of a state under a budget.
-#[derive(Debug, Clone)]
+/// A view of a state under a budget. Its wire form is the report: everything but the summary and
+/// the segments, which travel as messages ([`ViewResult::messages`]).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ViewResult {
     /// The summary of folded records (never dropped).
+    #[serde(skip)]
     pub summary: Option<Arc<Summary>>,
     /// The segments shown, in log order (system segments included).
+    #[serde(skip)]
     pub segments: Vec<Arc<Segment>>,
     /// Tokens of what is shown, as the view's counter counts them.
     pub tokens: u64,
@@ -86,23 +89,6 @@ pub struct ViewResult {
     /// Ids of the segments dropped, oldest first.
     pub dropped: Vec<String>,
     /// Ids of the segments shown with elided tool outputs.
-    pub elided: Vec<String>,
-}
-
-/// What a view reports, without the segments (the wire form of [`ViewResult`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct ViewReport {
-    /// See [`ViewResult::tokens`].
-    pub tokens: u64,
-    /// See [`ViewResult::budget`].
-    pub budget: u64,
-    /// See [`ViewResult::over_budget`].
-    pub over_budget: bool,
-    /// See [`ViewResult::fits`].
-    pub fits: bool,
-    /// See [`ViewResult::dropped`].
-    pub dropped: Vec<String>,
-    /// See [`ViewResult::elided`].
     pub elided: Vec<String>,
 }
 
@@ -124,18 +110,6 @@ impl ViewResult {
             }
         }
         messages
-    }
-
-    /// The report without the segments.
-    pub fn report(&self) -> ViewReport {
-        ViewReport {
-            tokens: self.tokens,
-            budget: self.budget,
-            over_budget: self.over_budget,
-            fits: self.fits,
-            dropped: self.dropped.clone(),
-            elided: self.elided.clone(),
-        }
     }
 }
 

@@ -522,3 +522,51 @@ fn a_thread_longer_than_the_budget_still_leaves_its_memory_a_reserve() {
         "an unchanged turn retries the same"
     );
 }
+
+#[test]
+fn two_processes_folding_the_same_records_count_them_once() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..6 {
+        user(
+            &*log,
+            &thread,
+            &format!("question number {turn} with some words"),
+        );
+        answer(
+            &*log,
+            &thread,
+            &format!("answer number {turn} with some words"),
+        );
+    }
+    user(&*log, &thread, "current");
+    let context = Context::new(log.clone());
+    let first = context
+        .compact(&thread, &request(0), |_| {
+            Ok::<_, String>("Six answers.".to_owned())
+        })
+        .expect("compacted");
+    let folded = context
+        .read(&thread)
+        .expect("read")
+        .state
+        .summary
+        .expect("summary")
+        .folded_records();
+    // Another process planned from the same state and appends the same ranges.
+    let mut again = all_records(&*log, &thread)
+        .last()
+        .expect("the compaction")
+        .record
+        .clone();
+    again.body = RecordBody::Compaction(first.compaction.clone());
+    log.append(&thread, again).expect("appended");
+    let summary = context
+        .read(&thread)
+        .expect("read")
+        .state
+        .summary
+        .expect("summary");
+    assert_eq!(summary.folded_records(), folded);
+    assert_eq!(summary.folded, first.compaction.folded);
+}

@@ -257,6 +257,32 @@ impl Grant {
         }
     }
 
+    /// Whether a thread with `binding` is the grant's to use: bound to one of its namespaces, or, when
+    /// `binding_it` (an append that binds it), not bound yet. A thread bound elsewhere and one nobody
+    /// bound are refused in the same words, so a refusal tells nothing of another tenant's threads.
+    pub fn allow_thread(
+        &self,
+        binding: Option<&memory_core::activity::ThreadBinding>,
+        binding_it: bool,
+    ) -> Result<(), Refusal> {
+        match binding {
+            Some(binding) if self.admits_namespace(binding.destination.namespace()) => Ok(()),
+            None if binding_it => Ok(()),
+            _ => Err(forbidden("this thread")),
+        }
+    }
+
+    /// The destination defaults of a call: the grant's, else the server's `server`.
+    pub fn destination_defaults_or(
+        &self,
+        server: &crate::destination::DestinationDefaults,
+    ) -> crate::destination::DestinationDefaults {
+        match &self.defaults {
+            Some(defaults) => defaults.destination_defaults(),
+            None => server.clone(),
+        }
+    }
+
     /// Whether the namespace at `address` is one of the grant's.
     pub fn admits_namespace(&self, address: &NamespaceAddress) -> bool {
         let Some(rules) = &self.namespaces else {

@@ -13,8 +13,9 @@ use memory_core::activity::{
 use serde_json::Value;
 
 use crate::blocking::blocking;
+use crate::context::one_shot_context;
 use crate::database::{Client, Database, Store, with_store};
-use crate::destination::Resolved;
+use crate::destination::{DestinationDefaults, Resolved};
 use crate::discovery::{Discovery, path_for};
 use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
@@ -171,13 +172,14 @@ impl Backend {
     }
 
     /// Assembles the thread's turn (`memory_context`): through the server, whose references cache a
-    /// retried turn reuses; one-shot, over the log with the hook's destination as the memory source.
+    /// retried turn reuses; one-shot as `memory context` does, the memory of an unbound thread coming
+    /// from `defaults` (the hook's own destination).
     pub async fn context(
         &mut self,
         thread: &ThreadId,
         budget: u64,
         query: Option<String>,
-        destination: &Resolved,
+        defaults: &DestinationDefaults,
     ) -> Result<Value, Failure> {
         match self {
             Self::Server(session) => {
@@ -192,26 +194,12 @@ impl Backend {
                 database, index, ..
             } => {
                 let opened = database.open_async(Client::HOOK).await?;
-                let index = *index;
-                let source = crate::context::MemorySource {
-                    namespace: destination.namespace.clone(),
-                    scope: destination.scope.clone(),
-                };
-                let thread = thread.clone();
-                let answer: Result<Value, Refusal> = with_store!(opened, store => async {
-                    let log = {
-                        let store = Arc::clone(&store);
-                        blocking(move || store.open_thread_log()).await??
-                    };
-                    let assembled = crate::context::ContextService::new(log, None)
-                        .assemble(thread, budget, query, Some(source), async |arguments| {
-                            let query = RecallQuery::new(arguments)?;
-                            one_shot_recall(Arc::clone(&store), index, query).await
-                        })
-                        .await?;
-                    to_json(&assembled)
-                }.await);
-                Ok(answer?)
+                let (index, thread) = (*index, thread.clone());
+                let assembled = with_store!(opened, store => one_shot_context(
+                    store, index, None, thread, budget, query, Some(defaults),
+                )
+                .await)?;
+                Ok(to_json(&assembled)?)
             }
         }
     }

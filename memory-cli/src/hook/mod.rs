@@ -194,12 +194,12 @@ async fn hook(
     })?;
     // One destination for the whole hook: what it appends binds the thread there, and what it
     // recalls comes from there, so the next session of the same user recalls this one's memory.
-    let resolved = DestinationDefaults {
+    let defaults = DestinationDefaults {
         namespace: args.target.namespace()?,
         scope: args.target.scope()?,
         user: args.user.clone(),
-    }
-    .resolve(&DestinationRequest::default())?;
+    };
+    let resolved = defaults.resolve(&DestinationRequest::default())?;
     let namespace = resolved.namespace.clone();
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
@@ -210,7 +210,7 @@ async fn hook(
                 prompt_append(database, &mut backend, &thread, &resolved, &input, args).await?;
             if let (Some(budget), HookFormat::Json) = (args.context_budget, args.format) {
                 let assembled = backend
-                    .context(&thread, budget, args.query.clone(), &resolved)
+                    .context(&thread, budget, args.query.clone(), &defaults)
                     .await?;
                 backend.close().await;
                 return Ok(Some(render_assembled(assembled, &appended)));
@@ -391,8 +391,7 @@ async fn recall(
     limits: &Limits,
     args: &HookArgs,
 ) -> Result<Option<crate::wire::RecallResult>, Failure> {
-    // Over a query the recall would refuse, the latest words matter most: keep the end.
-    let query = crate::context::tail_of(query, crate::recall_service::MAX_QUERY_BYTES);
+    let query = crate::recall_service::query_tail(query);
     let arguments = RecallArguments {
         namespace: namespace.clone(),
         scope: scope.to_owned(),
