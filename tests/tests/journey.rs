@@ -506,3 +506,105 @@ fn an_answer_is_remembered_with_the_question_it_answers_until_the_question_is_fo
         "the forgotten question is gone: {text}"
     );
 }
+
+/// One turn of a generic host that sends its model the assembled context (`memory hook prompt --format
+/// json --context-budget`), as `user`.
+fn assembled_turn(
+    fixture: &Fixture,
+    user: &str,
+    session: &str,
+    prompt_id: &str,
+    prompt: &str,
+) -> Value {
+    let input = json!({"session": session, "prompt": prompt, "prompt_id": prompt_id}).to_string();
+    let env: [(&str, &OsStr); 2] = [("USER", OsStr::new(user)), ("LOGNAME", OsStr::new(user))];
+    let outcome = run_hook(
+        fixture,
+        &[
+            "prompt",
+            "--format",
+            "json",
+            "--context-budget",
+            "3000",
+            "--timeout-ms",
+            "60000",
+        ],
+        &input,
+        &env,
+    );
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    assert!(outcome.stderr.trim().is_empty(), "{outcome:#?}");
+    assert!(
+        outcome.json["tokens"].as_u64().expect("tokens") <= 3000,
+        "{outcome:#?}"
+    );
+    outcome.json
+}
+
+fn contents(answer: &Value) -> Vec<String> {
+    answer["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|message| message["content"].as_str().expect("content").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_assembled_context_carries_a_users_memory_into_the_next_day_and_to_nobody_else() {
+    let fixture = Fixture::new();
+    // Day one, one-shot: the session's own history, nothing remembered yet.
+    let first = assembled_turn(
+        &fixture,
+        "ana",
+        "ctx-a",
+        "a1",
+        "I moved to Lisbon last spring.",
+    );
+    assert_eq!(contents(&first), ["I moved to Lisbon last spring."]);
+    assert_eq!(first["memory"]["passages"], 0, "{first:#}");
+    let second = assembled_turn(
+        &fixture,
+        "ana",
+        "ctx-a",
+        "a2",
+        "My sister Marta works as a nurse in Braga.",
+    );
+    assert_eq!(contents(&second).len(), 2, "{second:#}");
+    fixture.worker_pass();
+
+    // Day two, a new session through a running server: its history is its own, and day one comes
+    // back as the turn's memory, after the prompt.
+    let server = HttpServer::start(&fixture, &[], &[]);
+    wait_until_ready(&server.base());
+    let prompt = "Which city do I live in now?";
+    let day_two = assembled_turn(&fixture, "ana", "ctx-b", "b1", prompt);
+    let messages = contents(&day_two);
+    assert_eq!(messages[0], prompt, "{day_two:#}");
+    assert!(messages[1].contains("Lisbon"), "{day_two:#}");
+    assert_eq!(messages.len(), 2, "{day_two:#}");
+    assert_eq!(day_two["memory"]["reused"], false);
+    // The host retries the turn: nothing is appended again, and the same memory comes back.
+    let retried = assembled_turn(&fixture, "ana", "ctx-b", "b1", prompt);
+    assert_eq!(retried["appended"], json!([]), "{retried:#}");
+    assert_eq!(retried["memory"]["reused"], true, "{retried:#}");
+    assert_eq!(retried["messages"], day_two["messages"]);
+
+    // A restart loses no memory: the new server recalls the turn's memory again.
+    assert!(server.stop().success());
+    let server = HttpServer::start(&fixture, &[], &[]);
+    wait_until_ready(&server.base());
+    let restarted = assembled_turn(&fixture, "ana", "ctx-b", "b1", prompt);
+    assert_eq!(restarted["memory"]["reused"], false, "{restarted:#}");
+    assert!(contents(&restarted)[1].contains("Lisbon"), "{restarted:#}");
+
+    // A second user on the same database: none of ana's history or memory.
+    let other = assembled_turn(&fixture, "bea", "ctx-c", "c1", prompt);
+    let seen = contents(&other).join("\n");
+    assert!(
+        !seen.contains("Lisbon") && !seen.contains("Marta"),
+        "{other:#}"
+    );
+    assert_eq!(contents(&other)[0], prompt);
+    drop(server);
+}
