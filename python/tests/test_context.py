@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
 
@@ -105,3 +107,44 @@ def test_async_context(memory: Memory, database: dict) -> None:
     assembled = asyncio.run(run())
     assert assembled["view"]["fits"] is True
     assert assembled["messages"][-1]["content"] == "Where do I live again?"
+
+
+def test_a_compacted_thread_and_its_memory_reach_the_next_days_process_and_no_other_user(
+    database: dict,
+) -> None:
+    # Monday: one process talks on a thread, remembers it and compacts its window, then exits.
+    monday = """
+import sys
+from agent_memory import Memory
+memory = Memory(sys.argv[1], schema=sys.argv[2] or None, user="ana")
+memory.append("monday", "My sister Ana grows tomatoes in Porto.")
+memory.append("monday", "Noted: your sister grows tomatoes in Porto.", role="assistant")
+memory.append("monday", "Thanks, that is all for today.")
+assert memory.remember_once()["failed"] == 0
+plan = memory.compact("monday", measured_input_tokens=900, keep_tokens=0)["plan"]
+done = memory.compact(
+    "monday", measured_input_tokens=900, keep_tokens=0, summary="Tomatoes: Ana, in Porto.",
+    through=plan["through"],
+)
+assert done["compaction"]["outcome"] == "folded", done
+"""
+    subprocess.run(
+        [sys.executable, "-c", monday, database["db"], database["schema"] or ""],
+        check=True,
+        timeout=300,
+    )
+    # Tuesday, a new process: Monday's window is its summary, Monday's words are in its history, and a
+    # new thread's turn recalls Monday's memory. Another user of the database sees none of it.
+    ana = Memory(database["db"], schema=database["schema"], user="ana")
+    window = ana.context("monday", 4_000, memory=False)["messages"]
+    assert window[0]["content"].startswith("[compacted history:")
+    assert window[0]["content"].endswith("Tomatoes: Ana, in Porto.")
+    assert ana.history_search("monday", "grows tomatoes")["matches"][0]["folded"] is True
+    ana.append("tuesday", "Where do the tomatoes grow?")
+    turn = ana.context("tuesday", 4_000)
+    assert "My sister Ana grows tomatoes in Porto." in turn["messages"][-1]["content"]
+    assert turn["memory"]["reused"] is False
+    bob = Memory(database["db"], schema=database["schema"], user="bob")
+    bob.append("tuesday-bob", "Where do the tomatoes grow?")
+    seen = " ".join(m["content"] for m in bob.context("tuesday-bob", 4_000)["messages"])
+    assert "Porto" not in seen
