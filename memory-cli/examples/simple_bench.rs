@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         let arguments = RememberArguments {
             text,
             id: None,
+            expected_revision: None,
             speaker: None,
             metadata: None,
         };

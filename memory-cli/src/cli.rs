@@ -109,11 +109,21 @@ a tool result with isError true and the error JSON as structured content. A back
 every write shortly after it commits; memory_sync waits for it.
 
 With --namespace JSON and --scope NAME (or MEMORY_NAMESPACE and MEMORY_SCOPE) four simple tools are \
-listed too, working in that namespace and scope: memory_remember {text, id?, speaker?, metadata?} \
-(stores text; the server fills the operation id, a digest of the call, so a retry replays; with an \
-existing id it replaces the current revision), memory_search {query, limit?} (hybrid recall, limit 5 by \
+listed too, working in that namespace and scope: memory_remember {text, id?, expected_revision?, speaker?, metadata?} \
+(stores text; the server fills the operation id, a digest of the call, so a retry replays; replacing \
+an existing id takes its current revision as expected_revision, else conflict), memory_search {query, limit?} (hybrid recall, limit 5 by \
 default, at most 50, with 8,000 bytes, 2,000 tokens and 10 s), memory_forget {id, reason} (withdraws the \
 current revision) and memory_list {cursor?, limit?} (newest first, 20 by default, at most 100).
+
+Grants: the host picks the tenant, never the model. Without --grants the server holds its own grant \
+(on standard input and output, for the --token-file token, and for a loopback caller without a token): \
+every operation and scope in --namespace and in the per-user namespace {\"name\": \"memory.user\", \
+\"version\": 1, \"identity\": {\"user\": USER}} of --user (else the OS user) that the hook and the worker \
+use. A call naming another namespace is refused (forbidden) and changes nothing. --allow-namespace RULE \
+(repeatable; a grants file's namespace rule as JSON, e.g. '{\"name\":\"memory.user\",\"version\":1}' for \
+every user) adds namespaces; --allow-any-namespace grants every namespace of the database, so any model \
+that can call the tools reads and writes every tenant's memory. --grants FILE gives each token its own \
+grant; on standard input and output --grant NAME picks one.
 
 Transports: standard input and output by default (stops cleanly at the end of input). --http ADDR serves \
 streamable HTTP at http://ADDR/mcp instead, with GET /healthz (200 once the store is open and the model \
@@ -225,6 +235,19 @@ never reported as searchable) and the persisted HNSW graph's state.
 Example:
   memory --db notes.sqlite status";
 
+const HISTORY_HELP: &str = "\
+The argument is {\"namespace\", \"id\", \"limit\"?} (limit 1 to 1,000, default 100); the answer is \
+{\"revisions\": [...]}, newest first, each {revision, predecessor, modified_at, content, locator, scopes, \
+withdrawn}: content holds the text, its attributions (who said it) and metadata. memory_get answers the \
+same with {\"revisions\": N}. The store keeps the words of each document's newest revisions, 100 unless \
+MEMORY_MAX_REVISIONS says otherwise (read by every process that writes); an older revision stays listed \
+with content null. A withdrawal (memory_withdraw, memory_forget, or the cleanup of a forgotten thread \
+record) drops the words of every revision, from receipts, the lexical index and vectors too: only the \
+tombstone is left (when, and withdrawn.reason).
+
+Example:
+  memory history '{\"namespace\":{\"name\":\"notes\",\"version\":1,\"identity\":{\"user\":\"u1\"}},\"id\":\"tea\"}'";
+
 /// The `memory` command.
 #[derive(Debug, Parser)]
 #[command(
@@ -321,6 +344,9 @@ pub enum Command {
     /// Recall the memory relevant to a query under hard limits (memory_recall).
     #[command(after_help = RECALL_HELP)]
     Recall(OperationArgs),
+    /// Read a document's revisions, newest first, with each one's text, author and time.
+    #[command(after_help = HISTORY_HELP)]
+    History(OperationArgs),
     /// Wait until earlier writes are searchable (memory_sync).
     #[command(after_help = SYNC_HELP)]
     Sync(OperationArgs),
@@ -494,14 +520,38 @@ pub struct ServeArgs {
     pub token_file: Option<PathBuf>,
     /// Per-tenant grants (TOML, or JSON when the name ends in .json): each token (by its SHA-256)
     /// may use only its namespaces, scopes and operations, and brings the simple tools' defaults.
-    /// Re-read on SIGHUP; a faulty file refuses to start (a faulty re-read keeps the old grants).
-    /// The README shows an example.
-    #[arg(long, value_name = "FILE", requires = "http")]
+    /// Over HTTP it is re-read on SIGHUP; a faulty file refuses to start (a faulty re-read keeps the
+    /// old grants). On standard input and output, --grant NAME picks the grant. The README shows an
+    /// example.
+    #[arg(long, value_name = "FILE")]
     pub grants: Option<PathBuf>,
+    /// The grant of --grants a server on standard input and output holds (stdio has no bearer
+    /// token); an unknown name refuses to start.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "grants",
+        conflicts_with_all = ["http", "allow_namespace", "allow_any_namespace"]
+    )]
+    pub grant: Option<String>,
+    /// Adds the namespaces RULE admits to the server's own grant, which otherwise holds only
+    /// --namespace and the per-user namespace of --user (else the OS user). RULE is a grants file's
+    /// namespace rule as JSON: {"name", "version"?, "identity"? | "fields"?}, e.g.
+    /// '{"name":"memory.user","version":1}' for every user's namespace. Repeatable.
+    #[arg(long, value_name = "RULE", conflicts_with = "allow_any_namespace")]
+    pub allow_namespace: Vec<String>,
+    /// Grants the server's own grant every namespace of the database (the behaviour before grants):
+    /// any model that can call the precise tools then reads and writes every tenant's memory.
+    #[arg(long)]
+    pub allow_any_namespace: bool,
+    /// The user whose per-user namespace the server's grant holds, and where a thread append that
+    /// names no destination goes when --namespace is not given (default: the OS user).
+    #[arg(long, env = "MEMORY_USER", value_name = "NAME")]
+    pub user: Option<String>,
     /// The token written into the discovery file for `memory hook` on this machine, read from PATH;
     /// it must hold a grant of the --grants file (its grant then bounds the hook's calls). Without
     /// it the discovery file names the --token-file token, if any.
-    #[arg(long, value_name = "PATH", requires = "grants")]
+    #[arg(long, value_name = "PATH", requires_all = ["grants", "http"])]
     pub hook_token_file: Option<PathBuf>,
     /// The bounds of a shared HTTP server.
     #[command(flatten)]

@@ -12,13 +12,26 @@
 //!   quarter of the budget (at most 2,000 tokens) for the memory, plus whatever it does not need.
 //!   `"memory": false` assembles the history alone.
 //! - **compact** `{"thread", "measured_input_tokens", "keep_tokens"?, "summary"?, "through"?,
-//!   "summarizer"?}`: without `summary`, answers the plan (what to summarize, as messages, and its
-//!   `through`) and appends nothing; with `summary` and that `through`, appends the compaction record
-//!   (also when nothing folds or the summary is not smaller: the refusal is recorded). Without
-//!   `measured_input_tokens` it is refused (`invalid-input`): compaction is counted, never guessed.
-//! - **history_read** `{"thread", "after"?, "limit"?, "max_bytes"?}` and **history_search** `{"thread",
-//!   "text", "after"?, "limit"?, "scan"?}` page through and search (literally, case-insensitively) every
-//!   record, folded ones included.
+//!   "summarizer"?, "summarizer_failed"?, "forgotten"?}`: without `summary`, answers the plan (what
+//!   to summarize, as messages, and its `through`) and appends nothing; with `summary` and that
+//!   `through`, appends the compaction record (also when nothing folds or the summary is not smaller:
+//!   the refusal is recorded). A host whose summarizer failed says so with `summarizer_failed: REASON`
+//!   and the plan's `through`: the failure is recorded in the ledger as a refusal and nothing folds.
+//!   Without `measured_input_tokens`, or with 0 (a provider that reported no usage), it is refused
+//!   (`invalid-input`): compaction is counted, never guessed. A summary is at most 65,536 characters.
+//! - **history_read** `{"thread", "after"?, "limit"?, "max_bytes"?, "include"?}` and **history_search**
+//!   `{"thread", "text", "after"?, "limit"?, "scan"?, "include"?}` page through and search (literally,
+//!   case-insensitively) the thread's records, folded ones included. System instructions and
+//!   operational records (`run_completed`, `compaction`) are left out unless `include` names them
+//!   (`["system"]`, `["operational"]` or both).
+//!
+//! Forgotten records (`memory thread forget`) are suppressed on every read, never erased: the context,
+//! the compaction plan and the history tools show each as a placeholder `{"forgotten": true,
+//! "sequence", "forgotten_at"}` (a tool call and its result keep their `call_id`, so they still pair),
+//! a search never matches one, a summary that covered one is withdrawn (`summary_withdrawn`: its
+//! records are shown again until a new compaction), and a retried turn after any forget recalls its
+//! memory again. A plan answers the `forgotten` records it shows as placeholders; a commit passes them
+//! back with `through`, and one whose plan showed a record forgotten since is refused (`conflict`).
 //!
 //! Decisions: the context tools read a thread only through a grant that admits its destination (the
 //! binding's namespace); an unbound thread is `forbidden` to a restricted grant, as for the thread
@@ -28,15 +41,16 @@
 use std::sync::{Arc, OnceLock};
 
 use memory_context::history::{
-    DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage, HistorySearch,
+    DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage,
+    HistorySearch, Include, IncludeKind,
 };
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
     AssembledContext, CompactionRequest, Context, ContextError, Counter, Message, View,
 };
 use memory_core::activity::{
-    CompactionRecord, CompactionRefusal, Sequence, SequenceRange, ThreadBinding, ThreadId,
-    ThreadLog,
+    CompactionOutcome, CompactionRecord, CompactionRefusal, RememberingStore, Sequence,
+    SequenceRange, ThreadBinding, ThreadId, ThreadLog,
 };
 use memory_core::{DynamicNamespace, MemoryScope, TokenCounter};
 use schemars::JsonSchema;
@@ -141,9 +155,28 @@ pub struct CompactArguments {
     /// The plan's `through`, required with `summary`: nothing newer is folded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub through: Option<u64>,
+    /// The plan's `forgotten`, passed back with `summary`: a record forgotten since the plan refuses
+    /// the commit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<u64>,
     /// Who wrote the summary (a model's name), named in the frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<String>,
+    /// Instead of a summary: why the host's summarizer failed on the plan (with the plan's `through`);
+    /// recorded in the ledger as a `summarizer_failed` refusal, nothing folds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_failed: Option<String>,
+}
+
+/// What a `memory_compact` call asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactStep {
+    /// The plan (appends nothing).
+    Plan,
+    /// Commit this summary, written from the plan.
+    Commit(String),
+    /// Record that the summarizer failed on the plan, for this reason.
+    SummarizerFailed(String),
 }
 
 /// What a compaction would fold: the answer of `memory_compact` without a summary.
@@ -158,6 +191,10 @@ pub struct CompactionPlanWire {
     pub refusals: Vec<CompactionRefusal>,
     /// Characters the summary must stay under.
     pub replaced_chars: u64,
+    /// The folded records that are forgotten (placeholders in `messages`): pass them back with the
+    /// summary.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<Sequence>,
     /// What to summarize: the earlier summary (in its frame) and the folded segments, tool outputs in
     /// full.
     pub messages: Vec<Message>,
@@ -194,6 +231,10 @@ pub struct HistoryReadArguments {
     /// Most bytes of record text (default 256 KiB; the first record always comes, cut to fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<usize>,
+    /// Records shown besides the conversation: `system` (system instructions), `operational`
+    /// (`run_completed` and `compaction` records). Default: neither.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<IncludeKind>,
 }
 
 /// Arguments of `memory_history_search`.
@@ -213,6 +254,10 @@ pub struct HistorySearchArguments {
     /// Most records read before answering where the search stopped (default 100,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scan: Option<usize>,
+    /// Records searched besides the conversation: `system`, `operational` (as for
+    /// `memory_history_read`). Default: neither.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<IncludeKind>,
 }
 
 /// A decoded and validated context call.
@@ -235,8 +280,10 @@ pub enum ContextRequest {
         thread: ThreadId,
         /// What is asked.
         request: CompactionRequest,
-        /// The summary, when committing.
-        summary: Option<String>,
+        /// Plan, commit or record a failure.
+        step: CompactStep,
+        /// The plan's forgotten records, when committing.
+        forgotten: Vec<Sequence>,
     },
     /// `memory_history_read`.
     HistoryRead {
@@ -273,10 +320,21 @@ impl ContextRequest {
             }
             ContextOperation::Compact => {
                 let arguments: CompactArguments = arguments.decode()?;
-                if arguments.summary.is_some() != arguments.through.is_some() {
+                let step = match (arguments.summary, arguments.summarizer_failed) {
+                    (Some(_), Some(_)) => {
+                        return Err(Refusal::invalid_input(
+                            "summary and summarizer_failed: a call either commits a summary or \
+                             records that the summarizer failed",
+                        ));
+                    }
+                    (Some(summary), None) => CompactStep::Commit(summary),
+                    (None, Some(failure)) => CompactStep::SummarizerFailed(failure),
+                    (None, None) => CompactStep::Plan,
+                };
+                if (step != CompactStep::Plan) != arguments.through.is_some() {
                     return Err(Refusal::invalid_input(
-                        "summary and through: a summary is committed with the `through` of the plan \
-                         it was written from (call without a summary for the plan)",
+                        "through: a summary (or a summarizer failure) is committed with the \
+                         `through` of the plan it was written from (call without either for the plan)",
                     ));
                 }
                 let request = CompactionRequest {
@@ -285,13 +343,13 @@ impl ContextRequest {
                     through: arguments.through.map(Sequence::new),
                     summarizer: arguments.summarizer,
                 };
-                if request.measured_input_tokens.is_none() {
-                    return Err(ContextError::Unmeasured.into());
-                }
+                // The plan checks it too; refusing here answers before the thread is read.
+                request.measured()?;
                 Self::Compact {
                     thread: ThreadId::new(arguments.thread)?,
                     request,
-                    summary: arguments.summary,
+                    step,
+                    forgotten: arguments.forgotten.into_iter().map(Sequence::new).collect(),
                 }
             }
             ContextOperation::HistoryRead => {
@@ -317,6 +375,23 @@ impl ContextRequest {
             | Self::Compact { thread, .. }
             | Self::HistoryRead { thread, .. }
             | Self::HistorySearch { thread, .. } => thread,
+        }
+    }
+}
+
+/// What a `memory_compact` answer counts as in the server's metrics: the appended record's outcome, or
+/// `unmeasured` for a call refused without a measured token count; `None` for a plan or another
+/// refusal.
+pub fn compaction_outcome(answer: &Result<Value, Refusal>) -> Option<&'static str> {
+    match answer {
+        Ok(value) => {
+            let outcome = value.get("compaction")?.get("outcome")?;
+            serde_json::from_value::<CompactionOutcome>(outcome.clone())
+                .ok()
+                .map(CompactionOutcome::as_str)
+        }
+        Err(refusal) => {
+            (refusal.message() == ContextError::Unmeasured.to_string()).then_some("unmeasured")
         }
     }
 }
@@ -382,9 +457,13 @@ impl std::fmt::Debug for ContextService {
 }
 
 impl ContextService {
-    /// The context of `log`'s threads, counting tokens with `tokenizer` (the approximate counter
-    /// when `None`).
-    pub fn new(log: Arc<dyn ThreadLog>, tokenizer: Option<Arc<dyn TokenCounter>>) -> Self {
+    /// The context of `log`'s threads, with the records `suppressions` says are forgotten shown as
+    /// placeholders, counting tokens with `tokenizer` (the approximate counter when `None`).
+    pub fn new(
+        log: Arc<dyn ThreadLog>,
+        suppressions: Arc<dyn RememberingStore>,
+        tokenizer: Option<Arc<dyn TokenCounter>>,
+    ) -> Self {
         let view = match tokenizer {
             Some(tokenizer) => View::new(
                 Counter::new(tokenizer),
@@ -393,7 +472,7 @@ impl ContextService {
             None => View::default(),
         };
         Self {
-            context: Arc::new(Context::with_view(Arc::clone(&log), view)),
+            context: Arc::new(Context::with_view(Arc::clone(&log), view).forgetting(suppressions)),
             log,
         }
     }
@@ -465,9 +544,19 @@ impl ContextService {
                 ContextRequest::Compact {
                     thread,
                     request,
-                    summary,
+                    step,
+                    forgotten,
                 } => {
-                    let answer = match summary {
+                    let committed = match step {
+                        CompactStep::Plan => None,
+                        CompactStep::Commit(summary) => Some(
+                            context.commit_compaction(&thread, &request, summary, &forgotten)?,
+                        ),
+                        CompactStep::SummarizerFailed(failure) => {
+                            Some(context.record_summarizer_failure(&thread, &request, failure)?)
+                        }
+                    };
+                    let answer = match committed {
                         None => {
                             let plan = context.plan_compaction(&thread, &request)?;
                             CompactResult {
@@ -478,21 +567,18 @@ impl ContextService {
                                     folded: plan.folded,
                                     refusals: plan.refusals,
                                     replaced_chars: plan.replaced_chars,
+                                    forgotten: plan.forgotten,
                                 }),
                                 sequence: None,
                                 compaction: None,
                             }
                         }
-                        Some(summary) => {
-                            let compacted =
-                                context.commit_compaction(&thread, &request, summary)?;
-                            CompactResult {
-                                thread: thread.as_str().to_owned(),
-                                plan: None,
-                                sequence: Some(compacted.sequence),
-                                compaction: Some(compacted.compaction),
-                            }
-                        }
+                        Some(compacted) => CompactResult {
+                            thread: thread.as_str().to_owned(),
+                            plan: None,
+                            sequence: Some(compacted.sequence),
+                            compaction: Some(compacted.compaction),
+                        },
                     };
                     to_json(&answer)
                 }
@@ -502,6 +588,7 @@ impl ContextService {
                         Sequence::new(arguments.after),
                         arguments.limit.unwrap_or(DEFAULT_HISTORY_RECORDS),
                         arguments.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES),
+                        Include::of(&arguments.include),
                     )?;
                     to_json(&page)
                 }
@@ -512,6 +599,7 @@ impl ContextService {
                         Sequence::new(arguments.after),
                         arguments.limit.unwrap_or(DEFAULT_HISTORY_RECORDS),
                         arguments.scan.unwrap_or(DEFAULT_SEARCH_SCAN),
+                        Include::of(&arguments.include),
                     )?;
                     to_json(&found)
                 }
@@ -536,11 +624,12 @@ pub async fn one_shot_context<S: Store>(
     query: Option<String>,
     memory: Option<&DestinationDefaults>,
 ) -> Result<AssembledContext, Refusal> {
-    let log = {
+    let (log, suppressions) = {
         let store = Arc::clone(&store);
-        blocking(move || store.open_thread_log()).await??
+        blocking(move || Ok::<_, Refusal>((store.open_thread_log()?, store.open_remembering()?)))
+            .await??
     };
-    let service = ContextService::new(log, tokenizer);
+    let service = ContextService::new(log, suppressions, tokenizer);
     let source = match memory {
         Some(defaults) => Some(MemorySource::of(
             service.binding(&thread).await?.as_ref(),
@@ -586,11 +675,14 @@ impl<S: Store> ContextTools<S> {
             return Ok(service.clone());
         }
         let store = Arc::clone(&self.store);
-        let log = blocking(move || store.open_thread_log()).await??;
+        let (log, suppressions) = blocking(move || {
+            Ok::<_, Refusal>((store.open_thread_log()?, store.open_remembering()?))
+        })
+        .await??;
         // Two first calls may both open; one wins (and its fold cache serves every later call).
         Ok(self
             .service
-            .get_or_init(|| ContextService::new(log, None))
+            .get_or_init(|| ContextService::new(log, suppressions, None))
             .clone())
     }
 
@@ -643,5 +735,35 @@ impl<S: Store> ContextTools<S> {
             }
             request => service.run_log_call(request).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn compactions_are_counted_by_outcome_and_unmeasured_refusals_too() {
+        for outcome in [
+            "folded",
+            "nothing_to_fold",
+            "not_smaller",
+            "summarizer_failed",
+        ] {
+            let answer =
+                Ok(json!({"thread": "t", "sequence": 9, "compaction": {"outcome": outcome}}));
+            assert_eq!(compaction_outcome(&answer), Some(outcome));
+        }
+        let plan = Ok(json!({"thread": "t", "plan": {"through": 3}}));
+        assert_eq!(compaction_outcome(&plan), None, "a plan appends nothing");
+        let unmeasured = ContextRequest::decode(
+            ContextOperation::Compact,
+            RawArguments::Json(json!({"thread": "t", "measured_input_tokens": 0})),
+        )
+        .map(|_| Value::Null);
+        assert_eq!(compaction_outcome(&unmeasured), Some("unmeasured"));
+        let other = Err(Refusal::invalid_input("through: missing"));
+        assert_eq!(compaction_outcome(&other), None);
     }
 }

@@ -19,7 +19,10 @@ use std::sync::Arc;
 
 use memory_core::activity::{ProgressStore, RememberingStore, ThreadLog};
 use memory_core::vectors::VectorStore;
-use memory_core::{ChangeFeed, LexicalSearch, MemoryLister, MemoryReader, MemoryWriter};
+use memory_core::{
+    ChangeFeed, LexicalSearch, MemoryLister, MemoryReader, MemoryWriter, RevisionHistory,
+    RevisionRetention,
+};
 use memory_postgres::vectors::PostgresVectorStore;
 use memory_postgres::{PostgresStore, SchemaName};
 use memory_sqlite::SqliteStore;
@@ -117,7 +120,11 @@ impl Database {
     /// connection to PostgreSQL, migrating the schema on first use.
     pub fn open(&self, client: Client) -> Result<Opened, Refusal> {
         Ok(match self {
-            Self::Sqlite(path) => Opened::Sqlite(Arc::new(SqliteStore::open(path)?)),
+            Self::Sqlite(path) => Opened::Sqlite(Arc::new(
+                SqliteStore::builder()
+                    .retention(revision_retention()?)
+                    .open(path)?,
+            )),
             Self::Postgres { url, schema } => {
                 Opened::Postgres(Arc::new(connect(url, schema.as_ref(), client)?))
             }
@@ -148,7 +155,9 @@ fn connect(
     schema: Option<&SchemaName>,
     client: Client,
 ) -> Result<PostgresStore, Refusal> {
-    let mut builder = PostgresStore::builder(url).application_name(client.application_name);
+    let mut builder = PostgresStore::builder(url)
+        .application_name(client.application_name)
+        .retention(revision_retention()?);
     if let Some(size) = client.pool_size {
         builder = builder.pool_size(size);
     }
@@ -196,11 +205,34 @@ macro_rules! with_store {
 
 pub use crate::with_store;
 
+/// The environment variable that bounds how many of each document's newest revisions keep their
+/// words (default [`memory_core::revisions::DEFAULT_MAX_REVISIONS`], 1 to
+/// [`memory_core::revisions::MAX_MAX_REVISIONS`]); older revisions stay in the history without
+/// their words (`memory_core::revisions`).
+///
+/// It is read from the environment when a database is opened rather than taken from a flag, so one
+/// setting reaches every process that writes documents: `memory` and `memory serve`, the
+/// `remembering-worker`, the hook and the Python package. A value that is not a number in range is
+/// refused (`invalid-input`) before the database is opened.
+pub const MAX_REVISIONS_ENV: &str = "MEMORY_MAX_REVISIONS";
+
+/// The bound [`MAX_REVISIONS_ENV`] sets, or the default without it.
+pub fn revision_retention() -> Result<RevisionRetention, Refusal> {
+    match std::env::var(MAX_REVISIONS_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(RevisionRetention::default()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Refusal::invalid_input(format!(
+            "{MAX_REVISIONS_ENV} must be a whole number from 1"
+        ))),
+        Ok(text) => RevisionRetention::parse(&text)
+            .map_err(|error| Refusal::invalid_input(format!("{MAX_REVISIONS_ENV}: {error}"))),
+    }
+}
+
 /// Everything the operations need from a store, and the rest of its database: the semantic index's
 /// vectors, the activity stores and the feed the server's indexer follows. Every `open_*` is a
 /// blocking call.
 pub trait Store:
-    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + MemoryLister + 'static
+    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + MemoryLister + RevisionHistory + 'static
 {
     /// Where the semantic index's chunk vectors and indexed position are kept.
     type Vectors: VectorStore + 'static;

@@ -87,6 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return run_serve(&database, index, tool_output, &arguments);
         }
         Command::List(arguments) => return run_list(&database, &arguments),
+        Command::History(arguments) => return run_history(&database, arguments),
         Command::Doctor => return run_doctor(),
         Command::Status => return run_status(&database, index),
         Command::Thread(command) => return run_thread(&database, tool_output, command),
@@ -125,6 +126,40 @@ fn run_operation(
     let semantic = matches!(operation, Operation::Recall | Operation::Sync);
     match database.open(Client::MEMORY) {
         Ok(opened) => with_store!(opened, store => answer(store, semantic, index, request)),
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
+}
+
+/// `memory history`: a document's revisions through the one history read of the service. The
+/// argument is decoded first, so refused input opens nothing.
+fn run_history(database: &Database, arguments: OperationArgs) -> anyhow::Result<ExitCode> {
+    let text = match read_argument(arguments.json) {
+        Ok(text) => text,
+        Err(ReadFailure::Refused(refusal)) => return Ok(print_refusal(&refusal)),
+        Err(ReadFailure::Io(error)) => {
+            return Err(error).context("could not read the JSON argument");
+        }
+    };
+    if let Err(refusal) = RawArguments::Text(&text).decode::<memory_cli::wire::HistoryArguments>() {
+        return Ok(print_refusal(&refusal));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => {
+            let service = MemoryService::new(
+                Arc::clone(&store),
+                RecallService::lexical_only(store),
+            );
+            runtime.block_on(service.history_of(RawArguments::Text(&text)))
+        })
+    });
+    match answer {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
@@ -293,7 +328,7 @@ fn answer<S: Store>(
         RecallService::lexical_only(Arc::clone(&store))
     };
     let service = MemoryService::new(Arc::clone(&store), recall);
-    let read_only = matches!(request, Request::Recall(_) | Request::Get(_));
+    let read_only = matches!(request, Request::Recall(_) | Request::Get(..));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -476,7 +511,8 @@ fn serve<S: Store>(
         .and_then(|following| {
             let vectors = store.open_vectors()?;
             let semantic = SemanticBackend::following(Arc::clone(&store), vectors, following.feed)?
-                .with_index_options(index)?;
+                .with_index_options(index)?
+                .waking(following.commits.clone());
             Ok((semantic, following.commits))
         });
     let (semantic, commits) = match opened {

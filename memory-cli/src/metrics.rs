@@ -95,6 +95,7 @@ pub struct ServerMetrics {
     in_flight: Gauge,
     grants: Gauge,
     grant_reloads: Family<Label, Counter>,
+    compactions: Family<Label, Counter>,
 }
 
 impl std::fmt::Debug for ServerMetrics {
@@ -198,6 +199,13 @@ impl ServerMetrics {
             "Re-reads of the grants file, by outcome",
             grant_reloads.clone(),
         );
+        let compactions = Family::<Label, Counter>::default();
+        registry.register(
+            "memory_compactions",
+            "memory_compact calls that appended a compaction record, by its outcome, and those \
+             refused as unmeasured",
+            compactions.clone(),
+        );
         Self {
             registry,
             recall_seconds,
@@ -217,7 +225,16 @@ impl ServerMetrics {
             in_flight,
             grants,
             grant_reloads,
+            compactions,
         }
+    }
+
+    /// Counts one compaction by outcome (`folded`, `nothing_to_fold`, `not_smaller`,
+    /// `summarizer_failed`, or `unmeasured` for a call refused without a measured token count).
+    pub fn count_compaction(&self, outcome: &'static str) {
+        self.compactions
+            .get_or_create(&[("outcome", outcome)])
+            .inc();
     }
 
     /// Counts one call refused outside `grant`.

@@ -40,9 +40,11 @@
 //! of a recall runs on tokio's blocking pool (memory-sqlite answers synchronously), so `timeout_ms`
 //! really bounds the search, revalidation and composition: when it passes the recall is refused as
 //! `deadline` at once. The deadline starts when the recall does, so loading the model and a one-shot
-//! command's catch-up indexing count against it too: a recall that cannot get the index up to date in
-//! time is refused as `unavailable`, saying how many changes the index is behind and that `memory sync`
-//! catches up (the batches indexed meanwhile stay indexed). Token counts use
+//! command's catch-up indexing (or, in the server, the wait for its indexer to pass the store's head)
+//! count against it too: a recall that cannot get the index up to date in time is refused as
+//! `unavailable`, saying how many changes the index is behind and that `memory sync` catches up (the
+//! batches indexed meanwhile stay indexed). Semantic results say what the index held
+//! (`index_position`) against the store's head when the recall began (`store_head`). Token counts use
 //! memory-core's approximate counter in every mode: the counter should be the consuming agent's model's,
 //! which is not the embedding model, and one limit should mean the same thing whatever the mode.
 //!
@@ -266,8 +268,8 @@ impl<S: Store> RecallService<S> {
         // `timeout_ms` bounds everything the caller waits for: loading the model and a one-shot
         // command's catch-up indexing count against it, not just the search.
         let deadline = tokio::time::Instant::now() + query.limits.timeout();
-        let index = match query.mode {
-            RecallMode::Lexical | RecallMode::Recent => None,
+        let (index, indexed_at) = match query.mode {
+            RecallMode::Lexical | RecallMode::Recent => (None, None),
             RecallMode::Exact | RecallMode::Hnsw | RecallMode::Hybrid => {
                 let Some(semantic) = &self.semantic else {
                     return Err(Refusal::unavailable(format!(
@@ -275,7 +277,8 @@ impl<S: Store> RecallService<S> {
                         query.mode.as_str()
                     )));
                 };
-                Some(semantic.index_for_query(deadline).await?)
+                let (index, indexed_at) = semantic.index_for_query(deadline).await?;
+                (Some(index), Some(indexed_at))
             }
         };
         let RecallQuery {
@@ -354,6 +357,8 @@ impl<S: Store> RecallService<S> {
                 IndexKind::Exact => AnsweredBy::Exact,
                 IndexKind::Hnsw => AnsweredBy::Hnsw,
             });
+        result.index_position = indexed_at.map(|at| at.indexed.get());
+        result.store_head = indexed_at.map(|at| at.head.get());
         Ok(result)
     }
 
@@ -649,13 +654,26 @@ impl<S: Store> RecallService<S> {
         &self,
         documents: Vec<MemoryDocument>,
     ) -> Result<Vec<MemoryDocument>, Refusal> {
-        if documents.is_empty() {
+        let documents = documents.into_iter().map(Some).collect();
+        Ok(self
+            .visible_each(documents)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    /// [`Self::visible`] for many documents in one check, each in its place (`None` where hidden):
+    /// a document's revisions, for its history.
+    pub async fn visible_each(
+        &self,
+        documents: Vec<Option<MemoryDocument>>,
+    ) -> Result<Vec<Option<MemoryDocument>>, Refusal> {
+        if documents.iter().all(Option::is_none) {
             return Ok(documents);
         }
         let suppression = self.suppression.get(&self.store).await?;
-        let documents = documents.into_iter().map(Some).collect();
-        let visible = blocking(move || hide_suppressed(&*suppression, documents)).await??;
-        Ok(visible.into_iter().flatten().collect())
+        Ok(blocking(move || hide_suppressed(&*suppression, documents)).await??)
     }
 }
 
@@ -704,6 +722,8 @@ fn to_wire(recalled: RecalledMemory, score_of: impl Fn(&str, &str) -> f64) -> Re
         passages,
         outcomes: recalled.outcomes.into_iter().map(outcome_to_wire).collect(),
         answered_by: None,
+        index_position: None,
+        store_head: None,
     }
 }
 

@@ -21,8 +21,10 @@
 //!   catch-up is bounded by its `timeout_ms`.
 //!   [`Freshness::Background`] (the MCP server, [`SemanticBackend::following`]): an [`Indexer`] follows
 //!   [`Store::Feed`] (the SQLite store itself, or a PostgreSQL `ChangeFollower` that wakes on
-//!   `NOTIFY`, so a write on another host is indexed without waiting for a poll); sync waits for it to
-//!   pass the store's head read at the start of the call. Changes another process indexed while this
+//!   `NOTIFY`, so a write on another host is indexed without waiting for a poll); a semantic recall and
+//!   a sync wait for it to pass the store's head read at the start of the call (a recall within its
+//!   `timeout_ms`, waking the feed so another process's writes are read at once), so a served recall
+//!   holds what a one-shot one would; a sync then saves the graph for one-shot readers. Changes another process indexed while this
 //!   one loaded the stored vectors are indexed again at load, so the indexer's starting position never
 //!   skips a change this process's index lacks.
 //! - A withdrawn document is never recalled whatever the index holds: every semantic hit is revalidated
@@ -64,7 +66,7 @@ pub struct Synced {
 
 use crate::blocking::{blocking, on_blocking_pool};
 use crate::database::Store;
-use crate::feed::PoolFeed;
+use crate::feed::{CommitSignal, PoolFeed};
 use crate::refusal::Refusal;
 
 /// The semantic index the binary uses: the real model, vectors in the store's own database.
@@ -101,6 +103,22 @@ pub enum Freshness {
 struct Following<F> {
     feed: Arc<F>,
     options: IndexerOptions,
+    /// Wakes the feed's wait for a commit (SQLite's [`crate::feed::WakingFeed`]), so a recall that
+    /// finds the index behind has another process's writes read now, not after the fallback poll.
+    wake: Option<CommitSignal>,
+}
+
+/// How often a served recall waiting for the indexer wakes the feed again: a wake that lands while
+/// the indexer is between reads is not lost for longer than this.
+pub const FRESHNESS_WAKE_INTERVAL: Duration = Duration::from_millis(25);
+
+/// What the index of a semantic recall reflected when the search ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexedAt {
+    /// The change-feed position every change up to which the index holds.
+    pub indexed: ChangeSequence,
+    /// The store's head read when the recall began; `indexed` is at least this.
+    pub head: ChangeSequence,
 }
 
 /// The semantic index over one store, loaded on first need.
@@ -170,7 +188,11 @@ impl<S: Store> SemanticBackend<S> {
         Self::with_assets(
             store,
             vectors,
-            Some(Following { feed, options }),
+            Some(Following {
+                feed,
+                options,
+                wake: None,
+            }),
             ModelAssets::from_env(),
         )
     }
@@ -217,6 +239,15 @@ impl<S: Store> SemanticBackend<S> {
         self.compact = options.compact();
         self.hnsw = options.hnsw_params()?;
         Ok(self)
+    }
+
+    /// Lets a recall that finds the server's index behind the store wake the feed with `wake` (the
+    /// signal the server's commits give a SQLite feed; `None` for a feed that wakes by itself).
+    pub fn waking(mut self, wake: Option<CommitSignal>) -> Self {
+        if let Some(following) = &mut self.following {
+            following.wake = wake;
+        }
+        self
     }
 
     /// The index's bounds.
@@ -272,9 +303,17 @@ impl<S: Store> SemanticBackend<S> {
         self.loaded.get().map(|loaded| Arc::clone(&loaded.index))
     }
 
-    /// The index, up to date as [`Freshness`] promises for a query: in catch-up mode every change
-    /// committed before the call is indexed first; in background mode the indexer's progress is taken
-    /// as it is (call [`Self::sync`] to wait).
+    /// The index, holding every change committed before the call, in both modes: in catch-up mode
+    /// this process indexes the changes first; in background mode the call waits for the server's
+    /// indexer to pass the store's head read at its start, waking the feed so that another
+    /// process's writes (the remembering worker's) are read at once rather than at the feed's
+    /// fallback poll. Answers the index and what it reflected ([`IndexedAt`]).
+    ///
+    /// Why the server waits too: a served recall that took the indexer's progress as it was
+    /// answered from an index behind the store, so the hook's prompt right after a worker pass got
+    /// nothing (or less) where the one-shot hook, which catches up, got the worker's new memory
+    /// (issue 42, item 3). A recall now means the same thing at every door. The wait costs one
+    /// head read when the index is current, and an indexing batch when it is not.
     ///
     /// Both the model's load and the catch-up count against `deadline` (the recall's `timeout_ms`): a
     /// recall that cannot get the index up to date in time is refused as `unavailable`, saying how many
@@ -283,7 +322,7 @@ impl<S: Store> SemanticBackend<S> {
     pub async fn index_for_query(
         &self,
         deadline: tokio::time::Instant,
-    ) -> Result<Arc<MemorySemanticIndex<S::Vectors>>, Refusal> {
+    ) -> Result<(Arc<MemorySemanticIndex<S::Vectors>>, IndexedAt), Refusal> {
         let loaded = match tokio::time::timeout_at(deadline, self.loaded()).await {
             Ok(loaded) => loaded?,
             Err(_) => {
@@ -293,26 +332,72 @@ impl<S: Store> SemanticBackend<S> {
                 ));
             }
         };
-        if let Follower::CatchUp(position) = &loaded.follower {
-            let head = self.head().await?;
-            let caught = tokio::time::timeout_at(
-                deadline,
-                self.catch_up(&loaded.index, position, head, false),
-            )
-            .await;
-            match caught {
-                Ok(caught) => caught?,
-                Err(_) => return Err(self.behind(head).await),
+        let head = self.head().await?;
+        let indexed = match &loaded.follower {
+            Follower::CatchUp(position) => {
+                let caught = tokio::time::timeout_at(
+                    deadline,
+                    self.catch_up(&loaded.index, position, head, false),
+                )
+                .await;
+                match caught {
+                    Ok(caught) => caught?,
+                    Err(_) => {
+                        let indexed = self.indexed_position().await.ok();
+                        return Err(Self::behind(head, indexed));
+                    }
+                }
+                (*position.lock().await).max(head)
             }
-        }
-        Ok(Arc::clone(&loaded.index))
+            Follower::Background(indexer) => {
+                let indexer = indexer.read().await;
+                let Some(indexer) = indexer.as_ref() else {
+                    return Err(Refusal::unavailable("the semantic indexer has shut down"));
+                };
+                self.wait_for_indexer(indexer, head, deadline).await?
+            }
+        };
+        Ok((Arc::clone(&loaded.index), IndexedAt { indexed, head }))
     }
 
-    /// The refusal of a recall whose catch-up up to `head` ran out of time.
-    async fn behind(&self, head: ChangeSequence) -> Refusal {
-        let behind = match self.indexed_position().await {
-            Ok(indexed) => head.get().saturating_sub(indexed.get()).to_string(),
-            Err(_) => "an unknown number of".to_owned(),
+    /// Waits until the background `indexer` has passed `head`, waking its feed every
+    /// [`FRESHNESS_WAKE_INTERVAL`]; refused as `unavailable` (how many changes behind) at `deadline`.
+    async fn wait_for_indexer(
+        &self,
+        indexer: &Indexer,
+        head: ChangeSequence,
+        deadline: tokio::time::Instant,
+    ) -> Result<ChangeSequence, Refusal> {
+        let wake = self
+            .following
+            .as_ref()
+            .and_then(|following| following.wake.as_ref());
+        loop {
+            let position = indexer.position();
+            if position >= head {
+                return Ok(position);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Self::behind(head, Some(position)));
+            }
+            if let Some(wake) = wake {
+                wake.committed();
+            }
+            let next = (tokio::time::Instant::now() + FRESHNESS_WAKE_INTERVAL).min(deadline);
+            // A timeout here only means: wake the feed again.
+            if let Ok(Err(error)) =
+                tokio::time::timeout_at(next, indexer.wait_until_indexed(head)).await
+            {
+                return Err(Refusal::from(error));
+            }
+        }
+    }
+
+    /// The refusal of a recall whose index could not reach `head` in time (`indexed`: where it got).
+    fn behind(head: ChangeSequence, indexed: Option<ChangeSequence>) -> Refusal {
+        let behind = match indexed {
+            Some(indexed) => head.get().saturating_sub(indexed.get()).to_string(),
+            None => "an unknown number of".to_owned(),
         };
         Refusal::unavailable(format!(
             "the semantic index is {behind} changes behind the store and could not catch up \
@@ -345,11 +430,16 @@ impl<S: Store> SemanticBackend<S> {
                 loaded.index.persist_graph().await?;
             }
             Follower::Background(indexer) => {
-                let indexer = indexer.read().await;
-                let Some(indexer) = indexer.as_ref() else {
+                let guard = indexer.read().await;
+                let Some(indexer) = guard.as_ref() else {
                     return Err(Refusal::unavailable("the semantic indexer has shut down"));
                 };
                 indexer.wait_until_indexed(head).await?;
+                // The graph the indexer kept up to date is saved (a no-op when unchanged), so a
+                // one-shot recall after this sync loads it and answers `hnsw` as the server does,
+                // rather than `exact` until the next periodic save.
+                drop(guard);
+                self.save_graph().await;
             }
         }
         let unindexed = loaded.index.unindexed_counts().await?;
@@ -494,7 +584,7 @@ impl<S: Store> SemanticBackend<S> {
         let index = Arc::new(stored.and_then(|stored| stored.with_embedder(Arc::new(embedder)))?);
         let follower = match &self.following {
             None => Follower::CatchUp(Mutex::new(start)),
-            Some(Following { feed, options }) => {
+            Some(Following { feed, options, .. }) => {
                 let indexer = Indexer::spawn(
                     Arc::clone(&index),
                     Arc::clone(feed),

@@ -2,7 +2,7 @@
 //! load the model, keep the HNSW graph saved, serve stdio or HTTP, shut down cleanly.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::cli::ServeArgs;
 use crate::database::{Database, Store};
 use crate::discovery::{self, Discovery, DiscoveryGuard};
 use crate::feed::CommitSignal;
-use crate::grants::Grants;
+use crate::grants::{Grant, Grants, NamespaceRule};
 use crate::http::{self, HttpState, Limits};
 use crate::mcp::{MemoryServer, ServeError};
 use crate::metrics::ServerMetrics;
@@ -31,6 +31,11 @@ pub struct ServeOptions {
     pub http: Option<HttpOptions>,
     /// The simple tools' namespace and scope.
     pub defaults: Option<Arc<Defaults>>,
+    /// The grant a call on standard input and output holds: the server's own grant
+    /// ([`Grant::server`]), or the one `--grant NAME` picks from `--grants`.
+    pub local: Arc<Grant>,
+    /// `--user`/`MEMORY_USER`: whose per-user namespace the server's grant holds.
+    pub user: Option<String>,
     /// Where the discovery file goes while HTTP is served.
     pub discovery_path: PathBuf,
     /// How much of a tool result's output memory_thread_append stores (`--max-tool-output-bytes`).
@@ -80,11 +85,23 @@ impl ServeOptions {
                 ));
             }
         };
+        let user = arguments.user.clone();
+        let server = Arc::new(server_grant(arguments, defaults.as_ref())?);
+        let mut local = Arc::clone(&server);
         let http = match arguments.http {
             Some(addr) => {
                 let token = http::read_token(arguments.token_file.as_deref())?;
                 http::check_token_policy(addr, token.is_some() || arguments.grants.is_some())?;
-                let grants = Grants::new(arguments.grants.clone(), token.clone(), defaults.clone())
+                if arguments.grants.is_some()
+                    && token.is_none()
+                    && (arguments.allow_any_namespace || !arguments.allow_namespace.is_empty())
+                {
+                    return Err(Refusal::invalid_input(
+                        "--allow-namespace and --allow-any-namespace widen the server's own \
+                         grant, which only the --token-file token holds beside --grants",
+                    ));
+                }
+                let grants = Grants::new(arguments.grants.clone(), token.clone(), server)
                     .map_err(|error| Refusal::invalid_input(error.to_string()))?;
                 let discovery_token = match &arguments.hook_token_file {
                     Some(path) => {
@@ -106,11 +123,18 @@ impl ServeOptions {
                     limits: arguments.limits,
                 })
             }
-            None => None,
+            None => {
+                if let Some(file) = &arguments.grants {
+                    local = stdio_grant(file, arguments.grant.as_deref(), server)?;
+                }
+                None
+            }
         };
         Ok(Self {
             http,
             defaults,
+            local,
+            user,
             discovery_path: discovery::path_for(database),
             tool_output: ToolOutputBound::default(),
         })
@@ -121,6 +145,61 @@ impl ServeOptions {
         self.tool_output = bound;
         self
     }
+}
+
+/// The server's own grant (see [`crate::grants`]): `--namespace`, the per-user namespace of `--user`
+/// (else the OS user, when known), and each `--allow-namespace` rule; every namespace with
+/// `--allow-any-namespace`.
+fn server_grant(arguments: &ServeArgs, defaults: Option<&Arc<Defaults>>) -> Result<Grant, Refusal> {
+    let mut rules = Vec::new();
+    for text in &arguments.allow_namespace {
+        match crate::grants::parse_rule(text)
+            .map_err(|error| Refusal::invalid_input(format!("--allow-namespace {text}: {error}")))?
+        {
+            Some(rule) => rules.push(rule),
+            // `{"name": "*"}` is every namespace, as in a grants file.
+            None => return Ok(Grant::server(None, defaults.cloned())),
+        }
+    }
+    if arguments.allow_any_namespace {
+        return Ok(Grant::server(None, defaults.cloned()));
+    }
+    if let Some(defaults) = defaults {
+        rules.extend(NamespaceRule::exactly(defaults.address()));
+    }
+    // A --user given is checked (a bad one refuses to start); an OS user no namespace can hold
+    // (which the hook would refuse as well) adds nothing.
+    let user = match &arguments.user {
+        Some(user) => Some(user_address(user)?),
+        None => crate::destination::os_user().and_then(|user| user_address(&user).ok()),
+    };
+    if let Some(address) = user {
+        rules.extend(NamespaceRule::exactly(&address));
+    }
+    Ok(Grant::server(Some(rules), defaults.cloned()))
+}
+
+fn user_address(user: &str) -> Result<memory_core::NamespaceAddress, Refusal> {
+    Ok(memory_core::activity::destination::user_namespace(user)?)
+}
+
+/// The grant `--grant NAME` names in the grants file `file`, for standard input and output; the file
+/// is read once (SIGHUP re-reads grants over HTTP only).
+fn stdio_grant(file: &Path, name: Option<&str>, server: Arc<Grant>) -> Result<Arc<Grant>, Refusal> {
+    let Some(name) = name else {
+        return Err(Refusal::invalid_input(
+            "--grants on standard input and output needs --grant NAME: there is no bearer token \
+             to pick a grant by",
+        ));
+    };
+    let grants = Grants::new(Some(file.to_owned()), None, server)
+        .map_err(|error| Refusal::invalid_input(error.to_string()))?;
+    grants.named(name).ok_or_else(|| {
+        Refusal::invalid_input(format!(
+            "--grant {name}: {} has no grant of that name",
+            file.display()
+        ))
+    })
 }
 
 /// Serves until stdin closes (stdio) or SIGINT/SIGTERM (HTTP), then saves the graph and stops the
@@ -140,8 +219,14 @@ pub async fn serve<S: Store>(
         service = service.with_commit_signal(commits);
     }
     let metrics = Arc::new(ServerMetrics::new());
-    let server = MemoryServer::new(Arc::new(service), options.defaults, Arc::clone(&metrics))
-        .with_tool_output_bound(options.tool_output);
+    let server = MemoryServer::new(
+        Arc::new(service),
+        options.defaults,
+        options.local,
+        options.user,
+        Arc::clone(&metrics),
+    )
+    .with_tool_output_bound(options.tool_output);
     // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so a
     // restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
     let saver = {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use memory_core::{MemoryDocument, MemoryKey, MemoryWrite};
+use memory_core::{MemoryDocument, MemoryKey, MemoryWrite, StoredRevision};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
@@ -19,8 +19,9 @@ use crate::input::{decode_bytes, decode_value};
 use crate::recall_service::{RecallQuery, RecallService};
 use crate::refusal::{Refusal, to_json};
 use crate::wire::{
-    GetArguments, GetResult, PutArguments, RecallArguments, SyncArguments, WireDocument,
-    WithdrawArguments, WriteResult, key_of,
+    DEFAULT_HISTORY_LIMIT, GetArguments, GetResult, HistoryArguments, HistoryResult, PutArguments,
+    RecallArguments, SyncArguments, WireDocument, WireRevision, WithdrawArguments, WriteResult,
+    key_of, revisions_limit,
 };
 
 /// One of the five operations.
@@ -85,8 +86,8 @@ impl RawArguments<'_> {
 pub enum Request {
     /// `memory_put` or `memory_withdraw`.
     Write(MemoryWrite),
-    /// `memory_get`.
-    Get(MemoryKey),
+    /// `memory_get`: the key, and how many of its revisions to answer too (none without `revisions`).
+    Get(MemoryKey, Option<usize>),
     /// `memory_recall`.
     Recall(RecallQuery),
     /// `memory_sync`.
@@ -103,7 +104,11 @@ impl Request {
             }
             Operation::Get => {
                 let arguments: GetArguments = arguments.decode()?;
-                Self::Get(key_of(&arguments.namespace, &arguments.id)?)
+                let revisions = arguments
+                    .revisions
+                    .map(|asked| revisions_limit("revisions", asked))
+                    .transpose()?;
+                Self::Get(key_of(&arguments.namespace, &arguments.id)?, revisions)
             }
             Operation::Recall => {
                 Self::Recall(RecallQuery::new(arguments.decode::<RecallArguments>()?)?)
@@ -120,7 +125,7 @@ impl Request {
         match self {
             Self::Write(MemoryWrite::Put { .. }) => Operation::Put,
             Self::Write(MemoryWrite::Withdraw { .. }) => Operation::Withdraw,
-            Self::Get(_) => Operation::Get,
+            Self::Get(..) => Operation::Get,
             Self::Recall(_) => Operation::Recall,
             Self::Sync => Operation::Sync,
         }
@@ -191,7 +196,7 @@ impl<S: Store> MemoryService<S> {
         async move {
             let answer = match request {
                 Request::Write(write) => to_json(&self.write(write).await?),
-                Request::Get(key) => to_json(&self.get(&key).await?),
+                Request::Get(key, revisions) => to_json(&self.get(&key, revisions).await?),
                 Request::Recall(query) => to_json(&self.recall.recall(query).await?),
                 Request::Sync => {
                     // Wakes the indexer now, for writes other processes made since its last read.
@@ -230,19 +235,31 @@ impl<S: Store> MemoryService<S> {
         Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
     }
 
-    /// `memory_get` as `grant`'s holder: a document the grant cannot read answers as none.
-    pub async fn get_as(&self, key: &MemoryKey, grant: &Grant) -> Result<Value, Refusal> {
-        to_json(&self.get_filtered(key, Some(grant)).await?)
+    /// `memory_get` as `grant`'s holder: a document the grant cannot read answers as none, and its
+    /// revisions as [`Self::history`] shows them to the grant.
+    pub async fn get_as(
+        &self,
+        key: &MemoryKey,
+        revisions: Option<usize>,
+        grant: &Grant,
+    ) -> Result<Value, Refusal> {
+        to_json(&self.get_filtered(key, revisions, Some(grant)).await?)
     }
 
-    /// `memory_get`: the current document of `key`, as recall would show it.
-    pub async fn get(&self, key: &MemoryKey) -> Result<GetResult, Refusal> {
-        self.get_filtered(key, None).await
+    /// `memory_get`: the current document of `key`, as recall would show it, and with `revisions`
+    /// up to that many of its revisions ([`Self::history`]).
+    pub async fn get(
+        &self,
+        key: &MemoryKey,
+        revisions: Option<usize>,
+    ) -> Result<GetResult, Refusal> {
+        self.get_filtered(key, revisions, None).await
     }
 
     async fn get_filtered(
         &self,
         key: &MemoryKey,
+        revisions: Option<usize>,
         grant: Option<&Grant>,
     ) -> Result<GetResult, Refusal> {
         let document = self
@@ -256,6 +273,76 @@ impl<S: Store> MemoryService<S> {
             .await?
             .map(WireDocument::from_document)
             .transpose()?;
-        Ok(GetResult { document })
+        let revisions = match revisions {
+            Some(limit) => Some(self.history(key, limit, grant).await?),
+            None => None,
+        };
+        Ok(GetResult {
+            document,
+            revisions,
+        })
+    }
+
+    /// `memory history` (its JSON arguments decoded here) as the process's own caller.
+    pub async fn history_of(&self, arguments: RawArguments<'_>) -> Result<Value, Refusal> {
+        let arguments: HistoryArguments = arguments.decode()?;
+        let limit = revisions_limit("limit", arguments.limit.unwrap_or(DEFAULT_HISTORY_LIMIT))?;
+        let key = key_of(&arguments.namespace, &arguments.id)?;
+        to_json(&HistoryResult {
+            revisions: self.history(&key, limit, None).await?,
+        })
+    }
+
+    /// Up to `limit` of `key`'s revisions, newest first: the one history read behind `memory_get`'s
+    /// `revisions`, `memory history` and the Python package's `history`.
+    ///
+    /// Each revision shows its text, attributions and time while the store keeps its words
+    /// (memory-core's `revisions`: the newest ones up to the store's bound, none after a
+    /// withdrawal, whose tombstone shows when and why). Read-time suppression applies as for
+    /// `memory_get`: a revision a forgotten source wrote shows no words, and while the current
+    /// revision is one, no revision does (its cleanup will withdraw the document). With `grant`,
+    /// only the revisions the grant may read are shown, and the tombstone only beside one of them.
+    pub async fn history(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+        grant: Option<&Grant>,
+    ) -> Result<Vec<WireRevision>, Refusal> {
+        let store = Arc::clone(&self.store);
+        let read = key.clone();
+        let revisions =
+            on_blocking_pool(async move { store.revisions(&read, limit).await }).await??;
+        let readable =
+            |document: &MemoryDocument| grant.is_none_or(|grant| grant.can_read(document));
+        let any_readable = revisions
+            .iter()
+            .any(|revision| revision.document.withdrawn.is_none() && readable(&revision.document));
+        let revisions: Vec<StoredRevision> = revisions
+            .into_iter()
+            .filter(|revision| match revision.document.withdrawn {
+                Some(_) => any_readable,
+                None => readable(&revision.document),
+            })
+            .collect();
+        let with_words = revisions
+            .iter()
+            .map(|revision| {
+                (revision.words_kept && revision.document.withdrawn.is_none())
+                    .then(|| revision.document.clone())
+            })
+            .collect();
+        let visible = self.recall.visible_each(with_words).await?;
+        let current_forgotten = revisions
+            .first()
+            .is_some_and(|revision| revision.words_kept && revision.document.withdrawn.is_none())
+            && visible.first().is_some_and(Option::is_none);
+        Ok(revisions
+            .into_iter()
+            .zip(visible)
+            .map(|(revision, visible)| {
+                let shown = visible.is_some() && !current_forgotten;
+                WireRevision::from_document(revision.document, shown)
+            })
+            .collect())
     }
 }

@@ -2,11 +2,15 @@
 //! server's default namespace and scope (`memory serve --namespace JSON --scope NAME`).
 //!
 //! They are the precise operations with every field an LLM gets wrong filled by the server:
-//! - `memory_remember {text, id?, speaker?, metadata?}` is a `memory_put` granted to the default scope.
+//! - `memory_remember {text, id?, expected_revision?, speaker?, metadata?}` is a `memory_put` granted
+//!   to the default scope.
 //!   Its operation id is `remember-<sha256 of the call>` (the canonical JSON of the tool name, namespace,
 //!   scope and arguments), so a retried call is the same operation. Without an `id` the document id is
 //!   derived from the same digest (`m-<first 24 hex>`), so remembering the same text twice stores it
-//!   once. The attribution names the call's operation id as its origin, the speaker (`user` by
+//!   once. Replacing an existing document takes the caller's `expected_revision`, as `memory_put`
+//!   does: the server never reads the current revision and writes over it, since an edit made in
+//!   between (a person's correction) would then be lost silently. Without one, or with a stale one,
+//!   the store answers `conflict` and nothing changes. The attribution names the call's operation id as its origin, the speaker (`user` by
 //!   default) and the default scope as observer; both times are the server's clock.
 //!   A retry must send the same command as the first call for the store to replay its receipt, yet
 //!   the first call chose its times and expected revision from the state it saw. So when the current
@@ -61,10 +65,15 @@ pub const REMEMBER_LOCATOR: &str = "mcp:memory_remember";
 pub struct RememberArguments {
     /// The text to remember.
     pub text: String,
-    /// The document id; with an existing one its current revision is replaced. Without one the id is
-    /// derived from the call, so the same text is stored once.
+    /// The document id. Without one the id is derived from the call, so the same text is stored
+    /// once.
     #[serde(default)]
     pub id: Option<String>,
+    /// The current revision of the document `id` names, to replace it (as `memory_put` takes it);
+    /// replacing an existing document without it, or with a stale one, is refused as `conflict`.
+    // Left out of the call's digest when absent, so calls without it keep their operation ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_revision: Option<String>,
     /// Who said it (default `user`).
     #[serde(default)]
     pub speaker: Option<String>,
@@ -157,36 +166,20 @@ impl Defaults {
     }
 }
 
-/// `memory_remember`.
+/// `memory_remember` (the Python package's `add` and `update` too).
 pub async fn remember<S: Store>(
     service: &MemoryService<S>,
     defaults: &Defaults,
     grant: &Grant,
     arguments: RememberArguments,
 ) -> Result<WriteResult, Refusal> {
-    remember_expecting(service, defaults, grant, arguments, None).await
-}
-
-/// `memory_remember` that replaces exactly the revision `expected` (the Python package's
-/// `update(id, text, expected_revision=...)`): the store refuses it (`conflict`) when the current
-/// revision is another, as it refuses any write with a stale expected revision. The expected revision
-/// is part of the call, so its operation id differs from a plain `memory_remember`'s; without one this
-/// is `memory_remember` itself.
-pub async fn remember_expecting<S: Store>(
-    service: &MemoryService<S>,
-    defaults: &Defaults,
-    grant: &Grant,
-    arguments: RememberArguments,
-    expected: Option<Revision>,
-) -> Result<WriteResult, Refusal> {
     grant.allow_write_scopes([defaults.scope()])?;
-    let digest = match &expected {
-        None => defaults.digest_of("memory_remember", &arguments)?,
-        Some(expected) => defaults.digest_of(
-            "memory_remember",
-            &json!({"arguments": &arguments, "expected_revision": expected.as_str()}),
-        )?,
-    };
+    let expected = arguments
+        .expected_revision
+        .clone()
+        .map(Revision::new)
+        .transpose()?;
+    let digest = defaults.digest_of("memory_remember", &arguments)?;
     let operation_id = OperationId::new(format!("remember-{digest}"))?;
     let id = match &arguments.id {
         Some(id) => id.clone(),
@@ -202,6 +195,7 @@ pub async fn remember_expecting<S: Store>(
     if let Some(document) = &current {
         grant.allow_replace(document)?;
     }
+    let replacing_unnamed = expected.is_none() && current.is_some();
     let write = match current {
         // Written by this very call: send the first command again, so the store replays its receipt.
         Some(document) if written_by(&document, &operation_id, &arguments.text, &metadata) => {
@@ -214,11 +208,12 @@ pub async fn remember_expecting<S: Store>(
                 scopes: document.scopes,
             }
         }
-        current => {
+        // The caller's expected revision, never the one read above: the store refuses a stale one.
+        _ => {
             let now = memory_core::SystemClock.now_millis();
             MemoryWrite::Put {
                 key,
-                expected_revision: expected.or(current.map(|document| document.revision)),
+                expected_revision: expected,
                 locator: REMEMBER_LOCATOR.to_owned(),
                 content: MemoryContent {
                     text: arguments.text,
@@ -239,7 +234,17 @@ pub async fn remember_expecting<S: Store>(
             }
         }
     };
-    service.write(write).await
+    service.write(write).await.map_err(|refusal| {
+        if replacing_unnamed && refusal.kind() == ErrorKind::Conflict {
+            Refusal::new(
+                ErrorKind::Conflict,
+                "a document with this id exists: to replace it, pass its current revision as \
+                 expected_revision (memory_list shows it)",
+            )
+        } else {
+            refusal
+        }
+    })
 }
 
 /// Whether `document` is what the call with `operation_id` wrote.

@@ -52,7 +52,7 @@ pub struct WithdrawArguments {
     pub reason: String,
 }
 
-/// Arguments of `memory_get`: read one current document.
+/// Arguments of `memory_get`: read one current document, and with `revisions` its history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetArguments {
@@ -60,6 +60,96 @@ pub struct GetArguments {
     pub namespace: DynamicNamespace,
     /// The document id within the namespace.
     pub id: String,
+    /// Also answer up to this many of the document's revisions, newest first (1 to 1,000), as
+    /// `memory history` does; a withdrawn document answers its tombstone and revisions without words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<u32>,
+}
+
+/// Arguments of `memory history`: a document's revisions, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryArguments {
+    /// The namespace: `{name, version, identity}`.
+    pub namespace: DynamicNamespace,
+    /// The document id within the namespace.
+    pub id: String,
+    /// Most revisions answered, newest first: 1 to 1,000, default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// Revisions a history read answers when the call names no number.
+pub const DEFAULT_HISTORY_LIMIT: u32 = 100;
+
+/// The number of revisions a call asks for, checked before any read: 1 to
+/// [`memory_core::revisions::MAX_REVISIONS_PER_READ`].
+pub fn revisions_limit(field: &'static str, asked: u32) -> Result<usize, Refusal> {
+    let max = memory_core::revisions::MAX_REVISIONS_PER_READ;
+    if asked == 0 {
+        return Err(Refusal::invalid_input(format!(
+            "{field} must be at least 1"
+        )));
+    }
+    let asked = usize::try_from(asked).unwrap_or(usize::MAX);
+    if asked > max {
+        return Err(Refusal::too_large(field, max as u64, asked as u64));
+    }
+    Ok(asked)
+}
+
+/// One revision of a document's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireRevision {
+    /// The revision (opaque).
+    pub revision: String,
+    /// The revision it replaced; `null` for the first.
+    pub predecessor: Option<String>,
+    /// When it was written, epoch milliseconds.
+    pub modified_at: i64,
+    /// What it wrote: the text, its attributions (who said it) and metadata. `null` for a
+    /// withdrawal's tombstone and for a revision whose words are no longer kept (past the store's
+    /// bound of revisions per document, withdrawn, or written from a forgotten source).
+    pub content: Option<MemoryContent>,
+    /// Where it came from.
+    pub locator: String,
+    /// Scopes allowed to recall it.
+    pub scopes: Vec<String>,
+    /// Set on the withdrawal's tombstone: why it was withdrawn.
+    pub withdrawn: Option<WireWithdrawal>,
+}
+
+impl WireRevision {
+    /// The wire form of a stored revision, its content shown only when `words_shown`.
+    pub fn from_document(document: MemoryDocument, words_shown: bool) -> Self {
+        let shown = words_shown && document.withdrawn.is_none();
+        Self {
+            revision: document.revision.as_str().to_owned(),
+            predecessor: document
+                .predecessor
+                .map(|revision| revision.as_str().to_owned()),
+            modified_at: document.modified_at,
+            content: shown.then_some(document.content),
+            locator: document.locator,
+            scopes: document
+                .scopes
+                .iter()
+                .map(|scope| scope.as_str().to_owned())
+                .collect(),
+            withdrawn: document.withdrawn.map(|withdrawal| WireWithdrawal {
+                reason: withdrawal.reason,
+            }),
+        }
+    }
+}
+
+/// Result of `memory history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryResult {
+    /// The revisions, newest first; empty when the id was never written.
+    pub revisions: Vec<WireRevision>,
 }
 
 /// How `memory_recall` finds candidates.
@@ -184,6 +274,9 @@ pub struct WriteResult {
 pub struct GetResult {
     /// The current document; `null` when there is none (never written, or withdrawn).
     pub document: Option<WireDocument>,
+    /// With the `revisions` argument: the document's revisions, newest first (see `memory history`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<Vec<WireRevision>>,
 }
 
 /// Where a recalled passage came from.
@@ -227,6 +320,15 @@ pub struct RecallResult {
     /// The index that ranked the embedding candidates: `exact` or `hnsw` (an `hnsw` recall is
     /// answered by `exact` while the graph is not ready, and says so here); `null` for `lexical`.
     pub answered_by: Option<AnsweredBy>,
+    /// Semantic modes: the change-feed position the embedding index held when it searched (at
+    /// least `store_head`: a recall waits for its index to hold every change committed before it);
+    /// `null` for `lexical` and `recent`, whose index is the store's own.
+    #[serde(default)]
+    pub index_position: Option<u64>,
+    /// Semantic modes: the store's change head read when the recall began; `null` for `lexical`
+    /// and `recent`.
+    #[serde(default)]
+    pub store_head: Option<u64>,
 }
 
 /// Which embedding index ranked a semantic recall's candidates.

@@ -29,7 +29,7 @@ use memory_core::activity::{
     IntentId, IntentLease, IntentOutcome, IntentView, Lease, LogEntry, NewRecord, PendingOutput,
     PendingThread, ProgressKey, ProgressStore, ProgressView, RememberingStore, SavedCommand,
     Sequence, SourceId, SourceReference, SourceRevision, ThreadBinding, ThreadDestination,
-    ThreadId, ThreadLog, ThreadOverview, ThreadRecord, WorkerId,
+    ThreadId, ThreadLog, ThreadOverview, ThreadRecord, ThreadSuppressions, WorkerId,
 };
 use memory_core::document::EpochMillis;
 use memory_core::{
@@ -139,6 +139,17 @@ impl MemoryLister for Probe {
     }
 }
 
+impl memory_core::RevisionHistory for Probe {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<memory_core::StoredRevision>, MemoryError> {
+        self.violations.check("revisions");
+        self.store.revisions(key, limit).await
+    }
+}
+
 /// Forwards each listed method of an activity port to `self.inner`, checking the thread first.
 macro_rules! probed {
     ($( fn $name:ident(&self $(, $arg:ident : $ty:ty)*) -> $answer:ty; )*) => {
@@ -187,6 +198,7 @@ impl RememberingStore for ProbedRemembering {
         fn complete(&self, lease: &IntentLease, outcome: &IntentOutcome, successor: Option<&Intent>, now: EpochMillis) -> Result<(), ActivityError>;
         fn release(&self, lease: &IntentLease, now: EpochMillis) -> Result<(), ActivityError>;
         fn suppress(&self, source: &SourceId, revision: Option<&SourceRevision>, now: EpochMillis) -> Result<IntentId, ActivityError>;
+        fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError>;
         fn is_suppressed(&self, source: &SourceId, revision: &SourceRevision) -> Result<bool, ActivityError>;
         fn save_references(&self, references: &[SourceReference]) -> Result<(), ActivityError>;
         fn references(&self, source: &SourceId, after: u64, limit: usize) -> Result<Vec<(u64, SourceReference)>, ActivityError>;
@@ -303,6 +315,10 @@ fn every_store_call_of_the_operations_runs_on_the_blocking_pool() {
         assert_eq!(put["replayed"], false);
         let got = run(&service, Operation::Get, common::get("tea")).await;
         assert_eq!(got["document"]["id"], "tea", "{got}");
+        let mut with_history = common::get("tea");
+        with_history["revisions"] = json!(5);
+        let got = run(&service, Operation::Get, with_history).await;
+        assert_eq!(got["revisions"].as_array().map(Vec::len), Some(1), "{got}");
         for mode in ["lexical", "recent"] {
             let recalled = run(
                 &service,
@@ -348,6 +364,7 @@ fn every_store_call_of_the_operations_runs_on_the_blocking_pool() {
             RememberArguments {
                 text: "Bob drinks coffee.".to_owned(),
                 id: Some("coffee".to_owned()),
+                expected_revision: None,
                 speaker: None,
                 metadata: None,
             },

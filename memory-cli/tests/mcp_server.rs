@@ -44,7 +44,8 @@ async fn connect_with_env(
             .envs(env.iter().copied())
             .arg("--db")
             .arg(&fixture.db)
-            .arg("serve");
+            // These tests name their own namespaces, as a trusted single-user host does.
+            .args(["serve", "--allow-any-namespace"]);
     });
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())

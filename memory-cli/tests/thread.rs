@@ -302,7 +302,8 @@ async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {
             .env_remove("MEMORY_LOG")
             .arg("--db")
             .arg(&fixture.db)
-            .arg("serve");
+            // The threads name destinations of several users, as a trusted single-user host may.
+            .args(["serve", "--allow-any-namespace"]);
     });
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
@@ -477,4 +478,11 @@ async fn the_mcp_thread_tools_append_and_forget_with_immediate_effect() {
     )
     .await;
     client.cancel().await.expect("the server stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_record_is_never_shown_by_the_context_tools_on_sqlite() {
+    let fixture = Fixture::new();
+    let db = fixture.db.to_str().expect("a UTF-8 path").to_owned();
+    a_forgotten_record_is_never_shown_by_the_context_tools(&["--db", &db]).await;
 }

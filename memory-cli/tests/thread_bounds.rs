@@ -115,6 +115,9 @@ async fn a_caller_cannot_append_a_compaction() {
             summarizer: None,
             replaced_chars: 0,
             summary_chars: 0,
+            failure: None,
+            forgotten: Vec::new(),
+            replaces: None,
         }),
         opaque_cursor: None,
     };

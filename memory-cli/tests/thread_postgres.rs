@@ -186,3 +186,17 @@ fn a_forgotten_record_is_not_recalled_from_postgresql_before_or_after_cleanup() 
         "after cleanup",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_record_is_never_shown_by_the_context_tools_on_postgresql() {
+    let Some(database) = Database::fresh() else {
+        return;
+    };
+    a_forgotten_record_is_never_shown_by_the_context_tools(&[
+        "--db",
+        &database.url,
+        "--schema",
+        &database.schema,
+    ])
+    .await;
+}

@@ -6,12 +6,20 @@
 //! every view); a step whose tool call has no result refuses, and so does everything after it, so nothing
 //! that refused ever sits after a summary of what came later. The caller supplies the summary (of the
 //! earlier summary and the folded segments, in full); one that is not smaller, in characters, than what
-//! it replaces is refused. Either way the compaction is recorded: the record names the folded ranges, the
-//! measured input tokens that asked for it, and every refusal.
+//! it replaces is refused, and so is a summary longer than [`MAX_NEW_SUMMARY_CHARS`]. A summarizer that
+//! fails folds nothing, and its failure is recorded too ([`CompactionPlan::failed_record`]). Either way
+//! the compaction is recorded: the record names the folded ranges, the measured input tokens that asked
+//! for it, and every refusal. Each record of the thread gets at most one answer: folded, or refused for
+//! one reason; a refused span never reaches over a folded record (a late tool result of a folded step
+//! folds with its step even when a kept prompt came before it).
+//!
+//! A measured count of 0 input tokens is no measurement (a provider that reports no usage says 0), so it
+//! is refused as [`ContextError::Unmeasured`] like a missing one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use memory_core::activity::compaction::MAX_NEW_SUMMARY_CHARS;
 use memory_core::activity::{
     CompactionOutcome, CompactionRecord, CompactionRefusal, RefusalReason, Sequence, SequenceRange,
 };
@@ -25,7 +33,7 @@ use crate::view::{MAX_BUDGET_TOKENS, View};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactionRequest {
     /// The input tokens the provider reported for the last call: required (a compaction is counted,
-    /// never guessed; `None` is refused with [`ContextError::Unmeasured`]).
+    /// never guessed; `None` or `0` is refused with [`ContextError::Unmeasured`]).
     pub measured_input_tokens: Option<u64>,
     /// Tokens of the newest segments kept verbatim (the current turn is kept whatever its size).
     pub keep_tokens: u64,
@@ -34,6 +42,16 @@ pub struct CompactionRequest {
     pub through: Option<Sequence>,
     /// Who writes the summary (a model's name), for the frame.
     pub summarizer: Option<String>,
+}
+
+impl CompactionRequest {
+    /// The measured input tokens, or [`ContextError::Unmeasured`] when none were given or the count
+    /// is 0 (no measurement): the one rule every door checks, before reading anything.
+    pub fn measured(&self) -> Result<u64, ContextError> {
+        self.measured_input_tokens
+            .filter(|tokens| *tokens > 0)
+            .ok_or(ContextError::Unmeasured)
+    }
 }
 
 /// A compaction's plan: what to summarize.
@@ -53,6 +71,9 @@ pub struct CompactionPlan {
     pub through: Option<Sequence>,
     /// The measured input tokens of the request.
     pub measured_input_tokens: u64,
+    /// The folded records that are forgotten: the transcript holds their placeholders, and the
+    /// record names them, so forgetting them later does not withdraw this summary.
+    pub forgotten: Vec<Sequence>,
 }
 
 impl CompactionPlan {
@@ -92,8 +113,68 @@ impl CompactionPlan {
             summarizer,
             replaced_chars: self.replaced_chars,
             summary_chars,
+            failure: None,
+            forgotten: if folded {
+                self.forgotten.clone()
+            } else {
+                Vec::new()
+            },
+            replaces: folded.then(|| {
+                self.previous
+                    .as_ref()
+                    .map_or(Sequence::ZERO, |previous| previous.compaction)
+            }),
         }
     }
+
+    /// The record of this plan when the host's summarizer failed with `failure` (see
+    /// [`memory_core::activity::compaction::check_failure`]): nothing folds, and the span the plan would
+    /// have folded is refused as `summarizer_failed` beside the plan's other refusals. A plan with
+    /// nothing to fold asked no summarizer, so its record is `nothing_to_fold` whatever the host says.
+    pub fn failed_record(&self, failure: String, summarizer: Option<String>) -> CompactionRecord {
+        if self.fold.is_empty() {
+            return self.record(None, summarizer);
+        }
+        let mut refusals: Vec<CompactionRefusal> = self
+            .folded
+            .iter()
+            .map(|range| CompactionRefusal {
+                range: *range,
+                reason: RefusalReason::SummarizerFailed,
+            })
+            .chain(self.refusals.iter().cloned())
+            .collect();
+        refusals.sort_by_key(|refusal| refusal.range.first);
+        CompactionRecord {
+            outcome: CompactionOutcome::SummarizerFailed,
+            folded: Vec::new(),
+            measured_input_tokens: self.measured_input_tokens,
+            refusals,
+            summary: None,
+            summarizer,
+            replaced_chars: self.replaced_chars,
+            summary_chars: 0,
+            failure: Some(failure),
+            forgotten: Vec::new(),
+            replaces: None,
+        }
+    }
+}
+
+/// Checks a summary the caller wrote before it is committed: not blank, at most
+/// [`MAX_NEW_SUMMARY_CHARS`] characters.
+pub fn check_summary(summary: &str) -> Result<(), ContextError> {
+    if summary.trim().is_empty() {
+        return Err(ContextError::invalid("summary", "is empty"));
+    }
+    // Counting stops one past the cap, so a huge summary is refused without a walk over all of it.
+    if summary.chars().nth(MAX_NEW_SUMMARY_CHARS).is_some() {
+        return Err(ContextError::invalid(
+            "summary",
+            format!("must be at most {MAX_NEW_SUMMARY_CHARS} characters"),
+        ));
+    }
+    Ok(())
 }
 
 /// Plans a compaction of `state` (see the module docs).
@@ -102,9 +183,7 @@ pub fn plan(
     state: &ConversationState,
     request: &CompactionRequest,
 ) -> Result<CompactionPlan, ContextError> {
-    let measured_input_tokens = request
-        .measured_input_tokens
-        .ok_or(ContextError::Unmeasured)?;
+    let measured_input_tokens = request.measured()?;
     if request.keep_tokens > MAX_BUDGET_TOKENS {
         return Err(ContextError::invalid(
             "keep_tokens",
@@ -114,7 +193,7 @@ pub fn plan(
     let current_turn = state.current_turn_start();
     let split = view.split(state, request.keep_tokens, current_turn);
     let mut fold = Vec::new();
-    let mut refusals: Vec<CompactionRefusal> = Vec::new();
+    let mut refused: Vec<(&Segment, RefusalReason)> = Vec::new();
     let mut refusing = false;
     for (index, segment) in state.segments.iter().enumerate() {
         let reason = if segment.kind() == SegmentKind::System {
@@ -137,9 +216,11 @@ pub fn plan(
         };
         match reason {
             None => fold.push(Arc::clone(segment)),
-            Some(reason) => refuse(&mut refusals, segment, reason),
+            Some(reason) => refused.push((segment, reason)),
         }
     }
+    let folded = folded_ranges(state, &fold);
+    let refusals = refusal_ranges(&folded, &refused);
     let replaced_chars = state
         .summary
         .as_deref()
@@ -148,8 +229,17 @@ pub fn plan(
             .iter()
             .map(|segment| segment.chars() as u64)
             .sum::<u64>();
+    let folded = folded_ranges(state, &fold);
+    // Every forgotten record the ranges cover, those of no segment (a `run_completed`) included.
+    let forgotten: Vec<Sequence> = state
+        .forgotten
+        .keys()
+        .copied()
+        .filter(|record| folded.iter().any(|range| range.contains(*record)))
+        .collect();
     Ok(CompactionPlan {
-        folded: folded_ranges(state, &fold),
+        forgotten,
+        folded,
         through: fold.iter().map(|segment| segment.last()).max(),
         fold,
         previous: state.summary.clone(),
@@ -159,20 +249,44 @@ pub fn plan(
     })
 }
 
-/// Adds a refusal, merging it into the previous one when the reason is the same.
-fn refuse(refusals: &mut Vec<CompactionRefusal>, segment: &Segment, reason: RefusalReason) {
-    let range = SequenceRange {
-        first: segment.first(),
-        last: segment.last(),
-    };
-    if let Some(previous) = refusals.last_mut()
-        && previous.reason == reason
-    {
-        previous.range.first = previous.range.first.min(range.first);
-        previous.range.last = previous.range.last.max(range.last);
-        return;
+/// The refused spans: each refused segment's own records, a run of one reason merged while no record
+/// with another answer (refused for another reason, or inside a `folded` range) lies between. A
+/// segment's records may interleave with another's (a step's result arriving after a later prompt), and
+/// a folded range also takes the records of no segment between folded ones, so a span is built from
+/// records, never from a segment's first and last alone, which could reach over a folded record.
+fn refusal_ranges(
+    folded: &[SequenceRange],
+    refused: &[(&Segment, RefusalReason)],
+) -> Vec<CompactionRefusal> {
+    let answers: BTreeMap<Sequence, RefusalReason> = refused
+        .iter()
+        .flat_map(|(segment, reason)| {
+            segment
+                .records()
+                .iter()
+                .map(move |&sequence| (sequence, *reason))
+        })
+        .collect();
+    let mut refusals: Vec<CompactionRefusal> = Vec::new();
+    for (sequence, reason) in answers {
+        if let Some(last) = refusals.last_mut()
+            && last.reason == reason
+            && !folded
+                .iter()
+                .any(|range| range.first < sequence && range.last > last.range.last)
+        {
+            last.range.last = sequence;
+            continue;
+        }
+        refusals.push(CompactionRefusal {
+            range: SequenceRange {
+                first: sequence,
+                last: sequence,
+            },
+            reason,
+        });
     }
-    refusals.push(CompactionRefusal { range, reason });
+    refusals
 }
 
 /// The record ranges a fold covers: from its oldest record to its newest, less the records of the

@@ -6,14 +6,16 @@
 use std::sync::{Arc, Mutex};
 
 use memory_core::activity::ThreadId;
-use memory_core::activity::{NewRecord, RecordBody, Sequence, ThreadLog, ThreadRecord};
+use memory_core::activity::{
+    NewRecord, RecordBody, RememberingStore, Sequence, ThreadLog, ThreadRecord,
+};
 use serde::Serialize;
 
 use crate::ContextError;
-use crate::compaction::{self, CompactionPlan, CompactionRequest};
+use crate::compaction::{self, CompactionPlan, CompactionRequest, check_summary};
 use crate::conversation::{Conversation, ConversationState};
 use crate::fold::{FoldRead, FoldReader, FoldReport, FoldScope};
-use crate::history::{self, HistoryPage, HistorySearch};
+use crate::history::{self, HistoryPage, HistorySearch, Include};
 use crate::references::{ReferenceCache, References};
 use crate::segment::{Message, Role, SegmentData};
 use crate::view::{View, ViewResult, check_budget};
@@ -63,6 +65,9 @@ pub struct TurnPlan {
     pub remaining_tokens: u64,
     /// The budget.
     pub budget: u64,
+    /// The store's suppression generation when the turn was read: references loaded under another
+    /// generation are never reused (a forget since may have hidden what they show).
+    pub generation: u64,
 }
 
 impl TurnPlan {
@@ -159,6 +164,13 @@ impl Context {
         }
     }
 
+    /// The context, showing the records `store` says are forgotten as their placeholders in every
+    /// read (see [`FoldReader::forgetting`]); every interface builds its context with it.
+    pub fn forgetting(mut self, store: Arc<dyn RememberingStore>) -> Self {
+        self.reader = self.reader.forgetting(store);
+        self
+    }
+
     /// Its view.
     pub fn view_rules(&self) -> &View {
         &self.view
@@ -214,9 +226,10 @@ impl Context {
                 _ => None,
             })
         }));
+        let generation = read.forgotten.generation();
         let cached = query
             .as_deref()
-            .and_then(|query| self.references.get(thread, turn, query));
+            .and_then(|query| self.references.get(thread, turn, query, generation));
         let reserved = match (memory_reserve, &query) {
             (Some(reserve), Some(_)) => cached
                 .as_ref()
@@ -227,6 +240,7 @@ impl Context {
         let history = self.view_of(read, budget.saturating_sub(reserved).max(1))?;
         Ok(TurnPlan {
             thread: thread.clone(),
+            generation,
             remaining_tokens: budget.saturating_sub(history.view.tokens),
             history,
             turn,
@@ -259,6 +273,7 @@ impl Context {
                         text,
                         passages,
                         tokens,
+                        generation: plan.generation,
                     },
                 );
                 Some((kept, false))
@@ -324,7 +339,9 @@ impl Context {
 
     /// Compacts the thread: plans, asks `summarize` for the summary of the plan's transcript (only when
     /// something can fold), and appends the compaction record (also when nothing folds, or the summary
-    /// was not smaller). A summarizer error appends nothing.
+    /// was not smaller). A summarizer error is recorded as a `summarizer_failed` refusal (its message is
+    /// the record's `failure`, cut to fit) and answered as the record appended: the window stays as it
+    /// was, and the ledger says why.
     pub fn compact<E: std::fmt::Display>(
         &self,
         thread: &ThreadId,
@@ -339,21 +356,59 @@ impl Context {
         let summary = if plan.fold.is_empty() {
             None
         } else {
-            let summary =
-                summarize(&plan).map_err(|error| ContextError::Summarizer(error.to_string()))?;
-            check_summary(&summary)?;
-            Some(summary)
+            match summarize(&plan) {
+                Ok(summary) => {
+                    check_summary(&summary)?;
+                    Some(summary)
+                }
+                Err(error) => {
+                    let record =
+                        plan.failed_record(failure_reason(&error), request.summarizer.clone());
+                    return self.append(thread, record);
+                }
+            }
         };
         self.append(thread, plan.record(summary, request.summarizer.clone()))
     }
 
+    /// Records that the host's summarizer failed on the plan whose `through` is `request.through`:
+    /// appends a `summarizer_failed` compaction record, folding nothing (see
+    /// [`CompactionPlan::failed_record`]). `failure` is the host's reason, checked by
+    /// [`memory_core::activity::compaction::check_failure`].
+    pub fn record_summarizer_failure(
+        &self,
+        thread: &ThreadId,
+        request: &CompactionRequest,
+        failure: String,
+    ) -> Result<Compacted, ContextError> {
+        if request.through.is_none() {
+            return Err(ContextError::invalid(
+                "through",
+                "a summarizer failure is recorded with the `through` of the plan it was asked about",
+            ));
+        }
+        memory_core::activity::compaction::check_failure(&failure)?;
+        let _one_at_a_time = self
+            .compacting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = self.plan_compaction(thread, request)?;
+        self.append(
+            thread,
+            plan.failed_record(failure, request.summarizer.clone()),
+        )
+    }
+
     /// Commits a compaction whose summary the caller wrote from an earlier plan: `request.through` must
-    /// be that plan's `through`, so nothing appended since is folded unsummarized.
+    /// be that plan's `through`, so nothing appended since is folded unsummarized, and `forgotten` that
+    /// plan's `forgotten`: a record of the plan forgotten since (its text may be in the summary) refuses
+    /// the commit ([`ContextError::ForgottenSincePlan`]) and appends nothing.
     pub fn commit_compaction(
         &self,
         thread: &ThreadId,
         request: &CompactionRequest,
         summary: String,
+        forgotten: &[Sequence],
     ) -> Result<Compacted, ContextError> {
         if request.through.is_none() {
             return Err(ContextError::invalid(
@@ -367,6 +422,15 @@ impl Context {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let plan = self.plan_compaction(thread, request)?;
+        let since: Vec<Sequence> = plan
+            .forgotten
+            .iter()
+            .copied()
+            .filter(|record| !forgotten.contains(record))
+            .collect();
+        if !since.is_empty() {
+            return Err(ContextError::ForgottenSincePlan { records: since });
+        }
         let summary = (!plan.fold.is_empty()).then_some(summary);
         self.append(thread, plan.record(summary, request.summarizer.clone()))
     }
@@ -397,15 +461,17 @@ impl Context {
         after: Sequence,
         limit: usize,
         max_bytes: usize,
+        include: Include,
     ) -> Result<HistoryPage, ContextError> {
         let read = self.reader.read(thread)?;
         history::read(
             &**self.reader.log(),
             thread,
-            read.state.summary.as_deref(),
+            &history::Shown::of(&read),
             after,
             limit,
             max_bytes,
+            include,
         )
     }
 
@@ -417,32 +483,45 @@ impl Context {
         after: Sequence,
         limit: usize,
         scan: usize,
+        include: Include,
     ) -> Result<HistorySearch, ContextError> {
         let read = self.reader.read(thread)?;
         history::search(
             &**self.reader.log(),
             thread,
-            read.state.summary.as_deref(),
+            &history::Shown::of(&read),
             text,
             after,
             limit,
             scan,
+            include,
         )
     }
 }
 
-fn check_summary(summary: &str) -> Result<(), ContextError> {
-    if summary.trim().is_empty() {
-        return Err(ContextError::invalid("summary", "is empty"));
+/// A summarizer error as a record's `failure`: on one line, cut to the record's bound at a character
+/// boundary, never empty.
+fn failure_reason(error: &impl std::fmt::Display) -> String {
+    let line: String = error
+        .to_string()
+        .chars()
+        .map(|character| {
+            if character.is_control() {
+                ' '
+            } else {
+                character
+            }
+        })
+        .collect();
+    let line = line.trim();
+    let mut end = line
+        .len()
+        .min(memory_core::activity::compaction::MAX_FAILURE_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
     }
-    if summary.len() > memory_core::activity::compaction::MAX_SUMMARY_BYTES {
-        return Err(ContextError::invalid(
-            "summary",
-            format!(
-                "must be at most {} bytes",
-                memory_core::activity::compaction::MAX_SUMMARY_BYTES
-            ),
-        ));
+    match &line[..end] {
+        "" => "the summarizer failed without a reason".to_owned(),
+        cut => cut.to_owned(),
     }
-    Ok(())
 }

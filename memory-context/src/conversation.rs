@@ -12,9 +12,19 @@
 //! - `compaction` with outcome `folded` removes the segments it folded and puts its summary in place
 //!   of the earlier one; a compaction naming records at or after itself is skipped
 //!   (`invalid_compaction`). The folded records stay in the log.
+//!
+//! Forgotten records come as their placeholders (see [`crate::fold`]) and fold like any record, so a
+//! forgotten call still pairs with its result. A folded compaction is **withdrawn** (not applied: the
+//! segments it would fold stay, and the summary in place stays) when its summary may carry a forgotten
+//! record's text: it is itself forgotten, it folded a record forgotten after it was planned (one not in
+//! its `forgotten` list), or the summary it replaced (`replaces`; on older records, the newest folded
+//! compaction before it) was withdrawn. The view says so (`summary_withdrawn`) until a compaction
+//! applies again.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use memory_core::EpochMillis;
 use memory_core::activity::{
     CompactionOutcome, CompactionRecord, RecordBody, Sequence, SequenceRange, ThreadRecord,
 };
@@ -88,6 +98,16 @@ pub struct ConversationState {
     pub summary: Option<Arc<Summary>>,
     /// The segments, in log order (system segments included).
     pub segments: Vec<Arc<Segment>>,
+    /// The records folded as placeholders, with when each was forgotten.
+    pub forgotten: BTreeMap<Sequence, EpochMillis>,
+    /// The compactions withdrawn since a compaction last applied (what a view reports as
+    /// `summary_withdrawn`).
+    pub withdrawn: Vec<Sequence>,
+    /// Every compaction withdrawn.
+    pub withdrawn_all: BTreeSet<Sequence>,
+    /// The newest folded compaction, applied or withdrawn: what an older compaction record, which does
+    /// not name the summary it replaced, replaced.
+    pub newest_folded_compaction: Option<Sequence>,
 }
 
 impl ConversationState {
@@ -143,8 +163,14 @@ impl Fold for Conversation {
         &self,
         state: &mut ConversationState,
         record: &ThreadRecord,
+        forgotten_at: Option<EpochMillis>,
     ) -> Result<(), SkipReason> {
         let sequence = record.sequence;
+        if let Some(at) = forgotten_at
+            && !matches!(record.record.body, RecordBody::Compaction(_))
+        {
+            state.forgotten.insert(sequence, at);
+        }
         match &record.record.body {
             RecordBody::UserInput { text } => open(
                 state,
@@ -195,7 +221,9 @@ impl Fold for Conversation {
                 attach_result(state, result)?;
             }
             RecordBody::RunCompleted { .. } => {}
-            RecordBody::Compaction(compaction) => apply_compaction(state, sequence, compaction)?,
+            RecordBody::Compaction(compaction) => {
+                apply_compaction(state, sequence, compaction, forgotten_at.is_some())?;
+            }
         }
         Ok(())
     }
@@ -286,6 +314,7 @@ fn apply_compaction(
     state: &mut ConversationState,
     sequence: Sequence,
     compaction: &CompactionRecord,
+    forgotten: bool,
 ) -> Result<(), SkipReason> {
     if compaction
         .folded
@@ -301,6 +330,34 @@ fn apply_compaction(
     let Some(text) = &compaction.summary else {
         return Err(INVALID_COMPACTION);
     };
+    if compaction
+        .replaces
+        .is_some_and(|replaced| replaced >= sequence)
+    {
+        return Err(INVALID_COMPACTION);
+    }
+    let replaced = match compaction.replaces {
+        Some(Sequence::ZERO) => None,
+        Some(replaced) => Some(replaced),
+        None => state.newest_folded_compaction,
+    };
+    state.newest_folded_compaction = Some(sequence);
+    let folded_since_planned = state.forgotten.keys().any(|record| {
+        compaction
+            .folded
+            .iter()
+            .any(|range| range.contains(*record))
+            && compaction.forgotten.binary_search(record).is_err()
+    });
+    if forgotten
+        || folded_since_planned
+        || replaced.is_some_and(|replaced| state.withdrawn_all.contains(&replaced))
+    {
+        state.withdrawn_all.insert(sequence);
+        state.withdrawn.push(sequence);
+        return Ok(());
+    }
+    state.withdrawn.clear();
     state.segments.retain(|segment| {
         !compaction
             .folded

@@ -9,11 +9,12 @@ pub enum ContextError {
     /// The thread log refused or failed.
     #[error(transparent)]
     Log(#[from] ActivityError),
-    /// A compaction was asked for without the provider's measured input tokens: compaction is
-    /// counted, never guessed.
+    /// A compaction was asked for without the provider's measured input tokens (or with 0, which
+    /// is what a provider that reports no usage says): compaction is counted, never guessed.
     #[error(
         "a compaction needs the input tokens the provider measured for the last call \
-         (measured_input_tokens); none was given, and a guessed count is refused"
+         (measured_input_tokens); none was given (or 0, which is no measurement), and a guessed \
+         count is refused"
     )]
     Unmeasured,
     /// An argument is out of range or malformed.
@@ -30,6 +31,16 @@ pub enum ContextError {
     /// The summarizer the caller supplied failed; nothing was appended.
     #[error("the summarizer failed: {0}")]
     Summarizer(String),
+    /// A summary was committed from a plan whose transcript showed records forgotten since: it may
+    /// carry their text, so nothing was appended.
+    #[error(
+        "records {records:?} were forgotten after the plan the summary was written from: plan again \
+         and summarize the new transcript"
+    )]
+    ForgottenSincePlan {
+        /// The records forgotten since the plan.
+        records: Vec<memory_core::activity::Sequence>,
+    },
 }
 
 impl ContextError {
@@ -47,6 +58,7 @@ impl ContextError {
             Self::Log(error) => error.kind(),
             Self::Unmeasured | Self::Invalid { .. } => ErrorKind::InvalidInput,
             Self::Summarizer(_) | Self::Recall(_) => ErrorKind::Unavailable,
+            Self::ForgottenSincePlan { .. } => ErrorKind::Conflict,
         }
     }
 }

@@ -10,12 +10,22 @@
 //!
 //! A record that no longer decodes, or that a fold cannot place, is skipped and counted in the read's
 //! [`FoldReport`], never a reason a thread cannot be read.
+//!
+//! A reader given the store of suppressions ([`FoldReader::forgetting`]) reads the thread's forgotten
+//! records once per read ([`ForgottenRecords::read`]) and folds each forgotten record as its placeholder
+//! (memory-core's `forgotten_placeholder`), telling the fold when it was forgotten. A cached state
+//! remembers the forgotten records it was folded with: when they changed (a forget since, rare), the
+//! read folds the thread from its first record again; otherwise it stays incremental.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use memory_core::EpochMillis;
 use memory_core::activity::ThreadId;
-use memory_core::activity::{LogEntry, RecordBody, Sequence, ThreadLog, ThreadRecord};
+use memory_core::activity::forgotten::ForgottenRecords;
+use memory_core::activity::{
+    LogEntry, RecordBody, RememberingStore, Sequence, ThreadLog, ThreadRecord,
+};
 use serde::Serialize;
 
 use crate::ContextError;
@@ -43,7 +53,13 @@ pub trait Fold: Send + Sync {
     fn initial(&self) -> Self::State;
 
     /// Folds one record into `state`, or says why it was left out (the state must then be unchanged).
-    fn apply(&self, state: &mut Self::State, record: &ThreadRecord) -> Result<(), SkipReason>;
+    /// A forgotten record comes as its placeholder, with `forgotten_at` the time it was forgotten.
+    fn apply(
+        &self,
+        state: &mut Self::State,
+        record: &ThreadRecord,
+        forgotten_at: Option<EpochMillis>,
+    ) -> Result<(), SkipReason>;
 }
 
 /// Which records a fold reads.
@@ -116,12 +132,15 @@ pub struct FoldRead<S> {
     pub start: ReadStart,
     /// What folding left out, since the state was built.
     pub report: FoldReport,
+    /// The thread's forgotten records as this read found them.
+    pub forgotten: ForgottenRecords,
 }
 
 struct Folded<S> {
     state: S,
     through: Sequence,
     report: FoldReport,
+    forgotten: ForgottenRecords,
 }
 
 type Entry<S> = Arc<Mutex<Option<Folded<S>>>>;
@@ -136,6 +155,7 @@ pub struct FoldReader<F: Fold> {
     fold: F,
     scope: FoldScope,
     log: Arc<dyn ThreadLog>,
+    suppressions: Option<Arc<dyn RememberingStore>>,
     max_threads: usize,
     cache: Mutex<Cache<F::State>>,
 }
@@ -174,12 +194,28 @@ impl<F: Fold> FoldReader<F> {
             fold,
             scope,
             log,
+            suppressions: None,
             max_threads: max_threads.max(1),
             cache: Mutex::new(Cache {
                 entries: HashMap::new(),
                 tick: 0,
             }),
         }
+    }
+
+    /// The reader, folding the records `store` says are forgotten as their placeholders. Without it
+    /// nothing is forgotten: every interface builds its reader with it.
+    pub fn forgetting(mut self, store: Arc<dyn RememberingStore>) -> Self {
+        self.suppressions = Some(store);
+        self
+    }
+
+    /// The thread's forgotten records (none without a suppression store): one store call.
+    pub fn forgotten(&self, thread: &ThreadId) -> Result<ForgottenRecords, ContextError> {
+        Ok(match &self.suppressions {
+            Some(store) => ForgottenRecords::read(&**store, thread)?,
+            None => ForgottenRecords::none(),
+        })
     }
 
     /// The fold it reads.
@@ -220,6 +256,14 @@ impl<F: Fold> FoldReader<F> {
     pub fn read(&self, thread: &ThreadId) -> Result<FoldRead<F::State>, ContextError> {
         let entry = self.entry(thread);
         let mut slot = lock(&entry);
+        // Read under the entry's lock, so concurrent readers of the thread agree on what they folded.
+        let forgotten = self.forgotten(thread)?;
+        if slot
+            .as_ref()
+            .is_some_and(|folded| !folded.forgotten.same_records(&forgotten))
+        {
+            *slot = None;
+        }
         let start = if slot.is_some() {
             ReadStart::Warm
         } else {
@@ -229,7 +273,9 @@ impl<F: Fold> FoldReader<F> {
             state: self.fold.initial(),
             through: Sequence::ZERO,
             report: FoldReport::default(),
+            forgotten: ForgottenRecords::none(),
         });
+        folded.forgotten = forgotten;
         let read_now = self.catch_up(thread, folded)?;
         Ok(FoldRead {
             state: folded.state.clone(),
@@ -237,6 +283,7 @@ impl<F: Fold> FoldReader<F> {
             read_now,
             start,
             report: folded.report.clone(),
+            forgotten: folded.forgotten.clone(),
         })
     }
 
@@ -253,6 +300,7 @@ impl<F: Fold> FoldReader<F> {
             state: self.fold.initial(),
             through: Sequence::ZERO,
             report: FoldReport::default(),
+            forgotten: self.forgotten(thread)?,
         };
         let read_now = self.catch_up(thread, &mut folded)?;
         Ok(FoldRead {
@@ -261,6 +309,7 @@ impl<F: Fold> FoldReader<F> {
             read_now,
             start: ReadStart::Cold,
             report: folded.report,
+            forgotten: folded.forgotten,
         })
     }
 
@@ -279,6 +328,7 @@ impl<F: Fold> FoldReader<F> {
                 read_now += 1;
                 match entry {
                     LogEntry::Record(record) => {
+                        let (record, forgotten_at) = folded.forgotten.shown(record);
                         folded.through = record.sequence;
                         folded.report.records += 1;
                         if self.scope == FoldScope::Run
@@ -287,7 +337,9 @@ impl<F: Fold> FoldReader<F> {
                             folded.state = self.fold.initial();
                             continue;
                         }
-                        if let Err(reason) = self.fold.apply(&mut folded.state, &record) {
+                        if let Err(reason) =
+                            self.fold.apply(&mut folded.state, &record, forgotten_at)
+                        {
                             folded.report.skip(record.sequence, reason);
                         }
                     }

@@ -1,14 +1,30 @@
 //! History tools: a thread's records, folded or not, paged by sequence and searched literally, so an
 //! agent can recover what a summary left out.
+//!
+//! A forgotten record is shown as its placeholder (`text` is `{"forgotten": true, "sequence",
+//! "forgotten_at"}`, `forgotten` is true, a call or result keeps its `call_id`), and a search never
+//! matches it. A withdrawn compaction (its summary covered a record forgotten since) shows no summary
+//! and is never matched either.
+//!
+//! Both tools leave out system instructions (`system_message`) and operational records
+//! (`run_completed`, `compaction`) unless asked ([`Include`]: `include: ["system", "operational"]`
+//! on the wire): what an agent recovers is the conversation. Records that no longer decode are always
+//! shown (they say only that they are unreadable). A page reads at most [`MAX_READ_SCAN`] records
+//! looking for ones to show, and then answers where it stopped (`next_after`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use memory_core::activity::ThreadId;
+use memory_core::activity::forgotten::{ForgottenRecords, placeholder_content};
 use memory_core::activity::{
     CompactionOutcome, LogEntry, RecordBody, Sequence, ThreadLog, ThreadRecord,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ContextError;
-use crate::conversation::Summary;
+use crate::conversation::{ConversationState, Summary};
+use crate::fold::FoldRead;
 use crate::segment::output_text;
 
 /// Records a history page returns by default.
@@ -25,6 +41,87 @@ pub const DEFAULT_SEARCH_SCAN: usize = 100_000;
 pub const MAX_SEARCH_TEXT_BYTES: usize = 1_024;
 /// Characters of context a search match shows on each side of the match.
 pub const SNIPPET_CONTEXT_CHARS: usize = 120;
+/// Most records one history page reads looking for records to show.
+pub const MAX_READ_SCAN: usize = DEFAULT_SEARCH_SCAN;
+
+/// Records the history tools leave out unless asked.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum IncludeKind {
+    /// System instructions (`system_message` records).
+    System,
+    /// Operational records: `run_completed` and `compaction`.
+    Operational,
+}
+
+/// Which records the history tools show besides the conversation (user inputs, assistant messages,
+/// tool calls and results).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Include {
+    /// Show system instructions.
+    pub system: bool,
+    /// Show `run_completed` and `compaction` records.
+    pub operational: bool,
+}
+
+impl Include {
+    /// Everything.
+    pub const ALL: Self = Self {
+        system: true,
+        operational: true,
+    };
+
+    /// What a wire `include` list asks for.
+    pub fn of(kinds: &[IncludeKind]) -> Self {
+        Self {
+            system: kinds.contains(&IncludeKind::System),
+            operational: kinds.contains(&IncludeKind::Operational),
+        }
+    }
+
+    fn admits(self, kind: &str) -> bool {
+        match kind {
+            "system_message" => self.system,
+            "run_completed" | "compaction" => self.operational,
+            _ => true,
+        }
+    }
+}
+
+/// What a history answer needs from the thread's fold: the summary in place, the forgotten records
+/// and the withdrawn compactions.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    /// The summary in place.
+    pub summary: Option<Arc<Summary>>,
+    /// The thread's forgotten records.
+    pub forgotten: ForgottenRecords,
+    /// Every withdrawn compaction.
+    pub withdrawn: BTreeSet<Sequence>,
+}
+
+impl Shown {
+    /// Of a fold read.
+    pub fn of(read: &FoldRead<ConversationState>) -> Self {
+        Self {
+            summary: read.state.summary.clone(),
+            forgotten: read.forgotten.clone(),
+            withdrawn: read.state.withdrawn_all.clone(),
+        }
+    }
+}
 
 const PAGE: usize = 1_000;
 
@@ -51,7 +148,24 @@ pub struct HistoryRecord {
     /// A tool call's or result's call id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// Whether the record is forgotten: `text` is its placeholder.
+    #[serde(skip_serializing_if = "is_false")]
+    pub forgotten: bool,
+    /// When it was forgotten, epoch milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forgotten_at: Option<i64>,
+    /// Whether it is a compaction whose summary is withdrawn (it covered a record forgotten since).
+    #[serde(skip_serializing_if = "is_false")]
+    pub summary_withdrawn: bool,
 }
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// The text a withdrawn compaction shows.
+pub const WITHDRAWN_SUMMARY_TEXT: &str = "compaction withdrawn: its summary covered a record \
+     forgotten since; the records it folded are shown in the window again";
 
 fn is_zero(value: &u64) -> bool {
     *value == 0
@@ -102,6 +216,13 @@ pub fn record_text(record: &ThreadRecord) -> (String, Option<String>) {
                     .to_owned(),
                 None,
             ),
+            (None, CompactionOutcome::SummarizerFailed) => (
+                format!(
+                    "compaction refused: the summarizer failed ({})",
+                    compaction.failure.as_deref().unwrap_or("no reason given")
+                ),
+                None,
+            ),
             (None, _) => ("compaction: nothing could fold".to_owned(), None),
         },
     }
@@ -119,10 +240,18 @@ fn kind_of(body: &RecordBody) -> &'static str {
     }
 }
 
-fn shown(entry: LogEntry, summary: Option<&Summary>) -> HistoryRecord {
+fn shown(entry: LogEntry, shown: &Shown) -> HistoryRecord {
+    let summary = shown.summary.as_deref();
     match entry {
         LogEntry::Record(record) => {
-            let (text, call_id) = record_text(&record);
+            let (record, forgotten_at) = shown.forgotten.shown(record);
+            let (mut text, call_id) = record_text(&record);
+            let withdrawn = forgotten_at.is_none() && shown.withdrawn.contains(&record.sequence);
+            if let Some(at) = forgotten_at {
+                text = placeholder_content(record.sequence, at).to_string();
+            } else if withdrawn {
+                WITHDRAWN_SUMMARY_TEXT.clone_into(&mut text);
+            }
             HistoryRecord {
                 sequence: record.sequence,
                 kind: kind_of(&record.record.body).to_owned(),
@@ -132,6 +261,9 @@ fn shown(entry: LogEntry, summary: Option<&Summary>) -> HistoryRecord {
                 cut_bytes: 0,
                 folded: summary.is_some_and(|summary| summary.covers(record.sequence)),
                 call_id,
+                forgotten: forgotten_at.is_some(),
+                forgotten_at,
+                summary_withdrawn: withdrawn,
             }
         }
         LogEntry::Undecodable(undecodable) => HistoryRecord {
@@ -151,6 +283,9 @@ fn shown(entry: LogEntry, summary: Option<&Summary>) -> HistoryRecord {
             cut_bytes: 0,
             folded: summary.is_some_and(|summary| summary.covers(undecodable.sequence)),
             call_id: None,
+            forgotten: false,
+            forgotten_at: None,
+            summary_withdrawn: false,
         },
     }
 }
@@ -185,51 +320,77 @@ fn check_limits(limit: usize, max_bytes: usize) -> Result<(), ContextError> {
     Ok(())
 }
 
-/// Up to `limit` records after `after`, with at most `max_bytes` of text (the first record always
-/// comes, cut to fit).
+/// Up to `limit` records after `after` that `include` admits, with at most `max_bytes` of text (the
+/// first record always comes, cut to fit), reading at most [`MAX_READ_SCAN`] records.
 pub fn read(
     log: &dyn ThreadLog,
     thread: &ThreadId,
-    summary: Option<&Summary>,
+    shown_as: &Shown,
     after: Sequence,
     limit: usize,
     max_bytes: usize,
+    include: Include,
 ) -> Result<HistoryPage, ContextError> {
     check_limits(limit, max_bytes)?;
-    let entries = log.read_entries(thread, after, limit.saturating_add(1))?;
-    let more = entries.len() > limit;
-    let mut records = Vec::new();
+    let mut records: Vec<HistoryRecord> = Vec::new();
     let mut bytes = 0usize;
-    let mut stopped = false;
-    for entry in entries.into_iter().take(limit) {
-        let mut record = shown(entry, summary);
-        if !records.is_empty() && bytes + record.text.len() > max_bytes {
-            stopped = true;
-            break;
+    let mut cursor = after;
+    let mut scanned = 0usize;
+    loop {
+        let want = limit
+            .saturating_add(1)
+            .min(PAGE)
+            .min(MAX_READ_SCAN - scanned);
+        let entries = log.read_entries(thread, cursor, want)?;
+        let full = entries.len() == want;
+        for entry in entries {
+            let mut record = shown(entry, shown_as);
+            let sequence = record.sequence;
+            if include.admits(&record.kind) {
+                let last = records.last().map(|record| record.sequence);
+                if records.len() == limit
+                    || (!records.is_empty() && bytes + record.text.len() > max_bytes)
+                {
+                    return Ok(HistoryPage {
+                        records,
+                        next_after: last,
+                    });
+                }
+                record.cut_bytes = cut(&mut record.text, max_bytes);
+                bytes += record.text.len();
+                records.push(record);
+            }
+            cursor = sequence;
+            scanned += 1;
         }
-        record.cut_bytes = cut(&mut record.text, max_bytes);
-        bytes += record.text.len();
-        records.push(record);
+        if !full {
+            return Ok(HistoryPage {
+                records,
+                next_after: None,
+            });
+        }
+        if scanned >= MAX_READ_SCAN {
+            return Ok(HistoryPage {
+                records,
+                next_after: Some(cursor),
+            });
+        }
     }
-    let next_after = (more || stopped)
-        .then(|| records.last().map(|record| record.sequence))
-        .flatten();
-    Ok(HistoryPage {
-        records,
-        next_after,
-    })
 }
 
-/// Records after `after` whose text contains `text` (case-insensitive, literally: no query syntax), at
-/// most `limit`, reading at most `scan` records.
+/// Records after `after` that `include` admits whose text contains `text` (case-insensitive,
+/// literally: no query syntax), at most `limit`, reading at most `scan` records. A forgotten record
+/// and a withdrawn compaction never match.
+#[allow(clippy::too_many_arguments)]
 pub fn search(
     log: &dyn ThreadLog,
     thread: &ThreadId,
-    summary: Option<&Summary>,
+    shown_as: &Shown,
     text: &str,
     after: Sequence,
     limit: usize,
     scan: usize,
+    include: Include,
 ) -> Result<HistorySearch, ContextError> {
     check_limits(limit, DEFAULT_HISTORY_BYTES)?;
     if text.trim().is_empty() || text.len() > MAX_SEARCH_TEXT_BYTES {
@@ -250,9 +411,14 @@ pub fn search(
         let page = log.read_entries(thread, cursor, want)?;
         let full = page.len() == want;
         for entry in page {
-            let mut record = shown(entry, summary);
+            let mut record = shown(entry, shown_as);
             cursor = record.sequence;
             scanned += 1;
+            let searchable =
+                !record.forgotten && !record.summary_withdrawn && include.admits(&record.kind);
+            if !searchable {
+                continue;
+            }
             if let Some(snippet) = snippet(&record.text, &needle) {
                 record.text = snippet;
                 matches.push(record);

@@ -6,6 +6,13 @@
 //! snapshot back, not a fresh recall that could differ, and its history view makes room for them. The
 //! cache is bounded (least recently used turns go first) and lives in the process: a retry served by
 //! another process recalls again.
+//!
+//! A snapshot is kept with the store's suppression generation it was loaded under (memory-core's
+//! `ThreadSuppressions::generation`: how many suppressions the store holds, which only grows). A retry
+//! reading another generation recalls again: a forget anywhere since (a record of this thread, of
+//! another thread bound to the same memory, any source) may have hidden a passage the snapshot shows.
+//! The generation is read from the shared store on every turn, so this holds whichever process
+//! recorded the forget; forgets are rare, so snapshots are still reused between them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +37,8 @@ pub struct References {
     pub passages: u64,
     /// Tokens of the block's message, as the view's counter counts it.
     pub tokens: u64,
+    /// The store's suppression generation it was loaded under.
+    pub generation: u64,
 }
 
 type Key = (ThreadId, Sequence, String);
@@ -69,25 +78,38 @@ impl ReferenceCache {
         (guard, now)
     }
 
-    /// The references loaded for a turn, if any.
-    pub fn get(&self, thread: &ThreadId, turn: Sequence, query: &str) -> Option<Arc<References>> {
+    /// The references loaded for a turn under suppression generation `generation`, if any.
+    pub fn get(
+        &self,
+        thread: &ThreadId,
+        turn: Sequence,
+        query: &str,
+        generation: u64,
+    ) -> Option<Arc<References>> {
         let (mut guard, now) = self.touch();
         let entries = &mut guard.0;
         let (references, used) = entries.get_mut(&(thread.clone(), turn, query.to_owned()))?;
+        if references.generation != generation {
+            return None;
+        }
         *used = now;
         Some(Arc::clone(references))
     }
 
-    /// Keeps `references` for their turn unless the turn already has some, and answers the ones kept:
-    /// the first load of a turn wins, so concurrent retries agree.
+    /// Keeps `references` for their turn unless the turn already has some of the same generation, and
+    /// answers the ones kept: the first load of a turn wins, so concurrent retries agree; a load under
+    /// another generation replaces them.
     pub fn insert(&self, thread: &ThreadId, references: References) -> Arc<References> {
         let (mut guard, now) = self.touch();
         let entries = &mut guard.0;
         let key = (thread.clone(), references.turn, references.query.clone());
-        if let Some((kept, used)) = entries.get_mut(&key) {
+        if let Some((kept, used)) = entries.get_mut(&key)
+            && kept.generation == references.generation
+        {
             *used = now;
             return Arc::clone(kept);
         }
+        entries.remove(&key);
         if entries.len() >= self.max_turns
             && let Some(oldest) = entries
                 .iter()

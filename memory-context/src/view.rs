@@ -90,6 +90,10 @@ pub struct ViewResult {
     pub dropped: Vec<String>,
     /// Ids of the segments shown with elided tool outputs.
     pub elided: Vec<String>,
+    /// The compactions whose summaries are withdrawn because they covered a record forgotten since
+    /// (their records are shown again, under the same budget rules), until a compaction applies again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub summary_withdrawn: Vec<memory_core::activity::Sequence>,
 }
 
 impl ViewResult {
@@ -245,6 +249,7 @@ impl View {
             fits: !over_budget && dropped.is_empty(),
             dropped,
             elided,
+            summary_withdrawn: state.withdrawn.clone(),
         })
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use common::*;
 use memory_context::fold::{FoldScope, ReadStart};
+use memory_context::history::Include;
 use memory_context::{
     CompactionRequest, Context, ContextError, Conversation, FoldReader, Role, SegmentKind,
 };
@@ -247,13 +248,13 @@ fn compaction_folds_old_segments_records_itself_and_keeps_the_log() {
 
     // The folded records are still there, flagged as folded, and searchable.
     let found = context
-        .history_search(&thread, "acct-0", Sequence::ZERO, 10, 10_000)
+        .history_search(&thread, "acct-0", Sequence::ZERO, 10, 10_000, Include::ALL)
         .expect("search");
     assert_eq!(found.matches.len(), 1);
     assert!(found.matches[0].folded);
     assert!(found.matches[0].text.contains("ACCT-0"));
     let page = context
-        .history_read(&thread, Sequence::ZERO, 500, 1 << 20)
+        .history_read(&thread, Sequence::ZERO, 500, 1 << 20, Include::ALL)
         .expect("page");
     assert_eq!(page.records.len(), after.len());
     let folded = &compacted.compaction.folded;
@@ -382,10 +383,10 @@ fn a_commit_folds_nothing_newer_than_the_plan_it_was_written_from() {
     let mut commit = request(0);
     commit.through = Some(through);
     let compacted = context
-        .commit_compaction(&thread, &commit, "Six questions answered.".to_owned())
+        .commit_compaction(&thread, &commit, "Six questions answered.".to_owned(), &[])
         .expect("committed");
     assert_eq!(compacted.compaction.folded, plan.folded);
-    let missing = context.commit_compaction(&thread, &request(0), "x".to_owned());
+    let missing = context.commit_compaction(&thread, &request(0), "x".to_owned(), &[]);
     assert!(matches!(
         missing,
         Err(ContextError::Invalid {
@@ -468,7 +469,7 @@ fn a_record_that_no_longer_decodes_is_skipped_counted_and_shown_as_such() {
     assert_eq!(read.report.skipped.get("undecodable"), Some(&1));
     assert_eq!(read.report.skipped_records[0].sequence, Sequence::new(2));
     let page = context
-        .history_read(&thread, Sequence::ZERO, 10, 1 << 20)
+        .history_read(&thread, Sequence::ZERO, 10, 1 << 20, Include::ALL)
         .expect("page");
     let kinds: Vec<&str> = page
         .records
@@ -569,4 +570,174 @@ fn two_processes_folding_the_same_records_count_them_once() {
         .expect("summary");
     assert_eq!(summary.folded_records(), folded);
     assert_eq!(summary.folded, first.compaction.folded);
+}
+
+#[test]
+fn a_measured_count_of_zero_is_no_measurement() {
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, &"an old question ".repeat(30));
+    answer(&*log, &thread, &"an old answer ".repeat(30));
+    user(&*log, &thread, "now");
+    let context = Context::new(log.clone());
+    let mut asked = request(0);
+    asked.measured_input_tokens = Some(0);
+    let refused = context.compact(&thread, &asked, |_| Ok::<_, String>("s".to_owned()));
+    assert!(
+        matches!(refused, Err(ContextError::Unmeasured)),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        context.plan_compaction(&thread, &asked),
+        Err(ContextError::Unmeasured)
+    ));
+    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence::new(3));
+}
+
+#[test]
+fn a_new_summary_is_at_most_65536_characters() {
+    let log = log();
+    let thread = thread("t");
+    // Enough old text that a cap-sized summary would still be smaller than what it replaces.
+    for turn in 0..3 {
+        user(&*log, &thread, &"x".repeat(40_000));
+        answer(&*log, &thread, &format!("answer {turn}"));
+    }
+    user(&*log, &thread, "now");
+    let context = Context::new(log.clone());
+    let plan = context.plan_compaction(&thread, &request(0)).expect("plan");
+    let mut commit = request(0);
+    commit.through = plan.through;
+    // Characters, not bytes: a summary of 65,536 two-byte characters is at the cap and commits.
+    let too_long = "é".repeat(65_537);
+    let refused = context.commit_compaction(&thread, &commit, too_long, &[]);
+    assert!(
+        matches!(&refused, Err(ContextError::Invalid { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(log.inspect_tail(&thread).expect("tail"), Sequence::new(7));
+    let at_cap = context
+        .commit_compaction(&thread, &commit, "é".repeat(65_536), &[])
+        .expect("a summary at the cap commits");
+    assert_eq!(at_cap.compaction.outcome, CompactionOutcome::Folded);
+}
+
+#[test]
+fn a_summarizer_failure_is_recorded_as_a_refusal_and_folds_nothing() {
+    let log = log();
+    let thread = thread("t");
+    for turn in 0..4 {
+        user(&*log, &thread, &format!("old question {turn} ").repeat(10));
+        answer(&*log, &thread, &format!("old answer {turn} ").repeat(10));
+    }
+    user(&*log, &thread, "now");
+    let context = Context::new(log.clone());
+    let before = context
+        .view(&thread, 1 << 20)
+        .expect("view")
+        .view
+        .messages();
+    // The summarizer a library caller hands in fails: the ledger says so.
+    let failed = context
+        .compact(&thread, &request(0), |_| {
+            Err::<String, _>("the endpoint answered 503\nretry later")
+        })
+        .expect("recorded");
+    assert_eq!(
+        failed.compaction.outcome,
+        CompactionOutcome::SummarizerFailed
+    );
+    assert_eq!(
+        failed.compaction.failure.as_deref(),
+        Some("the endpoint answered 503 retry later")
+    );
+    assert!(failed.compaction.folded.is_empty() && failed.compaction.summary.is_none());
+    assert!(
+        failed
+            .compaction
+            .refusals
+            .iter()
+            .any(|refusal| refusal.reason == RefusalReason::SummarizerFailed
+                && refusal.range.first == Sequence::new(1)),
+        "{:?}",
+        failed.compaction.refusals
+    );
+    assert_eq!(
+        context
+            .view(&thread, 1 << 20)
+            .expect("view")
+            .view
+            .messages(),
+        before,
+        "nothing folded"
+    );
+    // A host that summarizes itself reports its failure with the plan's `through`.
+    let plan = context.plan_compaction(&thread, &request(0)).expect("plan");
+    let mut commit = request(0);
+    let without_through = context.record_summarizer_failure(&thread, &commit, "timeout".into());
+    assert!(matches!(without_through, Err(ContextError::Invalid { .. })));
+    commit.through = plan.through;
+    let blank = context.record_summarizer_failure(&thread, &commit, "  ".into());
+    assert!(blank.is_err(), "a failure names its reason");
+    let recorded = context
+        .record_summarizer_failure(&thread, &commit, "timeout after 30 s".into())
+        .expect("recorded");
+    assert_eq!(
+        recorded.compaction.outcome,
+        CompactionOutcome::SummarizerFailed
+    );
+    // Both failures are in the log, and history shows why.
+    let page = context
+        .history_read(
+            &thread,
+            Sequence::ZERO,
+            100,
+            1 << 20,
+            memory_context::history::Include::ALL,
+        )
+        .expect("history");
+    assert!(
+        page.records
+            .iter()
+            .any(|record| record.text.contains("timeout after 30 s")),
+        "{page:?}"
+    );
+}
+
+#[test]
+fn a_late_result_of_a_folded_step_gets_one_answer() {
+    // A step's result arrives after the next prompt: the step folds with its result, and the kept
+    // span (the current turn) must not reach over that result.
+    let log = log();
+    let thread = thread("t");
+    user(&*log, &thread, &"an old question ".repeat(30)); // 1
+    call(&*log, &thread, "lookup", "search"); // 2
+    user(&*log, &thread, "the current question"); // 3
+    result(&*log, &thread, "lookup", &"a late result ".repeat(30)); // 4
+    answer(&*log, &thread, "the current answer"); // 5
+    let context = Context::new(log.clone());
+    let plan = context.plan_compaction(&thread, &request(0)).expect("plan");
+    let folded: Vec<u64> = plan
+        .folded
+        .iter()
+        .flat_map(|range| range.first.get()..=range.last.get())
+        .collect();
+    assert_eq!(folded, vec![1, 2, 4], "the step folds with its late result");
+    let mut answers = std::collections::BTreeMap::new();
+    for sequence in &folded {
+        answers.insert(*sequence, "folded".to_owned());
+    }
+    for refusal in &plan.refusals {
+        for sequence in refusal.range.first.get()..=refusal.range.last.get() {
+            let previous = answers.insert(sequence, format!("{:?}", refusal.reason));
+            assert!(
+                previous.is_none(),
+                "record {sequence} has two answers: {previous:?} and {:?} ({:?} / {:?})",
+                refusal.reason,
+                plan.folded,
+                plan.refusals
+            );
+        }
+    }
+    assert_eq!(answers.len(), 5, "every record has its answer: {answers:?}");
 }

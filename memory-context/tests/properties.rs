@@ -1,7 +1,10 @@
 //! Properties of the context layer over random threads: views within budget that never separate a
 //! call from its result nor drop the current turn, compactions that never edit the log and whose folded
 //! records stay reachable, a cached fold that always equals a rebuild, and retried turns that reuse
-//! their references.
+//! their references. Random forgets: no view, summary or history answer ever shows a forgotten record's
+//! text (summaries here repeat the tokens of what they summarize, so a summary that covered a forgotten
+//! record shows unless it is withdrawn), calls and results still pair, and a commit from a plan that
+//! showed a record forgotten since is refused.
 
 mod common;
 
@@ -9,14 +12,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use memory_context::Strategy as ViewStrategy;
-use memory_context::history::DEFAULT_SEARCH_SCAN;
+use memory_context::history::{DEFAULT_SEARCH_SCAN, Include};
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
     CompactionRequest, Context, ContextError, Conversation, ConversationState, Counter, FoldReader,
     FoldScope, Role, SegmentData, SegmentKind, View, ViewResult,
 };
 use memory_core::activity::{
-    CompactionOutcome, NewRecord, RecordBody, Sequence, ThreadId, ThreadLog, ThreadRecord,
+    CompactionOutcome, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadId,
+    ThreadLog, ThreadRecord,
 };
 use memory_testkit::InMemoryActivity;
 use proptest::prelude::*;
@@ -70,6 +74,10 @@ enum Op {
         budget: u64,
         panics: bool,
     },
+    /// Forgets a record (the `pick`th modulo the thread's length, compactions included).
+    Forget {
+        pick: u16,
+    },
 }
 
 fn output_size() -> impl Strategy<Value = usize> {
@@ -109,6 +117,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u64..2_000, 0u8..4)
             .prop_map(|(keep_tokens, delay)| Op::PlanThenCommit { keep_tokens, delay }),
         2 => (1u64..20_000, any::<bool>()).prop_map(|(budget, panics)| Op::Retry { budget, panics }),
+        2 => any::<u16>().prop_map(|pick| Op::Forget { pick }),
     ]
 }
 
@@ -140,12 +149,15 @@ struct Thread {
     next_call: u64,
     /// Results still to arrive: operations left before they do, call id, output size.
     pending: Vec<(u8, String, usize)>,
-    /// Planned compactions waiting for their commit: operations left, the request.
-    planned: Vec<(u8, CompactionRequest)>,
+    /// Planned compactions waiting for their commit: operations left, the request, the plan's
+    /// forgotten records and the summary written from its transcript.
+    planned: Vec<(u8, CompactionRequest, Vec<Sequence>, String)>,
     /// Each record's unique token (compaction records have none).
     tokens: BTreeMap<Sequence, String>,
     /// Every record some folded compaction named.
     folded: BTreeSet<Sequence>,
+    /// Every record forgotten.
+    forgotten: BTreeSet<Sequence>,
 }
 
 impl Thread {
@@ -301,6 +313,36 @@ fn check_view(
     Ok(())
 }
 
+/// A summary of `messages` that repeats every token in them (so it carries what it summarizes).
+fn summary_of(messages: &[memory_context::Message]) -> String {
+    let text = serde_json::to_string(messages).expect("serializes");
+    let mut tokens: Vec<&str> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("zq") {
+        let candidate = rest.get(at..at + 10).unwrap_or("");
+        if candidate.len() == 10 && candidate.ends_with("qz") && !tokens.contains(&candidate) {
+            tokens.push(candidate);
+        }
+        rest = &rest[at + 2..];
+    }
+    format!("Earlier: {}.", tokens.join(" "))
+}
+
+/// No forgotten record's token in `text`.
+fn check_nothing_forgotten(thread: &Thread, text: &str, what: &str) -> Result<(), TestCaseError> {
+    for sequence in &thread.forgotten {
+        if let Some(token) = thread.tokens.get(sequence) {
+            prop_assert!(
+                !text.contains(token.as_str()),
+                "{} shows forgotten record {}'s text",
+                what,
+                sequence
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A memory block that fits what is left (an empty one when nothing does).
 fn memory_block(query: &str, remaining: u64) -> (String, u64) {
     let text = format!("[memory:1] what is known about: {query}");
@@ -319,16 +361,44 @@ fn check_history(
     page_bytes: usize,
 ) -> Result<(), TestCaseError> {
     let records = all_records(&*thread.log, &thread.thread);
+    // Without forgets every folded compaction applies; with them, a withdrawn one folds nothing.
+    let summary = context.read(&thread.thread).expect("read").state.summary;
+    let folded = |sequence: &Sequence| {
+        if thread.forgotten.is_empty() {
+            thread.folded.contains(sequence)
+        } else {
+            summary
+                .as_ref()
+                .is_some_and(|summary| summary.covers(*sequence))
+        }
+    };
     let mut seen = Vec::new();
     let mut after = Sequence::ZERO;
     loop {
         let page = context
-            .history_read(&thread.thread, after, page_records, page_bytes)
+            .history_read(
+                &thread.thread,
+                after,
+                page_records,
+                page_bytes,
+                Include::ALL,
+            )
             .expect("history page");
+        check_nothing_forgotten(
+            thread,
+            &serde_json::to_string(&page).expect("serializes"),
+            "a history page",
+        )?;
         for record in &page.records {
             prop_assert_eq!(
+                record.forgotten,
+                thread.forgotten.contains(&record.sequence),
+                "record {} forgotten flag",
+                record.sequence
+            );
+            prop_assert_eq!(
                 record.folded,
-                thread.folded.contains(&record.sequence),
+                folded(&record.sequence),
                 "record {} folded flag",
                 record.sequence
             );
@@ -357,12 +427,34 @@ fn check_history(
                 Sequence::ZERO,
                 10,
                 DEFAULT_SEARCH_SCAN,
+                Include::ALL,
             )
             .expect("search");
-        prop_assert_eq!(found.matches.len(), 1, "token {} found once", token);
+        if thread.forgotten.contains(sequence) {
+            prop_assert!(found.matches.is_empty(), "forgotten token {} found", token);
+            continue;
+        }
+        // The record first; summaries that repeat its token come after it.
+        prop_assert!(!found.matches.is_empty(), "token {} not found", token);
         prop_assert_eq!(found.matches[0].sequence, *sequence);
-        prop_assert!(found.matches[0].folded);
+        prop_assert_eq!(found.matches[0].folded, folded(sequence));
         prop_assert!(found.matches[0].text.contains(token.as_str()));
+    }
+    for sequence in &thread.forgotten {
+        let Some(token) = thread.tokens.get(sequence) else {
+            continue;
+        };
+        let found = context
+            .history_search(
+                &thread.thread,
+                token,
+                Sequence::ZERO,
+                10,
+                DEFAULT_SEARCH_SCAN,
+                Include::ALL,
+            )
+            .expect("search");
+        prop_assert!(found.matches.is_empty(), "forgotten token {} found", token);
     }
     Ok(())
 }
@@ -377,8 +469,10 @@ fn run(
     let context = Context::with_view(
         log.clone(),
         View::new(Counter::default(), context_strategies),
-    );
-    let rebuild = FoldReader::new(Conversation, FoldScope::Thread, log.clone());
+    )
+    .forgetting(log.clone());
+    let rebuild =
+        FoldReader::new(Conversation, FoldScope::Thread, log.clone()).forgetting(log.clone());
     let views: Vec<(u64, View)> = views
         .into_iter()
         .map(|(budget, strategies)| (budget, View::new(Counter::default(), strategies)))
@@ -392,28 +486,39 @@ fn run(
         planned: Vec::new(),
         tokens: BTreeMap::new(),
         folded: BTreeSet::new(),
+        forgotten: BTreeSet::new(),
     };
     for op in ops {
         thread.tick();
         let mut due = Vec::new();
-        thread.planned.retain_mut(|(left, request)| {
-            if *left == 0 {
-                due.push(request.clone());
-                false
-            } else {
-                *left -= 1;
-                true
-            }
-        });
-        for request in due {
+        thread
+            .planned
+            .retain_mut(|(left, request, forgotten, summary)| {
+                if *left == 0 {
+                    due.push((request.clone(), forgotten.clone(), summary.clone()));
+                    false
+                } else {
+                    *left -= 1;
+                    true
+                }
+            });
+        for (request, forgotten, summary) in due {
             let before = all_records(&*thread.log, &thread.thread);
-            let committed = context
-                .commit_compaction(
-                    &thread.thread,
-                    &request,
-                    "Earlier work, briefly.".to_owned(),
-                )
-                .expect("commit");
+            let committed =
+                match context.commit_compaction(&thread.thread, &request, summary, &forgotten) {
+                    Err(ContextError::ForgottenSincePlan { records }) => {
+                        prop_assert!(
+                            records
+                                .iter()
+                                .all(|record| thread.forgotten.contains(record)
+                                    && !forgotten.contains(record))
+                        );
+                        let after = all_records(&*thread.log, &thread.thread);
+                        prop_assert_eq!(after, before, "a refused commit appends nothing");
+                        continue;
+                    }
+                    other => other.expect("commit"),
+                };
             if committed.compaction.outcome == CompactionOutcome::Folded {
                 prop_assert!(
                     committed
@@ -495,7 +600,7 @@ fn run(
                     summarizer: Some("small-model".to_owned()),
                 };
                 let outcome = context.compact(&thread.thread, &request, |plan| match summarizer {
-                    Summarizer::Short => Ok("Earlier: files read, questions answered.".to_owned()),
+                    Summarizer::Short => Ok(summary_of(&plan.transcript())),
                     Summarizer::TooLong => Ok("s".repeat(
                         (plan.replaced_chars as usize)
                             .clamp(1, memory_core::activity::compaction::MAX_SUMMARY_BYTES),
@@ -553,6 +658,8 @@ fn run(
                             through: Some(through),
                             ..request
                         },
+                        plan.forgotten.clone(),
+                        summary_of(&plan.transcript()),
                     ));
                 }
             }
@@ -585,6 +692,23 @@ fn run(
                     prop_assert!(retry.memory.is_none());
                 }
             }
+            Op::Forget { pick } => {
+                let records = all_records(&*thread.log, &thread.thread);
+                if !records.is_empty() {
+                    let record = &records[usize::from(pick) % records.len()];
+                    thread
+                        .log
+                        .suppress(
+                            &SourceId::thread_record(&thread.thread, record.sequence),
+                            None,
+                            1_800_000_000_000,
+                        )
+                        .expect("forget");
+                    thread.forgotten.insert(record.sequence);
+                    let after = all_records(&*thread.log, &thread.thread);
+                    prop_assert_eq!(after, records, "a forget edits no record");
+                }
+            }
         }
 
         // The cached fold equals a rebuild after every step.
@@ -596,10 +720,37 @@ fn run(
 
         let thread_view = context.view(&thread.thread, views[0].0).expect("view");
         check_view(context.view_rules(), &cached.state, &thread_view.view)?;
+        check_nothing_forgotten(
+            &thread,
+            &serde_json::to_string(&thread_view.view.messages()).expect("serializes"),
+            "the context's view",
+        )?;
         for (budget, view) in &views {
             let result = view.apply(&cached.state, *budget).expect("view");
             check_view(view, &cached.state, &result)?;
+            check_nothing_forgotten(
+                &thread,
+                &serde_json::to_string(&result.messages()).expect("serializes"),
+                "a view",
+            )?;
         }
+        // A plan never hands the summarizer a forgotten record's text.
+        let plan = context
+            .plan_compaction(
+                &thread.thread,
+                &CompactionRequest {
+                    measured_input_tokens: Some(1),
+                    keep_tokens: 0,
+                    through: None,
+                    summarizer: None,
+                },
+            )
+            .expect("plan");
+        check_nothing_forgotten(
+            &thread,
+            &serde_json::to_string(&plan.transcript()).expect("serializes"),
+            "a plan's transcript",
+        )?;
     }
     check_history(&context, &thread, page.0, page.1)?;
     Ok(())
@@ -625,6 +776,22 @@ fn record_compaction(
         &last.record.body,
         &RecordBody::Compaction(compaction.clone())
     );
+    // Each record gets at most one answer: folded, or refused for one reason.
+    let mut answered = BTreeSet::new();
+    for range in compaction
+        .folded
+        .iter()
+        .chain(compaction.refusals.iter().map(|refusal| &refusal.range))
+    {
+        for record in range.first.get()..=range.last.get() {
+            prop_assert!(
+                answered.insert(record),
+                "record {} has two answers in {:?}",
+                record,
+                compaction
+            );
+        }
+    }
     for range in &compaction.folded {
         prop_assert!(range.last < sequence);
         for folded in range.first.get()..=range.last.get() {

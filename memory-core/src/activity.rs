@@ -3,6 +3,8 @@
 //! - [`thread`]: the append-only thread log: canonical records with [`Sequence`] numbers and digests.
 //! - [`progress`]: committed-activity progress: fenced processor leases, cursors and pending output.
 //! - [`intents`]: admitted remember and cleanup intents, suppression and source-to-target references.
+//! - [`forgotten`]: forgotten thread records: which records of a thread are forgotten, and the
+//!   placeholder every read shows in their place.
 //! - [`suppression`]: source events (forget, edit, deletion, revocation) and read-time suppression.
 //! - [`rules`]: the stores' decisions as pure functions (claims, fences, admission, saved commands)
 //!   and the row codecs, so every backend keeps only its SQL, locks and transactions.
@@ -12,6 +14,7 @@
 
 pub mod compaction;
 pub mod destination;
+pub mod forgotten;
 pub mod intents;
 pub mod progress;
 pub mod rules;
@@ -32,7 +35,8 @@ pub use compaction::{
 pub use destination::{DestinationCount, ThreadDestination};
 pub use intents::{
     Admitted, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentState, IntentView,
-    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision,
+    RecordSuppression, RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision,
+    ThreadSuppressions,
 };
 pub use progress::{
     Claim, ExtractionNote, ExtractionTotals, Lease, PendingOutput, ProgressKey, ProgressStore,

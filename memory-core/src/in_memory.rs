@@ -4,25 +4,32 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::document::{MemoryDocument, MemoryKey};
+use crate::document::{MemoryContent, MemoryDocument, MemoryKey};
 use crate::error::MemoryError;
 use crate::ids::OperationId;
 use crate::namespace::NamespaceAddress;
-use crate::ports::{Clock, MemoryReader, MemoryWriter, SystemClock};
+use crate::ports::{
+    ChangeSequence, Clock, MemoryReader, MemoryWriter, RevisionHistory, SystemClock,
+};
+use crate::revisions::{RevisionRetention, StoredRevision, clamp_revisions_limit, redact};
 use crate::write::{MemoryReceipt, MemoryWrite, PreparedWrite, WriteOutcome, WritePlan};
 
 #[derive(Debug, Default)]
 struct State {
     current: HashMap<MemoryKey, MemoryDocument>,
     receipts: HashMap<(NamespaceAddress, OperationId), MemoryReceipt>,
-    /// Every revision ever committed, for predecessor-chain checks in tests.
+    /// Every revision ever committed, for predecessor-chain checks in tests (emptied of its words
+    /// when its receipt is redacted).
     history: Vec<MemoryDocument>,
+    /// Each key's receipts in commit order, with their place in `history`.
+    by_key: HashMap<MemoryKey, Vec<(OperationId, usize)>>,
 }
 
 /// A store held in process memory.
 pub struct InMemoryStore {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
+    retention: RevisionRetention,
 }
 
 impl std::fmt::Debug for InMemoryStore {
@@ -50,7 +57,14 @@ impl InMemoryStore {
         Self {
             state: Mutex::new(State::default()),
             clock,
+            retention: RevisionRetention::default(),
         }
+    }
+
+    /// Keeps the words of `retention`'s newest revisions of each document.
+    pub fn with_retention(mut self, retention: RevisionRetention) -> Self {
+        self.retention = retention;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -96,9 +110,24 @@ impl InMemoryStore {
                 replayed: true,
             }),
             WritePlan::Commit { document, receipt } => {
+                let drop = self.retention.words_to_drop(&document);
+                let place = state.history.len();
                 state.history.push(document.clone());
-                state.current.insert(key, document);
-                state.receipts.insert(slot, receipt.clone());
+                state.current.insert(key.clone(), document);
+                state.receipts.insert(slot.clone(), receipt.clone());
+                let earlier = state.by_key.entry(key.clone()).or_default();
+                earlier.push((slot.1, place));
+                let redacted: Vec<(OperationId, usize)> =
+                    earlier.iter().rev().skip(drop.kept()).cloned().collect();
+                for (operation, place) in redacted {
+                    let slot = (key.namespace.clone(), operation);
+                    if let Some(stored) = state.receipts.remove(&slot) {
+                        state.receipts.insert(slot, redact(stored));
+                    }
+                    if let Some(revision) = state.history.get_mut(place) {
+                        revision.content = MemoryContent::tombstone();
+                    }
+                }
                 Ok(WriteOutcome {
                     receipt,
                     replayed: false,
@@ -139,6 +168,34 @@ impl MemoryReader for InMemoryStore {
 impl MemoryWriter for InMemoryStore {
     async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
         self.apply_now(write)
+    }
+}
+
+/// A revision's sequence is its place in the history (1-based), as in the listing.
+impl RevisionHistory for InMemoryStore {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<StoredRevision>, MemoryError> {
+        let state = self.lock();
+        let Some(receipts) = state.by_key.get(key) else {
+            return Ok(Vec::new());
+        };
+        Ok(receipts
+            .iter()
+            .rev()
+            .take(clamp_revisions_limit(limit))
+            .filter_map(|(operation, place)| {
+                let receipt = state
+                    .receipts
+                    .get(&(key.namespace.clone(), operation.clone()))?;
+                Some(StoredRevision::from_receipt(
+                    receipt.clone(),
+                    ChangeSequence::new(*place as u64 + 1),
+                ))
+            })
+            .collect())
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`recall`](mod@recall), [`revalidate`](mod@revalidate), [`tokens`]: transient-context recall under hard limits, revalidation
 //!   against the authoritative store, and token counting (SPEC §2.3, §2.4).
 //! - [`query`]: query text into the words a lexical search looks for (the one parser).
+//! - [`revisions`]: a document's history (every revision's words, up to a bound) and when they go.
 //! - [`listing`]: the listing read (a namespace's documents, newest first, in pages).
 //! - [`storage`]: what every store backend shares below the ports (limits, row codecs, reports).
 //! - [`in_memory`]: a store for tests and examples.
@@ -26,6 +27,7 @@ pub mod ports;
 pub mod query;
 pub mod recall;
 pub mod revalidate;
+pub mod revisions;
 pub mod storage;
 pub mod tokens;
 pub mod vectors;
@@ -42,12 +44,13 @@ pub use listing::{ListCursor, ListPage, MAX_LIST_LIMIT, MemoryLister};
 pub use namespace::{DynamicNamespace, Namespace, NamespaceAddress, NamespaceDefinition};
 pub use ports::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,
-    MemoryReader, MemoryWriter, SystemClock, WrittenNeighbours,
+    MemoryReader, MemoryWriter, RevisionHistory, SystemClock, WrittenNeighbours,
 };
 pub use recall::{
     MemoryLookup, MemoryPassage, RecallError, RecallLimits, RecallSource, RecalledMemory, recall,
 };
 pub use revalidate::{RecallCandidate, RevalidationLimits, revalidate, revalidate_each};
+pub use revisions::{RevisionRetention, StoredRevision, WordsToDrop};
 pub use tokens::{ApproximateTokenCounter, TokenCounter};
 pub use write::{
     CommandDigest, MemoryReceipt, MemoryWrite, PreparedWrite, WriteKind, WriteOutcome, WritePlan,

@@ -33,6 +33,20 @@ pub trait MemoryWriter: Send + Sync {
     ) -> impl Future<Output = Result<WriteOutcome, MemoryError>> + Send;
 }
 
+/// Reads a document's history: its committed revisions, newest first, each as its write left it
+/// (see [`crate::revisions`] for what is kept of each).
+pub trait RevisionHistory: Send + Sync {
+    /// Up to `limit` (at most [`crate::revisions::MAX_REVISIONS_PER_READ`]; larger limits are
+    /// clamped) of `key`'s revisions, newest first: the withdrawal tombstone first for a withdrawn
+    /// document, revisions past the bound or withdrawn without their words. Empty for a key never
+    /// written.
+    fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<crate::revisions::StoredRevision>, MemoryError>> + Send;
+}
+
 /// A source of the current time, injectable so tests are deterministic.
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.

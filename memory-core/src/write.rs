@@ -11,6 +11,8 @@
 //! - A withdrawal leaves a tombstone at a new revision with empty content: the current row no longer holds
 //!   the withdrawn text. Receipts keep the document as it was when they were issued, so a replayed put
 //!   still returns its original document.
+//! - A receipt may be redacted later (its words dropped past the bound of revisions per document, or
+//!   by the document's withdrawal, [`crate::revisions`]); a replay returns it redacted.
 //! - `Put` with an expected revision on a missing document is a `Conflict { current: None }`; `Withdraw` of
 //!   a missing document is `NotFound`; any write other than a replay on a withdrawn id is `Withdrawn`.
 
@@ -146,8 +148,13 @@ pub struct MemoryReceipt {
     pub command_digest: CommandDigest,
     /// Put or withdraw.
     pub kind: WriteKind,
-    /// The document as this write left it.
+    /// The document as this write left it (its content empty once `redacted`).
     pub document: MemoryDocument,
+    /// Set once the store no longer keeps this revision's words: past the bound of revisions per
+    /// document, or after the document's withdrawal ([`crate::revisions`]). Absent from the stored
+    /// JSON while false, so receipts written before it existed read back unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
 }
 
 /// The answer to a write: the receipt, and whether it was a replay of an earlier identical command.
@@ -303,6 +310,7 @@ impl PreparedWrite {
             command_digest: self.digest.clone(),
             kind: self.write.kind(),
             document,
+            redacted: false,
         };
         // The document's canonical JSON is a member of the receipt's, so this one check bounds both.
         check_canonical_size("receipt canonical JSON", &receipt)?;
@@ -350,11 +358,18 @@ impl PreparedWrite {
                 if document.predecessor != *expected_revision {
                     return Err(corrupt("predecessor"));
                 }
-                // Canonical equality, not `Value` equality: `5` and `5.0` are one JSON number, and a
-                // command whose canonical form matched the digest must not read as corrupt for it.
-                if document.content != *content && !same_canonical(&document.content, content) {
+                // A redacted receipt kept no words to compare: it must hold none at all.
+                if receipt.redacted {
+                    if document.content != MemoryContent::tombstone() {
+                        return Err(corrupt("content"));
+                    }
+                } else if document.content != *content
+                    && !same_canonical(&document.content, content)
+                {
                     return Err(corrupt("content"));
                 }
+                // Canonical equality, not `Value` equality: `5` and `5.0` are one JSON number, and a
+                // command whose canonical form matched the digest must not read as corrupt for it.
                 if document.locator != *locator {
                     return Err(corrupt("locator"));
                 }
@@ -403,6 +418,7 @@ fn validate_fields(write: &MemoryWrite) -> Result<(), MemoryError> {
             ..
         } => {
             check_text("locator bytes", locator)?;
+            check_remembered_text(&content.text)?;
             if scopes.len() > MAX_SCOPES {
                 return Err(MemoryError::TooLarge {
                     limit: "scopes",
@@ -428,6 +444,19 @@ fn validate_fields(write: &MemoryWrite) -> Result<(), MemoryError> {
             }
         }
         MemoryWrite::Withdraw { reason, .. } => check_text("reason bytes", reason)?,
+    }
+    Ok(())
+}
+
+/// Refuses a document text that is empty or only whitespace: nothing would be recalled from it, and
+/// every door (`memory_put`, import, `memory_remember`, the Python package) writes through here, so
+/// none of them stores one.
+fn check_remembered_text(text: &str) -> Result<(), MemoryError> {
+    if text.trim().is_empty() {
+        return Err(MemoryError::invalid(
+            "content.text",
+            "is empty or only whitespace: there is nothing to remember",
+        ));
     }
     Ok(())
 }

@@ -73,7 +73,7 @@ pub(crate) async fn check<C: GenericClient + Sync>(client: &C) -> Attempt<Consis
     // Every receipt decodes, names a committed revision of its key, and no two share one.
     let rows = client
         .query(
-            "SELECT r.namespace, r.operation_id, r.id, r.revision, r.body, \
+            "SELECT r.namespace, r.operation_id, r.id, r.revision, r.body, r.redacted, \
                     (SELECT count(*) FROM memory_revisions AS v \
                      WHERE v.namespace = r.namespace AND v.id = r.id AND v.revision = r.revision) \
              FROM memory_receipts AS r",
@@ -87,7 +87,8 @@ pub(crate) async fn check<C: GenericClient + Sync>(client: &C) -> Attempt<Consis
         let id: String = row.try_get(2)?;
         let revision: String = row.try_get(3)?;
         let body: String = row.try_get(4)?;
-        let found: i64 = row.try_get(5)?;
+        let redacted: bool = row.try_get(5)?;
+        let found: i64 = row.try_get(6)?;
         let address = NamespaceAddress::parse(&namespace)
             .map_err(|_| fail("stored namespace address is invalid"))?;
         let receipt = decode_receipt(&body, &address, &operation_id).map_err(Fail::Model)?;
@@ -95,6 +96,7 @@ pub(crate) async fn check<C: GenericClient + Sync>(client: &C) -> Attempt<Consis
         {
             return Err(fail("a receipt disagrees with its row"));
         }
+        memory_core::revisions::check_stored_redaction(&receipt, redacted).map_err(Fail::Model)?;
         if found != 1 {
             return Err(fail("a receipt names a revision that was never committed"));
         }

@@ -11,6 +11,7 @@
 //!   advisory lock, so a capacity is never exceeded by two admitters at once and reference and outbox
 //!   rows get their numbers in commit order (pages read by number never skip a late commit).
 
+use memory_core::activity::forgotten::{THREAD_RECORD_SOURCES_FROM, record_suppression};
 use memory_core::activity::intents::Admitted;
 pub use memory_core::activity::rules::MAX_PAGE_ROWS;
 use memory_core::activity::rules::intents::{
@@ -21,8 +22,8 @@ use memory_core::activity::rules::intents::{
 use memory_core::activity::rules::{check_batch, check_page, column_i64, parse_stored, stored_u64};
 use memory_core::activity::{
     ActivityError, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentView,
-    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, WorkerId,
-    canonical_progress_json,
+    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, ThreadId,
+    ThreadSuppressions, WorkerId, canonical_progress_json,
 };
 use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
@@ -402,6 +403,54 @@ impl RememberingStore for PostgresRememberingStore {
                     let admitted = admit_in(&transaction, cleanup, now).await?;
                     commit(transaction).await?;
                     Ok(admitted.id)
+                })
+            },
+        )
+    }
+
+    fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError> {
+        let thread = thread.clone();
+        self.handle.call_blocking(
+            "read thread suppressions",
+            Idempotent::Yes,
+            thread,
+            move |thread, client| {
+                Box::pin(async move {
+                    // One statement, one snapshot: the count row (no source) and the thread's rows.
+                    // The prefix and ending narrow the rows; the exact spelling is memory-core's
+                    // `record_suppression`.
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT NULL::text, NULL::text, COUNT(*)::bigint \
+                             FROM remembering_suppressions \
+                             UNION ALL \
+                             SELECT source, revision, suppressed_at FROM remembering_suppressions \
+                             WHERE starts_with(source, $1) AND right(source, length($2)) = $2",
+                        )
+                        .await?;
+                    let rows = client
+                        .query(&statement, &[&THREAD_RECORD_SOURCES_FROM, &thread.as_str()])
+                        .await?;
+                    let mut suppressions = ThreadSuppressions::default();
+                    for row in rows {
+                        let source: Option<String> = row.try_get(0)?;
+                        let at: i64 = row.try_get(2)?;
+                        match source {
+                            None => {
+                                suppressions.generation = u64::try_from(at).unwrap_or_default();
+                            }
+                            Some(source) => {
+                                let revision: String = row.try_get(1)?;
+                                suppressions
+                                    .records
+                                    .extend(record_suppression(thread, &source, &revision, at));
+                            }
+                        }
+                    }
+                    suppressions
+                        .records
+                        .sort_by(|a, b| (a.sequence, &a.revision).cmp(&(b.sequence, &b.revision)));
+                    Ok(suppressions)
                 })
             },
         )

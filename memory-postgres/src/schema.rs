@@ -278,8 +278,42 @@ CREATE TABLE extraction_totals (
 );
 "#;
 
+/// Migration 5: a document's history (`memory_core::revisions`).
+///
+/// - `memory_receipts.redacted`: the receipt's words were dropped (past the bound of revisions per
+///   document, or withdrawn), so a write finds the ones still holding words without decoding the
+///   others.
+/// - `memory_revisions_by_key`: history reads walk a key's revisions by sequence.
+/// - Databases from before it kept every withdrawn document's earlier words in its receipts: they
+///   are redacted now (the content emptied as a tombstone's, `redacted` set), as a withdrawal
+///   redacts them from this version on. The bound of revisions per document is not applied here:
+///   each document meets it at its next write.
+const MIGRATION_5: &str = r#"
+ALTER TABLE memory_receipts ADD COLUMN redacted BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX memory_revisions_by_key ON memory_revisions (namespace, id, sequence);
+UPDATE memory_receipts AS r
+SET redacted = TRUE,
+    body = jsonb_set(
+        jsonb_set(
+            r.body::jsonb,
+            '{document,content}',
+            '{"text":"","attributions":[],"metadata":{},"recorded_at":0,"extracted_at":0}'::jsonb
+        ),
+        '{redacted}',
+        'true'::jsonb
+    )::text
+FROM memory_documents AS d
+WHERE d.namespace = r.namespace AND d.id = r.id AND d.withdrawn AND r.revision <> d.revision;
+"#;
+
 /// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
 pub(crate) async fn migrate(

@@ -4,12 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Object};
+use memory_core::revisions::clamp_revisions_limit;
 use memory_core::storage::{check_neighbour_request, decode_document_id};
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite, MemoryWriter,
-    NamespaceAddress, OperationId, PreparedWrite, SystemClock, WriteOutcome, WritePlan,
-    WrittenNeighbours,
+    NamespaceAddress, OperationId, PreparedWrite, RevisionHistory, RevisionRetention,
+    StoredRevision, SystemClock, WordsToDrop, WriteOutcome, WritePlan, WrittenNeighbours,
 };
 
 use crate::db::{ConnectSettings, Handle, SchemaName, snapshot};
@@ -41,6 +42,7 @@ pub struct PostgresStoreBuilder {
     wait_timeout: Duration,
     clock: Arc<dyn Clock>,
     application_name: String,
+    retention: RevisionRetention,
 }
 
 impl std::fmt::Debug for PostgresStoreBuilder {
@@ -95,20 +97,34 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// How many of each document's newest revisions keep their words (default
+    /// [`memory_core::revisions::DEFAULT_MAX_REVISIONS`]); a write past it drops the oldest ones'
+    /// words in its own transaction ([`memory_core::revisions`]).
+    pub fn retention(mut self, retention: RevisionRetention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// Connects, and creates or migrates the schema (see [`crate::schema`]).
     pub async fn connect(self) -> Result<PostgresStore> {
         let handle = Handle::new(&self.settings())?;
         handle
             .call("open store", Idempotent::Yes, self.schema, migrate)
             .await?;
-        Ok(PostgresStore { handle })
+        Ok(PostgresStore {
+            handle,
+            retention: self.retention,
+        })
     }
 
     /// [`Self::connect`] for callers without an executor (or inside one that may block).
     pub fn connect_blocking(self) -> Result<PostgresStore> {
         let handle = Handle::new(&self.settings())?;
         handle.call_blocking("open store", Idempotent::Yes, self.schema, migrate)?;
-        Ok(PostgresStore { handle })
+        Ok(PostgresStore {
+            handle,
+            retention: self.retention,
+        })
     }
 
     fn settings(&self) -> ConnectSettings {
@@ -135,6 +151,7 @@ fn migrate(schema: &Option<SchemaName>, mut client: Object) -> AttemptFuture<'_,
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) handle: Handle,
+    retention: RevisionRetention,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -158,6 +175,7 @@ impl PostgresStore {
             wait_timeout: Duration::from_secs(30),
             clock: Arc::new(SystemClock),
             application_name: "memory-postgres".to_owned(),
+            retention: RevisionRetention::default(),
         }
     }
 
@@ -206,14 +224,15 @@ impl PostgresStore {
             return Ok(Vec::new());
         }
         let clock = self.handle.db.clock.clone();
+        let retention = self.retention;
         // Idempotent: a retry after a lost COMMIT finds the receipt and answers a replay.
         self.handle
             .call(
                 "write",
                 Idempotent::Yes,
                 (prepared, clock),
-                |(prepared, clock), client| {
-                    Box::pin(write_attempt(client, clock.as_ref(), prepared))
+                move |(prepared, clock), client| {
+                    Box::pin(write_attempt(client, clock.as_ref(), retention, prepared))
                 },
             )
             .await
@@ -559,6 +578,7 @@ type BatchOutcome = Vec<Result<WriteOutcome, MemoryError>>;
 async fn write_attempt(
     mut client: Object,
     clock: &dyn Clock,
+    retention: RevisionRetention,
     writes: &[PreparedWrite],
 ) -> Attempt<BatchOutcome> {
     let transaction = client.transaction().await?;
@@ -571,7 +591,7 @@ async fn write_attempt(
     let mut sequence = head;
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
-        outcomes.push(apply_one(&transaction, write, now, &mut sequence).await?);
+        outcomes.push(apply_one(&transaction, write, now, retention, &mut sequence).await?);
     }
     if sequence == head {
         // Refusals and replays wrote nothing.
@@ -600,6 +620,7 @@ async fn apply_one(
     transaction: &deadpool_postgres::Transaction<'_>,
     write: &PreparedWrite,
     now: i64,
+    retention: RevisionRetention,
     sequence: &mut i64,
 ) -> Attempt<Result<WriteOutcome, MemoryError>> {
     let key = write.write().key();
@@ -631,6 +652,7 @@ async fn apply_one(
         Ok(WritePlan::Commit { document, receipt }) => {
             *sequence += 1;
             persist(transaction, &document, &receipt, *sequence).await?;
+            drop_words(transaction, &document, retention.words_to_drop(&document)).await?;
             Ok(Ok(WriteOutcome {
                 receipt,
                 replayed: false,
@@ -781,6 +803,94 @@ async fn persist(
         )
         .await?;
     Ok(())
+}
+
+/// Redacts the receipts of `document`'s key that `drop` leaves without words: the oldest ones that
+/// still hold words, past the newest `drop.kept()` revisions (the committed one counted). The
+/// revisions holding words are always a key's newest, so the `redacted` column finds them alone.
+async fn drop_words(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    document: &MemoryDocument,
+    drop: WordsToDrop,
+) -> Attempt<()> {
+    let namespace = document.key.namespace.as_str();
+    let kept = i64::try_from(drop.kept()).unwrap_or(i64::MAX);
+    let select = transaction
+        .prepare_cached(
+            "SELECT r.operation_id, r.body FROM memory_receipts AS r \
+             JOIN memory_revisions AS v \
+             ON v.namespace = r.namespace AND v.id = r.id AND v.revision = r.revision \
+             WHERE r.namespace = $1 AND r.id = $2 AND NOT r.redacted \
+             ORDER BY v.sequence DESC OFFSET $3",
+        )
+        .await?;
+    let rows = transaction
+        .query(&select, &[&namespace, &document.key.id.as_str(), &kept])
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let update = transaction
+        .prepare_cached(
+            "UPDATE memory_receipts SET body = $3, redacted = TRUE \
+             WHERE namespace = $1 AND operation_id = $2",
+        )
+        .await?;
+    for row in rows {
+        let operation_id: String = row.try_get(0)?;
+        let body: String = row.try_get(1)?;
+        let receipt =
+            decode_receipt(&body, &document.key.namespace, &operation_id).map_err(Fail::Model)?;
+        let body = encode(&memory_core::revisions::redact(receipt)).map_err(Fail::Model)?;
+        transaction
+            .execute(&update, &[&namespace, &operation_id, &body])
+            .await?;
+    }
+    Ok(())
+}
+
+/// A key's revisions, newest first, each from the receipt that committed it, in one statement.
+async fn revisions(client: Object, key: &MemoryKey, limit: i64) -> Attempt<Vec<StoredRevision>> {
+    let rows = client
+        .query(
+            "SELECT v.sequence, r.operation_id, r.body FROM memory_revisions AS v \
+             JOIN memory_receipts AS r \
+             ON r.namespace = v.namespace AND r.id = v.id AND r.revision = v.revision \
+             WHERE v.namespace = $1 AND v.id = $2 ORDER BY v.sequence DESC LIMIT $3",
+            &[&key.namespace.as_str(), &key.id.as_str(), &limit],
+        )
+        .await?;
+    let mut revisions = Vec::with_capacity(rows.len());
+    for row in rows {
+        let sequence: i64 = row.try_get(0)?;
+        let operation_id: String = row.try_get(1)?;
+        let body: String = row.try_get(2)?;
+        let receipt = decode_receipt(&body, &key.namespace, &operation_id).map_err(Fail::Model)?;
+        if receipt.document.key != *key {
+            return Err(Fail::Model(corrupt(
+                "a revision's receipt is filed under another key",
+            )));
+        }
+        revisions.push(StoredRevision::from_receipt(
+            receipt,
+            decode_sequence(sequence).map_err(Fail::Model)?,
+        ));
+    }
+    Ok(revisions)
+}
+
+impl RevisionHistory for PostgresStore {
+    async fn revisions(&self, key: &MemoryKey, limit: usize) -> Result<Vec<StoredRevision>> {
+        let limit = i64::try_from(clamp_revisions_limit(limit)).unwrap_or(i64::MAX);
+        self.handle
+            .call(
+                "read revisions",
+                Idempotent::Yes,
+                key.clone(),
+                move |key, client| Box::pin(revisions(client, key, limit)),
+            )
+            .await
+    }
 }
 
 impl MemoryReader for PostgresStore {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use memory_core::{
     ChangeFeed, ChangeSequence, ErrorKind, LexicalSearch, ManualClock, MemoryContent, MemoryError,
-    MemoryReader, MemoryWriter,
+    MemoryReader, MemoryWriter, RevisionHistory,
 };
 use memory_postgres::{PostgresFailure, PostgresStore, SCHEMA_VERSION, postgres_failure};
 use memory_testkit::store::run_all;
@@ -547,6 +547,8 @@ async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_befor
          CREATE INDEX memory_documents_search ON memory_documents USING GIN (search); \
          ALTER TABLE thread_heads DROP COLUMN destination, DROP COLUMN generation; \
          DROP TABLE thread_pending, thread_parks, extraction_notes, extraction_totals; \
+         ALTER TABLE memory_receipts DROP COLUMN redacted; \
+         DROP INDEX memory_revisions_by_key; \
          DELETE FROM memory_schema_version WHERE version >= 3;",
     )
     .await
@@ -571,4 +573,101 @@ async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_befor
         "{indexes:?}"
     );
     assert_eq!(answers(migrated).await, before);
+}
+
+/// A database of version 4 (before the revision history) kept a withdrawn document's earlier words
+/// in its receipts. Migration 5 redacts them, and every document's history reads from its receipts.
+#[tokio::test]
+async fn a_version_4_schema_gains_its_history_and_loses_withdrawn_words() {
+    let store = store_or_skip!("a_version_4_schema_gains_its_history_and_loses_withdrawn_words");
+    let kept = key("t1", "kept");
+    let gone = key("t1", "gone");
+    let first = store
+        .apply(put(
+            &kept,
+            "op-kept-1",
+            None,
+            said("plain oats", "ana"),
+            &["s"],
+        ))
+        .await
+        .expect("put");
+    store
+        .apply(put(
+            &kept,
+            "op-kept-2",
+            Some(&first.receipt.document.revision),
+            said("steel-cut oats", "bo"),
+            &["s"],
+        ))
+        .await
+        .expect("replace");
+    let doomed = store
+        .apply(put(
+            &gone,
+            "op-gone-1",
+            None,
+            said("marzipan secret", "cy"),
+            &["s"],
+        ))
+        .await
+        .expect("put");
+    store
+        .apply(withdraw(
+            &gone,
+            "op-gone-2",
+            &doomed.receipt.document.revision,
+        ))
+        .await
+        .expect("withdraw");
+    // Back to version 4, as its builds left a withdrawal: the put's receipt whole.
+    let raw = store.raw().await;
+    let whole = serde_json::to_string(&doomed.receipt).unwrap();
+    raw.execute(
+        "UPDATE memory_receipts SET body = $1 WHERE operation_id = 'op-gone-1'",
+        &[&whole],
+    )
+    .await
+    .unwrap();
+    raw.batch_execute(
+        "ALTER TABLE memory_receipts DROP COLUMN redacted; \
+         DROP INDEX memory_revisions_by_key; \
+         DELETE FROM memory_schema_version WHERE version >= 5;",
+    )
+    .await
+    .expect("back to version 4");
+    let holding = |word: &'static str| {
+        let raw = &raw;
+        async move {
+            let count: i64 = raw
+                .query_one(
+                    "SELECT count(*) FROM memory_receipts WHERE body LIKE '%' || $1 || '%'",
+                    &[&word],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            count
+        }
+    };
+    assert_eq!(holding("marzipan").await, 1);
+
+    let migrated = store.another().await;
+    assert_eq!(
+        holding("marzipan").await,
+        0,
+        "withdrawn words survive migration 5"
+    );
+    assert_eq!(holding("oats").await, 2, "kept words are kept");
+    let history = migrated.revisions(&kept, 10).await.unwrap();
+    let texts: Vec<&str> = history
+        .iter()
+        .map(|revision| revision.document.content.text.as_str())
+        .collect();
+    assert_eq!(texts, ["steel-cut oats", "plain oats"]);
+    let tombstone = migrated.revisions(&gone, 10).await.unwrap();
+    assert_eq!(tombstone.len(), 2);
+    assert!(tombstone[0].document.withdrawn.is_some());
+    assert!(!tombstone[1].words_kept && tombstone[1].document.content.text.is_empty());
+    migrated.check_consistency().await.expect("consistent");
 }

@@ -96,7 +96,9 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
 
     // Every receipt decodes, names a committed revision of its key, and no two share one.
     let mut receipts = connection
-        .prepare("SELECT namespace, operation_id, id, revision, body FROM memory_receipts")
+        .prepare(
+            "SELECT namespace, operation_id, id, revision, body, redacted FROM memory_receipts",
+        )
         .map_err(sqlite(OPERATION))?;
     let mut revision_exists = connection
         .prepare(
@@ -112,6 +114,7 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
         let id: String = row.get(2).map_err(sqlite(OPERATION))?;
         let revision: String = row.get(3).map_err(sqlite(OPERATION))?;
         let body: String = row.get(4).map_err(sqlite(OPERATION))?;
+        let redacted: i64 = row.get(5).map_err(sqlite(OPERATION))?;
         let address = NamespaceAddress::parse(&namespace)
             .map_err(|_| corrupt("stored namespace address is invalid"))?;
         let receipt = decode_receipt(&body, &address, &operation_id)?;
@@ -119,6 +122,12 @@ pub(crate) fn check(connection: &Connection) -> Result<ConsistencyReport, Memory
         {
             return Err(corrupt("a receipt disagrees with its row"));
         }
+        let redacted = match redacted {
+            0 => false,
+            1 => true,
+            _ => return Err(corrupt("a receipt's redaction flag is not 0 or 1")),
+        };
+        memory_core::revisions::check_stored_redaction(&receipt, redacted)?;
         let found: i64 = revision_exists
             .query_row([&namespace, &id, &revision], |row| row.get(0))
             .map_err(sqlite(OPERATION))?;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use memory_core::{Clock, MemoryError, SystemClock};
+use memory_core::{Clock, MemoryError, RevisionRetention, SystemClock};
 
 use crate::reader::SqliteReader;
 use crate::store::SqliteStore;
@@ -40,6 +40,7 @@ pub struct SqliteStoreBuilder {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) synchronous: Synchronous,
     pub(crate) read_connections: usize,
+    pub(crate) retention: RevisionRetention,
 }
 
 impl std::fmt::Debug for SqliteStoreBuilder {
@@ -50,6 +51,7 @@ impl std::fmt::Debug for SqliteStoreBuilder {
             .field("busy_retries", &self.busy_retries)
             .field("synchronous", &self.synchronous)
             .field("read_connections", &self.read_connections)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -62,6 +64,7 @@ impl Default for SqliteStoreBuilder {
             clock: Arc::new(SystemClock),
             synchronous: Synchronous::Full,
             read_connections: crate::read_pool::DEFAULT_READ_CONNECTIONS,
+            retention: RevisionRetention::default(),
         }
     }
 }
@@ -98,6 +101,14 @@ impl SqliteStoreBuilder {
     /// They are opened as concurrent readers need them, so a single reader opens one.
     pub fn read_connections(mut self, connections: usize) -> Self {
         self.read_connections = connections;
+        self
+    }
+
+    /// How many of each document's newest revisions keep their words (default
+    /// [`memory_core::revisions::DEFAULT_MAX_REVISIONS`]); a write past it drops the oldest ones'
+    /// words in its own transaction ([`memory_core::revisions`]).
+    pub fn retention(mut self, retention: RevisionRetention) -> Self {
+        self.retention = retention;
         self
     }
 

@@ -9,10 +9,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use memory_core::StoreFault;
+use memory_core::revisions::clamp_revisions_limit;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress,
-    OperationId, WrittenNeighbours,
+    OperationId, RevisionHistory, StoredRevision, WrittenNeighbours,
 };
 use rusqlite::{Connection, OptionalExtension};
 
@@ -188,6 +189,53 @@ impl SqliteReader {
                 });
             }
             Ok(links)
+        })
+    }
+
+    /// [`memory_core::RevisionHistory::revisions`] on the calling thread: up to `limit` of `key`'s
+    /// revisions, newest first, each read from the receipt that committed it, in one snapshot.
+    pub fn revisions_blocking(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<StoredRevision>, MemoryError> {
+        let limit = i64::try_from(clamp_revisions_limit(limit)).unwrap_or(i64::MAX);
+        self.with_connection("read revisions", |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT v.sequence, r.operation_id, r.body FROM memory_revisions AS v \
+                     JOIN memory_receipts AS r \
+                     ON r.namespace = v.namespace AND r.id = v.id AND r.revision = v.revision \
+                     WHERE v.namespace = ?1 AND v.id = ?2 ORDER BY v.sequence DESC LIMIT ?3",
+                )
+                .map_err(sqlite("read revisions"))?;
+            let rows = statement
+                .query_map(
+                    rusqlite::params![key.namespace.as_str(), key.id.as_str(), limit],
+                    |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                        ))
+                    },
+                )
+                .map_err(sqlite("read revisions"))?;
+            let mut revisions = Vec::new();
+            for row in rows {
+                let (sequence, operation_id, body) = row.map_err(sqlite("read revisions"))?;
+                let receipt = decode_receipt(&body, &key.namespace, &operation_id)?;
+                if receipt.document.key != *key {
+                    return Err(crate::error::corrupt(
+                        "a revision's receipt is filed under another key",
+                    ));
+                }
+                revisions.push(StoredRevision::from_receipt(
+                    receipt,
+                    decode_sequence(sequence)?,
+                ));
+            }
+            Ok(revisions)
         })
     }
 
@@ -369,6 +417,16 @@ impl MemoryReader for SqliteReader {
         keys: &[MemoryKey],
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
         self.read_many_blocking(keys)
+    }
+}
+
+impl RevisionHistory for SqliteReader {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<StoredRevision>, MemoryError> {
+        self.revisions_blocking(key, limit)
     }
 }
 

@@ -5,6 +5,9 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use memory_core::activity::forgotten::{
+    THREAD_RECORD_SOURCES_FROM, THREAD_RECORD_SOURCES_TO, record_suppression,
+};
 use memory_core::activity::intents::Admitted;
 pub use memory_core::activity::rules::MAX_PAGE_ROWS;
 use memory_core::activity::rules::intents::{
@@ -15,8 +18,8 @@ use memory_core::activity::rules::intents::{
 use memory_core::activity::rules::{check_batch, check_page, column_i64, parse_stored, stored_u64};
 use memory_core::activity::{
     ActivityError, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome, IntentView,
-    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, WorkerId,
-    canonical_progress_json,
+    RememberingStore, SavedCommand, SourceId, SourceReference, SourceRevision, ThreadId,
+    ThreadSuppressions, WorkerId, canonical_progress_json,
 };
 use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::Revision;
@@ -332,6 +335,53 @@ impl RememberingStore for SqliteRememberingStore {
         let admitted = admit_in(&transaction, &cleanup, now)?;
         transaction.commit().map_err(sql_error("suppress source"))?;
         Ok(admitted.id)
+    }
+
+    fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError> {
+        let mut connection = lock(&self.connection);
+        // One read transaction: the generation and the rows are of the same moment.
+        let transaction = connection
+            .transaction()
+            .map_err(sql_error("read thread suppressions"))?;
+        let generation: i64 = transaction
+            .query_row("SELECT COUNT(*) FROM remembering_suppressions", [], |row| {
+                row.get(0)
+            })
+            .map_err(sql_error("read thread suppressions"))?;
+        // A key range of the thread records' sources, narrowed by the thread id's ending; the exact
+        // spelling is memory-core's `record_suppression`.
+        let mut statement = transaction
+            .prepare_cached(
+                "SELECT source, revision, suppressed_at FROM remembering_suppressions
+                 WHERE source >= ?1 AND source < ?2 AND substr(source, -length(?3)) = ?3",
+            )
+            .map_err(sql_error("read thread suppressions"))?;
+        let rows = statement
+            .query_map(
+                params![
+                    THREAD_RECORD_SOURCES_FROM,
+                    THREAD_RECORD_SOURCES_TO,
+                    thread.as_str()
+                ],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get(2)?,
+                    ))
+                },
+            )
+            .map_err(sql_error("read thread suppressions"))?;
+        let mut records = Vec::new();
+        for row in rows {
+            let (source, revision, at) = row.map_err(sql_error("read thread suppressions"))?;
+            records.extend(record_suppression(thread, &source, &revision, at));
+        }
+        records.sort_by(|a, b| (a.sequence, &a.revision).cmp(&(b.sequence, &b.revision)));
+        Ok(ThreadSuppressions {
+            records,
+            generation: u64::try_from(generation).unwrap_or_default(),
+        })
     }
 
     fn is_suppressed(

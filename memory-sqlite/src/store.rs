@@ -8,7 +8,7 @@ use memory_core::StoreFault;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter, PreparedWrite,
-    WriteOutcome, WrittenNeighbours,
+    RevisionHistory, RevisionRetention, StoredRevision, WriteOutcome, WrittenNeighbours,
 };
 use rusqlite::{Connection, OpenFlags};
 
@@ -24,6 +24,7 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     reader: SqliteReader,
     clock: Arc<dyn Clock>,
+    retention: RevisionRetention,
     busy_retries: u32,
     poisoned: AtomicBool,
     path: PathBuf,
@@ -80,6 +81,7 @@ impl SqliteStore {
             writer: Mutex::new(connection),
             reader,
             clock: options.clock,
+            retention: options.retention,
             busy_retries: options.busy_retries,
             poisoned: AtomicBool::new(false),
             path: path.to_owned(),
@@ -146,6 +148,7 @@ impl SqliteStore {
         transaction::run(
             &mut connection,
             self.clock.as_ref(),
+            self.retention,
             self.busy_retries,
             prepared,
         )
@@ -175,6 +178,16 @@ impl MemoryReader for SqliteStore {
 impl MemoryWriter for SqliteStore {
     async fn apply(&self, write: MemoryWrite) -> Result<WriteOutcome, MemoryError> {
         self.apply_blocking(write)
+    }
+}
+
+impl RevisionHistory for SqliteStore {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<StoredRevision>, MemoryError> {
+        self.reader.revisions_blocking(key, limit)
     }
 }
 

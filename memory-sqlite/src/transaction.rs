@@ -9,7 +9,8 @@
 
 use memory_core::StoreFault;
 use memory_core::{
-    Clock, MemoryDocument, MemoryError, MemoryReceipt, PreparedWrite, WriteOutcome, WritePlan,
+    Clock, MemoryDocument, MemoryError, MemoryReceipt, PreparedWrite, RevisionRetention,
+    WordsToDrop, WriteOutcome, WritePlan,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
@@ -70,12 +71,13 @@ pub(crate) type BatchOutcome = Vec<Result<WriteOutcome, MemoryError>>;
 pub(crate) fn run(
     connection: &mut Connection,
     clock: &dyn Clock,
+    retention: RevisionRetention,
     busy_retries: u32,
     writes: &[PreparedWrite],
 ) -> Result<BatchOutcome, (MemoryError, bool)> {
     let mut attempt = 0;
     loop {
-        match attempt_once(connection, clock, writes).and_then(acknowledge) {
+        match attempt_once(connection, clock, retention, writes).and_then(acknowledge) {
             Ok(outcomes) => return Ok(outcomes),
             Err(error) => match error.class() {
                 FailureClass::Busy if attempt < busy_retries => {
@@ -105,6 +107,7 @@ fn acknowledge(outcomes: BatchOutcome) -> Result<BatchOutcome, TxError> {
 fn attempt_once(
     connection: &mut Connection,
     clock: &dyn Clock,
+    retention: RevisionRetention,
     writes: &[PreparedWrite],
 ) -> Result<BatchOutcome, TxError> {
     failpoint!(crate::fault::BEFORE_BEGIN);
@@ -114,7 +117,7 @@ fn attempt_once(
     let mut outcomes = Vec::with_capacity(writes.len());
     let mut committed = 0_usize;
     for write in writes {
-        let outcome = apply_one(&transaction, write, now)?;
+        let outcome = apply_one(&transaction, write, now, retention)?;
         committed += usize::from(matches!(&outcome, Ok(outcome) if !outcome.replayed));
         outcomes.push(outcome);
     }
@@ -141,6 +144,7 @@ fn apply_one(
     transaction: &Transaction<'_>,
     write: &PreparedWrite,
     now: i64,
+    retention: RevisionRetention,
 ) -> Result<Result<WriteOutcome, MemoryError>, TxError> {
     let key = write.write().key();
     let stored = read_receipt(
@@ -166,6 +170,7 @@ fn apply_one(
         })),
         Ok(WritePlan::Commit { document, receipt }) => {
             persist(transaction, &document, &receipt)?;
+            drop_words(transaction, &document, retention.words_to_drop(&document))?;
             Ok(Ok(WriteOutcome {
                 receipt,
                 replayed: false,
@@ -256,5 +261,42 @@ fn persist(
             document.revision.as_str(),
             receipt_body
         ])?;
+    Ok(())
+}
+
+/// Redacts the receipts of `document`'s key that `drop` leaves without words: the oldest ones that
+/// still hold words, past the newest `drop.kept()` revisions (the committed one counted). The
+/// revisions holding words are always a key's newest, so the ones to redact are found by the
+/// `redacted` column alone, without decoding the others.
+fn drop_words(
+    transaction: &Transaction<'_>,
+    document: &MemoryDocument,
+    drop: WordsToDrop,
+) -> Result<(), TxError> {
+    let namespace = document.key.namespace.as_str();
+    let kept = i64::try_from(drop.kept()).unwrap_or(i64::MAX);
+    let stale: Vec<(String, String)> = transaction
+        .prepare_cached(
+            "SELECT r.operation_id, r.body FROM memory_receipts AS r \
+             JOIN memory_revisions AS v \
+             ON v.namespace = r.namespace AND v.id = r.id AND v.revision = r.revision \
+             WHERE r.namespace = ?1 AND r.id = ?2 AND r.redacted = 0 \
+             ORDER BY v.sequence DESC LIMIT -1 OFFSET ?3",
+        )?
+        .query_map(
+            rusqlite::params![namespace, document.key.id.as_str(), kept],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    let mut update = transaction.prepare_cached(
+        "UPDATE memory_receipts SET body = ?3, redacted = 1 \
+         WHERE namespace = ?1 AND operation_id = ?2",
+    )?;
+    for (operation_id, body) in stale {
+        let receipt = crate::rows::decode_receipt(&body, &document.key.namespace, &operation_id)
+            .map_err(TxError::Memory)?;
+        let body = encode(&memory_core::revisions::redact(receipt)).map_err(TxError::Memory)?;
+        update.execute(rusqlite::params![namespace, operation_id, body])?;
+    }
     Ok(())
 }

@@ -13,7 +13,7 @@ use memory_core::{
 };
 use memory_sqlite::{SqliteReader, SqliteStore, StoreFailure, storage_failure};
 use memory_testkit::store::{
-    CHANGE_FEED_RULES, LEXICAL_RULES, STORE_RULES, run_all, run_store_rules,
+    CHANGE_FEED_RULES, LEXICAL_RULES, REVISION_RULES, STORE_RULES, run_all, run_store_rules,
 };
 use std::sync::Arc;
 
@@ -25,6 +25,7 @@ async fn sqlite_store_passes_the_store_suites() {
         .iter()
         .chain(CHANGE_FEED_RULES)
         .chain(LEXICAL_RULES)
+        .chain(REVISION_RULES)
         .copied()
         .collect();
     assert_eq!(report.passed, every_rule, "every rule runs, in order");
@@ -53,6 +54,10 @@ async fn the_store_suites_catch_broken_stores() {
         (
             Break::NeighboursBackwards,
             "neighbours-follow-first-writes-within-namespace-and-scope",
+        ),
+        (
+            Break::HistoryOnlyCurrent,
+            "history-lists-every-revision-newest-first-with-its-words",
         ),
     ] {
         let report = run_store_rules(|| std::future::ready(suited(broken)), &[rule]).await;
@@ -635,6 +640,8 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
             "DROP TABLE memory_lexical_namespaces; DROP TABLE memory_lexical_terms; \
              DROP TABLE memory_lexical_postings; DROP TABLE memory_lexical_documents; \
              DROP TABLE memory_schema_version; DROP TABLE activity_formats; \
+             DROP INDEX memory_revisions_by_key; \
+             ALTER TABLE memory_receipts DROP COLUMN redacted; \
              UPDATE memory_meta SET value = 1 WHERE key = 'memory_store_format';",
         )
         .unwrap();

@@ -18,6 +18,7 @@ use memory_core::document::{MemoryContent, MemoryDocument, MemoryKey, Withdrawal
 use memory_core::error::MemoryError;
 use memory_core::ids::{DocumentId, OperationId, Revision};
 use memory_core::namespace::NamespaceAddress;
+use memory_core::revisions::{RevisionRetention, WordsToDrop, redact};
 use memory_core::write::{MemoryReceipt, MemoryWrite, WriteOutcome};
 
 use memory_core::ports::{MemoryReader, MemoryWriter};
@@ -198,6 +199,8 @@ enum Expected {
     OperationConflict,
     Withdrawn,
     NotFound,
+    /// A put of blank text: refused before any receipt or document is read.
+    InvalidInput,
 }
 
 struct Model {
@@ -330,6 +333,11 @@ impl Model {
     }
 
     fn predict(&self, write: &MemoryWrite) -> Result<Expected, String> {
+        if let MemoryWrite::Put { content, .. } = write
+            && content.text.trim().is_empty()
+        {
+            return Ok(Expected::InvalidInput);
+        }
         let slot = (write.key().namespace.clone(), write.operation_id().clone());
         if let Some((command, receipt)) = self.receipts.get(&slot) {
             let canonical = to_canonical_string(write).map_err(text_error)?;
@@ -394,11 +402,14 @@ impl Model {
                     .entry(key.clone())
                     .or_default()
                     .push(outcome.receipt.document.revision.clone());
-                self.current.insert(key, outcome.receipt.document.clone());
+                let drop = RevisionRetention::default().words_to_drop(&outcome.receipt.document);
+                self.current
+                    .insert(key.clone(), outcome.receipt.document.clone());
                 self.receipts.insert(
                     (write.key().namespace.clone(), write.operation_id().clone()),
                     (canonical, outcome.receipt),
                 );
+                self.drop_words(&key, drop);
                 Ok(())
             }
             (Expected::Replay(original), Ok(outcome)) if outcome.replayed => {
@@ -421,7 +432,8 @@ impl Model {
                 Ok(())
             }
             (Expected::Withdrawn, Err(MemoryError::Withdrawn))
-            | (Expected::NotFound, Err(MemoryError::NotFound)) => Ok(()),
+            | (Expected::NotFound, Err(MemoryError::NotFound))
+            | (Expected::InvalidInput, Err(MemoryError::InvalidInput { .. })) => Ok(()),
             (expected, Ok(outcome)) => Err(format!(
                 "model expects {}, store answered Ok (replayed: {}, revision {})",
                 describe(expected),
@@ -432,6 +444,21 @@ impl Model {
                 "model expects {}, store answered {error:?}",
                 describe(expected)
             )),
+        }
+    }
+
+    /// As a store drops a key's words after a commit (memory_core::revisions), for the stores the
+    /// property opens with the default bound: the receipts past the newest `drop.kept()` revisions
+    /// answer their replays without words.
+    fn drop_words(&mut self, key: &MemoryKey, drop: WordsToDrop) {
+        let Some(revisions) = self.revisions.get(key) else {
+            return;
+        };
+        let old: Vec<&Revision> = revisions.iter().rev().skip(drop.kept()).collect();
+        for (_, receipt) in self.receipts.values_mut() {
+            if receipt.document.key == *key && old.contains(&&receipt.document.revision) {
+                *receipt = redact(receipt.clone());
+            }
         }
     }
 
@@ -552,5 +579,6 @@ fn describe(expected: &Expected) -> String {
         Expected::OperationConflict => "OperationConflict".to_owned(),
         Expected::Withdrawn => "Withdrawn".to_owned(),
         Expected::NotFound => "NotFound".to_owned(),
+        Expected::InvalidInput => "InvalidInput".to_owned(),
     }
 }

@@ -13,8 +13,8 @@ use memory_core::activity::{
     IntentLease, IntentOutcome, IntentView, Lease, LogEntry, NewRecord, PendingOutput,
     PendingThread, ProgressKey, ProgressStore, ProgressView, RememberingStore, SavedCommand,
     Sequence, SourceId, SourceReference, SourceRevision, ThreadBinding, ThreadDestination,
-    ThreadId, ThreadLog, ThreadOverview, ThreadRecord, UndecodableReason, UndecodableRecord,
-    WorkerId,
+    ThreadId, ThreadLog, ThreadOverview, ThreadRecord, ThreadSuppressions, UndecodableReason,
+    UndecodableRecord, WorkerId,
 };
 use memory_core::{EpochMillis, MemoryContent, MemoryKey, Revision};
 use memory_testkit::InMemoryActivity;
@@ -100,6 +100,8 @@ enum Fault {
     StaleCompletionAcknowledged,
     /// Admitting a parked intent leaves it parked.
     OutboxKeepsAdmitted,
+    /// A thread's suppressions are matched by the ending of the source id alone (a loose `LIKE`).
+    ThreadSuppressionsBySuffix,
 }
 
 #[derive(Debug, Clone)]
@@ -523,6 +525,17 @@ impl RememberingStore for Broken {
         self.inner.suppress(source, revision, now)
     }
 
+    fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError> {
+        let mut read = self.inner.thread_suppressions(thread)?;
+        if self.fault == Fault::ThreadSuppressionsBySuffix {
+            // What a `LIKE '%/<thread>'` reads: x/t1's records too.
+            let other = ThreadId::new(format!("x/{}", thread.as_str()))?;
+            read.records
+                .extend(self.inner.thread_suppressions(&other)?.records);
+        }
+        Ok(read)
+    }
+
     fn is_suppressed(
         &self,
         source: &SourceId,
@@ -704,6 +717,10 @@ fn each_broken_activity_store_fails_the_rule_it_breaks() {
         (
             Fault::OutboxKeepsAdmitted,
             "outbox-parks-up-to-capacity-and-admits-once",
+        ),
+        (
+            Fault::ThreadSuppressionsBySuffix,
+            "thread-suppressions-name-exactly-the-threads-records",
         ),
     ];
     for (fault, rule) in cases {

@@ -111,6 +111,12 @@ def _matches(filter: Mapping[str, Any] | None, value: Mapping[str, Any]) -> bool
     return not filter or all(_compare(value.get(k), v) for k, v in filter.items())
 
 
+# The text of a document that holds no searchable words (a tombstone, or an item put with
+# ``index=False``): memory refuses blank text on every write, so it is a lone mark the query parser
+# reads as no word. Recall never cites an unindexed item (see ``_search``) and a tombstone has no scope.
+_NO_WORDS = "-"
+
+
 def _deleted(document: Mapping[str, Any]) -> bool:
     return bool(document["content"]["metadata"].get("langgraph", {}).get("deleted"))
 
@@ -214,7 +220,7 @@ class AgentMemoryStore(BaseStore):
                 try:
                     self.memory.put(
                         document_id,
-                        "",
+                        _NO_WORDS,
                         expected_revision=current["revision"],
                         scopes=[],
                         locator="langgraph:deleted",
@@ -251,7 +257,7 @@ class AgentMemoryStore(BaseStore):
             try:
                 self.memory.put(
                     document_id,
-                    text,
+                    text or _NO_WORDS,
                     expected_revision=current["revision"] if current else None,
                     scopes=scopes,
                     locator="langgraph:" + "/".join(namespace),
@@ -309,10 +315,11 @@ class AgentMemoryStore(BaseStore):
         seen: set[str] = set()
         for passage in answer["passages"]:
             source = passage["source"]["id"]
-            if source in seen:
+            meta = passage["content"]["metadata"].get("langgraph")
+            # An item put without an index is never a scored hit: it fills the rest below.
+            if source in seen or (meta is not None and not meta.get("indexed", True)):
                 continue
             seen.add(source)
-            meta = passage["content"]["metadata"].get("langgraph")
             if meta is None or not _matches(op.filter, meta["value"]):
                 continue
             results.append(self._item_of({"content": passage["content"]}, passage["score"]))

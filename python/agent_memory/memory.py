@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import _native
 from .errors import InvalidInputError
 
-__all__ = ["Memory", "AsyncMemory", "doctor", "record_of"]
+__all__ = ["Memory", "AsyncMemory", "doctor", "record_of", "revision_record"]
 
 Namespace = Mapping[str, Any]
 
@@ -67,6 +67,23 @@ def record_of(document: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "created_at": content.get("recorded_at"),
         "updated_at": document.get("modified_at"),
         "withdrawn": document.get("withdrawn"),
+    }
+
+
+def revision_record(id: str, revision: Mapping[str, Any]) -> dict[str, Any]:
+    """A wire revision (``memory history``) as a mem0-style history record."""
+    content = revision.get("content")
+    return {
+        "id": id,
+        "revision": revision["revision"],
+        "predecessor": revision.get("predecessor"),
+        "memory": None if content is None else content.get("text", ""),
+        "attributions": [] if content is None else content.get("attributions", []),
+        "metadata": {} if content is None else content.get("metadata", {}),
+        "locator": revision.get("locator"),
+        "scopes": revision.get("scopes", []),
+        "updated_at": revision.get("modified_at"),
+        "withdrawn": revision.get("withdrawn"),
     }
 
 
@@ -141,8 +158,9 @@ class Memory:
     ) -> dict[str, Any]:
         """Remembers ``data``: a text, or messages (``{"role", "content"}`` dicts or strings), one
         memory per non-empty message, attributed to its speaker (``user`` for the user's own
-        messages). Adding the same text again stores it once (``replayed``). Returns
-        ``{"results": [record + "replayed"]}``."""
+        messages). Adding the same text again stores it once (``replayed``). Empty or
+        whitespace-only text raises ``InvalidInputError``; an ``id`` naming an existing memory raises
+        ``ConflictError`` (``update`` replaces it). Returns ``{"results": [record + "replayed"]}``."""
         if isinstance(data, str):
             items: list[tuple[str, str | None]] = [(data, user or self.user)]
         else:
@@ -233,13 +251,19 @@ class Memory:
         assert record is not None
         return record
 
-    def history(self, id: str) -> list[dict[str, Any]]:
-        """What the store keeps of ``id``'s revisions: its current revision,
-        whose ``predecessor`` names the revision it replaced. Earlier contents are not kept
-        readable, so this is at most one record; empty when ``id`` was never written or was
-        deleted (a withdrawal keeps no readable content)."""
-        answer = self._simple("history", {"id": id})
-        return [r for r in (record_of(d) for d in answer["revisions"]) if r is not None]
+    def history(self, id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every change of memory ``id``, newest first (up to ``limit``, default 100): one record per
+        revision with ``revision``, ``predecessor``, ``memory`` (the text), ``attributions`` (who
+        said it), ``metadata``, ``updated_at`` (when, epoch ms) and ``withdrawn`` (``{"reason"}`` on
+        a deletion's tombstone). ``memory`` is ``None`` for the tombstone and for a revision whose
+        words are no longer kept: past the store's bound of revisions per document
+        (``MEMORY_MAX_REVISIONS``, default 100), or after a ``delete`` (which drops the words of
+        every revision). Empty when ``id`` was never written."""
+        arguments: dict[str, Any] = {"id": id}
+        if limit is not None:
+            arguments["limit"] = limit
+        answer = self._simple("history", arguments)
+        return [revision_record(id, r) for r in answer["revisions"]]
 
     # ---- the precise API ------------------------------------------------------------------------
 
@@ -424,13 +448,19 @@ class Memory:
         summary: str | None = None,
         through: int | None = None,
         summarizer: str | None = None,
+        summarizer_failed: str | None = None,
+        forgotten: list[int] | None = None,
     ) -> dict[str, Any]:
         """``memory_compact``: compacts ``thread``'s window, never its log.
-        ``measured_input_tokens`` (the provider's count for the last call) is required: ``None`` is
-        refused. Without ``summary``: returns ``{"plan": {through, folded, refusals,
-        replaced_chars, messages}}`` and appends nothing. With ``summary`` and the plan's
-        ``through``: appends the compaction record (``{"sequence", "compaction"}``); a summary not
-        shorter than ``replaced_chars`` is refused and recorded."""
+        ``measured_input_tokens`` (the provider's count for the last call) is required: ``None`` or
+        ``0`` is refused. Without ``summary``: returns ``{"plan": {through, folded, refusals,
+        replaced_chars, messages}}`` and appends nothing. With ``summary`` (at most 65,536
+        characters) and the plan's ``through``: appends the compaction record (``{"sequence",
+        "compaction"}``); a summary not shorter than ``replaced_chars`` is refused and recorded.
+        Pass back the plan's ``forgotten`` (records it showed as placeholders) with the summary: a
+        record forgotten since the plan refuses the commit (``ConflictError``). With
+        ``summarizer_failed`` (the reason) and the plan's ``through`` instead of a summary: the
+        failure is recorded as a refusal and nothing folds."""
         arguments: dict[str, Any] = {
             "thread": thread,
             "measured_input_tokens": measured_input_tokens,
@@ -440,6 +470,8 @@ class Memory:
             ("summary", summary),
             ("through", through),
             ("summarizer", summarizer),
+            ("summarizer_failed", summarizer_failed),
+            ("forgotten", forgotten),
         ):
             if value is not None:
                 arguments[name] = value
@@ -452,14 +484,19 @@ class Memory:
         after: int = 0,
         limit: int | None = None,
         max_bytes: int | None = None,
+        include: list[str] | None = None,
     ) -> dict[str, Any]:
         """``memory_history_read``: ``thread``'s records after ``after``, folded ones included
-        (marked ``folded``); ``next_after`` continues."""
+        (marked ``folded``); ``next_after`` continues. A forgotten record comes as its placeholder
+        (``forgotten``). System instructions and operational records (``run_completed``,
+        ``compaction``) are left out unless ``include`` names ``"system"`` or ``"operational"``."""
         arguments: dict[str, Any] = {"thread": thread, "after": after}
         if limit is not None:
             arguments["limit"] = limit
         if max_bytes is not None:
             arguments["max_bytes"] = max_bytes
+        if include is not None:
+            arguments["include"] = include
         return self.call("history_read", arguments)
 
     def history_search(
@@ -470,14 +507,18 @@ class Memory:
         after: int = 0,
         limit: int | None = None,
         scan: int | None = None,
+        include: list[str] | None = None,
     ) -> dict[str, Any]:
         """``memory_history_search``: ``thread``'s records containing ``text`` (literally,
-        case-insensitively), folded ones included; ``next_after`` continues."""
+        case-insensitively), folded ones included; ``next_after`` continues. A forgotten record
+        never matches; ``include`` as for :meth:`history_read`."""
         arguments: dict[str, Any] = {"thread": thread, "text": text, "after": after}
         if limit is not None:
             arguments["limit"] = limit
         if scan is not None:
             arguments["scan"] = scan
+        if include is not None:
+            arguments["include"] = include
         return self.call("history_search", arguments)
 
     def remember_once(self) -> dict[str, Any]:
@@ -557,8 +598,8 @@ class AsyncMemory:
     async def delete(self, id: str, *, reason: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.delete, id, reason=reason)
 
-    async def history(self, id: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.sync_memory.history, id)
+    async def history(self, id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.sync_memory.history, id, limit=limit)
 
     async def put(self, id: str, text: str, **kwargs: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.put, id, text, **kwargs)
@@ -602,6 +643,8 @@ class AsyncMemory:
         summary: str | None = None,
         through: int | None = None,
         summarizer: str | None = None,
+        summarizer_failed: str | None = None,
+        forgotten: list[int] | None = None,
     ) -> dict[str, Any]:
         return await asyncio.to_thread(
             self.sync_memory.compact,
@@ -611,6 +654,8 @@ class AsyncMemory:
             summary=summary,
             through=through,
             summarizer=summarizer,
+            summarizer_failed=summarizer_failed,
+            forgotten=forgotten,
         )
 
     async def history_read(
@@ -620,9 +665,15 @@ class AsyncMemory:
         after: int = 0,
         limit: int | None = None,
         max_bytes: int | None = None,
+        include: list[str] | None = None,
     ) -> dict[str, Any]:
         return await asyncio.to_thread(
-            self.sync_memory.history_read, thread, after=after, limit=limit, max_bytes=max_bytes
+            self.sync_memory.history_read,
+            thread,
+            after=after,
+            limit=limit,
+            max_bytes=max_bytes,
+            include=include,
         )
 
     async def history_search(
@@ -633,9 +684,16 @@ class AsyncMemory:
         after: int = 0,
         limit: int | None = None,
         scan: int | None = None,
+        include: list[str] | None = None,
     ) -> dict[str, Any]:
         return await asyncio.to_thread(
-            self.sync_memory.history_search, thread, text, after=after, limit=limit, scan=scan
+            self.sync_memory.history_search,
+            thread,
+            text,
+            after=after,
+            limit=limit,
+            scan=scan,
+            include=include,
         )
 
     async def remember_once(self) -> dict[str, Any]:

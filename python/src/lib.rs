@@ -10,7 +10,8 @@
 //! - the simple operations (`remember`, `search`, `forget`, `list`) through [`memory_cli::simple`],
 //!   in the namespace and scope the Python `Memory` was opened with, holding
 //!   [`Grant::everything`] (an in-process caller owns its database); `update` is
-//!   [`simple::remember_expecting`], `history` the current document as stored;
+//!   [`simple::remember`] with an expected revision, `history` [`MemoryService::history`] (every
+//!   revision);
 //! - one worker pass (`remember_once`): memory-cli's intent worker, then its pending pass, as one
 //!   iteration of `remembering-worker`.
 //!
@@ -38,9 +39,9 @@ use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments};
 use memory_cli::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
-use memory_cli::wire::{RecallMode, key_of};
+use memory_cli::wire::{DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, key_of, revisions_limit};
 use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
-use memory_core::{DynamicNamespace, ErrorKind, MemoryScope, Revision};
+use memory_core::{DynamicNamespace, ErrorKind, MemoryScope};
 use pyo3::prelude::*;
 use remembering::worker::IntentPassLimits;
 use remembering::{PendingPass, StatementExtractor};
@@ -149,7 +150,8 @@ impl<S: Store> Services<S> {
         operation: ContextOperation,
         arguments: Value,
     ) -> Result<Value, Refusal> {
-        // As `memory serve` over stdio: the process holds every grant.
+        // The process is the host and owns its database (a `Memory` picks its namespace in code, never
+        // a model): it holds every grant.
         let grant = Grant::everything("python", None);
         self.contexts
             .execute_as(
@@ -195,26 +197,20 @@ impl<S: Store> Services<S> {
                             "no current document has this id (never written, or deleted)",
                         )
                     })?;
+                // Without an expected revision, `update` replaces the revision it just read (its
+                // documented promise); with one, the store refuses a stale one (`conflict`).
                 let expected = match expected_revision {
-                    Some(revision) => Revision::new(revision)?,
-                    None => current.revision.clone(),
+                    Some(revision) => revision,
+                    None => current.revision.as_str().to_owned(),
                 };
                 let arguments = RememberArguments {
                     text,
                     id: Some(id),
+                    expected_revision: Some(expected),
                     speaker,
                     metadata: Some(metadata.unwrap_or(current.content.metadata)),
                 };
-                to_json(
-                    &simple::remember_expecting(
-                        service,
-                        defaults,
-                        &grant,
-                        arguments,
-                        Some(expected),
-                    )
-                    .await?,
-                )
+                to_json(&simple::remember(service, defaults, &grant, arguments).await?)
             }
             "search" => {
                 let Search { query, limit, mode } = decode_value(arguments)?;
@@ -230,13 +226,12 @@ impl<S: Store> Services<S> {
                 to_json(&simple::list(service, defaults, &grant, arguments).await?)
             }
             "history" => {
-                let History { id } = decode_value(arguments)?;
+                let History { id, limit } = decode_value(arguments)?;
+                let limit = revisions_limit("limit", limit.unwrap_or(DEFAULT_HISTORY_LIMIT))?;
                 let key = key_of(defaults.namespace(), &id)?;
-                // The store's ports read the current revision of a document and name the revision it
-                // replaced; earlier contents and a withdrawn document are not readable through them.
-                // Read as `memory_get` reads, so a forgotten source's contribution is gone here too.
-                let revisions = service.get(&key).await?.document;
-                to_json(&json!({ "revisions": revisions.into_iter().collect::<Vec<_>>() }))
+                // The one history read of `memory_get`'s revisions and `memory history`.
+                let revisions = service.history(&key, limit, Some(&grant)).await?;
+                to_json(&HistoryResult { revisions })
             }
             other => Err(Refusal::invalid_input(format!(
                 "unknown operation {other:?}"
@@ -311,11 +306,13 @@ struct Search {
     mode: RecallMode,
 }
 
-/// `history(id)`.
+/// `history(id, *, limit=100)`.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct History {
     id: String,
+    #[serde(default)]
+    limit: Option<u32>,
 }
 
 /// The namespace and scope a `Memory` works in, resolved by the rule `memory hook` and `memory thread

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -64,7 +65,8 @@ def test_compaction_folds_the_window_and_the_history_keeps_every_record(memory: 
     _thread(memory, "trip", 12)
     with pytest.raises(InvalidInputError):
         memory.compact("trip", measured_input_tokens=None)
-    before = memory.history_read("trip", limit=500)["records"]
+    both = ["system", "operational"]
+    before = memory.history_read("trip", limit=500, include=both)["records"]
     plan = memory.compact("trip", measured_input_tokens=40_000, keep_tokens=200)["plan"]
     assert plan["folded"] and plan["through"] is not None
     assert any("ACCT-1000" in message["content"] for message in plan["messages"])
@@ -84,11 +86,36 @@ def test_compaction_folds_the_window_and_the_history_keeps_every_record(memory: 
     assert window[1]["content"].startswith("[compacted history:")
     assert "cheap-model" in window[1]["content"]
     assert not any("ACCT-1000" in message["content"] for message in window)
-    after = memory.history_read("trip", limit=500)["records"]
+    after = memory.history_read("trip", limit=500, include=both)["records"]
     assert [r["text"] for r in after[: len(before)]] == [r["text"] for r in before]
     assert len(after) == len(before) + 2
     found = memory.history_search("trip", "acct-1000")["matches"]
     assert len(found) == 1 and found[0]["folded"] is True
+
+
+def test_the_ledger_refuses_unmeasured_calls_and_records_a_summarizer_failure(
+    memory: Memory,
+) -> None:
+    _thread(memory, "ledger", 6)
+    before = memory.history_read("ledger", limit=500)["records"]
+    with pytest.raises(InvalidInputError):
+        memory.compact("ledger", measured_input_tokens=0)
+    plan = memory.compact("ledger", measured_input_tokens=40_000, keep_tokens=200)["plan"]
+    with pytest.raises(InvalidInputError):
+        memory.compact(
+            "ledger", measured_input_tokens=40_000, keep_tokens=200, summary="s" * 65_537,
+            through=plan["through"],
+        )
+    assert memory.history_read("ledger", limit=500)["records"] == before
+    failed = memory.compact(
+        "ledger", measured_input_tokens=40_000, keep_tokens=200,
+        summarizer_failed="the endpoint timed out", through=plan["through"],
+    )["compaction"]
+    assert failed["outcome"] == "summarizer_failed"
+    assert failed["failure"] == "the endpoint timed out" and failed["folded"] == []
+    assert any(refusal["reason"] == "summarizer_failed" for refusal in failed["refusals"])
+    window = memory.context("ledger", 100_000, memory=False)["messages"]
+    assert any("ACCT-1000" in message["content"] for message in window), "nothing folded"
 
 
 def test_async_context(memory: Memory, database: dict) -> None:
@@ -148,3 +175,27 @@ assert done["compaction"]["outcome"] == "folded", done
     bob.append("tuesday-bob", "Where do the tomatoes grow?")
     seen = " ".join(m["content"] for m in bob.context("tuesday-bob", 4_000)["messages"])
     assert "Porto" not in seen
+
+
+def test_a_forgotten_record_is_a_placeholder_in_context_history_read_and_search(
+    memory: Memory,
+) -> None:
+    secret = "My bank PIN is 4417 and my password is hunter2."
+    first = memory.append("vault", secret)["sequence"]
+    memory.append("vault", "Noted.", role="assistant")
+    memory.append("vault", "What is the weather like?")
+    assert any("4417" in m["content"] for m in memory.context("vault", 2_000)["messages"])
+    memory.forget("vault", first, reason="the user asked")
+
+    turn = memory.context("vault", 2_000)
+    placeholder = json.loads(turn["messages"][0]["content"])
+    assert placeholder["forgotten"] is True and placeholder["sequence"] == first
+    assert isinstance(placeholder["forgotten_at"], int)
+    assert turn["memory"] is None or turn["memory"]["reused"] is False
+    assert "4417" not in json.dumps(turn)
+    records = memory.history_read("vault")["records"]
+    assert records[0]["forgotten"] is True and records[0]["text"] == turn["messages"][0]["content"]
+    assert "4417" not in json.dumps(records) and "hunter2" not in json.dumps(records)
+    assert memory.history_search("vault", "4417")["matches"] == []
+    assert memory.history_search("vault", "hunter2")["matches"] == []
+    assert [r["sequence"] for r in memory.history_search("vault", "weather")["matches"]] == [3]

@@ -83,16 +83,36 @@ def test_update_delete_history(memory: Memory) -> None:
     assert exact["predecessor"] == updated["revision"]
     assert memory.search("meeting Thursday", mode="lexical")["results"][0]["id"] == record["id"]
 
+    # Update then history lists every change, newest first, with its text, author and time.
     history = memory.history(record["id"])
-    assert [h["revision"] for h in history] == [exact["revision"]]
-    assert history[0]["predecessor"] == updated["revision"]
+    assert [h["revision"] for h in history] == [
+        exact["revision"],
+        updated["revision"],
+        record["revision"],
+    ]
+    assert [h["memory"] for h in history] == [
+        "Thursday.",
+        "The meeting moved to Tuesday.",
+        "The meeting is on Monday.",
+    ]
+    assert [h["predecessor"] for h in history] == [
+        updated["revision"],
+        record["revision"],
+        None,
+    ]
+    assert all(h["attributions"][0]["speaker"] == "ana" for h in history)
+    assert history[0]["updated_at"] >= history[1]["updated_at"] >= history[2]["updated_at"] > 0
+    assert memory.history(record["id"], limit=1) == history[:1]
 
     deleted = memory.delete(record["id"], reason="the user asked")
     assert deleted["withdrawn"] == {"reason": "the user asked"}
     assert memory.get(record["id"]) is None
     assert memory.search("meeting Thursday", mode="lexical")["results"] == []
-    # A withdrawn document's tombstone is not readable through the store's ports: no history.
-    assert memory.history(record["id"]) == []
+    # A deletion leaves its tombstone (when, why) and drops the words of every revision.
+    after = memory.history(record["id"])
+    assert [h["revision"] for h in after[1:]] == [h["revision"] for h in history]
+    assert after[0]["withdrawn"] == {"reason": "the user asked"}
+    assert all(h["memory"] is None and h["attributions"] == [] for h in after)
     with pytest.raises(NotFoundError):
         memory.delete(record["id"], reason="again")
     with pytest.raises(NotFoundError):
@@ -180,7 +200,8 @@ def test_thread_log_and_worker_pass(memory: Memory) -> None:
     assert forgotten["cleanup"]
     # Nothing remembered from a forgotten record is read, its history included.
     assert memory.get(tomato) is None
-    assert memory.history(tomato) == []
+    forgotten_history = memory.history(tomato)
+    assert forgotten_history and all(h["memory"] is None for h in forgotten_history)
     # Effective at once, in every mode, before the worker's cleanup.
     assert memory.search("tomatoes", mode="lexical")["results"] == []
     assert memory.search("tomatoes", mode="exact")["results"] == [] or all(

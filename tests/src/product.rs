@@ -148,9 +148,12 @@ impl Fixture {
         self.serve_env(&[]).await
     }
 
-    /// [`Self::serve`] with extra environment variables.
+    /// [`Self::serve`] with extra environment variables. The server holds every namespace
+    /// (`--allow-any-namespace`): the product tests name the namespaces they write and recall, and
+    /// what a server's grant admits is `tests/host_grant.rs`'s to prove.
     pub async fn serve_env(&self, env: &[(&str, &OsStr)]) -> McpClient {
-        self.serve_with(&[], env).await
+        self.serve_with(&["--allow-any-namespace".to_owned()], env)
+            .await
     }
 
     /// Starts `memory --db DB [options] serve ARGS` with extra environment variables (the caller's

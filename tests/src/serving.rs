@@ -163,15 +163,18 @@ pub fn wait_until_ready(base: &str) {
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(async {
-        for _ in 0..1_200 {
-            if get(&format!("{base}/healthz"), None).await.0 == 200 {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    runtime.block_on(ready(base));
+}
+
+/// [`wait_until_ready`] from async tests.
+pub async fn ready(base: &str) {
+    for _ in 0..1_200 {
+        if get(&format!("{base}/healthz"), None).await.0 == 200 {
+            return;
         }
-        panic!("the server at {base} did not become ready");
-    });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the server at {base} did not become ready");
 }
 
 /// A plain GET of `url` with an optional bearer token: the status and the body.
@@ -259,4 +262,26 @@ pub fn token_file(dir: &Path, token: &str) -> PathBuf {
     let path = dir.join("token");
     std::fs::write(&path, format!("{token}\n")).expect("token file");
     path
+}
+
+/// A tenant's grants-file entry (TOML): every operation in its own `notes` namespace (any identity
+/// whose `user` is `name`), its own scope, and defaults there; `token`'s digest holds it.
+pub fn tenant_grant(name: &str, token: &str) -> String {
+    format!(
+        r#"
+[[grant]]
+name = "{name}"
+token_sha256 = "{digest}"
+operations = ["*"]
+read_scopes = ["{name}"]
+write_scopes = ["{name}"]
+default_namespace = {{ name = "notes", version = 1, identity = {{ user = "{name}" }} }}
+default_scope = "{name}"
+
+[[grant.namespaces]]
+name = "notes"
+fields = {{ user = "{name}" }}
+"#,
+        digest = memory_cli::grants::token_digest(token),
+    )
 }

@@ -245,7 +245,12 @@ async fn history(client: &McpClient) -> Vec<Value> {
         let page = client
             .success(
                 "memory_history_read",
-                json!({"thread": THREAD, "after": after, "limit": 200}),
+                json!({
+                    "thread": THREAD,
+                    "after": after,
+                    "limit": 200,
+                    "include": ["system", "operational"],
+                }),
             )
             .await;
         records.extend(page["records"].as_array().expect("records").iter().cloned());
@@ -484,13 +489,40 @@ async fn a_compaction_folds_the_window_never_the_log_and_folded_turns_stay_reada
     );
     assert_eq!(history(&client).await, before, "a plan appends nothing");
 
-    // A summary that is not smaller is refused, and recorded; the window does not change.
-    let long_summary = "x".repeat(replaced_chars as usize);
+    // A summary over 65,536 characters is refused before anything is written.
+    client
+        .refused(
+            "memory_compact",
+            json!({"thread": THREAD, "measured_input_tokens": measured,
+                   "summary": "x".repeat(65_537), "through": through}),
+            "invalid-input",
+        )
+        .await;
+    assert_eq!(history(&client).await, before, "a refusal appends nothing");
+
+    // A summary that is not smaller is refused, and recorded; the window does not change. The whole
+    // plan replaces more than a summary may hold, so this asks a plan that keeps all but the oldest
+    // few thousand tokens.
+    let keep_most = measured.saturating_sub(3_000);
+    let small = client
+        .success(
+            "memory_compact",
+            json!({"thread": THREAD, "measured_input_tokens": measured, "keep_tokens": keep_most}),
+        )
+        .await;
+    let small_through = small["plan"]["through"]
+        .as_u64()
+        .expect("the small plan folds something");
+    let small_replaced = small["plan"]["replaced_chars"]
+        .as_u64()
+        .expect("replaced_chars");
+    assert!(small_replaced <= 65_536, "{small_replaced}");
+    let long_summary = "x".repeat(small_replaced as usize);
     let refused = client
         .success(
             "memory_compact",
-            json!({"thread": THREAD, "measured_input_tokens": measured,
-                   "summary": long_summary, "through": through}),
+            json!({"thread": THREAD, "measured_input_tokens": measured, "keep_tokens": keep_most,
+                   "summary": long_summary, "through": small_through}),
         )
         .await;
     assert_eq!(
@@ -747,5 +779,140 @@ async fn the_prompt_hook_with_a_context_budget_prints_the_turn_and_appends_the_p
     assert_eq!(last["kind"], "user_input");
     assert_eq!(last["text"], prompt);
     assert_eq!(last["speaker"], thread.user.as_str());
+    client.close().await;
+}
+
+/// The compaction ledger's rules over MCP, on a small thread: a measured count of 0 is no
+/// measurement; a summary over 65,536 characters is refused; a host's summarizer failure is recorded
+/// as a refusal (and nothing folds); a late tool result of a folded step gets one answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compaction_ledger_refuses_unmeasured_calls_caps_summaries_and_records_failures() {
+    let fixture = Fixture::new();
+    let client = fixture.serve().await;
+    let thread = "ledger";
+    let long = "an old question about the harbour and its boats ".repeat(40);
+    let records = [
+        json!({"speaker": "ana", "body": {"kind": "user_input", "text": long}}),
+        json!({"speaker": "assistant", "body": {"kind": "tool_call", "call_id": "c1",
+               "name": "lookup", "arguments": {"query": "boats"}}}),
+        json!({"speaker": "ana", "body": {"kind": "user_input", "text": "and now?"}}),
+        json!({"speaker": "lookup", "body": {"kind": "tool_result", "call_id": "c1",
+               "output": "boats ".repeat(300), "is_error": false}}),
+        json!({"speaker": "assistant", "body": {"kind": "assistant_message", "text": "Here."}}),
+    ];
+    for record in &records {
+        client
+            .success(
+                "memory_thread_append",
+                json!({"thread": thread, "record": record, "user": OWNER}),
+            )
+            .await;
+    }
+    let tail = || async {
+        client
+            .success(
+                "memory_history_read",
+                json!({"thread": thread, "limit": 500}),
+            )
+            .await["records"]
+            .as_array()
+            .expect("records")
+            .len()
+    };
+    assert_eq!(tail().await, records.len());
+
+    // 0 measured tokens is what a provider that reports no usage says: refused, nothing appended.
+    client
+        .refused(
+            "memory_compact",
+            json!({"thread": thread, "measured_input_tokens": 0}),
+            "invalid-input",
+        )
+        .await;
+    let planned = client
+        .success(
+            "memory_compact",
+            json!({"thread": thread, "measured_input_tokens": 9_000, "keep_tokens": 0}),
+        )
+        .await;
+    let plan = &planned["plan"];
+    let through = plan["through"].as_u64().expect("the plan folds something");
+    // Every record has one answer: the late result (4) folds with its step, the kept turn is 3 and 5.
+    let mut answered = BTreeSet::new();
+    for range in plan["folded"].as_array().expect("folded").iter().chain(
+        plan["refusals"]
+            .as_array()
+            .expect("refusals")
+            .iter()
+            .map(|refusal| &refusal["range"]),
+    ) {
+        for sequence in
+            range["first"].as_u64().expect("first")..=range["last"].as_u64().expect("last")
+        {
+            assert!(
+                answered.insert(sequence),
+                "record {sequence} twice: {plan:#}"
+            );
+        }
+    }
+    assert_eq!(answered, (1..=5).collect::<BTreeSet<u64>>(), "{plan:#}");
+
+    // A failure needs the plan's `through`, and is not also a summary.
+    for arguments in [
+        json!({"thread": thread, "measured_input_tokens": 9_000, "summarizer_failed": "timeout"}),
+        json!({"thread": thread, "measured_input_tokens": 9_000, "summarizer_failed": "timeout",
+               "summary": "s", "through": through}),
+        json!({"thread": thread, "measured_input_tokens": 9_000, "summarizer_failed": " ",
+               "through": through}),
+    ] {
+        client
+            .refused("memory_compact", arguments, "invalid-input")
+            .await;
+    }
+    // A summary over the cap is refused before anything is written.
+    client
+        .refused(
+            "memory_compact",
+            json!({"thread": thread, "measured_input_tokens": 9_000, "keep_tokens": 0,
+                   "summary": "s".repeat(65_537), "through": through}),
+            "invalid-input",
+        )
+        .await;
+    assert_eq!(tail().await, records.len(), "refusals append nothing");
+
+    let failed = client
+        .success(
+            "memory_compact",
+            json!({"thread": thread, "measured_input_tokens": 9_000, "keep_tokens": 0,
+                   "summarizer_failed": "the endpoint answered 503", "through": through,
+                   "summarizer": "cheap-model"}),
+        )
+        .await;
+    let compaction = &failed["compaction"];
+    assert_eq!(compaction["outcome"], "summarizer_failed", "{failed:#}");
+    assert_eq!(compaction["failure"], "the endpoint answered 503");
+    assert_eq!(compaction["folded"], json!([]));
+    assert!(
+        compaction["refusals"]
+            .as_array()
+            .expect("refusals")
+            .iter()
+            .any(|refusal| refusal["reason"] == "summarizer_failed"),
+        "{compaction:#}"
+    );
+    let window = client
+        .success(
+            "memory_context",
+            json!({"thread": thread, "budget": 100_000, "memory": false}),
+        )
+        .await;
+    assert!(
+        window["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|message| message["content"] == long.as_str()),
+        "nothing folded: the old turn is still in the window"
+    );
     client.close().await;
 }

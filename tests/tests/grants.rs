@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use integration_tests::product::{Fixture, MODES, McpClient, cited_documents};
-use integration_tests::serving::{HttpServer, get, parse_metrics, sample};
+use integration_tests::serving::{HttpServer, get, parse_metrics, sample, tenant_grant};
 use memory_cli::grants::token_digest;
 use serde_json::{Value, json};
 
@@ -19,32 +19,10 @@ fn namespace_of(user: &str) -> Value {
     json!({"name": "notes", "version": 1, "identity": {"user": user}})
 }
 
-/// A tenant's grant: every operation in its own `notes` namespace (any identity whose `user` is
-/// it), its own scope, and defaults there.
-fn tenant(name: &str, token: &str) -> String {
-    format!(
-        r#"
-[[grant]]
-name = "{name}"
-token_sha256 = "{digest}"
-operations = ["*"]
-read_scopes = ["{name}"]
-write_scopes = ["{name}"]
-default_namespace = {{ name = "notes", version = 1, identity = {{ user = "{name}" }} }}
-default_scope = "{name}"
-
-[[grant.namespaces]]
-name = "notes"
-fields = {{ user = "{name}" }}
-"#,
-        digest = token_digest(token),
-    )
-}
-
 fn grants_text(tenants: &[(&str, &str)]) -> String {
     let mut text: String = tenants
         .iter()
-        .map(|(name, token)| tenant(name, token))
+        .map(|(name, token)| tenant_grant(name, token))
         .collect();
     text.push_str(&format!(
         r#"

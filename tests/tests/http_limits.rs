@@ -243,3 +243,54 @@ async fn a_silent_or_stalled_client_cannot_hold_a_connection() {
         .await;
     client.close().await;
 }
+
+/// The `mcp-session-id` of an `initialize` answered on a raw connection.
+async fn open_session(server: &HttpServer) -> String {
+    let body = initialize_body();
+    let mut request = post_head(server, TOKEN, body.len());
+    request.push_str(&body);
+    let head = exchange(server, request.as_bytes()).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    head.lines()
+        .find_map(|line| line.strip_prefix("mcp-session-id:"))
+        .map(|id| id.trim().to_owned())
+        .expect("the server names the session")
+}
+
+#[tokio::test]
+async fn a_body_announced_past_the_bound_is_413_at_once_and_unread() {
+    let fixture = Fixture::new();
+    // A body timeout longer than the test's patience: an answer that waited for the body (or its
+    // timeout) never arrives in time.
+    let server = start(
+        &fixture,
+        &["--max-body-bytes", "4096", "--body-timeout", "600"],
+    );
+    let session = open_session(&server).await;
+    // Headers only, announcing more than the bound; the body is never sent.
+    let opening = post_head(&server, TOKEN, 1_000_000);
+    let mut within = post_head(&server, TOKEN, 1_000_000);
+    within = within.replacen(
+        "\r\n\r\n",
+        &format!("\r\nMcp-Session-Id: {session}\r\n\r\n"),
+        1,
+    );
+    for request in [opening, within] {
+        let mut stream = TcpStream::connect(authority(&server))
+            .await
+            .expect("connects");
+        stream.write_all(request.as_bytes()).await.expect("sent");
+        let head = read_head(&mut stream).await;
+        assert!(head.starts_with("http/1.1 413"), "{request}\n{head}");
+    }
+    let (_, metrics) = get(&format!("{}/metrics", server.base()), Some(TOKEN)).await;
+    assert!(
+        sample(
+            &parse_metrics(&metrics),
+            "memory_http_refused_total",
+            &[("reason", "body_size")]
+        )
+        .is_some_and(|count| count >= 2.0),
+        "{metrics}"
+    );
+}

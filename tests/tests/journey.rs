@@ -91,6 +91,15 @@ fn user_namespace(user: &str) -> Value {
     json!({"name": "memory.user", "version": 1, "identity": {"user": user}})
 }
 
+/// One server for several users of the machine (the hooks run as ana and as bea): its grant holds
+/// every per-user namespace, not only its own user's.
+fn every_user() -> Vec<String> {
+    vec![
+        "--allow-namespace".to_owned(),
+        json!({"name": "memory.user", "version": 1}).to_string(),
+    ]
+}
+
 #[test]
 fn what_a_user_says_in_one_session_is_recalled_in_the_next_and_never_by_another_user() {
     let fixture = Fixture::new();
@@ -314,7 +323,7 @@ fn a_thread_from_before_destinations_keeps_working_and_moves_with_rebind() {
 #[test]
 fn sessions_through_a_running_server_share_the_users_memory() {
     let fixture = Fixture::new();
-    let server = HttpServer::start(&fixture, &[], &[]);
+    let server = HttpServer::start(&fixture, &every_user(), &[]);
     wait_until_ready(&server.base());
     hook(
         &fixture,
@@ -575,7 +584,7 @@ fn the_assembled_context_carries_a_users_memory_into_the_next_day_and_to_nobody_
 
     // Day two, a new session through a running server: its history is its own, and day one comes
     // back as the turn's memory, after the prompt.
-    let server = HttpServer::start(&fixture, &[], &[]);
+    let server = HttpServer::start(&fixture, &every_user(), &[]);
     wait_until_ready(&server.base());
     let prompt = "Which city do I live in now?";
     let day_two = assembled_turn(&fixture, "ana", "ctx-b", "b1", prompt);
@@ -592,7 +601,7 @@ fn the_assembled_context_carries_a_users_memory_into_the_next_day_and_to_nobody_
 
     // A restart loses no memory: the new server recalls the turn's memory again.
     assert!(server.stop().success());
-    let server = HttpServer::start(&fixture, &[], &[]);
+    let server = HttpServer::start(&fixture, &every_user(), &[]);
     wait_until_ready(&server.base());
     let restarted = assembled_turn(&fixture, "ana", "ctx-b", "b1", prompt);
     assert_eq!(restarted["memory"]["reused"], false, "{restarted:#}");
@@ -607,4 +616,118 @@ fn the_assembled_context_carries_a_users_memory_into_the_next_day_and_to_nobody_
     );
     assert_eq!(contents(&other)[0], prompt);
     drop(server);
+}
+
+/// Whether `value`, as JSON text, says cleo's PIN or password.
+fn says_the_secret(value: &Value) -> bool {
+    let text = value.to_string();
+    text.contains("4417") || text.contains("hunter2")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_user_forgets_on_day_one_is_in_no_view_tool_or_summary_on_day_two() {
+    let fixture = Fixture::new();
+    // Day one: cleo says her PIN and password, then more; her host compacts the window with a summary
+    // that repeats the PIN; then she asks to forget it, and her host forgets that record.
+    let said = assembled_turn(
+        &fixture,
+        "cleo",
+        "cleo-a",
+        "a1",
+        "My bank PIN is 4417 and my password is hunter2.",
+    );
+    let secret = said["appended"][0].as_u64().expect("the record's sequence");
+    assembled_turn(
+        &fixture,
+        "cleo",
+        "cleo-a",
+        "a2",
+        "My sister Marta works as a nurse in Braga.",
+    );
+    assembled_turn(
+        &fixture,
+        "cleo",
+        "cleo-a",
+        "a3",
+        "Please forget my bank details.",
+    );
+    fixture.worker_pass();
+    let client = fixture.serve().await;
+    let plan = client
+        .success(
+            "memory_compact",
+            json!({"thread": "cleo-a", "measured_input_tokens": 2_000, "keep_tokens": 0}),
+        )
+        .await["plan"]
+        .clone();
+    let folded = client
+        .success(
+            "memory_compact",
+            json!({
+                "thread": "cleo-a",
+                "measured_input_tokens": 2_000,
+                "keep_tokens": 0,
+                "summary": "PIN 4417; sister Marta.",
+                "through": plan["through"],
+            }),
+        )
+        .await;
+    assert_eq!(folded["compaction"]["outcome"], "folded", "{folded:#}");
+    client.close().await;
+    let argument =
+        json!({"thread": "cleo-a", "sequence": secret, "reason": "cleo asked"}).to_string();
+    fixture.run(&["thread", "forget", &argument]).success();
+    fixture.worker_pass();
+
+    // Day two, a new session: the turn's memory has her sister, never the PIN.
+    let day_two = assembled_turn(
+        &fixture,
+        "cleo",
+        "cleo-b",
+        "b1",
+        "What do you know about my bank and my sister?",
+    );
+    assert!(!says_the_secret(&day_two), "{day_two:#}");
+    // Day one's thread, in every view and tool: a placeholder, the summary withdrawn.
+    let window = fixture.run(&["context", "cleo-a", "--budget", "3000", "--no-memory"]);
+    let window = window.success();
+    assert!(!says_the_secret(window), "{window:#}");
+    assert_eq!(
+        window["view"]["summary_withdrawn"],
+        json!([folded["sequence"]])
+    );
+    assert!(
+        window["messages"].to_string().contains("Marta"),
+        "{window:#}"
+    );
+    let client = fixture.serve().await;
+    for (tool, arguments) in [
+        (
+            "memory_context",
+            json!({"thread": "cleo-a", "budget": 3000}),
+        ),
+        (
+            "memory_history_read",
+            json!({"thread": "cleo-a", "include": ["system", "operational"]}),
+        ),
+        (
+            "memory_history_search",
+            json!({"thread": "cleo-a", "text": "4417", "include": ["system", "operational"]}),
+        ),
+        (
+            "memory_history_search",
+            json!({"thread": "cleo-a", "text": "hunter2"}),
+        ),
+    ] {
+        let answer = client.success(tool, arguments).await;
+        assert!(!says_the_secret(&answer), "{tool}: {answer:#}");
+    }
+    client.close().await;
+    let recalled = recall(
+        &fixture,
+        &user_namespace("cleo"),
+        "bank PIN password",
+        "hybrid",
+    );
+    assert!(!says_the_secret(&recalled.json), "{recalled:#?}");
 }

@@ -98,7 +98,10 @@ async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_de
         .expect("properties");
     let mut fields: Vec<&str> = properties.keys().map(String::as_str).collect();
     fields.sort_unstable();
-    assert_eq!(fields, ["id", "metadata", "speaker", "text"]);
+    assert_eq!(
+        fields,
+        ["expected_revision", "id", "metadata", "speaker", "text"]
+    );
     session.close().await;
 }
 
@@ -127,9 +130,10 @@ async fn memory_remember_retried_returns_the_same_receipt() {
         "user"
     );
 
-    // With an id, a later call replaces the current revision, and its retry replays too.
+    // With an id and its current revision, a later call replaces it, and its retry replays too.
     let tea = first["document"]["id"].as_str().expect("an id").to_owned();
-    let replace = json!({"text": "The user now prefers oolong.", "id": tea, "speaker": "ana"});
+    let replace = json!({"text": "The user now prefers oolong.", "id": tea, "speaker": "ana",
+                         "expected_revision": first["revision"]});
     let replaced = session.success("memory_remember", replace.clone()).await;
     assert_eq!(replaced["replayed"], false);
     assert_eq!(replaced["document"]["predecessor"], first["revision"]);

@@ -262,6 +262,23 @@ fn operations(names: &[String]) -> Result<BTreeSet<GrantedOperation>, String> {
     Ok(operations)
 }
 
+/// Most bytes of one `--allow-namespace` rule.
+const MAX_RULE_BYTES: usize = 64 * 1024;
+
+/// Parses one namespace rule as the JSON form of a grants file's `[[grant.namespaces]]` entry
+/// (`{"name", "version"?, "identity"? | "fields"?}`), as `memory serve --allow-namespace` takes it;
+/// `None` is every namespace (`{"name": "*"}`).
+pub fn parse_rule(text: &str) -> Result<Option<NamespaceRule>, String> {
+    if text.len() > MAX_RULE_BYTES {
+        return Err(format!(
+            "a namespace rule of {} bytes, more than the {MAX_RULE_BYTES} allowed",
+            text.len()
+        ));
+    }
+    let rule: RuleShape = serde_json::from_str(text).map_err(|error| error.to_string())?;
+    rule_of(rule)
+}
+
 /// The rule, or `None` for `name = "*"` (every namespace).
 fn rule_of(rule: RuleShape) -> Result<Option<NamespaceRule>, String> {
     if rule.name == "*" {

@@ -4,8 +4,19 @@
 //! the scopes it may read and write, and the operations it may call; the simple tools' default
 //! namespace and scope come from it. Every MCP tool asks the caller's grant before it reads or
 //! writes anything ([`Grant::allow_operation`], [`Grant::allow_namespace`], the scope checks), so a
-//! refused call changes nothing. `--token-file`/`MEMORY_TOKEN` and a server without a token are one
-//! grant to everything ([`Grant::everything`]), so setups from before grants keep working.
+//! refused call changes nothing.
+//!
+//! Every server runs under a grant: the host picks the tenant, never the model. Without `--grants`,
+//! stdio, the `--token-file`/`MEMORY_TOKEN` token and a loopback caller without a token hold the
+//! **server's grant** ([`Grant::server`]): the configured destination (`--namespace`/`--scope`) and
+//! the per-user namespace of `--user` (else the OS user) that the hook and the worker use, every
+//! operation, plus the namespaces of each `--allow-namespace RULE` (a grants file's rule as JSON);
+//! `--allow-any-namespace` makes it a grant to every namespace (the behaviour before grants). Its
+//! scopes are every scope of those namespaces: the namespace is the tenant; a scope partitions what
+//! one tenant's host recalls (the hook recalls the per-user namespace through its own `--scope`), and
+//! the server's grant cannot tell which scope a namespace's host will use. With `--grants FILE`,
+//! stdio holds the grant `--grant NAME` names (it has no bearer token), and the server's grant is
+//! held only by the `--token-file` token over HTTP.
 //!
 //! What a refusal reveals: a call outside the grant's operations, namespaces or scopes is
 //! `forbidden` before the store is read, with the same words whatever the target, so it says nothing
@@ -30,8 +41,8 @@ use serde_json::{Map, Value};
 use crate::refusal::Refusal;
 use crate::simple::Defaults;
 
-pub use file::{GrantsError, MAX_GRANTS, MAX_GRANTS_FILE_BYTES, load_file, parse};
-pub use table::{Grants, TOKEN_GRANT, token_digest};
+pub use file::{GrantsError, MAX_GRANTS, MAX_GRANTS_FILE_BYTES, load_file, parse, parse_rule};
+pub use table::{Grants, token_digest};
 
 /// An operation a grant may allow; each MCP tool is one of them (`memory_sync` needs none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -145,6 +156,17 @@ pub struct NamespaceRule {
 }
 
 impl NamespaceRule {
+    /// The rule admitting exactly the namespace at `address` (as stored, so it compares with what
+    /// [`Grant::admits_namespace`] reads from an address); `None` for an address that does not split.
+    pub fn exactly(address: &NamespaceAddress) -> Option<Self> {
+        let (name, version, identity) = address.parts().ok()?;
+        Some(Self {
+            name: Some(name),
+            version: Some(version),
+            identity: IdentityRule::Exact(identity),
+        })
+    }
+
     /// Whether the namespace `name`/`version`/`identity` is admitted.
     pub fn admits(&self, name: &str, version: u64, identity: &Value) -> bool {
         if self.name.as_deref().is_some_and(|rule| rule != name)
@@ -174,7 +196,12 @@ pub struct Grant {
     read_scopes: ScopeSet,
     write_scopes: ScopeSet,
     defaults: Option<Arc<Defaults>>,
+    /// The server's own grant (the host's): it reads `/metrics` whatever its namespaces.
+    host: bool,
 }
+
+/// The name of the server's own grant ([`Grant::server`]; a `/metrics` label).
+pub const SERVER_GRANT: &str = "server";
 
 /// A refusal of a call outside the caller's grant: the same words whatever the target.
 pub fn forbidden(what: &str) -> Refusal {
@@ -195,6 +222,16 @@ impl Grant {
             read_scopes: ScopeSet::Any,
             write_scopes: ScopeSet::Any,
             defaults,
+            host: true,
+        }
+    }
+
+    /// The server's own grant (see the module's docs): every operation and scope in `namespaces`
+    /// (`None`: every namespace, `--allow-any-namespace`), with the server's defaults.
+    pub fn server(namespaces: Option<Vec<NamespaceRule>>, defaults: Option<Arc<Defaults>>) -> Self {
+        Self {
+            namespaces,
+            ..Self::everything(SERVER_GRANT, defaults)
         }
     }
 
@@ -207,6 +244,7 @@ impl Grant {
             read_scopes: ScopeSet::Only(BTreeSet::new()),
             write_scopes: ScopeSet::Only(BTreeSet::new()),
             defaults: None,
+            host: false,
         }
     }
 
@@ -227,6 +265,7 @@ impl Grant {
             read_scopes,
             write_scopes,
             defaults,
+            host: false,
         }
     }
 
@@ -246,6 +285,12 @@ impl Grant {
             && self.read_scopes == ScopeSet::Any
             && self.write_scopes == ScopeSet::Any
             && self.operations.len() == GrantedOperation::ALL.len()
+    }
+
+    /// Whether it reads `/metrics`, which names every grant: the server's own grant (the host's)
+    /// and a grant to everything.
+    pub fn reads_metrics(&self) -> bool {
+        self.host || self.is_unrestricted()
     }
 
     /// Refuses an operation the grant does not list.

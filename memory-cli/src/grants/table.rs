@@ -7,14 +7,10 @@ use sha2::{Digest, Sha256};
 
 use super::Grant;
 use super::file::{GrantTable, GrantsError, load_file};
-use crate::simple::Defaults;
 
-/// The name of the grant a `--token-file`/`MEMORY_TOKEN` token holds (everything).
-pub const TOKEN_GRANT: &str = "token";
-
-/// The grants of one server: the grants file's (re-read by [`Grants::reload`]) and the
-/// `--token-file` token's, or, with neither, one grant to everything for any caller (loopback only,
-/// see [`crate::http::check_token_policy`]).
+/// The grants of one server: the grants file's (re-read by [`Grants::reload`]) and the server's own
+/// grant ([`Grant::server`]), which the `--token-file` token holds, or, with neither a file nor a
+/// token, every caller (loopback only, see [`crate::http::check_token_policy`]).
 #[derive(Debug)]
 pub struct Grants {
     file: Option<PathBuf>,
@@ -24,24 +20,33 @@ pub struct Grants {
 }
 
 impl Grants {
-    /// Loads `file` (refusing a faulty one) beside the `token` of `--token-file`/`MEMORY_TOKEN`.
+    /// Loads `file` (refusing a faulty one) beside the `token` of `--token-file`/`MEMORY_TOKEN`,
+    /// which holds `server`, the server's own grant.
     pub fn new(
         file: Option<PathBuf>,
         token: Option<String>,
-        defaults: Option<Arc<Defaults>>,
+        server: Arc<Grant>,
     ) -> Result<Self, GrantsError> {
         let table = match &file {
             Some(path) => load_file(path)?,
             None => GrantTable::new(),
         };
-        let everything = Arc::new(Grant::everything(TOKEN_GRANT, defaults));
-        let open = (file.is_none() && token.is_none()).then(|| Arc::clone(&everything));
+        let open = (file.is_none() && token.is_none()).then(|| Arc::clone(&server));
         Ok(Self {
             file,
             table: RwLock::new(Arc::new(table)),
-            token: token.map(|token| (token, everything)),
+            token: token.map(|token| (token, server)),
             open,
         })
+    }
+
+    /// The grant of the file named `name`, as `memory serve --grants FILE --grant NAME` holds it on
+    /// standard input and output (there is no bearer token there).
+    pub fn named(&self, name: &str) -> Option<Arc<Grant>> {
+        self.current()
+            .values()
+            .find(|grant| grant.name() == name)
+            .cloned()
     }
 
     /// Whether callers must present a token.
@@ -61,7 +66,7 @@ impl Grants {
     }
 
     /// The grant `token` holds; `None` (a `401`) for a missing or unknown one. Without a token and
-    /// a grants file every caller holds everything.
+    /// a grants file every caller holds the server's grant.
     pub fn caller(&self, token: Option<&str>) -> Option<Arc<Grant>> {
         if let Some(open) = &self.open {
             return Some(Arc::clone(open));

@@ -48,7 +48,7 @@ fn grants_of(text: &str) -> Grants {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("grants.toml");
     std::fs::write(&path, text).expect("write");
-    Grants::new(Some(path), None, None).expect("valid grants")
+    Grants::new(Some(path), None, everything()).expect("valid grants")
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn a_faulty_reload_keeps_the_grants_in_force() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("grants.toml");
     std::fs::write(&path, ana_file()).expect("write");
-    let grants = Grants::new(Some(path.clone()), None, None).expect("valid");
+    let grants = Grants::new(Some(path.clone()), None, everything()).expect("valid");
     std::fs::write(&path, "[[grant]]\nname = 1\n").expect("write");
     assert!(grants.reload().is_err());
     assert!(
@@ -220,24 +220,51 @@ fn a_faulty_reload_keeps_the_grants_in_force() {
     assert!(grants.caller(Some("new-token")).is_some());
 }
 
+fn everything() -> Arc<Grant> {
+    Arc::new(Grant::server(None, None))
+}
+
 #[test]
-fn a_token_file_is_one_grant_to_everything_and_no_token_opens_everything() {
-    let grants = Grants::new(None, Some("secret".to_owned()), None).expect("grants");
-    assert!(
-        grants
-            .caller(Some("secret"))
-            .expect("grant")
-            .is_unrestricted()
-    );
+fn a_token_file_and_a_tokenless_caller_hold_the_servers_grant() {
+    let rule = NamespaceRule::exactly(&address("notes", 1, json!({"user": "ana"})));
+    let server = Arc::new(Grant::server(Some(rule.into_iter().collect()), None));
+    let grants = Grants::new(None, Some("secret".to_owned()), Arc::clone(&server)).expect("grants");
+    let held = grants.caller(Some("secret")).expect("grant");
+    assert!(Arc::ptr_eq(&held, &server));
+    assert!(held.admits_namespace(&address("notes", 1, json!({"user": "ana"}))));
+    assert!(!held.admits_namespace(&address("notes", 1, json!({"user": "bob"}))));
+    assert!(held.reads_metrics(), "the host's grant reads /metrics");
     assert!(grants.caller(Some("secreT")).is_none());
     assert!(grants.caller(None).is_none());
-    let open = Grants::new(None, None, None).expect("grants");
+    let open = Grants::new(None, None, everything()).expect("grants");
     assert!(!open.requires_token());
     assert!(open.caller(None).expect("grant").is_unrestricted());
     assert!(!Grant::nothing().is_unrestricted());
+    assert!(!Grant::nothing().reads_metrics());
     assert!(
         Grant::nothing()
             .allow_operation(GrantedOperation::Recall)
             .is_err()
     );
+}
+
+#[test]
+fn a_file_grant_is_found_by_name_and_a_rule_parses_as_the_file_writes_it() {
+    let grants = grants_of(&ana_file());
+    assert_eq!(grants.named("ana").expect("ana").name(), "ana");
+    assert!(grants.named("nobody").is_none());
+    let rule = parse_rule(r#"{"name": "notes", "version": 1, "fields": {"user": "ana"}}"#)
+        .expect("valid")
+        .expect("a rule");
+    assert!(rule.admits("notes", 1, &json!({"user": "ana", "app": "x"})));
+    assert!(!rule.admits("notes", 1, &json!({"user": "bob"})));
+    assert_eq!(parse_rule(r#"{"name": "*"}"#), Ok(None));
+    for bad in [
+        "notes",
+        r#"{"name": "notes", "extra": 1}"#,
+        r#"{"name": "notes", "identity": {}, "fields": {}}"#,
+        r#"{"name": "*", "version": 1}"#,
+    ] {
+        assert!(parse_rule(bad).is_err(), "{bad}");
+    }
 }

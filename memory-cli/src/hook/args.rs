@@ -22,7 +22,8 @@ pub const DEFAULT_MAX_TRANSCRIPT_BYTES: u64 = 8 * 1024 * 1024;
 pub const HOOK_HELP: &str = "\
 Reads one JSON object on standard input and writes context on standard output. A hook never blocks \
 the turn: when it fails or runs out of time it prints nothing, exits 0, says why on standard error and \
-records the error, which `memory status` shows by kind (hooks.errors).
+records the error, which `memory status` shows by kind (hooks.errors). An answer with nothing recalled is \
+logged too, as no-match, with the index's position against the store's head.
 
 Events (a subcommand, or taken from the input: Claude Code's hook_event_name, the generic form's event):
   prompt         UserPromptSubmit: appends the prompt to the thread log as a user record (thread: the \
@@ -37,7 +38,7 @@ Formats:
   claude-code (default)  input {session_id, transcript_path, cwd, hook_event_name, prompt, source, ...}; \
 output {\"hookSpecificOutput\": {\"hookEventName\", \"additionalContext\"}}, nothing when nothing was recalled.
   json  input {event?, session, prompt?, prompt_id?, query?, transcript_path?, messages?: [{id, text, \
-occurred_at?}], speaker?}; output one line {\"event\", \"context\", \"passages\", \"appended\", \
+occurred_at?}], speaker?}; output one line {\"event\", \"context\", \"passages\", \"answered_by\", \"appended\", \
 \"already_recorded\"}.
 Unknown input fields are ignored in both formats (hosts add fields).
 With --context-budget TOKENS, the prompt event of the json format prints the assembled context instead \

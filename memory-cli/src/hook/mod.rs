@@ -19,15 +19,23 @@
 //! Generic form (`--format json`). Input: `{"event"?, "session", "prompt"?, "prompt_id"?, "query"?,
 //! "transcript_path"?, "messages"?: [{"id", "text", "occurred_at"?}], "speaker"?}` (unknown fields are
 //! ignored; `event` is needed only without a subcommand). Output: one line `{"event", "context",
-//! "passages", "appended", "already_recorded"}`: the block (empty when nothing was recalled), the
-//! recalled passages as `memory_recall` answers them, the sequences appended, and how many records
-//! were found already appended (a retry).
+//! "passages", "answered_by", "appended", "already_recorded"}`: the block (empty when nothing was
+//! recalled), the recalled passages and the index that answered as `memory_recall` answers them
+//! (`answered_by` is `null` for `turn-end` and the lexical and recent modes), the sequences appended,
+//! and how many records were found already appended (a retry).
 //!
 //! Decisions:
 //! - **Never blocks the turn.** Every failure (bad input, a broken database, a missing model, the
 //!   deadline `--timeout-ms`, which bounds the whole hook) prints nothing on standard output, exits 0,
 //!   says why on standard error and is logged in the hook state folder ([`state`]), where
 //!   `memory status` reads the last errors by kind.
+//! - **No empty answer is silent.** A recall that cited nothing is no failure (the json form still
+//!   prints its line, and standard error stays quiet), but it is logged as `no-match`, with whether it
+//!   was served or one-shot, the index that answered and, for the semantic modes, the position the
+//!   index held against the store's head, so an empty block can always be told apart from a
+//!   lagging index (issue 42: the served hook answered nothing right after a worker pass, because
+//!   the server recalled from an index still behind what the worker wrote; the server's recall now
+//!   waits for its index, see [`crate::semantic::SemanticBackend::index_for_query`]).
 //! - **Idempotent appends without a new store API.** The thread log has no idempotent append, so each
 //!   record the hook appends carries its hook identity in `opaque_cursor` (kept by the log, outside the
 //!   digest): `memory-hook/v1 prompt <sha256(session, prompt, transcript length)>` (or of the host's
@@ -73,7 +81,7 @@ use crate::hook::input::{HookInput, MAX_HOOK_INPUT_BYTES, hex_digest};
 use crate::hook::state::{HookErrorLine, SessionLock};
 use crate::refusal::Refusal;
 use crate::semantic::IndexOptions;
-use crate::wire::{RecallArguments, RecallMode, WireRecallLimits};
+use crate::wire::{AnsweredBy, RecallArguments, RecallMode, WireRecallLimits};
 
 /// Thread records looked back through for a retried prompt's identity.
 pub const PROMPT_LOOKBACK: u64 = 256;
@@ -145,6 +153,15 @@ pub fn run(
             format!("could not start the async runtime: {error}"),
         )),
     };
+    // An answer with nothing recalled is no failure, but it is said and logged like one, so an
+    // empty block is never silent (issue 42): why (no match, with the index's position against the
+    // store's head) is in the error log `memory status` reads.
+    let outcome = outcome.map(|answered| {
+        if let Some(empty) = answered.empty {
+            record(database, event.get().copied(), empty);
+        }
+        answered.output
+    });
     let printed = match outcome {
         Ok(Some(text)) => {
             let mut stdout = std::io::stdout().lock();
@@ -160,19 +177,49 @@ pub fn run(
         Err(failure) => Err(failure),
     };
     if let Err(failure) = printed {
-        let hook = event.get().map_or("input", |event| event.as_str());
-        eprintln!("memory hook {hook}: {} ({})", failure.message, failure.kind);
-        let line = HookErrorLine {
-            at: SystemClock.now_millis(),
-            hook: hook.to_owned(),
-            kind: failure.kind,
-            message: failure.message,
-        };
-        if let Err(error) = state::record_error(&state::dir_for(database), line) {
-            eprintln!("memory hook: the error could not be logged for `memory status`: {error}");
-        }
+        log_failure(database, event.get().copied(), failure);
     }
     ExitCode::SUCCESS
+}
+
+/// Says why on standard error and records it in the error log `memory status` reads.
+fn log_failure(database: &Database, event: Option<HookEvent>, failure: Failure) {
+    let hook = event.map_or("input", HookEvent::as_str);
+    eprintln!("memory hook {hook}: {} ({})", failure.message, failure.kind);
+    record(database, event, failure);
+}
+
+/// Records `failure` in the error log `memory status` reads.
+fn record(database: &Database, event: Option<HookEvent>, failure: Failure) {
+    let hook = event.map_or("input", HookEvent::as_str);
+    let line = HookErrorLine {
+        at: SystemClock.now_millis(),
+        hook: hook.to_owned(),
+        kind: failure.kind,
+        message: failure.message,
+    };
+    if let Err(error) = state::record_error(&state::dir_for(database), line) {
+        eprintln!("memory hook: the error could not be logged for `memory status`: {error}");
+    }
+}
+
+/// The kind logged for a recall that answered but cited nothing.
+pub const NO_MATCH_KIND: &str = "no-match";
+
+/// What a hook printed, and why nothing was recalled when nothing was.
+#[derive(Debug, Default)]
+struct Answered {
+    output: Option<String>,
+    empty: Option<Failure>,
+}
+
+impl Answered {
+    fn printing(output: Option<String>) -> Self {
+        Self {
+            output,
+            empty: None,
+        }
+    }
 }
 
 /// What one hook answers on standard output, if anything.
@@ -182,7 +229,7 @@ async fn hook(
     tool_output: ToolOutputBound,
     args: &HookArgs,
     event_seen: Arc<OnceLock<HookEvent>>,
-) -> Result<Option<String>, Failure> {
+) -> Result<Answered, Failure> {
     let bytes = read_stdin().await?;
     let input = HookInput::decode(&bytes, args.format, args.event)?;
     let _ = event_seen.set(input.event);
@@ -204,6 +251,11 @@ async fn hook(
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
     let mut backend = Backend::find(database, index, tool_output, args.no_server).await;
+    let backend_kind = if backend.is_server() {
+        "served"
+    } else {
+        "one-shot"
+    };
     let answer = match input.event {
         HookEvent::Prompt => {
             let appended =
@@ -213,7 +265,9 @@ async fn hook(
                     .context(&thread, budget, args.query.clone(), &defaults)
                     .await?;
                 backend.close().await;
-                return Ok(Some(render_assembled(assembled, &appended)));
+                return Ok(Answered::printing(Some(render_assembled(
+                    assembled, &appended,
+                ))));
             }
             let prompt = input.prompt.clone().unwrap_or_default();
             let recalled = recall(
@@ -266,7 +320,37 @@ async fn hook(
         },
     };
     backend.close().await;
-    Ok(answer.render(input.event, args.format))
+    let empty = answer.recalled.as_ref().and_then(|recalled| {
+        recalled
+            .passages
+            .is_empty()
+            .then(|| nothing_recalled(recalled, backend_kind))
+    });
+    Ok(Answered {
+        output: answer.render(input.event, args.format),
+        empty,
+    })
+}
+
+/// Why a recall that answered cited nothing: no passage matched, with what the index held.
+fn nothing_recalled(recalled: &crate::wire::RecallResult, backend: &str) -> Failure {
+    let index = match (recalled.index_position, recalled.store_head) {
+        (Some(indexed), Some(head)) => {
+            format!("; the embedding index held changes up to {indexed} of the store's head {head}")
+        }
+        _ => String::new(),
+    };
+    let answered_by = recalled
+        .answered_by
+        .map(|kind| match kind {
+            AnsweredBy::Exact => ", answered by exact",
+            AnsweredBy::Hnsw => ", answered by hnsw",
+        })
+        .unwrap_or_default();
+    Failure::new(
+        NO_MATCH_KIND,
+        format!("nothing recalled: no passage matched ({backend}{answered_by}){index}"),
+    )
 }
 
 async fn read_stdin() -> Result<Vec<u8>, Failure> {
@@ -351,13 +435,19 @@ impl Answer {
             HookFormat::Json => {
                 let passages = self
                     .recalled
-                    .map(|recalled| serde_json::to_value(recalled.passages).unwrap_or(Value::Null))
+                    .as_ref()
+                    .map(|recalled| serde_json::to_value(&recalled.passages).unwrap_or(Value::Null))
                     .unwrap_or_else(|| json!([]));
+                let answered_by = self
+                    .recalled
+                    .as_ref()
+                    .and_then(|recalled| recalled.answered_by);
                 Some(
                     json!({
                         "event": event.as_str(),
                         "context": context.unwrap_or_default(),
                         "passages": passages,
+                        "answered_by": answered_by,
                         "appended": self.appended.sequences,
                         "already_recorded": self.appended.already_recorded,
                     })

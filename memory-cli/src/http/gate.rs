@@ -9,7 +9,10 @@
 //!   `Retry-After: 5`. Opening sessions is serialized (each opening request's body is read first, so
 //!   a stalled one holds up no other), so the bound is exact. Sessions idle for
 //!   `--session-idle-timeout` are closed by the MCP layer, which frees their places.
-//! - `/metrics` names every grant: only a token holding everything reads it; any other is `403`.
+//! - A request whose `Content-Length` announces more than `--max-body-bytes` is `413` at once, its
+//!   body unread, inside a session or opening one.
+//! - `/metrics` names every grant: only the server's own grant (the `--token-file` token's, or a
+//!   loopback caller's without a token) and a grant to everything read it; any other is `403`.
 //!
 //! The request then carries its grant (`Arc<Grant>` in its extensions), which the MCP tools read
 //! ([`crate::mcp`]); a request that is refused here reaches nothing behind the gate.
@@ -193,15 +196,21 @@ impl Gate {
         };
         if request.uri().path() != super::MCP_PATH {
             // `/metrics`: every grant's name and counts are in it.
-            if !grant.is_unrestricted() {
+            if !grant.reads_metrics() {
                 return refusal(
                     StatusCode::FORBIDDEN,
                     "forbidden",
-                    "/metrics needs a token granted everything",
+                    "/metrics needs the server's token or a token granted everything",
                     None,
                 );
             }
             return next.run(request).await;
+        }
+        // Announced too large: answered now, the body unread. Waiting for it (rmcp reads up to
+        // its limit) held the request until --body-timeout and then answered `500` (issue 42).
+        if announced_length(&request).is_some_and(|length| length > self.limits.max_body_bytes) {
+            self.metrics.count_http_refused("body_size");
+            return too_large();
         }
         request.extensions_mut().insert(Arc::clone(&grant));
         if request.method() != Method::POST {
@@ -224,12 +233,7 @@ impl Gate {
             let (parts, body) = request.into_parts();
             let limit = usize::try_from(self.limits.max_body_bytes).unwrap_or(usize::MAX);
             let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-                return refusal(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too-large",
-                    "the request body is larger than --max-body-bytes, or did not arrive",
-                    None,
-                );
+                return too_large();
             };
             let request = Request::from_parts(parts, Body::from(bytes));
             let _opening = self.opening.lock().await;
@@ -253,6 +257,28 @@ impl Gate {
             }))
         })
     }
+}
+
+/// The body length a request's `Content-Length` announces; `None` without one (a chunked body is
+/// bounded as it is read) or when it is not a number (hyper refuses that before the gate).
+fn announced_length(request: &Request) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn too_large() -> Response {
+    refusal(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too-large",
+        "the request body is larger than --max-body-bytes, or did not arrive",
+        None,
+    )
 }
 
 fn unauthorized() -> Response {

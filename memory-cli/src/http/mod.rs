@@ -3,11 +3,12 @@
 //!
 //! - `/mcp`: rmcp's `StreamableHttpService` (sessions kept in memory), behind the [`gate::Gate`]:
 //!   every request's bearer token must name a grant ([`crate::grants`]: a `--grants` file, or the
-//!   `--token-file` token's grant to everything), else it is answered `401` before rmcp sees it; the
+//!   server's own grant the `--token-file` token holds), else it is answered `401` before rmcp sees it; the
 //!   bounds of a shared server ([`Limits`]) are answered `429`/`503` with `Retry-After`. rmcp's own
 //!   `Host` check (against DNS rebinding) stays on for a loopback address; on any other address the
 //!   token is the guard and every host name is accepted.
-//! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, for a token granted everything.
+//! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, for the server's own token or one granted
+//!   everything.
 //! - `/healthz`: open to anyone (probes), telling no more than readiness: `200 {"status":"ready"}`
 //!   once the store is open (it is before the socket is bound) and the model and index are loaded;
 //!   `503 {"status":"starting"}` while they load, `503 {"status":"degraded"}` when the load failed

@@ -62,7 +62,11 @@ pub struct MemoryServer<S: Store> {
     threads: Arc<ThreadTools<S>>,
     contexts: Arc<ContextTools<S>>,
     defaults: Option<Arc<Defaults>>,
-    /// The grant of a caller with no HTTP request (stdio): everything, with the server's defaults.
+    /// Where a thread append that names no destination goes without `defaults`: this user's
+    /// namespace (`--user`, else the OS user's).
+    user: Option<String>,
+    /// The grant of a caller with no HTTP request (stdio): the server's own grant, or the one
+    /// `--grant NAME` picked from a grants file.
     local: Arc<Grant>,
     /// Whether the simple tools are listed.
     simple: bool,
@@ -77,6 +81,7 @@ impl<S: Store> Clone for MemoryServer<S> {
             threads: Arc::clone(&self.threads),
             contexts: Arc::clone(&self.contexts),
             defaults: self.defaults.clone(),
+            user: self.user.clone(),
             local: Arc::clone(&self.local),
             simple: self.simple,
             metrics: Arc::clone(&self.metrics),
@@ -128,53 +133,56 @@ fn write_result(answer: &Result<Value, Refusal>) -> Result<bool, memory_core::Er
     }
 }
 
+/// Where a thread append or a context call that names no destination goes: the simple tools'
+/// `defaults`, else `user`'s namespace.
+fn destination_defaults(
+    defaults: Option<&Defaults>,
+    user: Option<&String>,
+) -> crate::destination::DestinationDefaults {
+    let mut destination = defaults
+        .map(Defaults::destination_defaults)
+        .unwrap_or_default();
+    destination.user = user.cloned();
+    destination
+}
+
 /// The thread tools of a server over `service`'s store: appends that name no destination fall back to
-/// the simple tools' `defaults`; tool results are bounded at `bound`.
+/// `destination`; tool results are bounded at `bound`.
 fn thread_tools<S: Store>(
     service: &MemoryService<S>,
-    defaults: Option<&Defaults>,
+    destination: crate::destination::DestinationDefaults,
     bound: ToolOutputBound,
 ) -> Arc<ThreadTools<S>> {
     Arc::new(
-        ThreadTools::new(
-            Arc::clone(service.store()),
-            defaults
-                .map(Defaults::destination_defaults)
-                .unwrap_or_default(),
-        )
-        .with_tool_output_bound(bound),
+        ThreadTools::new(Arc::clone(service.store()), destination).with_tool_output_bound(bound),
     )
 }
 
 #[tool_router]
 impl<S: Store> MemoryServer<S> {
-    /// A server answering with `service`, with the simple tools when `defaults` are given.
+    /// A server answering with `service`, with the simple tools when `defaults` (or `local`'s) are
+    /// given; a call with no HTTP request (stdio) holds `local`, and an append naming no destination
+    /// and no default namespace goes to `user`'s namespace (else the OS user's).
     pub fn new(
         service: Arc<MemoryService<S>>,
         defaults: Option<Arc<Defaults>>,
+        local: Arc<Grant>,
+        user: Option<String>,
         metrics: Arc<ServerMetrics>,
     ) -> Self {
         let mut tool_router = Self::tool_router();
-        let simple = defaults.is_some();
+        let simple = defaults.is_some() || local.defaults().is_some();
         if simple {
             tool_router += Self::simple_router();
         }
-        let destination_defaults = defaults
-            .as_deref()
-            .map(Defaults::destination_defaults)
-            .unwrap_or_default();
+        let destination = destination_defaults(defaults.as_deref(), user.as_ref());
         Self {
-            threads: thread_tools(&service, defaults.as_deref(), ToolOutputBound::default()),
-            contexts: Arc::new(ContextTools::new(
-                Arc::clone(service.store()),
-                destination_defaults,
-            )),
-            local: Arc::new(Grant::everything(
-                crate::grants::TOKEN_GRANT,
-                defaults.clone(),
-            )),
+            threads: thread_tools(&service, destination.clone(), ToolOutputBound::default()),
+            contexts: Arc::new(ContextTools::new(Arc::clone(service.store()), destination)),
+            local,
             service,
             defaults,
+            user,
             simple,
             metrics,
             tool_router,
@@ -185,7 +193,8 @@ impl<S: Store> MemoryServer<S> {
     /// [`crate::thread::ThreadService::with_tool_output_bound`]); call it before the server is
     /// cloned or serves.
     pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
-        self.threads = thread_tools(&self.service, self.defaults.as_deref(), bound);
+        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
+        self.threads = thread_tools(&self.service, destination, bound);
         self
     }
 
@@ -200,7 +209,7 @@ impl<S: Store> MemoryServer<S> {
     }
 
     /// The grant of the call: the one the HTTP layer found for the request's token
-    /// ([`crate::http`]), or everything for a call with no HTTP request (stdio). An HTTP request
+    /// ([`crate::http`]), or the local grant for a call with no HTTP request (stdio). An HTTP request
     /// that carries no grant holds nothing: the check fails closed.
     fn caller(&self, context: &RequestContext<RoleServer>) -> Arc<Grant> {
         match context.extensions.get::<axum::http::request::Parts>() {
@@ -233,7 +242,7 @@ impl<S: Store> MemoryServer<S> {
                 grant.allow_namespace(&query.access().namespace)?;
                 return grant.allow_read_scope(&query.access().scope);
             }
-            Request::Get(key) => {
+            Request::Get(key, _) => {
                 grant.allow_operation(GrantedOperation::Get)?;
                 return grant.allow_namespace(&key.namespace);
             }
@@ -283,8 +292,8 @@ impl<S: Store> MemoryServer<S> {
         let started = Instant::now();
         let answer = match (self.authorize(&grant, &request).await, request) {
             (Err(refusal), _) => Err(refusal),
-            (Ok(()), Request::Get(key)) if !grant.is_unrestricted() => {
-                self.service.get_as(&key, &grant).await
+            (Ok(()), Request::Get(key, revisions)) if !grant.is_unrestricted() => {
+                self.service.get_as(&key, revisions, &grant).await
             }
             (Ok(()), request) => self.service.run(request).await,
         };
@@ -340,6 +349,11 @@ impl<S: Store> MemoryServer<S> {
             )
             .await;
         self.counted(&grant, operation.tool_name(), &answer);
+        if operation == ContextOperation::Compact
+            && let Some(outcome) = crate::context::compaction_outcome(&answer)
+        {
+            self.metrics.count_compaction(outcome);
+        }
         tool_result(answer)
     }
 
@@ -388,7 +402,7 @@ impl<S: Store> MemoryServer<S> {
     /// Reads one current memory document.
     #[tool(
         name = "memory_get",
-        description = "Read the current memory document of an id; document is null when there is none (never written, or withdrawn).",
+        description = "Read the current memory document of an id; document is null when there is none (never written, or withdrawn). With revisions N, also its history: up to N revisions, newest first, each with its content (text, attributions, metadata) and modified_at, content null once its words are no longer kept (past the store's bound, or withdrawn: a withdrawal leaves only its tombstone, with the reason).",
         input_schema = input_schema::<GetArguments>(),
         output_schema = output_schema::<GetResult>(),
         annotations(
@@ -517,7 +531,7 @@ impl<S: Store> MemoryServer<S> {
     /// Plans or records a compaction of a thread's window.
     #[tool(
         name = "memory_compact",
-        description = "Compact a thread's model window, never its log. measured_input_tokens (the provider's reported input tokens of the last call) is required. Without summary: answers the plan (messages to summarize, through, folded ranges, refusals, replaced_chars) and appends nothing. With summary and the plan's through: appends a compaction record naming the folded records; a summary not shorter than replaced_chars is refused and recorded. The folded records stay readable with memory_history_read and memory_history_search.",
+        description = "Compact a thread's model window, never its log. measured_input_tokens (the provider's reported input tokens of the last call) is required. Without summary: answers the plan (messages to summarize, through, folded ranges, refusals, replaced_chars) and appends nothing. With summary (at most 65,536 characters) and the plan's through: appends a compaction record naming the folded records; a summary not shorter than replaced_chars is refused and recorded. A host whose summarizer failed passes summarizer_failed (the reason) with the plan's through instead: the failure is recorded as a refusal and nothing folds. measured_input_tokens of 0 counts as unmeasured and is refused. The folded records stay readable with memory_history_read and memory_history_search.",
         input_schema = input_schema::<CompactArguments>(),
         output_schema = output_schema::<CompactResult>(),
         annotations(

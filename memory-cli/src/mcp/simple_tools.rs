@@ -64,7 +64,7 @@ impl<S: Store> MemoryServer<S> {
     /// Remembers text in the default namespace and scope.
     #[tool(
         name = "memory_remember",
-        description = "Remember text in this server's namespace. Give an id to replace that document's current text; without one the id is derived from the text, so the same text is stored once. Retrying a call returns its first answer with replayed true. speaker defaults to user; metadata is an optional object kept with the text.",
+        description = "Remember text in this server's namespace. Without an id the id is derived from the text, so the same text is stored once. To replace an existing document, give its id and its current revision as expected_revision (memory_list shows it); without it, or with a stale one, the answer is conflict and nothing changes, so a correction made in between is never lost. Retrying a call returns its first answer with replayed true. speaker defaults to user; metadata is an optional object kept with the text.",
         input_schema = input_schema::<RememberArguments>(),
         output_schema = output_schema::<WriteResult>(),
         annotations(

@@ -275,3 +275,102 @@ pub fn recalled_id(call: &mut dyn FnMut(&Value) -> Value, query: &str, text: &st
         .unwrap_or_else(|| panic!("the worker's document is recalled: {passages:#?}"));
     id.clone()
 }
+
+/// A forgotten record is never shown again by the context tools of a `memory <db_args> serve` (stdio
+/// MCP), on whichever backend `db_args` names: the context, the history tools, and a summary that
+/// folded the record (withdrawn), while the log keeps every record.
+pub async fn a_forgotten_record_is_never_shown_by_the_context_tools(db_args: &[&str]) {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+
+    let command = tokio::process::Command::new(super::common::BINARY).configure(|command| {
+        command
+            .env_remove("MEMORY_DB")
+            .env_remove("MEMORY_LOG")
+            .args(db_args)
+            // The threads name destinations of several users, as a trusted single-user host may.
+            .args(["serve", "--allow-any-namespace"]);
+    });
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let client = ().serve(transport).await.expect("the MCP handshake");
+    let call = async |tool: &str, arguments: Value| -> Value {
+        let Value::Object(arguments) = arguments else {
+            panic!("an object");
+        };
+        let result = client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await
+            .expect("a result");
+        let content = result.structured_content.expect("structured content");
+        assert_eq!(result.is_error, Some(false), "{tool}: {content:#}");
+        content
+    };
+    let thread = "forget-window";
+    let secret = "My bank PIN is 4417 and my password is hunter2.";
+    let mut sequences = Vec::new();
+    for record in [
+        user_record(secret, 1),
+        json!({"speaker": "assistant", "body": {"kind": "tool_call", "call_id": "c1", "name": "vault", "arguments": {"item": "pin"}}}),
+        json!({"speaker": "vault", "body": {"kind": "tool_result", "call_id": "c1", "output": "stored 4417", "is_error": false}}),
+        json!({"speaker": "assistant", "body": {"kind": "assistant_message", "text": "Stored."}}),
+        user_record("What is the weather like?", 5),
+    ] {
+        let answer = call("memory_thread_append", append(thread, record)).await;
+        sequences.push(answer["sequence"].as_u64().expect("sequence"));
+    }
+    let compact = json!({"thread": thread, "measured_input_tokens": 900, "keep_tokens": 0});
+    let plan = call("memory_compact", compact.clone()).await["plan"].clone();
+    let mut commit = compact.clone();
+    commit["summary"] = json!("PIN 4417, stored.");
+    commit["through"] = plan["through"].clone();
+    let folded = call("memory_compact", commit).await;
+    assert_eq!(folded["compaction"]["outcome"], "folded", "{folded:#}");
+    for sequence in [sequences[0], sequences[2]] {
+        call("memory_thread_forget", forget(thread, sequence)).await;
+    }
+    let leaks = |value: &Value| {
+        let text = value.to_string();
+        text.contains("4417") || text.contains("hunter2")
+    };
+    let context = call(
+        "memory_context",
+        json!({"thread": thread, "budget": 4000, "memory": false}),
+    )
+    .await;
+    assert!(!leaks(&context), "{context:#}");
+    assert_eq!(
+        context["view"]["summary_withdrawn"],
+        json!([folded["sequence"]])
+    );
+    let messages = context["messages"].as_array().expect("messages");
+    let first: Value = serde_json::from_str(messages[0]["content"].as_str().expect("text"))
+        .expect("a placeholder");
+    assert_eq!(first["forgotten"], true);
+    assert_eq!(first["sequence"], sequences[0]);
+    assert_eq!(messages[1]["tool_calls"][0]["id"], "c1");
+    assert_eq!(messages[2]["tool_call_id"], "c1");
+    let page = call(
+        "memory_history_read",
+        json!({"thread": thread, "include": ["system", "operational"]}),
+    )
+    .await;
+    assert!(!leaks(&page), "{page:#}");
+    let records = page["records"].as_array().expect("records");
+    assert_eq!(records.len(), 6, "the log keeps every record");
+    assert_eq!(records[0]["forgotten"], true);
+    assert_eq!(records[2]["call_id"], "c1");
+    assert_eq!(records[5]["summary_withdrawn"], true);
+    for text in ["4417", "hunter2"] {
+        let found = call(
+            "memory_history_search",
+            json!({"thread": thread, "text": text, "include": ["system", "operational"]}),
+        )
+        .await;
+        assert_eq!(found["matches"], json!([]), "{found:#}");
+    }
+    client.cancel().await.expect("the session ends");
+}

@@ -13,8 +13,15 @@ use super::{ActivityError, Sequence};
 
 /// Most ranges (folded or refused) one compaction record names.
 pub const MAX_COMPACTION_RANGES: usize = 10_000;
-/// Most UTF-8 bytes of a compaction's summary.
+/// Most UTF-8 bytes of a stored compaction's summary: what a record must stay under to decode. New
+/// summaries are held to the smaller [`MAX_NEW_SUMMARY_CHARS`] when they are committed; this larger
+/// bound is kept so records written before that cap still read back.
 pub const MAX_SUMMARY_BYTES: usize = 1_048_576;
+/// Most characters of a summary a compaction commits now. A summary is meant to be much smaller than
+/// the window it replaces; this cap keeps one caller from parking a megabyte in every later turn.
+pub const MAX_NEW_SUMMARY_CHARS: usize = 65_536;
+/// Most UTF-8 bytes of the reason a host gives for its summarizer's failure.
+pub const MAX_FAILURE_BYTES: usize = 1_024;
 /// Most UTF-8 bytes of the summarizer's name.
 pub const MAX_SUMMARIZER_BYTES: usize = 256;
 
@@ -50,6 +57,9 @@ pub enum RefusalReason {
     /// After a span that refused: a compaction folds one contiguous run, so nothing that refused ever
     /// sits after a summary of what came later.
     AfterRefusal,
+    /// The span the plan would have folded, whose summarizer failed: nothing folded, and the failure is
+    /// on the record instead of lost (a later compaction asks again: an outage may end).
+    SummarizerFailed,
 }
 
 /// A span that refused to fold.
@@ -72,6 +82,28 @@ pub enum CompactionOutcome {
     NothingToFold,
     /// The summary was not smaller than what it would have replaced: refused, the window stays.
     NotSmaller,
+    /// The host's summarizer failed (its reason is the record's `failure`): refused, the window stays.
+    SummarizerFailed,
+}
+
+impl CompactionOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 4] = [
+        Self::Folded,
+        Self::NothingToFold,
+        Self::NotSmaller,
+        Self::SummarizerFailed,
+    ];
+
+    /// Its name on the wire (the serde name), for labels and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Folded => "folded",
+            Self::NothingToFold => "nothing_to_fold",
+            Self::NotSmaller => "not_smaller",
+            Self::SummarizerFailed => "summarizer_failed",
+        }
+    }
 }
 
 /// A compaction, as appended to the thread it compacts.
@@ -97,6 +129,21 @@ pub struct CompactionRecord {
     pub replaced_chars: u64,
     /// Characters of the summary the caller supplied (also when refused as not smaller).
     pub summary_chars: u64,
+    /// Why the summarizer failed, as the host said it, when `outcome` is `summarizer_failed`. Absent
+    /// otherwise, and absent from records written before this field (their digest is unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Records of the folded ranges that were already forgotten when the compaction was planned: its
+    /// summary was written from their placeholders, never their text, so forgetting them does not
+    /// withdraw it. Ascending. Absent (empty) on records written before forgetting was read, which
+    /// keeps their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<Sequence>,
+    /// The compaction whose summary this one's summary replaced (and so was written from), or
+    /// [`Sequence::ZERO`] when no summary was in place, on a folded compaction. Absent on records
+    /// written before it was kept: those replaced the newest folded compaction before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<Sequence>,
 }
 
 impl CompactionRecord {
@@ -147,6 +194,40 @@ impl CompactionRecord {
             }
             (_, None) => {}
         }
+        match (self.outcome, &self.failure) {
+            (CompactionOutcome::SummarizerFailed, None) => {
+                return Err(ActivityError::invalid(
+                    "compaction",
+                    "a summarizer failure carries its reason",
+                ));
+            }
+            (CompactionOutcome::SummarizerFailed, Some(failure)) => check_failure(failure)?,
+            (_, Some(_)) => {
+                return Err(ActivityError::invalid(
+                    "compaction",
+                    "only a summarizer failure carries a failure reason",
+                ));
+            }
+            (_, None) => {}
+        }
+        if self.forgotten.len() > MAX_COMPACTION_RANGES {
+            return Err(ActivityError::TooLarge {
+                limit: "compaction forgotten records",
+                max: MAX_COMPACTION_RANGES as u64,
+                actual: self.forgotten.len() as u64,
+            });
+        }
+        if !self.forgotten.windows(2).all(|pair| pair[0] < pair[1])
+            || !self
+                .forgotten
+                .iter()
+                .all(|sequence| self.folded.iter().any(|range| range.contains(*sequence)))
+        {
+            return Err(ActivityError::invalid(
+                "forgotten",
+                "must be ascending records of the folded ranges",
+            ));
+        }
         if let Some(summary) = &self.summary {
             if summary.trim().is_empty() {
                 return Err(ActivityError::invalid("summary", "is empty"));
@@ -169,6 +250,21 @@ impl CompactionRecord {
         }
         Ok(())
     }
+}
+
+/// Checks the reason a host gives for its summarizer's failure: 1 to [`MAX_FAILURE_BYTES`] bytes of
+/// text on one line (it is shown in history answers and logs, so no control characters).
+pub fn check_failure(failure: &str) -> Result<(), ActivityError> {
+    if failure.trim().is_empty()
+        || failure.len() > MAX_FAILURE_BYTES
+        || failure.chars().any(char::is_control)
+    {
+        return Err(ActivityError::invalid(
+            "summarizer_failed",
+            format!("must be 1 to {MAX_FAILURE_BYTES} bytes of text without control characters"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_ranges<'a>(
@@ -219,6 +315,9 @@ mod tests {
             summarizer: None,
             replaced_chars: 900,
             summary_chars: 28,
+            failure: None,
+            forgotten: Vec::new(),
+            replaces: None,
         }
     }
 
@@ -229,6 +328,27 @@ mod tests {
         assert!(folded(vec![range(5, 4)]).validate().is_err());
         assert!(folded(vec![range(1, 4), range(4, 9)]).validate().is_err());
         assert!(folded(vec![range(6, 9), range(1, 4)]).validate().is_err());
+    }
+
+    #[test]
+    fn forgotten_records_lie_in_the_folded_ranges() {
+        let mut record = folded(vec![range(1, 4), range(6, 9)]);
+        record.forgotten = vec![Sequence::new(2), Sequence::new(7)];
+        assert!(record.validate().is_ok());
+        record.forgotten = vec![Sequence::new(5)];
+        assert!(record.validate().is_err(), "5 is not folded");
+        record.forgotten = vec![Sequence::new(7), Sequence::new(2)];
+        assert!(record.validate().is_err(), "not ascending");
+    }
+
+    #[test]
+    fn a_record_without_the_new_fields_keeps_its_form() {
+        let record = folded(vec![range(1, 4)]);
+        let text = serde_json::to_string(&record).expect("serializes");
+        assert!(
+            !text.contains("forgotten") && !text.contains("replaces"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -245,5 +365,41 @@ mod tests {
         let mut empty = folded(vec![range(1, 2)]);
         empty.summary = Some("  ".to_owned());
         assert!(empty.validate().is_err());
+    }
+
+    #[test]
+    fn an_outcome_names_itself_as_the_wire_does() {
+        for outcome in CompactionOutcome::ALL {
+            assert_eq!(
+                serde_json::to_value(outcome).expect("serializes"),
+                serde_json::json!(outcome.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn a_failure_reason_comes_exactly_with_a_summarizer_failure() {
+        let mut failed = folded(Vec::new());
+        failed.summary = None;
+        failed.outcome = CompactionOutcome::SummarizerFailed;
+        assert!(failed.validate().is_err(), "a failure without its reason");
+        failed.failure = Some("the endpoint answered 503".to_owned());
+        assert!(failed.validate().is_ok());
+        failed.failure = Some("x".repeat(MAX_FAILURE_BYTES + 1));
+        assert!(failed.validate().is_err(), "too long");
+        failed.failure = Some("line\nbreak".to_owned());
+        assert!(failed.validate().is_err(), "control characters");
+        let mut folded_with_reason = folded(vec![range(1, 2)]);
+        folded_with_reason.failure = Some("no".to_owned());
+        assert!(folded_with_reason.validate().is_err());
+    }
+
+    #[test]
+    fn a_record_without_a_failure_keeps_the_shape_it_was_written_in() {
+        let record = folded(vec![range(1, 2)]);
+        let json = serde_json::to_value(&record).expect("serializes");
+        assert!(json.get("failure").is_none(), "{json}");
+        let back: CompactionRecord = serde_json::from_value(json).expect("decodes");
+        assert_eq!(back, record);
     }
 }

@@ -236,6 +236,28 @@ pub struct Admitted {
     pub already_admitted: bool,
 }
 
+/// One suppression of a thread record, as [`RememberingStore::thread_suppressions`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSuppression {
+    /// The record.
+    pub sequence: Sequence,
+    /// The suppressed revision (a record's digest), or `None` for every revision.
+    pub revision: Option<SourceRevision>,
+    /// When the suppression was recorded, epoch milliseconds.
+    pub suppressed_at: EpochMillis,
+}
+
+/// A thread's record suppressions and the store's suppression generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSuppressions {
+    /// The suppressions of the thread's records, by sequence (then revision).
+    pub records: Vec<RecordSuppression>,
+    /// How many suppressions the whole store holds. Suppressions are never removed, so this grows with
+    /// every new one anywhere: a cache of anything read through suppression (a turn's recalled memory)
+    /// is stale exactly when it changed.
+    pub generation: u64,
+}
+
 /// Durable state of remembering worker passes.
 pub trait RememberingStore: Send + Sync {
     /// Records an intent durably, unless it is already recorded; refuses at `capacity` open intents.
@@ -291,6 +313,11 @@ pub trait RememberingStore: Send + Sync {
         revision: Option<&SourceRevision>,
         now: EpochMillis,
     ) -> Result<IntentId, ActivityError>;
+
+    /// The suppressions of `thread`'s records: sources spelled exactly [`SourceId::thread_record`] for
+    /// this thread (matched by [`SourceId::as_thread_record`], never by a prefix or suffix alone), with
+    /// the store's suppression generation, in one consistent read.
+    fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError>;
 
     /// Whether a source revision is suppressed.
     fn is_suppressed(

@@ -238,7 +238,21 @@ impl LexicalSearch for TestStore {
 #[allow(unused_imports)]
 pub use memory_testkit::builders::{access, key, namespace, op, put, said, scope, withdraw};
 
+impl memory_core::RevisionHistory for TestStore {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<memory_core::StoredRevision>, MemoryError> {
+        self.store.revisions(key, limit).await
+    }
+}
+
 impl memory_testkit::store::InspectableStore for TestStore {
+    fn retention(&self) -> memory_core::RevisionRetention {
+        memory_core::RevisionRetention::default()
+    }
+
     async fn history(
         &self,
         key: &MemoryKey,

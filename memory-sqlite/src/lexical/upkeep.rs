@@ -99,8 +99,24 @@ pub(crate) fn index_document(
 }
 
 /// Removes a document's postings and takes it out of its namespace's counts, inside the caller's write
-/// transaction; nothing to do when it is not indexed.
+/// transaction; nothing to do when it is not indexed. Its terms that no other document's postings
+/// use leave the term dictionary too (the postings' index by term finds another user in one seek),
+/// so the dictionary holds only words some current document says: a withdrawn or replaced
+/// revision's words are not kept readable in the index.
 pub(crate) fn remove_document(connection: &Connection, entry: i64) -> Result<(), IndexError> {
+    let term_ids = remove_postings(connection, entry)?;
+    let mut drop_term = connection.prepare_cached(
+        "DELETE FROM memory_lexical_terms WHERE id = ?1 \
+         AND NOT EXISTS (SELECT 1 FROM memory_lexical_postings WHERE term_id = ?1)",
+    )?;
+    for term_id in term_ids {
+        drop_term.execute([term_id])?;
+    }
+    Ok(())
+}
+
+/// Removes the postings and counts of `entry`, answering the ids of the terms it used.
+fn remove_postings(connection: &Connection, entry: i64) -> Result<Vec<i64>, IndexError> {
     let indexed: Option<(i64, i64, Vec<u8>)> = connection
         .prepare_cached(
             "SELECT namespace_id, tokens, terms FROM memory_lexical_documents WHERE entry = ?1",
@@ -108,14 +124,14 @@ pub(crate) fn remove_document(connection: &Connection, entry: i64) -> Result<(),
         .query_row([entry], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
     let Some((namespace_id, tokens, term_ids)) = indexed else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let term_ids = decode_term_ids(&term_ids).map_err(IndexError::Corrupt)?;
     let mut delete = connection.prepare_cached(
         "DELETE FROM memory_lexical_postings \
          WHERE namespace_id = ?1 AND term_id = ?2 AND entry = ?3",
     )?;
-    for term_id in term_ids {
+    for &term_id in &term_ids {
         delete.execute([namespace_id, term_id, entry])?;
     }
     connection
@@ -127,5 +143,5 @@ pub(crate) fn remove_document(connection: &Connection, entry: i64) -> Result<(),
              WHERE id = ?1",
         )?
         .execute([namespace_id, tokens])?;
-    Ok(())
+    Ok(term_ids)
 }

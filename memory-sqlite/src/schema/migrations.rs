@@ -1,14 +1,15 @@
 //! Every migration, in order. Steps 1 to 10 are the tables as the stores created them before the
 //! schema was versioned, in the order they appeared (their SQL is what those builds ran, so a file
 //! they wrote is recognised step by step, `super::legacy`); step 11 is the first of the versioned
-//! schema.
+//! schema; step 12 keeps every revision's words readable as history, and drops a withdrawn
+//! document's.
 //!
 //! To change the schema, append a migration; never edit one that has shipped.
 
 use rusqlite::Transaction;
 
 use super::SchemaError;
-use crate::rows::{DocumentRow, speakers};
+use crate::rows::{DocumentRow, decode_receipt, encode, speakers};
 
 /// The Rust part of a step, for what SQL cannot do (such as tokenizing stored documents).
 type RustStep = fn(&Transaction<'_>) -> Result<(), SchemaError>;
@@ -90,6 +91,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "one versioned schema",
         sql: FENCE_UNVERSIONED_BUILDS,
         rust: None,
+    },
+    Migration {
+        version: 12,
+        name: "revision history and withdrawn words",
+        sql: REVISION_HISTORY,
+        rust: Some(drop_withdrawn_words),
     },
 ];
 
@@ -378,6 +385,68 @@ INSERT INTO activity_formats (component, format)
     ON CONFLICT (component) DO UPDATE SET format = excluded.format;
 DELETE FROM activity_formats WHERE component = 'thread_log.pending';
 ";
+
+/// A document's history is read from its receipts (`memory_core::revisions`): `redacted` marks a
+/// receipt whose words were dropped (past the bound of revisions per document, or withdrawn), so a
+/// write finds the ones still holding words without decoding the others; history reads walk a key's
+/// revisions by sequence; removing a document from the index finds whether any other document
+/// still uses each of its terms.
+const REVISION_HISTORY: &str = "
+ALTER TABLE memory_receipts
+    ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0 CHECK (redacted IN (0, 1));
+CREATE INDEX IF NOT EXISTS memory_revisions_by_key ON memory_revisions (namespace, id, sequence);
+CREATE INDEX IF NOT EXISTS memory_lexical_postings_by_term ON memory_lexical_postings (term_id);
+";
+
+/// Step 12: files from before it kept every withdrawn document's earlier words in its receipts, and
+/// every term ever indexed in the dictionary. Both go now (the terms no current document uses), as
+/// a write drops them from this step on. The bound
+/// of revisions per document is not applied here: each document meets it at its next write.
+fn drop_withdrawn_words(transaction: &Transaction<'_>) -> Result<(), SchemaError> {
+    const OPERATION: &str = "migrate schema";
+    let sqlite = |error| SchemaError::Sqlite {
+        operation: OPERATION,
+        error,
+    };
+    let withdrawn: Vec<(String, String, String)> = transaction
+        .prepare(
+            "SELECT r.namespace, r.operation_id, r.body FROM memory_receipts AS r \
+             JOIN memory_documents AS d ON d.namespace = r.namespace AND d.id = r.id \
+             WHERE d.withdrawn = 1 AND r.revision != d.revision AND r.redacted = 0",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+                .collect::<Result<_, _>>()
+        })
+        .map_err(sqlite)?;
+    let mut update = transaction
+        .prepare(
+            "UPDATE memory_receipts SET body = ?3, redacted = 1 \
+             WHERE namespace = ?1 AND operation_id = ?2",
+        )
+        .map_err(sqlite)?;
+    for (namespace, operation_id, body) in withdrawn {
+        let address = memory_core::NamespaceAddress::parse(&namespace).map_err(|_| {
+            SchemaError::Fault(memory_core::StoreFault::corrupt(
+                "stored namespace address is invalid",
+            ))
+        })?;
+        let receipt = decode_receipt(&body, &address, &operation_id)
+            .map_err(|error| SchemaError::memory(OPERATION, error))?;
+        let body = encode(&memory_core::revisions::redact(receipt))
+            .map_err(|error| SchemaError::memory(OPERATION, error))?;
+        update
+            .execute(rusqlite::params![namespace, operation_id, body])
+            .map_err(sqlite)?;
+    }
+    transaction
+        .execute_batch(
+            "DELETE FROM memory_lexical_terms WHERE NOT EXISTS \
+             (SELECT 1 FROM memory_lexical_postings WHERE term_id = memory_lexical_terms.id)",
+        )
+        .map_err(sqlite)
+}
 
 /// Step 2: every live document is indexed again from its stored body under its namespace, then the
 /// FTS5 table over every namespace is dropped.

@@ -60,7 +60,13 @@ pub enum Break {
     SearchEveryNamespace,
     /// Written neighbours come back swapped: each previous as next.
     NeighboursBackwards,
+    /// A document's history is its current revision alone (issue 42's symptom).
+    HistoryOnlyCurrent,
 }
+
+/// The bound of revisions per document of a [`Suited`] store: small, so the suite's bound rule
+/// writes few revisions, and not the default, so the configured bound is the one in force.
+pub const SUITED_MAX_REVISIONS: usize = 3;
 
 /// A SQLite store seen through memory-core's [`InspectableStore`] (the suites' adapter), optionally
 /// broken in one place.
@@ -74,7 +80,12 @@ pub struct Suited {
 /// A fresh store for the store suites.
 pub fn suited(broken: Break) -> Suited {
     Suited {
-        store: open(&fresh_path()),
+        store: SqliteStore::builder()
+            .clock(Arc::new(ManualClock::new(NOW)))
+            .synchronous(Synchronous::Normal)
+            .retention(memory_core::RevisionRetention::new(SUITED_MAX_REVISIONS).unwrap())
+            .open(fresh_path())
+            .expect("store opens"),
         broken,
         written: std::sync::Mutex::new(Vec::new()),
     }
@@ -178,7 +189,25 @@ impl LexicalSearch for Suited {
     }
 }
 
+impl memory_core::RevisionHistory for Suited {
+    async fn revisions(
+        &self,
+        key: &MemoryKey,
+        limit: usize,
+    ) -> Result<Vec<memory_core::StoredRevision>, MemoryError> {
+        let mut revisions = self.store.revisions(key, limit).await?;
+        if self.broken == Break::HistoryOnlyCurrent {
+            revisions.truncate(1);
+        }
+        Ok(revisions)
+    }
+}
+
 impl InspectableStore for Suited {
+    fn retention(&self) -> memory_core::RevisionRetention {
+        memory_core::RevisionRetention::new(SUITED_MAX_REVISIONS).unwrap()
+    }
+
     async fn history(&self, key: &MemoryKey) -> Result<Vec<HistoryLink>, MemoryError> {
         let links = self.store.reader().history(key)?;
         Ok(links

@@ -19,10 +19,29 @@ pub fn our_tables(connection: &Connection) -> Vec<String> {
         .unwrap()
 }
 
+/// The columns of `table` in the main database, in order, each quoted.
+pub fn columns(connection: &Connection, table: &str) -> Vec<String> {
+    connection
+        .prepare(&format!(
+            "SELECT name FROM pragma_table_info('{table}', 'main')"
+        ))
+        .unwrap()
+        .query_map([], |row| row.get::<_, String>(0))
+        .unwrap()
+        .map(|name| format!("\"{}\"", name.unwrap()))
+        .collect()
+}
+
 /// Every row of `table`, each as text, sorted.
 pub fn rows(connection: &Connection, table: &str) -> Vec<String> {
+    rows_of(connection, table, &["*".to_owned()])
+}
+
+/// Every row of `table` read as `columns` (a migration may have added others since), each as text,
+/// sorted.
+pub fn rows_of(connection: &Connection, table: &str, columns: &[String]) -> Vec<String> {
     let mut statement = connection
-        .prepare(&format!("SELECT * FROM \"{table}\""))
+        .prepare(&format!("SELECT {} FROM \"{table}\"", columns.join(", ")))
         .unwrap();
     let columns = statement.column_count();
     let mut rows: Vec<String> = statement

@@ -50,6 +50,13 @@ pub const PROGRESS_EXTRACTION: Piece = Piece {
     steps: &[10],
 };
 
+/// The whole versioned schema at version 11, the last before the revision history (step 12); it
+/// holds its own version table, so it is not one of [`FORMATS`] (files from before that table).
+pub const VERSIONED_11: Piece = Piece {
+    sql: include_str!("../fixtures/schema/versioned_11.sql"),
+    steps: &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+};
+
 /// The store that opens the file first (and so migrates it).
 #[derive(Debug, Clone, Copy)]
 pub enum Opener {

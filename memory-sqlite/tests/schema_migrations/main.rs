@@ -31,8 +31,10 @@ use answers::{
     vectors_answer_as_the_source,
 };
 use common::NOW;
-use files::{all_rows, old_markers, recorded_versions, rows, schema, stored_rows};
-use formats::{FORMATS, MEMORY_2, Opener, THREAD_LOG_1};
+use files::{
+    all_rows, columns, old_markers, recorded_versions, rows, rows_of, schema, stored_rows,
+};
+use formats::{FORMATS, MEMORY_2, Opener, THREAD_LOG_1, VERSIONED_11};
 use source::{build, thread, write_source};
 
 #[tokio::test]
@@ -47,6 +49,17 @@ async fn every_earlier_format_is_migrated_without_losing_a_row() {
         let name = format.name;
         let path = build(format, &source);
         let before = stored_rows(&path);
+        // Read back as the format's own columns: a later step may add some.
+        let before_columns: Vec<Vec<String>> = {
+            let connection = Connection::open(&path).unwrap();
+            before
+                .iter()
+                .map(|(table, _)| match table.as_str() {
+                    "sqlite_sequence" => vec!["*".to_owned()],
+                    table => columns(&connection, table),
+                })
+                .collect()
+        };
         assert!(
             before.iter().all(|(_, rows)| !rows.is_empty()),
             "{name}: every table of the format holds rows before the migration: {before:?}"
@@ -58,8 +71,12 @@ async fn every_earlier_format_is_migrated_without_losing_a_row() {
         // Every row survives, unchanged.
         {
             let connection = Connection::open(&path).unwrap();
-            for (table, rows_before) in &before {
-                assert_eq!(&rows(&connection, table), rows_before, "{name}: {table}");
+            for ((table, rows_before), columns) in before.iter().zip(&before_columns) {
+                assert_eq!(
+                    &rows_of(&connection, table, columns),
+                    rows_before,
+                    "{name}: {table}"
+                );
             }
             let integrity: String = connection
                 .query_row("PRAGMA integrity_check", [], |row| row.get(0))
@@ -123,6 +140,113 @@ async fn every_earlier_format_is_migrated_without_losing_a_row() {
             "{name}: a second open changes nothing"
         );
     }
+}
+
+/// A file of version 11 (the last before the revision history) kept a withdrawn document's earlier
+/// words in its receipts and its terms in the lexical dictionary. Step 12 drops both, and every
+/// document's history reads from its receipts: a replaced document lists both revisions with their
+/// words, a withdrawn one its tombstone and a revision without words.
+#[tokio::test]
+async fn a_version_11_file_gains_its_history_and_loses_withdrawn_words() {
+    let source = write_source().await;
+    let path = build(
+        &formats::Format {
+            name: "versioned schema 11",
+            pieces: &[&VERSIONED_11],
+            first: Opener::Memory,
+        },
+        &source,
+    );
+    let withdrawn = common::key("t2", "d1");
+    {
+        // As a version 11 build left the file: the withdrawn document's put receipt whole, and the
+        // term only it used still in the dictionary.
+        let connection = Connection::open(&path).unwrap();
+        let body: String = connection
+            .query_row(
+                "SELECT body FROM memory_receipts WHERE operation_id = 'op-t2-d1'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let mut receipt: memory_core::MemoryReceipt = serde_json::from_str(&body).unwrap();
+        receipt.document.content = common::said("zebra crossing review", "Carol");
+        receipt.redacted = false;
+        connection
+            .execute(
+                "UPDATE memory_receipts SET body = ?1 WHERE operation_id = 'op-t2-d1'",
+                [serde_json::to_string(&receipt).unwrap()],
+            )
+            .unwrap();
+        connection
+            .execute(
+                "INSERT INTO memory_lexical_terms (term) VALUES ('cross')",
+                [],
+            )
+            .unwrap();
+    }
+    let holds = |word: &str| {
+        all_rows(&path)
+            .iter()
+            .any(|(_, rows)| rows.iter().any(|row| row.contains(word)))
+    };
+    assert!(
+        holds("crossing") && holds("\"cross\""),
+        "the version 11 file holds the words"
+    );
+    let before = stored_rows(&path);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert!(
+        !holds("crossing") && !holds("\"cross\""),
+        "a withdrawn document's words survive the migration"
+    );
+    assert!(
+        !holds("Carol"),
+        "a withdrawn document's author survives the migration"
+    );
+    let expected: Vec<(i64, bool)> = (1..=SCHEMA_VERSION)
+        .map(|version| (version, false))
+        .collect();
+    assert_eq!(recorded_versions(&path), expected);
+    let fresh = common::fresh_path();
+    drop(common::open(&fresh));
+    assert_eq!(schema(&path), schema(&fresh));
+    // Every other row is as it was.
+    let connection = Connection::open(&path).unwrap();
+    for (table, rows_before) in &before {
+        if [
+            "memory_receipts",
+            "memory_lexical_terms",
+            "memory_schema_version",
+        ]
+        .contains(&table.as_str())
+        {
+            continue;
+        }
+        let columns = match table.as_str() {
+            "sqlite_sequence" => vec!["*".to_owned()],
+            table => columns(&connection, table),
+        };
+        assert_eq!(
+            &rows_of(&connection, table, &columns),
+            rows_before,
+            "{table}"
+        );
+    }
+
+    use memory_core::RevisionHistory as _;
+    let replaced = store.revisions(&common::key("t1", "d2"), 10).await.unwrap();
+    let texts: Vec<&str> = replaced
+        .iter()
+        .map(|revision| revision.document.content.text.as_str())
+        .collect();
+    assert_eq!(texts, ["zebra budget", "running the garden club"]);
+    let gone = store.revisions(&withdrawn, 10).await.unwrap();
+    assert_eq!(gone.len(), 2);
+    assert!(gone[0].document.withdrawn.is_some());
+    assert!(!gone[1].words_kept && gone[1].document.content.text.is_empty());
+    store.reader().check_consistency().unwrap();
 }
 
 /// A reader writes nothing, so it refuses a file from before the version table until a store has

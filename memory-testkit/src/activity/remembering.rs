@@ -6,8 +6,8 @@ use std::sync::Barrier;
 use super::{ActivityBackend, ok, refused, sync_suite, thread, worker};
 use crate::fixtures::{Checked, Failure, ensure};
 use memory_core::activity::{
-    ActivityError, FencingEpoch, Intent, IntentOutcome, IntentState, RememberingStore,
-    SavedCommand, Sequence, SourceId, SourceReference, SourceRevision,
+    ActivityError, FencingEpoch, Intent, IntentOutcome, IntentState, RecordSuppression,
+    RememberingStore, SavedCommand, Sequence, SourceId, SourceReference, SourceRevision,
 };
 use memory_core::document::{MemoryContent, MemoryKey};
 use memory_core::ids::{DocumentId, OperationId, Revision};
@@ -28,6 +28,7 @@ sync_suite! {
     "completion-closes-the-intent-and-admits-its-successor" => completion_closes_the_intent,
     "a-finished-cleanup-reopens-and-a-finished-remember-stays-done" => finished_cleanup_reopens,
     "suppression-hides-contributions-and-admits-a-cleanup" => suppression_hides_contributions,
+    "thread-suppressions-name-exactly-the-threads-records" => thread_suppressions_are_exact,
     "references-are-kept-once-and-paged-by-source" => references_are_kept_once_and_paged,
     "outbox-parks-up-to-capacity-and-admits-once" => outbox_parks_and_admits_once,
     "concurrent-workers-never-claim-one-intent-twice" => concurrent_workers_never_claim_twice,
@@ -478,6 +479,78 @@ fn finished_cleanup_reopens<B: ActivityBackend>(backend: &B) -> Checked {
             .is_some_and(|claim| claim.lease.id == cleanup_again.id
                 && claim.lease.epoch == FencingEpoch::new(2)),
         "the reopened cleanup was not claimable with a fresh epoch"
+    );
+    Ok(())
+}
+
+fn thread_suppressions_are_exact<B: ActivityBackend>(backend: &B) -> Checked {
+    let store = backend.remembering();
+    let (t1, other) = (thread("t1")?, thread("x/t1")?);
+    let read = |of| ok(store.thread_suppressions(of), "read thread suppressions");
+    let empty = read(&t1)?;
+    ensure!(
+        empty.records.is_empty() && empty.generation == 0,
+        "a fresh store reads {empty:?}"
+    );
+    // Another thread whose id ends like this one's, a longer id, another source and a record.
+    ok(
+        store.suppress(&SourceId::thread_record(&other, Sequence::new(2)), None, 5),
+        "suppress",
+    )?;
+    ok(
+        store.suppress(
+            &SourceId::thread_record(&thread("t10")?, Sequence::new(2)),
+            None,
+            5,
+        ),
+        "suppress",
+    )?;
+    ok(store.suppress(&source("note/t1")?, None, 5), "suppress")?;
+    ok(
+        store.suppress(
+            &SourceId::thread_record(&t1, Sequence::new(12)),
+            Some(&revision("d12")?),
+            7,
+        ),
+        "suppress a revision",
+    )?;
+    ok(
+        store.suppress(&SourceId::thread_record(&t1, Sequence::new(3)), None, 9),
+        "suppress",
+    )?;
+    // Again, later: the first time stays.
+    ok(
+        store.suppress(&SourceId::thread_record(&t1, Sequence::new(3)), None, 11),
+        "suppress again",
+    )?;
+    let read_now = read(&t1)?;
+    let expected = vec![
+        RecordSuppression {
+            sequence: Sequence::new(3),
+            revision: None,
+            suppressed_at: 9,
+        },
+        RecordSuppression {
+            sequence: Sequence::new(12),
+            revision: Some(revision("d12")?),
+            suppressed_at: 7,
+        },
+    ];
+    ensure!(
+        read_now.records == expected,
+        "t1's suppressions read {:?}",
+        read_now.records
+    );
+    ensure!(
+        read_now.generation == 5,
+        "the generation is {} after five suppressions",
+        read_now.generation
+    );
+    let others = read(&other)?;
+    ensure!(
+        others.records.len() == 1 && others.records[0].sequence == Sequence::new(2),
+        "x/t1's suppressions read {:?}",
+        others.records
     );
     Ok(())
 }

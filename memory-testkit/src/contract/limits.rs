@@ -30,17 +30,18 @@ pub(super) fn canonical_units<T: serde::Serialize>(value: &T) -> Result<usize, F
         .map_err(|error| Failure(format!("not canonicalizable: {error}")))
 }
 
-/// The canonical size of the receipt a put of `sized_put(key, operation_id, 0)` gets at time `now`;
-/// every text unit adds exactly one unit to it, since the characters used need no escaping and the
-/// digest and revision have fixed lengths.
+/// The canonical size of the receipt a put of `sized_put(key, operation_id, 0)` would get at time
+/// `now`; every text unit adds exactly one unit to it, since the characters used need no escaping and
+/// the digest and revision have fixed lengths. (Measured with one unit of text less one, since a put
+/// of empty text is refused.)
 pub(super) fn receipt_overhead(
     key: &MemoryKey,
     operation_id: &str,
     now: EpochMillis,
 ) -> Result<usize, Failure> {
-    let prepared = PreparedWrite::prepare(sized_put(key, operation_id, 0)?)?;
+    let prepared = PreparedWrite::prepare(sized_put(key, operation_id, 1)?)?;
     match prepared.plan(None, None, now)? {
-        WritePlan::Commit { receipt, .. } => canonical_units(&receipt),
+        WritePlan::Commit { receipt, .. } => Ok(canonical_units(&receipt)? - 1),
         WritePlan::Replay(_) => Err(Failure(
             "a plan without a stored receipt replayed".to_owned(),
         )),

@@ -128,10 +128,11 @@ pub(super) async fn namespaces_are_independent<S: Store>(store: &S) -> Checked {
         !edited.replayed,
         "an operation id of the first namespace was replayed in the second"
     );
+    // Withdrawn in the first namespace: the retry answers its receipt without the words.
     expect_replay(
         store,
         first_write,
-        &first.receipt,
+        &memory_core::revisions::redact(first.receipt.clone()),
         "retry in the first namespace",
     )
     .await?;

@@ -1,14 +1,16 @@
 //! The in-memory remembering store: intents, suppression, references and the outbox.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::activity::{InMemoryActivity, lease_expiry};
 use super::stored;
+use memory_core::activity::forgotten::record_suppression;
 use memory_core::activity::intents::Admitted;
+use memory_core::activity::rules::intents::suppression_revision;
 use memory_core::activity::{
     ActivityError, FencingEpoch, Intent, IntentClaim, IntentId, IntentLease, IntentOutcome,
-    IntentState, IntentView, RememberingStore, SavedCommand, SourceId, SourceReference,
-    SourceRevision, WorkerId,
+    IntentState, IntentView, RecordSuppression, RememberingStore, SavedCommand, SourceId,
+    SourceReference, SourceRevision, ThreadId, ThreadSuppressions, WorkerId,
 };
 use memory_core::document::{EpochMillis, MemoryContent, MemoryKey};
 use memory_core::ids::{OperationId, Revision};
@@ -36,8 +38,9 @@ pub(super) struct RememberingState {
     /// In admission order: the position is the row number, the claim order.
     intents: Vec<IntentRow>,
     by_id: HashMap<IntentId, usize>,
-    /// `None` suppresses every revision of the source.
-    suppressions: BTreeSet<(SourceId, Option<SourceRevision>)>,
+    /// `None` suppresses every revision of the source; the value is when (the first suppression's time
+    /// is kept, as the stores keep the first row).
+    suppressions: BTreeMap<(SourceId, Option<SourceRevision>), EpochMillis>,
     references: Vec<(u64, SourceReference)>,
     /// A reference is kept once per operation in its namespace.
     referenced: HashSet<(NamespaceAddress, OperationId)>,
@@ -127,8 +130,8 @@ impl RememberingState {
 
     fn is_suppressed(&self, source: &SourceId, revision: &SourceRevision) -> bool {
         self.suppressions
-            .contains(&(source.clone(), Some(revision.clone())))
-            || self.suppressions.contains(&(source.clone(), None))
+            .contains_key(&(source.clone(), Some(revision.clone())))
+            || self.suppressions.contains_key(&(source.clone(), None))
     }
 }
 
@@ -262,7 +265,7 @@ impl RememberingStore for InMemoryActivity {
         &self,
         source: &SourceId,
         revision: Option<&SourceRevision>,
-        _now: EpochMillis,
+        now: EpochMillis,
     ) -> Result<IntentId, ActivityError> {
         let cleanup = Intent::Cleanup {
             source: source.clone(),
@@ -273,8 +276,30 @@ impl RememberingStore for InMemoryActivity {
         let admitted = remembering.admit(&cleanup, None)?;
         remembering
             .suppressions
-            .insert((source.clone(), revision.cloned()));
+            .entry((source.clone(), revision.cloned()))
+            .or_insert(now);
         Ok(admitted.id)
+    }
+
+    fn thread_suppressions(&self, thread: &ThreadId) -> Result<ThreadSuppressions, ActivityError> {
+        let state = self.lock();
+        let suppressions = &state.remembering.suppressions;
+        let mut records: Vec<RecordSuppression> = suppressions
+            .iter()
+            .filter_map(|((source, revision), at)| {
+                record_suppression(
+                    thread,
+                    source.as_str(),
+                    suppression_revision(revision.as_ref()),
+                    *at,
+                )
+            })
+            .collect();
+        records.sort_by(|a, b| (a.sequence, &a.revision).cmp(&(b.sequence, &b.revision)));
+        Ok(ThreadSuppressions {
+            records,
+            generation: suppressions.len() as u64,
+        })
     }
 
     fn is_suppressed(

@@ -1,5 +1,6 @@
 //! The store suites: what every memory store keeps beyond the write rules of the
-//! contract suite — the change feed, lexical search, history, stored receipts, batches and its own
+//! contract suite — the change feed, lexical search, history (the revision history port with its
+//! bound and withdrawal, [`REVISION_RULES`]), stored receipts, batches and its own
 //! consistency check — checked through the ports and an [`InspectableStore`] adapter.
 //!
 //! ```no_run
@@ -18,11 +19,13 @@ mod documents;
 mod feed;
 mod isolation;
 mod lexical;
+mod revisions;
 
 pub use documents::{STORE_RULES, run_store_suite};
 pub use feed::{CHANGE_FEED_RULES, run_change_feed_suite};
 pub use isolation::run_isolation_property;
 pub use lexical::{LEXICAL_RULES, run_lexical_suite};
+pub use revisions::{REVISION_RULES, run_revision_suite};
 
 use std::future::Future;
 
@@ -34,7 +37,8 @@ use memory_core::document::{
 use memory_core::error::MemoryError;
 use memory_core::ids::{DocumentId, OperationId, Revision};
 use memory_core::namespace::NamespaceAddress;
-use memory_core::ports::{ChangeFeed, LexicalSearch, MemoryReader, MemoryWriter};
+use memory_core::ports::{ChangeFeed, LexicalSearch, MemoryReader, MemoryWriter, RevisionHistory};
+use memory_core::revisions::RevisionRetention;
 use memory_core::write::{MemoryReceipt, MemoryWrite, WriteOutcome};
 
 /// One committed revision of a document and the revision it replaced.
@@ -61,7 +65,9 @@ pub struct ConsistencyCounts {
 
 /// A memory store with the inspection every backend offers beside the ports; a store crate's tests
 /// implement it on a thin wrapper of their store.
-pub trait InspectableStore: MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch {
+pub trait InspectableStore:
+    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + RevisionHistory
+{
     /// Every committed revision of `key`, oldest first.
     fn history(
         &self,
@@ -89,9 +95,13 @@ pub trait InspectableStore: MemoryReader + MemoryWriter + ChangeFeed + LexicalSe
 
     /// The most writes one batch may hold.
     fn max_batch_writes(&self) -> usize;
+
+    /// The bound of revisions per document whose words the store keeps, as it was opened with.
+    fn retention(&self) -> RevisionRetention;
 }
 
-/// Runs the store, change feed and lexical suites, each rule on a fresh store from `factory`.
+/// Runs the store, change feed, lexical and revision suites, each rule on a fresh store from
+/// `factory`.
 pub async fn run_all<S, F, Fut>(mut factory: F) -> ContractReport
 where
     S: InspectableStore,
@@ -103,6 +113,7 @@ where
     documents::run_selected(&mut factory, &all, &mut report).await;
     feed::run_selected(&mut factory, &all, &mut report).await;
     lexical::run_selected(&mut factory, &all, &mut report).await;
+    revisions::run_selected(&mut factory, &all, &mut report).await;
     report
 }
 
@@ -118,10 +129,16 @@ where
     documents::run_selected(&mut factory, &selected, &mut report).await;
     feed::run_selected(&mut factory, &selected, &mut report).await;
     lexical::run_selected(&mut factory, &selected, &mut report).await;
+    revisions::run_selected(&mut factory, &selected, &mut report).await;
     for rule in rules {
-        let known = [STORE_RULES, CHANGE_FEED_RULES, LEXICAL_RULES]
-            .iter()
-            .any(|names| names.contains(rule));
+        let known = [
+            STORE_RULES,
+            CHANGE_FEED_RULES,
+            LEXICAL_RULES,
+            REVISION_RULES,
+        ]
+        .iter()
+        .any(|names| names.contains(rule));
         if !known {
             report.record(
                 "unknown-rule",
