@@ -14,6 +14,7 @@ use memory_core::activity::ToolOutputBound;
 
 use crate::database::Database;
 use crate::refusal::Refusal;
+use crate::settings::{self, Settings};
 
 const OVERVIEW: &str = "\
 Every operation takes one JSON argument, inline or on standard input (`-`). Without an argument, standard \
@@ -274,17 +275,17 @@ pub struct Cli {
     pub schema: Option<String>,
     /// Most chunks the semantic index holds (default 1,000,000; memory is taken as chunks arrive). A
     /// sync that would pass it is refused (too-large, naming max_chunks); `memory status` shows use.
-    #[arg(long, global = true, env = "MEMORY_MAX_CHUNKS", value_name = "N")]
+    #[arg(long, global = true, env = settings::MAX_CHUNKS_ENV, value_name = "N")]
     pub max_chunks: Option<usize>,
     /// Hold the semantic index's vectors in memory as int8 codes (about a quarter of the memory of
     /// f32), rescoring each query's candidates with their stored f32 vectors, so scores stay exact.
     /// Off by default; for stores of hundreds of thousands of chunks and more.
-    #[arg(long, global = true, env = "MEMORY_COMPACT_VECTORS")]
+    #[arg(long, global = true, env = settings::COMPACT_VECTORS_ENV)]
     pub compact_vectors: bool,
     /// HNSW search width (ef_search, 1 to 10,000; default 128): wider finds more of the true
     /// nearest chunks in a large index, at a cost that grows with it. `memory status` shows the
     /// width in effect; a persisted graph serves any width.
-    #[arg(long, global = true, env = "MEMORY_HNSW_EF_SEARCH", value_name = "N")]
+    #[arg(long, global = true, env = settings::HNSW_EF_SEARCH_ENV, value_name = "N")]
     pub hnsw_ef_search: Option<usize>,
     /// Most bytes of a tool result's output a thread append stores (default 51,200, at least
     /// 1,024): a larger output (its text, or its compact JSON) is stored as {"truncated": true,
@@ -293,7 +294,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
-        env = "MEMORY_MAX_TOOL_OUTPUT_BYTES",
+        env = settings::MAX_TOOL_OUTPUT_BYTES_ENV,
         value_name = "BYTES"
     )]
     pub max_tool_output_bytes: Option<usize>,
@@ -303,7 +304,19 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// What the index flags ask of every semantic index the command opens.
+    /// The settings its flags (or, without them, their variables) give, by the one rule every door
+    /// uses ([`Settings::new`]).
+    pub fn settings(&self) -> Result<Settings, Refusal> {
+        Settings::new(
+            self.max_chunks,
+            self.compact_vectors,
+            self.hnsw_ef_search,
+            self.max_tool_output_bytes,
+        )
+    }
+
+    /// What the index flags ask of every semantic index the command opens (checked when it is
+    /// opened, or by [`Cli::settings`]).
     pub fn index_options(&self) -> crate::semantic::IndexOptions {
         crate::semantic::IndexOptions {
             max_chunks: self.max_chunks,
@@ -315,12 +328,7 @@ impl Cli {
     /// The bound `--max-tool-output-bytes` sets on thread appends (the default without it); refused
     /// as `invalid-input` below [`memory_core::activity::thread::MIN_MAX_TOOL_OUTPUT_BYTES`].
     pub fn tool_output_bound(&self) -> Result<ToolOutputBound, Refusal> {
-        self.max_tool_output_bytes
-            .map_or(Ok(ToolOutputBound::default()), |bytes| {
-                ToolOutputBound::new(bytes).map_err(|error| {
-                    Refusal::invalid_input(format!("--max-tool-output-bytes: {error}"))
-                })
-            })
+        self.settings().map(|settings| settings.tool_output)
     }
 
     /// The database `--db` and `--schema` select; see [`Database::select`].

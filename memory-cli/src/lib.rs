@@ -44,6 +44,7 @@ pub mod refusal;
 pub mod semantic;
 pub mod serve;
 pub mod service;
+pub mod settings;
 pub mod signals;
 pub mod simple;
 pub mod status;

@@ -13,7 +13,7 @@ use memory_cli::cli::{
 };
 use memory_cli::context::one_shot_context;
 use memory_cli::database::{Client, Database, Store, with_store};
-use memory_cli::destination::DestinationDefaults;
+use memory_cli::destination::{DestinationDefaults, local_principal};
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
@@ -119,7 +119,7 @@ fn run_operation(
     };
     // Decoded before the store is opened: refused input touches no file and no server.
     let request = match Request::decode(operation, RawArguments::Text(&text)) {
-        Ok(request) => request,
+        Ok(request) => request.asked_by(local_principal(None)),
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     // Only recall and sync may need the semantic index; writes and reads never open its tables.

@@ -679,6 +679,13 @@ impl IndexOptions {
         Ok(params)
     }
 
+    /// Checks the options as [`SemanticBackend::with_index_options`] will take them, before any
+    /// store is opened ([`crate::settings::Settings::new`]).
+    pub fn check(&self) -> Result<(), Refusal> {
+        self.hnsw_params()?;
+        index_bounds(&SemanticProfile::minilm_l6_v2(), self.max_chunks).map(drop)
+    }
+
     /// The index's in-memory encoding.
     pub fn compact(&self) -> CompactVectors {
         if self.compact_vectors {

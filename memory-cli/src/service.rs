@@ -120,6 +120,15 @@ impl Request {
         })
     }
 
+    /// Names who asks on a withdrawal: the door knows its caller ([`crate::grants::Grant::principal`],
+    /// [`crate::destination::local_principal`]); the arguments never say. Other requests are unchanged.
+    pub fn asked_by(mut self, principal: Option<String>) -> Self {
+        if let Self::Write(MemoryWrite::Withdraw { by, .. }) = &mut self {
+            *by = principal;
+        }
+        self
+    }
+
     /// Which operation it is.
     pub fn operation(&self) -> Operation {
         match self {

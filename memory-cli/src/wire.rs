@@ -139,6 +139,7 @@ impl WireRevision {
                 .collect(),
             withdrawn: document.withdrawn.map(|withdrawal| WireWithdrawal {
                 reason: withdrawal.reason,
+                by: withdrawal.by,
             }),
         }
     }
@@ -230,6 +231,10 @@ pub struct SyncArguments {}
 pub struct WireWithdrawal {
     /// The reason the withdrawing write gave.
     pub reason: String,
+    /// Who withdrew it, as the door named its caller (`grant:NAME`, `user:NAME`, `worker`); absent
+    /// on tombstones written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A document as every interface returns it.
@@ -417,6 +422,7 @@ impl WithdrawArguments {
             operation_id: OperationId::new(self.operation_id)?,
             expected_revision: Revision::new(self.expected_revision)?,
             reason: self.reason,
+            by: None,
         })
     }
 }
@@ -453,6 +459,7 @@ impl WireDocument {
             modified_at: document.modified_at,
             withdrawn: document.withdrawn.map(|withdrawal| WireWithdrawal {
                 reason: withdrawal.reason,
+                by: withdrawal.by,
             }),
         })
     }

@@ -73,8 +73,16 @@ fn put_replay_replace_get_withdraw_round_trip() {
     withdrawn.assert_success();
     assert_eq!(withdrawn.json["replayed"], false);
     assert_eq!(
-        withdrawn.json["document"]["withdrawn"],
-        json!({"reason": "the user asked to forget it"})
+        withdrawn.json["document"]["withdrawn"]["reason"],
+        "the user asked to forget it"
+    );
+    // Who asked: the command line's user (`MEMORY_USER`, else the OS user).
+    assert!(
+        withdrawn.json["document"]["withdrawn"]["by"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("user:")),
+        "{}",
+        withdrawn.json
     );
     assert_eq!(withdrawn.json["document"]["content"]["text"], "");
 

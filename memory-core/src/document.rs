@@ -126,11 +126,18 @@ impl MemoryContent {
     }
 }
 
-/// Why a document was withdrawn.
+/// Why a document was withdrawn, and who asked: the tombstone's words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Withdrawal {
     /// The reason given by the withdrawing write.
     pub reason: String,
+    /// Who withdrew it, as the door that took the command named the caller ([`MemoryWrite::Withdraw`]'s
+    /// `by`); `None` for tombstones written before it was kept, or by a caller that named no one.
+    /// Absent from the stored JSON while `None`, so older tombstones read back unchanged.
+    ///
+    /// [`MemoryWrite::Withdraw`]: crate::write::MemoryWrite::Withdraw
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A stored memory document at one revision.

@@ -35,6 +35,20 @@ pub const MAX_LOCATOR_BYTES: usize = 4_096;
 /// Most scopes on one document.
 pub const MAX_SCOPES: usize = 256;
 
+/// The `by` of a withdrawal made by the remembering worker (its cleanup of a forgotten source).
+pub const BY_WORKER: &str = "worker";
+
+/// The `by` of a withdrawal asked by a server's caller holding the grant `name`.
+pub fn by_grant(name: &str) -> String {
+    format!("grant:{name}")
+}
+
+/// The `by` of a withdrawal asked by a local caller (the command line, the Python package) acting
+/// for the user `name`.
+pub fn by_user(name: &str) -> String {
+    format!("user:{name}")
+}
+
 /// A write to one document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -64,6 +78,13 @@ pub enum MemoryWrite {
         expected_revision: Revision,
         /// Why.
         reason: String,
+        /// Who asked, as the door names its caller: `grant:NAME` for a server's caller (the grant it
+        /// holds), `user:NAME` for a local caller (the command line, the Python package), `worker`
+        /// for the remembering worker's cleanup. Kept on the tombstone ([`Withdrawal::by`]); part of
+        /// the command, so the same withdrawal by someone else is another operation. Absent from the
+        /// canonical JSON while `None`, so the digests of commands that name no one are unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
 }
 
@@ -278,6 +299,7 @@ impl PreparedWrite {
                 key,
                 expected_revision,
                 reason,
+                by,
                 ..
             } => {
                 let Some(current) = current else {
@@ -301,6 +323,7 @@ impl PreparedWrite {
                     modified_at: now,
                     withdrawn: Some(Withdrawal {
                         reason: reason.clone(),
+                        by: by.clone(),
                     }),
                 }
             }
@@ -383,13 +406,15 @@ impl PreparedWrite {
             MemoryWrite::Withdraw {
                 expected_revision,
                 reason,
+                by,
                 ..
             } => {
                 if document.predecessor.as_ref() != Some(expected_revision) {
                     return Err(corrupt("predecessor"));
                 }
                 match &document.withdrawn {
-                    Some(withdrawal) if withdrawal.reason == *reason => {}
+                    Some(withdrawal) if withdrawal.reason == *reason && withdrawal.by == *by => {}
+                    Some(withdrawal) if withdrawal.reason == *reason => return Err(corrupt("by")),
                     Some(_) => return Err(corrupt("reason")),
                     None => return Err(corrupt("result kind")),
                 }
@@ -443,7 +468,18 @@ fn validate_fields(write: &MemoryWrite) -> Result<(), MemoryError> {
                 });
             }
         }
-        MemoryWrite::Withdraw { reason, .. } => check_text("reason bytes", reason)?,
+        MemoryWrite::Withdraw { reason, by, .. } => {
+            check_text("reason bytes", reason)?;
+            if let Some(by) = by {
+                check_text("by bytes", by)?;
+                if by.is_empty() || by.chars().any(char::is_control) {
+                    return Err(MemoryError::invalid(
+                        "by",
+                        "must be 1 to 4,096 bytes without control characters",
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -11,7 +11,7 @@
 //!   advisory lock, so a capacity is never exceeded by two admitters at once and reference and outbox
 //!   rows get their numbers in commit order (pages read by number never skip a late commit).
 
-use memory_core::activity::forgotten::{THREAD_RECORD_SOURCES_FROM, record_suppression};
+use memory_core::activity::forgotten::record_suppression;
 use memory_core::activity::intents::Admitted;
 pub use memory_core::activity::rules::MAX_PAGE_ROWS;
 use memory_core::activity::rules::intents::{
@@ -392,7 +392,7 @@ impl RememberingStore for PostgresRememberingStore {
                 Box::pin(async move {
                     let transaction = client.transaction().await?;
                     lock_remembering(&transaction).await?;
-                    transaction
+                    let added = transaction
                         .execute(
                             "INSERT INTO remembering_suppressions \
                              (source, revision, suppressed_at) \
@@ -400,6 +400,15 @@ impl RememberingStore for PostgresRememberingStore {
                             &[&source, &revision, &now],
                         )
                         .await?;
+                    if added > 0 {
+                        transaction
+                            .execute(
+                                "UPDATE remembering_suppression_count \
+                                 SET suppressions = suppressions + 1",
+                                &[],
+                            )
+                            .await?;
+                    }
                     let admitted = admit_in(&transaction, cleanup, now).await?;
                     commit(transaction).await?;
                     Ok(admitted.id)
@@ -416,21 +425,19 @@ impl RememberingStore for PostgresRememberingStore {
             thread,
             move |thread, client| {
                 Box::pin(async move {
-                    // One statement, one snapshot: the count row (no source) and the thread's rows.
-                    // The prefix and ending narrow the rows; the exact spelling is memory-core's
-                    // `record_suppression`.
+                    // One statement, one snapshot: the count row (no source) and the thread's rows,
+                    // found through the index on their thread (migration 6); the exact spelling is
+                    // memory-core's `record_suppression`.
                     let statement = client
                         .prepare_cached(
-                            "SELECT NULL::text, NULL::text, COUNT(*)::bigint \
-                             FROM remembering_suppressions \
+                            "SELECT NULL::text, NULL::text, suppressions \
+                             FROM remembering_suppression_count \
                              UNION ALL \
                              SELECT source, revision, suppressed_at FROM remembering_suppressions \
-                             WHERE starts_with(source, $1) AND right(source, length($2)) = $2",
+                             WHERE thread = $1",
                         )
                         .await?;
-                    let rows = client
-                        .query(&statement, &[&THREAD_RECORD_SOURCES_FROM, &thread.as_str()])
-                        .await?;
+                    let rows = client.query(&statement, &[&thread.as_str()]).await?;
                     let mut suppressions = ThreadSuppressions::default();
                     for row in rows {
                         let source: Option<String> = row.try_get(0)?;

@@ -306,6 +306,31 @@ FROM memory_documents AS d
 WHERE d.namespace = r.namespace AND d.id = r.id AND d.withdrawn AND r.revision <> d.revision;
 "#;
 
+/// Migration 6: every assembled context reads its thread's suppressions and the count of all
+/// suppressions (the generation a turn's cached references are keyed by); before it both read every
+/// suppression of every thread.
+///
+/// - `remembering_suppressions.thread`: the thread of a thread record's source
+///   (`thread-record/SEQUENCE/THREAD`, memory-core's `SourceId::thread_record`; `NULL` for other
+///   sources), stored and indexed so one thread's rows are one index range. The exact spelling is
+///   still checked by memory-core's `record_suppression` on each row read.
+/// - `remembering_suppression_count`: the count in one row, raised by the write that adds a
+///   suppression, in its transaction (the remembering lock serializes those writes).
+const MIGRATION_6: &str = r#"
+ALTER TABLE remembering_suppressions ADD COLUMN thread TEXT GENERATED ALWAYS AS (
+    CASE WHEN left(source, 14) = 'thread-record/'
+        THEN substring(source from '^thread-record/[^/]*/(.*)$')
+    END
+) STORED;
+CREATE INDEX remembering_suppressions_by_thread ON remembering_suppressions (thread);
+CREATE TABLE remembering_suppression_count (
+    single INTEGER PRIMARY KEY CHECK (single = 1),
+    suppressions BIGINT NOT NULL CHECK (suppressions >= 0)
+);
+INSERT INTO remembering_suppression_count (single, suppressions)
+    SELECT 1, COUNT(*) FROM remembering_suppressions;
+"#;
+
 /// Every migration, in order; migration `n` (1-based) brings the schema to version `n`.
 const MIGRATIONS: &[&str] = &[
     MIGRATION_1,
@@ -313,6 +338,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.

@@ -549,6 +549,8 @@ async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_befor
          DROP TABLE thread_pending, thread_parks, extraction_notes, extraction_totals; \
          ALTER TABLE memory_receipts DROP COLUMN redacted; \
          DROP INDEX memory_revisions_by_key; \
+         ALTER TABLE remembering_suppressions DROP COLUMN thread; \
+         DROP TABLE remembering_suppression_count; \
          DELETE FROM memory_schema_version WHERE version >= 3;",
     )
     .await
@@ -632,6 +634,8 @@ async fn a_version_4_schema_gains_its_history_and_loses_withdrawn_words() {
     raw.batch_execute(
         "ALTER TABLE memory_receipts DROP COLUMN redacted; \
          DROP INDEX memory_revisions_by_key; \
+         ALTER TABLE remembering_suppressions DROP COLUMN thread; \
+         DROP TABLE remembering_suppression_count; \
          DELETE FROM memory_schema_version WHERE version >= 5;",
     )
     .await

@@ -5,9 +5,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use memory_core::activity::forgotten::{
-    THREAD_RECORD_SOURCES_FROM, THREAD_RECORD_SOURCES_TO, record_suppression,
-};
+use memory_core::activity::forgotten::record_suppression;
 use memory_core::activity::intents::Admitted;
 pub use memory_core::activity::rules::MAX_PAGE_ROWS;
 use memory_core::activity::rules::intents::{
@@ -325,13 +323,21 @@ impl RememberingStore for SqliteRememberingStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("suppress source"))?;
-        transaction
+        let added = transaction
             .execute(
                 "INSERT OR IGNORE INTO remembering_suppressions (source, revision, suppressed_at)
                  VALUES (?1, ?2, ?3)",
                 params![source.as_str(), suppression_revision(revision), now],
             )
             .map_err(sql_error("suppress source"))?;
+        if added > 0 {
+            transaction
+                .execute(
+                    "UPDATE remembering_suppression_count SET suppressions = suppressions + 1",
+                    [],
+                )
+                .map_err(sql_error("suppress source"))?;
+        }
         let admitted = admit_in(&transaction, &cleanup, now)?;
         transaction.commit().map_err(sql_error("suppress source"))?;
         Ok(admitted.id)
@@ -344,33 +350,28 @@ impl RememberingStore for SqliteRememberingStore {
             .transaction()
             .map_err(sql_error("read thread suppressions"))?;
         let generation: i64 = transaction
-            .query_row("SELECT COUNT(*) FROM remembering_suppressions", [], |row| {
-                row.get(0)
-            })
+            .query_row(
+                "SELECT suppressions FROM remembering_suppression_count",
+                [],
+                |row| row.get(0),
+            )
             .map_err(sql_error("read thread suppressions"))?;
-        // A key range of the thread records' sources, narrowed by the thread id's ending; the exact
-        // spelling is memory-core's `record_suppression`.
+        // The thread's rows through the index on their thread (schema step 13); the exact spelling
+        // is memory-core's `record_suppression`.
         let mut statement = transaction
             .prepare_cached(
                 "SELECT source, revision, suppressed_at FROM remembering_suppressions
-                 WHERE source >= ?1 AND source < ?2 AND substr(source, -length(?3)) = ?3",
+                 WHERE thread = ?1",
             )
             .map_err(sql_error("read thread suppressions"))?;
         let rows = statement
-            .query_map(
-                params![
-                    THREAD_RECORD_SOURCES_FROM,
-                    THREAD_RECORD_SOURCES_TO,
-                    thread.as_str()
-                ],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get(2)?,
-                    ))
-                },
-            )
+            .query_map(params![thread.as_str()], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get(2)?,
+                ))
+            })
             .map_err(sql_error("read thread suppressions"))?;
         let mut records = Vec::new();
         for row in rows {

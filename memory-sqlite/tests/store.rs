@@ -642,6 +642,9 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
              DROP TABLE memory_schema_version; DROP TABLE activity_formats; \
              DROP INDEX memory_revisions_by_key; \
              ALTER TABLE memory_receipts DROP COLUMN redacted; \
+             DROP INDEX remembering_suppressions_by_thread; \
+             ALTER TABLE remembering_suppressions DROP COLUMN thread; \
+             DROP TABLE remembering_suppression_count; \
              UPDATE memory_meta SET value = 1 WHERE key = 'memory_store_format';",
         )
         .unwrap();

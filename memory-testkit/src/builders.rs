@@ -106,5 +106,6 @@ pub fn withdraw(key: &MemoryKey, operation: &str, expected: &Revision) -> Memory
         operation_id: op(operation),
         expected_revision: expected.clone(),
         reason: "asked to forget".to_owned(),
+        by: None,
     }
 }

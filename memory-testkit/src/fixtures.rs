@@ -125,6 +125,9 @@ pub(crate) fn put(
     })
 }
 
+/// Who the contract's withdrawals name (a store must keep it on the tombstone and its receipt).
+pub(crate) const WITHDRAWN_BY: &str = "user:contract";
+
 pub(crate) fn withdraw(
     key: &MemoryKey,
     operation_id: &str,
@@ -136,6 +139,7 @@ pub(crate) fn withdraw(
         operation_id: OperationId::new(operation_id)?,
         expected_revision: expected_revision.clone(),
         reason: reason.to_owned(),
+        by: Some(WITHDRAWN_BY.to_owned()),
     })
 }
 

@@ -319,6 +319,7 @@ impl Model {
                     operation_id: operation_id(operation)?,
                     expected_revision,
                     reason: REASONS[reason % REASONS.len()].to_owned(),
+                    by: None,
                 }
             }
             ModelStep::Replay { command } => {
@@ -505,6 +506,7 @@ impl Model {
             MemoryWrite::Withdraw {
                 expected_revision,
                 reason,
+                by,
                 ..
             } => {
                 if document.predecessor.as_ref() != Some(expected_revision) {
@@ -513,6 +515,7 @@ impl Model {
                 if document.withdrawn
                     != Some(Withdrawal {
                         reason: reason.clone(),
+                        by: by.clone(),
                     })
                 {
                     problems.push("withdrawal reason");

@@ -5,7 +5,18 @@ __version__: str
 class Engine:
     """An open database (a SQLite path or a ``postgres://`` URL) and the services over it."""
 
-    def __init__(self, db: str, schema: str | None = None) -> None: ...
+    def __init__(
+        self,
+        db: str,
+        schema: str | None = None,
+        user: str | None = None,
+        settings: str | None = None,
+    ) -> None:
+        """``user`` is who the engine's withdrawals name (``user:NAME``); without it
+        ``MEMORY_USER``, else the OS user. ``settings`` is JSON of ``max_chunks``,
+        ``compact_vectors``, ``hnsw_ef_search`` and ``max_tool_output_bytes`` (each optional, else
+        its ``MEMORY_*`` variable)."""
+        ...
     def call(self, operation: str, arguments: str) -> str:
         """Runs ``operation`` with JSON ``arguments``; returns the JSON answer or raises the
         ``agent_memory.errors`` class of the refusal's kind."""

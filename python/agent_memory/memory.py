@@ -109,6 +109,18 @@ class Memory:
     ``memory --db`` takes it. ``namespace`` is ``{"name", "version", "identity"}`` (or a bare name,
     version 1 and no identity); without one the per-user namespace of ``user`` (else of the OS user)
     is used, as ``memory hook`` does. ``scope`` defaults to ``agent``.
+
+    The settings ``memory`` takes as flags are keyword arguments here, each read from the same
+    ``MEMORY_*`` variable when not given, and checked by the same rule (a bad one raises
+    ``InvalidInputError`` before the database is opened): ``max_chunks`` (``MEMORY_MAX_CHUNKS``,
+    the semantic index's capacity), ``compact_vectors`` (``MEMORY_COMPACT_VECTORS``, int8 codes
+    in memory), ``hnsw_ef_search`` (``MEMORY_HNSW_EF_SEARCH``, the HNSW search width) and
+    ``max_tool_output_bytes`` (``MEMORY_MAX_TOOL_OUTPUT_BYTES``, the stored bound of a tool
+    result's output).
+
+    The process is the host: it holds every grant on the database it opens (the file's
+    permissions, or the PostgreSQL role, bound what it can reach), and a withdrawal names ``user``
+    (else ``MEMORY_USER``, else the OS user) as who asked.
     """
 
     def __init__(
@@ -119,10 +131,20 @@ class Memory:
         scope: str | None = None,
         user: str | None = None,
         schema: str | None = None,
+        max_chunks: int | None = None,
+        compact_vectors: bool | None = None,
+        hnsw_ef_search: int | None = None,
+        max_tool_output_bytes: int | None = None,
     ) -> None:
         self.db = os.fspath(db)
         self._schema = schema
-        self._engine = _native.Engine(self.db, schema)
+        settings = {
+            "max_chunks": max_chunks,
+            "compact_vectors": compact_vectors,
+            "hnsw_ef_search": hnsw_ef_search,
+            "max_tool_output_bytes": max_tool_output_bytes,
+        }
+        self._engine = _native.Engine(self.db, schema, user, _dumps(settings))
         resolved = self.call(
             "resolve",
             {
@@ -550,8 +572,22 @@ class AsyncMemory:
         scope: str | None = None,
         user: str | None = None,
         schema: str | None = None,
+        max_chunks: int | None = None,
+        compact_vectors: bool | None = None,
+        hnsw_ef_search: int | None = None,
+        max_tool_output_bytes: int | None = None,
     ) -> None:
-        self.sync_memory = Memory(db, namespace=namespace, scope=scope, user=user, schema=schema)
+        self.sync_memory = Memory(
+            db,
+            namespace=namespace,
+            scope=scope,
+            user=user,
+            schema=schema,
+            max_chunks=max_chunks,
+            compact_vectors=compact_vectors,
+            hnsw_ef_search=hnsw_ef_search,
+            max_tool_output_bytes=max_tool_output_bytes,
+        )
         self.namespace = self.sync_memory.namespace
         self.scope = self.sync_memory.scope
 

@@ -29,14 +29,15 @@ use std::sync::{Arc, LazyLock};
 use memory_cli::blocking::blocking;
 use memory_cli::context::{ContextOperation, ContextTools};
 use memory_cli::database::{Client, Database, Opened, Store};
-use memory_cli::destination::{DestinationDefaults, DestinationRequest};
+use memory_cli::destination::{DestinationDefaults, DestinationRequest, local_principal};
 use memory_cli::grants::Grant;
 use memory_cli::input::decode_value;
 use memory_cli::list::ListArguments;
 use memory_cli::recall_service::{RecallQuery, RecallService};
 use memory_cli::refusal::{Refusal, to_json};
 use memory_cli::semantic::SemanticBackend;
-use memory_cli::service::{MemoryService, Operation, RawArguments};
+use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
+use memory_cli::settings::{SettingValues, Settings};
 use memory_cli::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_cli::wire::{DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, key_of, revisions_limit};
@@ -85,22 +86,31 @@ struct Services<S: Store> {
 impl<S: Store> Services<S> {
     /// The services over `store`, as `memory` builds them (a blocking call): the semantic index in
     /// catch-up mode with the model found by the assets lookup, the thread log beside the store.
-    fn open(store: Arc<S>) -> Result<Self, Refusal> {
+    fn open(store: Arc<S>, settings: Settings) -> Result<Self, Refusal> {
         let vectors = store.open_vectors()?;
-        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?;
+        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?
+            .with_index_options(settings.index)?;
         let recall = RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic));
         Ok(Self {
-            threads: ThreadService::open(&*store)?,
+            threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
             contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
             memory: MemoryService::new(store, recall),
             worker: tokio::sync::Mutex::new(None),
         })
     }
 
-    async fn call(&self, operation: &str, arguments: Value) -> Result<Value, Refusal> {
-        let precise = |operation| {
+    /// Runs one operation; `principal` is who the engine's user is (a withdrawal's `by`).
+    async fn call(
+        &self,
+        operation: &str,
+        arguments: Value,
+        principal: Option<&str>,
+    ) -> Result<Value, Refusal> {
+        let precise = async |operation| {
+            let request = Request::decode(operation, RawArguments::Json(arguments.clone()))?;
             self.memory
-                .execute(operation, RawArguments::Json(arguments.clone()))
+                .run(request.asked_by(principal.map(str::to_owned)))
+                .await
         };
         match operation {
             "put" => precise(Operation::Put).await,
@@ -110,11 +120,20 @@ impl<S: Store> Services<S> {
             "sync" => precise(Operation::Sync).await,
             "thread_append" => self.thread(ThreadOperation::Append, arguments).await,
             "thread_forget" => self.thread(ThreadOperation::Forget, arguments).await,
-            "context" => self.context(ContextOperation::Context, arguments).await,
-            "compact" => self.context(ContextOperation::Compact, arguments).await,
-            "history_read" => self.context(ContextOperation::HistoryRead, arguments).await,
+            "context" => {
+                self.context(ContextOperation::Context, arguments, principal)
+                    .await
+            }
+            "compact" => {
+                self.context(ContextOperation::Compact, arguments, principal)
+                    .await
+            }
+            "history_read" => {
+                self.context(ContextOperation::HistoryRead, arguments, principal)
+                    .await
+            }
             "history_search" => {
-                self.context(ContextOperation::HistorySearch, arguments)
+                self.context(ContextOperation::HistorySearch, arguments, principal)
                     .await
             }
             "remember_once" => self.remember_once().await,
@@ -126,7 +145,8 @@ impl<S: Store> Services<S> {
                     arguments,
                 } = decode_value(arguments)?;
                 let defaults = Defaults::new(namespace, MemoryScope::new(scope)?)?;
-                self.simple(operation, &defaults, arguments).await
+                self.simple(operation, &defaults, arguments, principal)
+                    .await
             }
             other => Err(Refusal::invalid_input(format!(
                 "unknown operation {other:?}"
@@ -149,10 +169,9 @@ impl<S: Store> Services<S> {
         &self,
         operation: ContextOperation,
         arguments: Value,
+        principal: Option<&str>,
     ) -> Result<Value, Refusal> {
-        // The process is the host and owns its database (a `Memory` picks its namespace in code, never
-        // a model): it holds every grant.
-        let grant = Grant::everything("python", None);
+        let grant = python_grant(principal);
         self.contexts
             .execute_as(
                 &grant,
@@ -171,8 +190,9 @@ impl<S: Store> Services<S> {
         operation: &str,
         defaults: &Defaults,
         arguments: Value,
+        principal: Option<&str>,
     ) -> Result<Value, Refusal> {
-        let grant = Grant::everything("python", None);
+        let grant = python_grant(principal);
         let service = &self.memory;
         match operation {
             "remember" => to_json(
@@ -334,18 +354,27 @@ enum Backend {
 }
 
 impl Backend {
-    fn open(db: &str, schema: Option<&str>) -> Result<Self, Refusal> {
+    /// Opens `db` with `settings` (the `Memory`'s keyword arguments, each missing one from its
+    /// `MEMORY_*` variable as `memory` reads it: [`Settings::resolve`]), checked before the database
+    /// is opened.
+    fn open(db: &str, schema: Option<&str>, settings: SettingValues) -> Result<Self, Refusal> {
+        let settings = Settings::resolve(settings)?;
         let database = Database::select(Path::new(db), schema)?;
         Ok(match database.open(Client::MEMORY)? {
-            Opened::Sqlite(store) => Self::Sqlite(Services::open(store)?),
-            Opened::Postgres(store) => Self::Postgres(Services::open(store)?),
+            Opened::Sqlite(store) => Self::Sqlite(Services::open(store, settings)?),
+            Opened::Postgres(store) => Self::Postgres(Services::open(store, settings)?),
         })
     }
 
-    async fn call(&self, operation: &str, arguments: Value) -> Result<Value, Refusal> {
+    async fn call(
+        &self,
+        operation: &str,
+        arguments: Value,
+        principal: Option<&str>,
+    ) -> Result<Value, Refusal> {
         match self {
-            Self::Sqlite(services) => services.call(operation, arguments).await,
-            Self::Postgres(services) => services.call(operation, arguments).await,
+            Self::Sqlite(services) => services.call(operation, arguments, principal).await,
+            Self::Postgres(services) => services.call(operation, arguments, principal).await,
         }
     }
 }
@@ -354,29 +383,50 @@ impl Backend {
 #[pyclass(frozen, name = "Engine", module = "agent_memory._native")]
 struct Engine {
     backend: Arc<Backend>,
+    /// Who the engine's user is: `user:NAME` for the `user` it was opened with, else `MEMORY_USER`,
+    /// else the OS user, as `memory withdraw` names it ([`local_principal`]).
+    principal: Option<String>,
 }
 
 #[pymethods]
 impl Engine {
     /// Opens `db` (a SQLite path, created when missing, or a `postgres://` URL with an optional
-    /// `schema`), as `memory --db DB [--schema NAME]` does.
+    /// `schema`), as `memory --db DB [--schema NAME]` does, for `user` (who its withdrawals name),
+    /// with `settings` (JSON of [`SettingValues`]; a missing field from its `MEMORY_*` variable).
     #[new]
-    #[pyo3(signature = (db, schema = None))]
-    fn new(py: Python<'_>, db: &str, schema: Option<&str>) -> PyResult<Self> {
-        py.detach(|| Backend::open(db, schema))
-            .map(|backend| Self {
-                backend: Arc::new(backend),
-            })
-            .map_err(|refusal| refused(py, &refusal))
+    #[pyo3(signature = (db, schema = None, user = None, settings = None))]
+    fn new(
+        py: Python<'_>,
+        db: &str,
+        schema: Option<&str>,
+        user: Option<&str>,
+        settings: Option<&str>,
+    ) -> PyResult<Self> {
+        py.detach(|| {
+            let settings = match settings {
+                Some(text) => decode_value(
+                    serde_json::from_str(text)
+                        .map_err(|error| Refusal::invalid_input(format!("settings: {error}")))?,
+                )?,
+                None => SettingValues::default(),
+            };
+            Backend::open(db, schema, settings)
+        })
+        .map(|backend| Self {
+            backend: Arc::new(backend),
+            principal: local_principal(user),
+        })
+        .map_err(|refusal| refused(py, &refusal))
     }
 
     /// Runs `operation` with `arguments` (JSON text) and answers its result as JSON text.
     fn call(&self, py: Python<'_>, operation: &str, arguments: &str) -> PyResult<String> {
         let backend = Arc::clone(&self.backend);
+        let principal = self.principal.as_deref();
         py.detach(|| {
             let arguments: Value = serde_json::from_str(arguments)
                 .map_err(|error| Refusal::invalid_input(format!("arguments: {error}")))?;
-            runtime()?.block_on(backend.call(operation, arguments))
+            runtime()?.block_on(backend.call(operation, arguments, principal))
         })
         .map(|answer| answer.to_string())
         .map_err(|refusal| refused(py, &refusal))
@@ -439,4 +489,14 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(embed, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// The process is the host and owns its database (a `Memory` picks its namespace in code, never a
+/// model): it holds every grant, held by the engine's user (who its withdrawals name).
+fn python_grant(principal: Option<&str>) -> Grant {
+    let grant = Grant::everything("python", None);
+    match principal {
+        Some(principal) => grant.held_by(principal.to_owned()),
+        None => grant,
+    }
 }

@@ -105,13 +105,13 @@ def test_update_delete_history(memory: Memory) -> None:
     assert memory.history(record["id"], limit=1) == history[:1]
 
     deleted = memory.delete(record["id"], reason="the user asked")
-    assert deleted["withdrawn"] == {"reason": "the user asked"}
+    assert deleted["withdrawn"] == {"reason": "the user asked", "by": "user:ana"}
     assert memory.get(record["id"]) is None
     assert memory.search("meeting Thursday", mode="lexical")["results"] == []
-    # A deletion leaves its tombstone (when, why) and drops the words of every revision.
+    # A deletion leaves its tombstone (who, when, why) and drops the words of every revision.
     after = memory.history(record["id"])
     assert [h["revision"] for h in after[1:]] == [h["revision"] for h in history]
-    assert after[0]["withdrawn"] == {"reason": "the user asked"}
+    assert after[0]["withdrawn"] == {"reason": "the user asked", "by": "user:ana"}
     assert all(h["memory"] is None and h["attributions"] == [] for h in after)
     with pytest.raises(NotFoundError):
         memory.delete(record["id"], reason="again")
@@ -171,7 +171,7 @@ def test_precise_put_withdraw_read_recall(memory: Memory) -> None:
     read = memory.read("doc-1")
     assert read is not None and read["revision"] == receipt["revision"]
     withdrawn = memory.withdraw("doc-1", expected_revision=receipt["revision"], reason="wrong")
-    assert withdrawn["document"]["withdrawn"] == {"reason": "wrong"}
+    assert withdrawn["document"]["withdrawn"] == {"reason": "wrong", "by": "user:ana"}
     assert memory.read("doc-1") is None
     with pytest.raises(WithdrawnError) as gone:
         memory.put("doc-1", "Back again.", expected_revision=withdrawn["revision"])

@@ -632,6 +632,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                     operation_id,
                     expected_revision: latest.revision,
                     reason: reason.clone(),
+                    by: Some(memory_core::write::BY_WORKER.to_owned()),
                 }
             }
         };

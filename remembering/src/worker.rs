@@ -509,6 +509,7 @@ where
                     operation_id,
                     expected_revision: current.revision.clone(),
                     reason: "source withdrawn".to_owned(),
+                    by: Some(memory_core::write::BY_WORKER.to_owned()),
                 },
             };
             let withdraws = matches!(write, MemoryWrite::Withdraw { .. });

@@ -168,6 +168,16 @@ async fn forgetting_processed_records_withdraws_their_documents_and_keeps_human_
         kept: 1
     }));
     assert_eq!(writer.read(&lisbon).await.unwrap(), None);
+    // The cleanup's tombstone says who withdrew the document: the worker.
+    let sent = writer.sent.lock().unwrap().clone();
+    assert!(
+        sent.iter().any(|write| matches!(
+            write,
+            MemoryWrite::Withdraw { key, by: Some(by), .. }
+                if *key == lisbon && by == memory_core::write::BY_WORKER
+        )),
+        "{sent:#?}"
+    );
     let corrected = reader.read(&tea).await.unwrap().unwrap();
     assert_eq!(corrected.content.text, "Ana likes green tea");
 }

@@ -198,14 +198,17 @@ async fn a_documents_history_lists_every_revision_until_a_withdrawal_leaves_only
     assert!(stored_chunks(&fixture, "tea") > 0);
     assert!(!rows_holding(&fixture, "oolong").is_empty());
 
-    // A withdrawal leaves the tombstone (when, why) and no word of any revision anywhere.
+    // A withdrawal leaves the tombstone (who, when, why) and no word of any revision anywhere. The
+    // command line names its user as who asked (`MEMORY_USER`, else the OS user).
+    let withdraw = json!({
+        "namespace": namespace(), "id": "tea", "operation_id": "op-tea-forget",
+        "expected_revision": written[2]["revision"], "reason": "the user asked to forget"
+    })
+    .to_string();
     fixture
-        .call(
-            "withdraw",
-            &json!({
-                "namespace": namespace(), "id": "tea", "operation_id": "op-tea-forget",
-                "expected_revision": written[2]["revision"], "reason": "the user asked to forget"
-            }),
+        .run_env(
+            &["withdraw", &withdraw],
+            &[("MEMORY_USER", OsStr::new("ana"))],
         )
         .success();
     fixture.call("sync", &json!({})).success();
@@ -213,7 +216,7 @@ async fn a_documents_history_lists_every_revision_until_a_withdrawal_leaves_only
     assert_eq!(after.len(), 4, "{after:#?}");
     assert_eq!(
         after[0]["withdrawn"],
-        json!({"reason": "the user asked to forget"})
+        json!({"reason": "the user asked to forget", "by": "user:ana"})
     );
     assert_eq!(after[0]["predecessor"], written[2]["revision"]);
     assert!(
@@ -311,7 +314,11 @@ async fn the_newest_max_revisions_keep_their_words_and_a_forget_drops_them_all()
     assert!(got["document"].is_null());
     let revisions = got["revisions"].as_array().unwrap();
     assert_eq!(revisions.len(), 5);
-    assert_eq!(revisions[0]["withdrawn"], json!({"reason": "private"}));
+    // The server's caller is who asked: the grant it holds (the server's own, without `--grants`).
+    assert_eq!(
+        revisions[0]["withdrawn"],
+        json!({"reason": "private", "by": "grant:server"})
+    );
     assert!(
         revisions
             .iter()

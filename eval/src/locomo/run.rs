@@ -22,6 +22,7 @@ use memory_cli::import::{ImportObserver, ImportSummary, LineRefusal, import};
 use memory_cli::recall_service::RecallService;
 use memory_cli::semantic::SemanticBackend;
 use memory_cli::service::{MemoryService, Operation, RawArguments};
+use memory_cli::settings::Settings;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::{Value, json};
@@ -115,7 +116,11 @@ pub fn open_service(
     let recall = if semantic {
         let vectors =
             Arc::new(SqliteVectorStore::open(database).context("opening the vector store")?);
+        // The settings `memory` reads from the environment (index capacity, encoding, search width).
+        let settings =
+            Settings::from_env().map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
         let backend = SemanticBackend::catching_up(Arc::clone(&store), vectors)
+            .and_then(|backend| backend.with_index_options(settings.index))
             .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
         RecallService::with_semantic(Arc::clone(&store), Arc::new(backend))
     } else {

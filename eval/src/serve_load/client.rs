@@ -140,10 +140,11 @@ fn error_kind(answer: &Result<ToolAnswer, ServerError>) -> Option<String> {
     }
 }
 
-/// `unreachable`, `http-NNN` or `protocol`.
+/// `unreachable`, `expired-session`, `http-NNN` or `protocol`.
 fn transport_kind(error: &ServerError) -> String {
     match error {
         ServerError::Unreachable { .. } => "unreachable".to_owned(),
+        ServerError::SessionExpired { .. } => memory_cli::hook::EXPIRED_SESSION_KIND.to_owned(),
         ServerError::Protocol(message) => message
             .split_once("HTTP ")
             .and_then(|(_, rest)| rest.get(..3))

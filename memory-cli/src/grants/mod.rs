@@ -35,6 +35,7 @@ mod table;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use memory_core::write::by_grant;
 use memory_core::{DynamicNamespace, ErrorKind, MemoryDocument, MemoryScope, NamespaceAddress};
 use serde_json::{Map, Value};
 
@@ -198,6 +199,8 @@ pub struct Grant {
     defaults: Option<Arc<Defaults>>,
     /// The server's own grant (the host's): it reads `/metrics` whatever its namespaces.
     host: bool,
+    /// Who its holder is, as a withdrawal's tombstone names them ([`Grant::principal`]).
+    principal: String,
 }
 
 /// The name of the server's own grant ([`Grant::server`]; a `/metrics` label).
@@ -223,6 +226,7 @@ impl Grant {
             write_scopes: ScopeSet::Any,
             defaults,
             host: true,
+            principal: by_grant(name),
         }
     }
 
@@ -245,6 +249,7 @@ impl Grant {
             write_scopes: ScopeSet::Only(BTreeSet::new()),
             defaults: None,
             host: false,
+            principal: by_grant("none"),
         }
     }
 
@@ -259,6 +264,7 @@ impl Grant {
         defaults: Option<Arc<Defaults>>,
     ) -> Self {
         Self {
+            principal: by_grant(&name),
             name,
             operations,
             namespaces,
@@ -267,6 +273,19 @@ impl Grant {
             defaults,
             host: false,
         }
+    }
+
+    /// The same grant held by `principal` (an in-process host acting for its local user,
+    /// [`crate::destination::local_principal`]) instead of `grant:NAME`.
+    pub fn held_by(mut self, principal: String) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// Who holds it: the `by` of the withdrawals it asks for (`grant:NAME` unless [`Grant::held_by`]
+    /// said otherwise). A door stamps it; a caller's arguments never name it.
+    pub fn principal(&self) -> &str {
+        &self.principal
     }
 
     /// The name (a `/metrics` label; never a secret).

@@ -17,8 +17,8 @@ use crate::context::one_shot_context;
 use crate::database::{Client, Database, Store, with_store};
 use crate::destination::{DestinationDefaults, Resolved};
 use crate::discovery::{Discovery, path_for};
-use crate::hook::Failure;
 use crate::hook::server::{ServerError, ServerSession};
+use crate::hook::{EXPIRED_SESSION_KIND, Failure};
 use crate::recall_service::{RecallQuery, one_shot_recall};
 use crate::refusal::{Refusal, to_json};
 use crate::semantic::IndexOptions;
@@ -213,10 +213,13 @@ impl Backend {
 }
 
 async fn tool(session: &mut ServerSession, name: &str, arguments: Value) -> Result<Value, Failure> {
-    let answer = session
-        .call_tool(name, arguments)
-        .await
-        .map_err(|error| Failure::new("server", error.to_string()))?;
+    let answer = session.call_tool(name, arguments).await.map_err(|error| {
+        let kind = match error {
+            ServerError::SessionExpired { .. } => EXPIRED_SESSION_KIND,
+            _ => "server",
+        };
+        Failure::new(kind, error.to_string())
+    })?;
     if answer.is_error {
         let kind = answer.content["error"]["kind"].as_str().unwrap_or("server");
         let message = answer.content["error"]["message"]

@@ -36,6 +36,9 @@
 //!   lagging index (issue 42: the served hook answered nothing right after a worker pass, because
 //!   the server recalled from an index still behind what the worker wrote; the server's recall now
 //!   waits for its index, see [`crate::semantic::SemanticBackend::index_for_query`]).
+//! - **A lost session is said.** A server that no longer knows the hook's MCP session (it restarted
+//!   between two requests of one hook) answers 404; the hook opens a new session and asks once more,
+//!   and a second 404 is logged as `expired-session`, never as a generic server failure.
 //! - **Idempotent appends without a new store API.** The thread log has no idempotent append, so each
 //!   record the hook appends carries its hook identity in `opaque_cursor` (kept by the log, outside the
 //!   digest): `memory-hook/v1 prompt <sha256(session, prompt, transcript length)>` (or of the host's
@@ -205,6 +208,10 @@ fn record(database: &Database, event: Option<HookEvent>, failure: Failure) {
 
 /// The kind logged for a recall that answered but cited nothing.
 pub const NO_MATCH_KIND: &str = "no-match";
+
+/// The kind logged when the server no longer knew the hook's session, even after the hook opened a
+/// new one ([`server::ServerError::SessionExpired`]).
+pub const EXPIRED_SESSION_KIND: &str = "expired-session";
 
 /// What a hook printed, and why nothing was recalled when nothing was.
 #[derive(Debug, Default)]

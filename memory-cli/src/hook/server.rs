@@ -34,6 +34,13 @@ pub enum ServerError {
         /// Why.
         detail: String,
     },
+    /// It no longer knows the hook's session (`404` on a request carrying the session id): it
+    /// restarted, or dropped the session, between the hook's initialize and this request.
+    #[error("the server no longer knows this hook's session ({method}: HTTP 404)")]
+    SessionExpired {
+        /// The request it refused.
+        method: String,
+    },
     /// It answered something else than the protocol says.
     #[error("the server answered unexpectedly: {0}")]
     Protocol(String),
@@ -78,34 +85,46 @@ impl ServerSession {
             session: None,
             next_id: 1,
         };
+        match session.initialize().await {
+            Err(ServerError::Unreachable { detail, .. }) => Err(unreachable(detail)),
+            other => other.map(|()| session),
+        }
+    }
+
+    /// Opens a session: `initialize`, then the initialized notification.
+    async fn initialize(&mut self) -> Result<(), ServerError> {
+        self.session = None;
         let initialize = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": {"name": "memory-hook", "version": env!("CARGO_PKG_VERSION")},
         });
-        let (response, headers) = match session.request("initialize", initialize).await {
-            Err(ServerError::Unreachable { detail, .. }) => return Err(unreachable(detail)),
-            other => other?,
-        };
+        let (response, headers) = self.request("initialize", initialize).await?;
         if response.get("result").is_none() {
             return Err(ServerError::Protocol(format!(
                 "initialize failed: {response}"
             )));
         }
-        session.session = headers;
-        session.notify("notifications/initialized").await?;
-        Ok(session)
+        self.session = headers;
+        self.notify("notifications/initialized").await
     }
 
-    /// Calls `tool` with `arguments`.
+    /// Calls `tool` with `arguments`. A server that no longer knows the session did not run the call
+    /// (it refused the request before reading it as a call), so the hook opens a new session and asks
+    /// once more; a second refusal is [`ServerError::SessionExpired`], logged as its own kind.
     pub async fn call_tool(
         &mut self,
         tool: &str,
         arguments: Value,
     ) -> Result<ToolAnswer, ServerError> {
-        let (response, _) = self
-            .request("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await?;
+        let params = json!({"name": tool, "arguments": arguments});
+        let (response, _) = match self.request("tools/call", params.clone()).await {
+            Err(ServerError::SessionExpired { .. }) => {
+                self.initialize().await?;
+                self.request("tools/call", params).await?
+            }
+            other => other?,
+        };
         let result = response.get("result").ok_or_else(|| {
             ServerError::Protocol(format!(
                 "{tool}: {}",
@@ -228,6 +247,12 @@ impl ServerSession {
             .and_then(|value| value.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
+        // The streamable HTTP transport answers 404 to a session id it does not hold.
+        if status == StatusCode::NOT_FOUND && self.session.is_some() {
+            return Err(ServerError::SessionExpired {
+                method: method.to_owned(),
+            });
+        }
         if !status.is_success() {
             return Err(ServerError::Protocol(format!("{method}: HTTP {status}")));
         }
@@ -277,4 +302,109 @@ async fn read_event_stream(body: Incoming, id: u64) -> Result<Value, ServerError
     Err(ServerError::Protocol(
         "the event stream ended before the answer".to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::http::{HeaderMap, StatusCode as AxumStatus};
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+
+    use super::*;
+
+    /// A loopback stub of the streamable HTTP transport: `initialize` hands out session `s<N>`, the
+    /// notification is accepted, and a `tools/call` on a session older than the newest
+    /// `forgotten_sessions` is answered 404, as a restarted server answers.
+    #[derive(Default)]
+    struct Stub {
+        initialized: AtomicUsize,
+        forgotten_sessions: AtomicUsize,
+    }
+
+    async fn serve(stub: Arc<Stub>) -> Discovery {
+        let handler = move |headers: HeaderMap, body: String| {
+            let stub = Arc::clone(&stub);
+            async move {
+                let message: Value = serde_json::from_str(&body).expect("JSON-RPC");
+                let session = headers
+                    .get("mcp-session-id")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.strip_prefix('s'))
+                    .and_then(|value| value.parse::<usize>().ok());
+                match message["method"].as_str() {
+                    Some("initialize") => {
+                        let number = stub.initialized.fetch_add(1, Ordering::SeqCst) + 1;
+                        let answer = json!({"jsonrpc": "2.0", "id": message["id"], "result": {}});
+                        (
+                            [
+                                ("mcp-session-id", format!("s{number}")),
+                                ("content-type", "application/json".to_owned()),
+                            ],
+                            answer.to_string(),
+                        )
+                            .into_response()
+                    }
+                    Some("notifications/initialized") => AxumStatus::ACCEPTED.into_response(),
+                    _ if session.is_none_or(|number| {
+                        number <= stub.forgotten_sessions.load(Ordering::SeqCst)
+                    }) =>
+                    {
+                        AxumStatus::NOT_FOUND.into_response()
+                    }
+                    _ => {
+                        let result = json!({"structuredContent": {"ok": true}, "isError": false});
+                        let answer =
+                            json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                        ([("content-type", "application/json")], answer.to_string()).into_response()
+                    }
+                }
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+        tokio::spawn(async move {
+            axum::serve(listener, axum::Router::new().route("/mcp", post(handler)))
+                .await
+                .expect("the stub serves");
+        });
+        Discovery {
+            version: crate::discovery::VERSION,
+            url,
+            pid: std::process::id(),
+            token: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lost_session_is_opened_again_once_then_said() {
+        let stub = Arc::new(Stub::default());
+        let discovery = serve(Arc::clone(&stub)).await;
+        let mut session = ServerSession::connect(&discovery).await.expect("connects");
+
+        // The server restarted: it forgot session 1. The call is asked again on a new session.
+        stub.forgotten_sessions.store(1, Ordering::SeqCst);
+        let answer = session
+            .call_tool("memory_recall", json!({}))
+            .await
+            .expect("answered on a new session");
+        assert_eq!(answer.content, json!({"ok": true}));
+        assert_eq!(stub.initialized.load(Ordering::SeqCst), 2);
+
+        // It forgets every session it hands out: the second 404 is said as an expired session.
+        stub.forgotten_sessions.store(usize::MAX, Ordering::SeqCst);
+        let error = session
+            .call_tool("memory_recall", json!({}))
+            .await
+            .expect_err("still refused");
+        assert!(
+            matches!(&error, ServerError::SessionExpired { method } if method == "tools/call"),
+            "{error:?}"
+        );
+        assert_eq!(stub.initialized.load(Ordering::SeqCst), 3);
+    }
 }

@@ -22,19 +22,11 @@ use super::rules::intents::ALL_REVISIONS;
 use super::{
     ActivityError, CompactionRecord, RecordBody, RecordSuppression, RememberingStore, Sequence,
     SourceId, SourceRevision, ThreadId, ThreadRecord, ThreadSuppressions,
-    intents::THREAD_RECORD_SOURCE_PREFIX,
 };
 use crate::document::EpochMillis;
 
 /// The tool name a forgotten tool call shows.
 pub const FORGOTTEN_TOOL_NAME: &str = "forgotten";
-
-/// The source ids of thread records lie in `[FROM, TO)`: a store reads them as one key range and
-/// keeps only the rows [`record_suppression`] accepts for the thread.
-pub const THREAD_RECORD_SOURCES_FROM: &str = THREAD_RECORD_SOURCE_PREFIX;
-/// The end (exclusive) of the thread records' source ids: the prefix with its `/` (0x2F) raised to `0`
-/// (0x30).
-pub const THREAD_RECORD_SOURCES_TO: &str = "thread-record0";
 
 /// A stored suppression row (`source`, `revision` column, `suppressed_at`) as a suppression of one of
 /// `thread`'s records; `None` when the row names another source or another thread. The store's one
@@ -221,8 +213,6 @@ mod tests {
         ] {
             assert_eq!(at(other), None, "{other}");
         }
-        assert!(THREAD_RECORD_SOURCES_FROM < "thread-record/1/a");
-        assert!("thread-record/999/zzz" < THREAD_RECORD_SOURCES_TO);
     }
 
     #[test]

@@ -203,6 +203,7 @@ pub async fn withdraw<W: MemoryWriter>(
             operation_id: OperationId::new(operation).unwrap(),
             expected_revision: expected.clone(),
             reason: "asked to forget".to_owned(),
+            by: None,
         })
         .await
         .unwrap();

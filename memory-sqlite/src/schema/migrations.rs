@@ -2,7 +2,7 @@
 //! schema was versioned, in the order they appeared (their SQL is what those builds ran, so a file
 //! they wrote is recognised step by step, `super::legacy`); step 11 is the first of the versioned
 //! schema; step 12 keeps every revision's words readable as history, and drops a withdrawn
-//! document's.
+//! document's; step 13 finds a thread's suppressions without reading every other's.
 //!
 //! To change the schema, append a migration; never edit one that has shipped.
 
@@ -97,6 +97,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "revision history and withdrawn words",
         sql: REVISION_HISTORY,
         rust: Some(drop_withdrawn_words),
+    },
+    Migration {
+        version: 13,
+        name: "suppressions by thread and their count",
+        sql: SUPPRESSIONS_BY_THREAD,
+        rust: None,
     },
 ];
 
@@ -396,6 +402,29 @@ ALTER TABLE memory_receipts
     ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0 CHECK (redacted IN (0, 1));
 CREATE INDEX IF NOT EXISTS memory_revisions_by_key ON memory_revisions (namespace, id, sequence);
 CREATE INDEX IF NOT EXISTS memory_lexical_postings_by_term ON memory_lexical_postings (term_id);
+";
+
+/// Every assembled context reads its thread's suppressions and the store-wide count of suppressions
+/// (the generation a turn's cached references are keyed by). Before this step both read every
+/// suppression of every thread. `thread` is the thread of a thread record's source
+/// (`thread-record/SEQUENCE/THREAD`, memory-core's `SourceId::thread_record`; `NULL` for other
+/// sources), a virtual column indexed so one thread's rows are one range; the exact spelling is still
+/// checked by memory-core's `record_suppression` on each row read. The count is kept in one row,
+/// raised by the write that adds a suppression, in its transaction.
+const SUPPRESSIONS_BY_THREAD: &str = "
+ALTER TABLE remembering_suppressions ADD COLUMN thread TEXT GENERATED ALWAYS AS (
+    CASE WHEN substr(source, 1, 14) = 'thread-record/'
+        THEN substr(source, 15 + instr(substr(source, 15), '/'))
+    END
+) VIRTUAL;
+CREATE INDEX IF NOT EXISTS remembering_suppressions_by_thread
+    ON remembering_suppressions (thread);
+CREATE TABLE IF NOT EXISTS remembering_suppression_count (
+    single INTEGER PRIMARY KEY CHECK (single = 1),
+    suppressions INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO remembering_suppression_count (single, suppressions)
+    SELECT 1, COUNT(*) FROM remembering_suppressions;
 ";
 
 /// Step 12: files from before it kept every withdrawn document's earlier words in its receipts, and

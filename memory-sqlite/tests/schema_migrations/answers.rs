@@ -4,7 +4,7 @@ use std::path::Path;
 
 use memory_core::activity::{
     ExtractionTotals, ProgressStore, RememberingStore, Sequence, SourceId, SourceRevision,
-    ThreadId, ThreadLog,
+    ThreadId, ThreadLog, ThreadSuppressions,
 };
 use memory_core::vectors::VectorStore;
 use memory_core::{
@@ -252,12 +252,23 @@ pub fn remembering_answers_as_the_source(
                 "{:?}",
                 store.inspect_intent(&remember("src-a").id()).unwrap()
             ),
+            format!(
+                "{:?}",
+                store
+                    .thread_suppressions(&ThreadId::new("a").unwrap())
+                    .unwrap()
+            ),
         )
     };
     let found = answers(migrated);
     if held {
         assert_eq!(found, answers(source), "{name}");
         assert!(found.0 > 0 && found.3, "{name}: the source has rows here");
+        assert!(
+            found.5.contains("generation: 2") && found.5.contains("sequence: Sequence(2)"),
+            "{name}: the thread's suppression and the count of all: {}",
+            found.5
+        );
     } else {
         assert_eq!(
             found,
@@ -266,7 +277,8 @@ pub fn remembering_answers_as_the_source(
                 "[]".to_owned(),
                 "[]".to_owned(),
                 false,
-                "None".to_owned()
+                "None".to_owned(),
+                format!("{:?}", ThreadSuppressions::default()),
             ),
             "{name}"
         );

@@ -173,6 +173,14 @@ pub async fn write_source() -> Source {
     remembering
         .suppress(&SourceId::new("src-b").unwrap(), None, NOW)
         .unwrap();
+    // A forgotten thread record: step 13 finds it by its thread, and counts it with the rest.
+    remembering
+        .suppress(
+            &SourceId::thread_record(&thread("a"), Sequence::new(2)),
+            None,
+            NOW,
+        )
+        .unwrap();
     remembering.save_references(&[reference()]).unwrap();
     remembering.outbox_put(&remember("src-c"), 10, NOW).unwrap();
     drop(remembering);

@@ -83,6 +83,7 @@ fn command(name: &str, attempt: u32) -> Result<SavedCommand, Failure> {
             operation_id: OperationId::new(format!("op-{attempt}"))?,
             expected_revision: Revision::new("r")?,
             reason: "test".to_owned(),
+            by: None,
         },
     })
 }

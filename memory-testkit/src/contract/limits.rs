@@ -242,6 +242,7 @@ pub(super) async fn corrupt_receipt_kind<S: Store + ReceiptTamper>(store: &S) ->
     expect_corrupt_after(store, "marker", Target::Replacement, |receipt| {
         receipt.document.withdrawn = Some(Withdrawal {
             reason: "forged".to_owned(),
+            by: None,
         });
     })
     .await?;
@@ -284,6 +285,15 @@ pub(super) async fn corrupt_receipt_reason<S: Store + ReceiptTamper>(store: &S) 
     expect_corrupt_after(store, "doc", Target::Withdrawal, |receipt| {
         receipt.document.withdrawn = Some(Withdrawal {
             reason: "forged reason".to_owned(),
+            by: Some(WITHDRAWN_BY.to_owned()),
+        });
+    })
+    .await?;
+    // Who withdrew it is part of the tombstone too: another name on the same reason is corrupt.
+    expect_corrupt_after(store, "doc-by", Target::Withdrawal, |receipt| {
+        receipt.document.withdrawn = Some(Withdrawal {
+            reason: "forget".to_owned(),
+            by: Some("user:forged".to_owned()),
         });
     })
     .await

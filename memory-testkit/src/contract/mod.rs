@@ -24,8 +24,9 @@ use memory_core::write::{
 use memory_core::ports::{MemoryReader, MemoryWriter};
 
 use super::fixtures::{
-    Brief, Checked, Failure, SUITE_LOCATOR, Store, SuiteTeams, SuiteUsers, SuiteUsersV2, apply_ok,
-    apply_refused, ensure, key, namespace, put, read, receipt_bytes, scopes, withdraw,
+    Brief, Checked, Failure, SUITE_LOCATOR, Store, SuiteTeams, SuiteUsers, SuiteUsersV2,
+    WITHDRAWN_BY, apply_ok, apply_refused, ensure, key, namespace, put, read, receipt_bytes,
+    scopes, withdraw,
 };
 use super::report::ContractReport;
 use super::tamper::ReceiptTamper;

@@ -222,9 +222,10 @@ pub(super) async fn withdrawal_is_terminal<S: Store>(store: &S) -> Checked {
     ensure!(
         tombstone.withdrawn
             == Some(Withdrawal {
-                reason: "asked to forget".to_owned()
+                reason: "asked to forget".to_owned(),
+                by: Some(WITHDRAWN_BY.to_owned()),
             }),
-        "the withdrawal receipt does not carry the reason"
+        "the withdrawal receipt does not carry the reason and who asked"
     );
     ensure!(
         tombstone.predecessor.as_ref() == Some(&first),

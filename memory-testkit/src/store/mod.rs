@@ -29,7 +29,7 @@ pub use revisions::{REVISION_RULES, run_revision_suite};
 
 use std::future::Future;
 
-use super::fixtures::Failure;
+use super::fixtures::{Failure, WITHDRAWN_BY};
 use super::report::ContractReport;
 use memory_core::document::{
     MemoryAccess, MemoryAttribution, MemoryContent, MemoryKey, MemoryScope,
@@ -270,5 +270,6 @@ pub(crate) fn withdraw(
         operation_id: OperationId::new(operation)?,
         expected_revision: expected.clone(),
         reason: "asked to forget".to_owned(),
+        by: Some(WITHDRAWN_BY.to_owned()),
     })
 }

@@ -75,6 +75,7 @@ impl FeedStore {
                 operation_id: OperationId::new(format!("op-{operation}")).unwrap(),
                 expected_revision: current,
                 reason: "test".to_owned(),
+                by: None,
             })
             .await
             .unwrap();

@@ -1,0 +1,249 @@
+//! The settings a process takes from its flags or its environment, read in one place, so every door
+//! (the `memory` binary and its server, the hook, the Python package, the eval) builds its services
+//! with the same ones (issue 41: the Python package used to ignore `MEMORY_MAX_CHUNKS`,
+//! `MEMORY_COMPACT_VECTORS`, `MEMORY_HNSW_EF_SEARCH` and `MEMORY_MAX_TOOL_OUTPUT_BYTES`).
+//!
+//! Decisions:
+//! - **One parse of each value.** The binary's flags read the same variables (clap's `env`, named by
+//!   the constants here) and hand their values to [`Settings::new`]; an in-process host calls
+//!   [`Settings::resolve`] with the values its caller gave ([`SettingValues`], the Python package's
+//!   keyword arguments), each missing one read from its variable, and the result goes through the
+//!   same constructor. So a value is checked by one rule whichever door reads it, an argument wins
+//!   over the environment as a flag does, and a bad value is refused (`invalid-input` or
+//!   `too-large`) before any store or model is opened.
+//! - **Booleans.** `MEMORY_COMPACT_VECTORS` is on for `1`, `true`, `yes`, `on`, `y`, `t` and off for
+//!   `0`, `false`, `no`, `off`, `n`, `f` or an empty value (any letter case), as the binary's flag
+//!   reads it; anything else is refused rather than guessed.
+//! - `MEMORY_MAX_REVISIONS` is not here: it is read where a database is opened
+//!   ([`crate::database::revision_retention`]), which every process that writes already passes
+//!   through.
+
+use std::ffi::OsString;
+
+use memory_core::activity::ToolOutputBound;
+use serde::{Deserialize, Serialize};
+
+use crate::refusal::Refusal;
+use crate::semantic::IndexOptions;
+
+/// Most chunks the semantic index holds (`--max-chunks`).
+pub const MAX_CHUNKS_ENV: &str = "MEMORY_MAX_CHUNKS";
+/// Hold the index's vectors as int8 codes (`--compact-vectors`).
+pub const COMPACT_VECTORS_ENV: &str = "MEMORY_COMPACT_VECTORS";
+/// The HNSW search width (`--hnsw-ef-search`).
+pub const HNSW_EF_SEARCH_ENV: &str = "MEMORY_HNSW_EF_SEARCH";
+/// Most bytes of a tool result's output a thread append stores (`--max-tool-output-bytes`).
+pub const MAX_TOOL_OUTPUT_BYTES_ENV: &str = "MEMORY_MAX_TOOL_OUTPUT_BYTES";
+
+/// The settings a caller gives in code (every field optional; a missing one is read from its
+/// variable by [`Settings::resolve`]). The Python package's `Memory` keyword arguments, as JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingValues {
+    /// `--max-chunks` / `MEMORY_MAX_CHUNKS`.
+    #[serde(default)]
+    pub max_chunks: Option<usize>,
+    /// `--compact-vectors` / `MEMORY_COMPACT_VECTORS`.
+    #[serde(default)]
+    pub compact_vectors: Option<bool>,
+    /// `--hnsw-ef-search` / `MEMORY_HNSW_EF_SEARCH`.
+    #[serde(default)]
+    pub hnsw_ef_search: Option<usize>,
+    /// `--max-tool-output-bytes` / `MEMORY_MAX_TOOL_OUTPUT_BYTES`.
+    #[serde(default)]
+    pub max_tool_output_bytes: Option<usize>,
+}
+
+/// What a process's services are built with, checked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// The semantic index's capacity, encoding and search width.
+    pub index: IndexOptions,
+    /// The bound on a tool result's stored output.
+    pub tool_output: ToolOutputBound,
+}
+
+impl Settings {
+    /// The settings from their values (a flag's or a variable's); `None` leaves the default. Refused
+    /// when a value is out of range (the search width and the index's capacity are checked here,
+    /// before anything is opened).
+    pub fn new(
+        max_chunks: Option<usize>,
+        compact_vectors: bool,
+        hnsw_ef_search: Option<usize>,
+        max_tool_output_bytes: Option<usize>,
+    ) -> Result<Self, Refusal> {
+        let index = IndexOptions {
+            max_chunks,
+            compact_vectors,
+            hnsw_ef_search,
+        };
+        index.check()?;
+        let tool_output = match max_tool_output_bytes {
+            None => ToolOutputBound::default(),
+            Some(bytes) => ToolOutputBound::new(bytes).map_err(|error| {
+                Refusal::invalid_input(format!(
+                    "--max-tool-output-bytes / {MAX_TOOL_OUTPUT_BYTES_ENV}: {error}"
+                ))
+            })?,
+        };
+        Ok(Self { index, tool_output })
+    }
+
+    /// The settings the process's environment gives, as the `memory` binary reads them without its
+    /// flags: what an in-process host (the eval) builds its services with.
+    pub fn from_env() -> Result<Self, Refusal> {
+        Self::resolve(SettingValues::default())
+    }
+
+    /// The settings `given` names, each missing one from its variable, as a flag wins over its
+    /// variable: what an in-process host whose caller passes settings (the Python package) uses.
+    pub fn resolve(given: SettingValues) -> Result<Self, Refusal> {
+        Self::resolve_with(given, |name| std::env::var_os(name))
+    }
+
+    /// [`Settings::resolve`] over any lookup of variables (tests).
+    pub fn resolve_with(
+        given: SettingValues,
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, Refusal> {
+        let text = |name: &str| -> Result<Option<String>, Refusal> {
+            lookup(name)
+                .map(|value| {
+                    value
+                        .into_string()
+                        .map_err(|_| Refusal::invalid_input(format!("{name} is not UTF-8")))
+                })
+                .transpose()
+        };
+        let number = |name: &str| -> Result<Option<usize>, Refusal> {
+            text(name)?
+                .map(|value| {
+                    value.parse::<usize>().map_err(|_| {
+                        Refusal::invalid_input(format!(
+                            "{name} must be a whole number, not {value:?}"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        let compact_vectors = match given.compact_vectors {
+            Some(given) => given,
+            None => match text(COMPACT_VECTORS_ENV)? {
+                None => false,
+                Some(value) => boolish(&value).ok_or_else(|| {
+                    Refusal::invalid_input(format!(
+                        "{COMPACT_VECTORS_ENV} must be true or false (1/0, yes/no, on/off), not {value:?}"
+                    ))
+                })?,
+            },
+        };
+        let or_env = |given: Option<usize>, name: &str| match given {
+            Some(given) => Ok(Some(given)),
+            None => number(name),
+        };
+        Self::new(
+            or_env(given.max_chunks, MAX_CHUNKS_ENV)?,
+            compact_vectors,
+            or_env(given.hnsw_ef_search, HNSW_EF_SEARCH_ENV)?,
+            or_env(given.max_tool_output_bytes, MAX_TOOL_OUTPUT_BYTES_ENV)?,
+        )
+    }
+}
+
+fn boolish(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" | "t" => Some(true),
+        "" | "0" | "false" | "no" | "off" | "n" | "f" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use memory_core::ErrorKind;
+
+    use super::*;
+
+    fn given(given: SettingValues, pairs: &[(&str, &str)]) -> Result<Settings, Refusal> {
+        let variables: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), OsString::from(value)))
+            .collect();
+        Settings::resolve_with(given, |name| variables.get(name).cloned())
+    }
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Settings, Refusal> {
+        given(SettingValues::default(), pairs)
+    }
+
+    #[test]
+    fn a_given_value_wins_over_its_variable() {
+        let values = SettingValues {
+            max_chunks: Some(7),
+            compact_vectors: Some(false),
+            hnsw_ef_search: None,
+            max_tool_output_bytes: Some(4096),
+        };
+        let settings = given(
+            values,
+            &[
+                (MAX_CHUNKS_ENV, "5"),
+                (COMPACT_VECTORS_ENV, "1"),
+                (HNSW_EF_SEARCH_ENV, "32"),
+                (MAX_TOOL_OUTPUT_BYTES_ENV, "not even read"),
+            ],
+        )
+        .expect("valid");
+        assert_eq!(settings.index.max_chunks, Some(7));
+        assert!(!settings.index.compact_vectors);
+        assert_eq!(settings.index.hnsw_ef_search, Some(32));
+        assert_eq!(settings.tool_output.get(), 4096);
+    }
+
+    #[test]
+    fn the_environment_sets_what_the_flags_set() {
+        let settings = from(&[
+            (MAX_CHUNKS_ENV, "5"),
+            (COMPACT_VECTORS_ENV, "yes"),
+            (HNSW_EF_SEARCH_ENV, "64"),
+            (MAX_TOOL_OUTPUT_BYTES_ENV, "2048"),
+        ])
+        .expect("valid settings");
+        assert_eq!(settings.index.max_chunks, Some(5));
+        assert!(settings.index.compact_vectors);
+        assert_eq!(settings.index.hnsw_ef_search, Some(64));
+        assert_eq!(settings.tool_output.get(), 2048);
+
+        let defaults = from(&[]).expect("defaults");
+        assert_eq!(defaults.index.max_chunks, None);
+        assert!(!defaults.index.compact_vectors);
+        assert_eq!(defaults.tool_output, ToolOutputBound::default());
+        assert!(
+            !from(&[(COMPACT_VECTORS_ENV, "off")])
+                .expect("off")
+                .index
+                .compact_vectors
+        );
+    }
+
+    #[test]
+    fn a_bad_value_is_refused_by_the_rule_the_flags_use() {
+        for pairs in [
+            [(MAX_CHUNKS_ENV, "many")],
+            [(COMPACT_VECTORS_ENV, "maybe")],
+            [(HNSW_EF_SEARCH_ENV, "0")],
+            [(MAX_TOOL_OUTPUT_BYTES_ENV, "10")],
+        ] {
+            let refusal = from(&pairs).expect_err("refused");
+            assert_eq!(
+                refusal.kind(),
+                ErrorKind::InvalidInput,
+                "{pairs:?}: {refusal:?}"
+            );
+        }
+        assert!(Settings::new(None, false, Some(0), None).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+"""The package honours the settings the `memory` binary takes as flags, each as a keyword argument of
+`Memory` or, without one, from the same `MEMORY_*` variable (one rule, `Settings::resolve`): the
+tool output bound, the index's capacity and the search width; a bad value is refused before anything
+is opened."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_memory import InvalidInputError, Memory, TooLargeError
+
+
+def _open(database: dict, **settings: object) -> Memory:
+    return Memory(
+        database["db"],
+        schema=database["schema"],
+        namespace={"name": "notes", "version": 1, "identity": {"user": "ana"}},
+        scope="assistant",
+        user="ana",
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_tool_output_bound_takes_effect(
+    database: dict, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    if door == "environment":
+        monkeypatch.setenv("MEMORY_MAX_TOOL_OUTPUT_BYTES", "2048")
+        memory = _open(database)
+    else:
+        # The argument wins over the variable, as a flag does.
+        monkeypatch.setenv("MEMORY_MAX_TOOL_OUTPUT_BYTES", "60000")
+        memory = _open(database, max_tool_output_bytes=2048)
+    memory.append("t", "Look it up.")
+    memory.append(
+        "t",
+        record={
+            "speaker": "search",
+            "body": {
+                "kind": "tool_result",
+                "call_id": "c1",
+                "output": "a" * 5_000 + "z" * 5_000,
+                "is_error": False,
+            },
+        },
+    )
+    records = memory.history_read("t")["records"]
+    outputs = [json.loads(r["text"]) for r in records if r["kind"] == "tool_result"]
+    assert outputs == [
+        {
+            "truncated": True,
+            "original_bytes": 10_000,
+            "omitted_bytes": 10_000 - 2048,
+            "head": "a" * 1024,
+            "tail": "z" * 1024,
+        }
+    ]
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_index_capacity_takes_effect(
+    database: dict, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    if door == "environment":
+        monkeypatch.setenv("MEMORY_MAX_CHUNKS", "5")
+        memory = _open(database)
+    else:
+        memory = _open(database, max_chunks=5)
+    for number in range(10):
+        memory.add(f"Fact number {number}: the {number}th planet has {number} moons.")
+    with pytest.raises(TooLargeError) as refused:
+        memory.sync()
+    assert "max_chunks" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MEMORY_HNSW_EF_SEARCH", "0"),
+        ("MEMORY_MAX_CHUNKS", "many"),
+        ("MEMORY_COMPACT_VECTORS", "maybe"),
+        ("MEMORY_MAX_TOOL_OUTPUT_BYTES", "10"),
+    ],
+)
+def test_a_bad_setting_is_refused_before_the_database_opens(
+    database: dict, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InvalidInputError):
+        _open(database)
+
+
+def test_a_bad_argument_is_refused_as_its_variable_is(database: dict) -> None:
+    with pytest.raises(InvalidInputError):
+        _open(database, hnsw_ef_search=0)
+    with pytest.raises(InvalidInputError):
+        _open(database, max_tool_output_bytes=10)
