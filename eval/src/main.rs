@@ -473,7 +473,7 @@ fn locomo_tune(
         &conversations,
         &embedder,
         Some(&tune_dir),
-        memory_cli::recall_service::MIN_SEMANTIC_SCORE,
+        memory_service::recall_service::MIN_SEMANTIC_SCORE,
         &progress,
     )?;
     std::fs::write(tune_dir.join("tune.md"), tune::markdown(&report))?;

@@ -207,7 +207,7 @@ async fn hybrid_lookup<E: Embedder>(
         MAX_QUERY_BYTES,
         SEARCH_DEPTH,
         bounds.max_chunks,
-        memory_cli::recall_service::MIN_SEMANTIC_SCORE,
+        memory_service::recall_service::MIN_SEMANTIC_SCORE,
         RECALL_TIMEOUT_MS,
         IndexKind::Hnsw,
     );

@@ -66,7 +66,7 @@ pub fn embedded_texts(import: &Path, profile: &SemanticProfile) -> anyhow::Resul
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let write = memory_cli::import::decode_put(line).map_err(|refusal| {
+        let write = memory_service::import::decode_put(line).map_err(|refusal| {
             anyhow::anyhow!(
                 "{} line {}: {}",
                 import.display(),

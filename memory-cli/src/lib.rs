@@ -1,4 +1,5 @@
-//! The agent-facing interfaces of the memory library: the `memory` command and its MCP server.
+//! The agent-facing interfaces of the memory library: the `memory` command and its MCP server, over
+//! memory-service's services (re-exported here under their module names).
 //!
 //! - [`wire`]: the five operations' JSON arguments and results (the contract of issue 7).
 //! - [`input`]: reading untrusted input within a size cap and decoding it.
@@ -23,31 +24,22 @@
 //!
 //! The binary (`src/main.rs`) only parses the command line, opens the store and prints answers.
 
-pub mod blocking;
+// The services every door shares live in memory-service; they are re-exported under their old
+// paths so the binaries, the server and the tests name them as before.
+/// The discovery file of a running HTTP server (memory-client's).
+pub use memory_client::discovery;
+pub use memory_service::with_store;
+pub use memory_service::{
+    blocking, context, database, destination, doctor, feed, grants, import, input, list,
+    recall_service, refusal, semantic, service, settings, simple, thread, wire, worker,
+};
+
 pub mod cli;
-pub mod context;
-pub mod database;
-pub mod destination;
-pub mod discovery;
-pub mod doctor;
-pub mod feed;
-pub mod grants;
 pub mod hook;
 pub mod http;
-pub mod import;
-pub mod input;
-pub mod list;
 pub mod mcp;
 pub mod metrics;
-pub mod recall_service;
-pub mod refusal;
-pub mod semantic;
+pub mod namespace_args;
 pub mod serve;
-pub mod service;
-pub mod settings;
 pub mod signals;
-pub mod simple;
 pub mod status;
-pub mod thread;
-pub mod wire;
-pub mod worker;

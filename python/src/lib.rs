@@ -7,7 +7,7 @@
 //! - the precise operations (`put`, `withdraw`, `get`, `recall`, `sync`) through [`MemoryService`],
 //!   their arguments decoded by the same wire types;
 //! - the thread log (`thread_append`, `thread_forget`) through [`ThreadService`];
-//! - the simple operations (`remember`, `search`, `forget`, `list`) through [`memory_cli::simple`],
+//! - the simple operations (`remember`, `search`, `forget`, `list`) through [`memory_service::simple`],
 //!   in the namespace and scope the Python `Memory` was opened with, holding
 //!   [`Grant::everything`] (an in-process caller owns its database); `update` is
 //!   [`simple::remember`] with an expected revision, `history` [`MemoryService::history`] (every
@@ -26,23 +26,27 @@
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
-use memory_cli::blocking::blocking;
-use memory_cli::context::{ContextOperation, ContextTools};
-use memory_cli::database::{Client, Database, Opened, Store};
-use memory_cli::destination::{DestinationDefaults, DestinationRequest, local_principal};
-use memory_cli::grants::Grant;
-use memory_cli::input::decode_value;
-use memory_cli::list::ListArguments;
-use memory_cli::recall_service::{RecallQuery, RecallService};
-use memory_cli::refusal::{Refusal, to_json};
-use memory_cli::semantic::SemanticBackend;
-use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
-use memory_cli::settings::{SettingValues, Settings};
-use memory_cli::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
-use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
-use memory_cli::wire::{DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, key_of, revisions_limit};
-use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
 use memory_core::{DynamicNamespace, ErrorKind, MemoryScope};
+use memory_service::blocking::blocking;
+use memory_service::context::{ContextOperation, ContextTools};
+use memory_service::database::{Client, Database, Opened, Store};
+use memory_service::destination::{DestinationDefaults, DestinationRequest, local_principal};
+use memory_service::grants::Grant;
+use memory_service::input::decode_value;
+use memory_service::list::ListArguments;
+use memory_service::recall_service::{RecallQuery, RecallService};
+use memory_service::refusal::{Refusal, to_json};
+use memory_service::semantic::SemanticBackend;
+use memory_service::service::{MemoryService, Operation, RawArguments, Request};
+use memory_service::settings::{SettingValues, Settings};
+use memory_service::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
+use memory_service::thread::{ThreadOperation, ThreadRequest, ThreadService};
+use memory_service::wire::{
+    DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, key_of, revisions_limit,
+};
+use memory_service::worker::{
+    Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
+};
 use pyo3::prelude::*;
 use remembering::worker::IntentPassLimits;
 use remembering::{PendingPass, StatementExtractor};
@@ -449,7 +453,7 @@ fn refused(py: Python<'_>, refusal: &Refusal) -> PyErr {
 /// the command that fetches them.
 #[pyfunction]
 fn doctor() -> PyResult<String> {
-    serde_json::to_string(&memory_cli::doctor::doctor())
+    serde_json::to_string(&memory_service::doctor::doctor())
         .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))
 }
 

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use memory_cli::import::{ImportObserver, ImportSummary, LineRefusal, import};
-use memory_cli::recall_service::RecallService;
-use memory_cli::semantic::SemanticBackend;
-use memory_cli::service::{MemoryService, Operation, RawArguments};
-use memory_cli::settings::Settings;
+use memory_service::import::{ImportObserver, ImportSummary, LineRefusal, import};
+use memory_service::recall_service::RecallService;
+use memory_service::semantic::SemanticBackend;
+use memory_service::service::{MemoryService, Operation, RawArguments};
+use memory_service::settings::Settings;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::{Value, json};

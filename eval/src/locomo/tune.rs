@@ -47,7 +47,7 @@ pub const RRF_K: [f64; 7] = [1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0];
 /// Lexical weights tried (the embedding ranking weighs 1).
 pub const LEXICAL_WEIGHTS: [f64; 6] = [0.5, 0.75, 1.0, 1.25, 1.5, 2.0];
 /// Candidate depths tried for each side. None is below 20: the product asks each side for at least
-/// twice the items a recall may cite (`memory_cli::recall_service::MIN_SEARCH_HITS` and more), so a
+/// twice the items a recall may cite (`memory_service::recall_service::MIN_SEARCH_HITS` and more), so a
 /// shallower default would never take effect.
 pub const DEPTHS: [usize; 3] = [20, 40, 100];
 /// Weights (lexical, embedding) tried for normalized score fusion: shares of the fused score.

@@ -7,8 +7,8 @@
 //!   destination: the namespace and scope the direct import writes and recalls through
 //!   ([`super::run::namespace`], [`super::run::SCOPE`]).
 //! - The worker is the `remembering-worker` binary's committed-activity work: the processors the
-//!   binary builds ([`memory_cli::worker::pending_pass`] with the binary's defaults,
-//!   [`memory_cli::worker::WorkerSettings::defaults`]; see [`worker`]) driven through [`PendingPass`]
+//!   binary builds ([`memory_service::worker::pending_pass`] with the binary's defaults,
+//!   [`memory_service::worker::WorkerSettings::defaults`]; see [`worker`]) driven through [`PendingPass`]
 //!   until no thread is pending. The binary's intent pass is not run: no intent is
 //!   ever admitted here, so it would do nothing.
 //! - Then one sync and every scored question in every mode through [`super::run::recall_all_judged`]
@@ -42,12 +42,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use memory_cli::worker::{ProcessorStores, WorkerSettings, pending_pass};
 use memory_core::activity::{
     ExtractionTotals, NewRecord, ProgressStore, RecordBody, ThreadDestination, ThreadId, ThreadLog,
     ThreadRecord,
 };
 use memory_core::{DynamicNamespace, MemoryLister, MemoryScope};
+use memory_service::worker::{ProcessorStores, WorkerSettings, pending_pass};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
@@ -231,7 +231,7 @@ impl WorkerStores {
 }
 
 /// The committed-activity work of `remembering-worker` with its defaults: the very processors the
-/// binary builds ([`memory_cli::worker::pending_pass`] with [`WorkerSettings::defaults`]), under the
+/// binary builds ([`memory_service::worker::pending_pass`] with [`WorkerSettings::defaults`]), under the
 /// [`PendingPass`] the binary runs each pass.
 pub fn worker(
     stores: &WorkerStores,

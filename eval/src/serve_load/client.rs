@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use memory_cli::discovery::Discovery;
-use memory_cli::hook::server::{ServerError, ServerSession, ToolAnswer};
+use memory_client::discovery::Discovery;
+use memory_client::server::{ServerError, ServerSession, ToolAnswer};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -144,7 +144,9 @@ fn error_kind(answer: &Result<ToolAnswer, ServerError>) -> Option<String> {
 fn transport_kind(error: &ServerError) -> String {
     match error {
         ServerError::Unreachable { .. } => "unreachable".to_owned(),
-        ServerError::SessionExpired { .. } => memory_cli::hook::EXPIRED_SESSION_KIND.to_owned(),
+        ServerError::SessionExpired { .. } => {
+            memory_client::server::EXPIRED_SESSION_KIND.to_owned()
+        }
         ServerError::Protocol(message) => message
             .split_once("HTTP ")
             .and_then(|(_, rest)| rest.get(..3))
@@ -204,7 +206,7 @@ impl Client {
             }
             let generation = self.endpoint.generation();
             let discovery = Discovery {
-                version: memory_cli::discovery::VERSION,
+                version: memory_client::discovery::VERSION,
                 url: self.endpoint.url(),
                 pid: 0,
                 token: Some(self.plan.token.clone()),
@@ -605,9 +607,9 @@ fn recall_arguments(tenant: &Tenant, query: &str, mode: &str, items: u32) -> Val
         "mode": mode,
         "limits": {
             "max_items": items,
-            "max_bytes": memory_cli::simple::SEARCH_MAX_BYTES,
-            "max_tokens": memory_cli::simple::SEARCH_MAX_TOKENS,
-            "timeout_ms": memory_cli::simple::SEARCH_TIMEOUT_MS,
+            "max_bytes": memory_service::simple::SEARCH_MAX_BYTES,
+            "max_tokens": memory_service::simple::SEARCH_MAX_TOKENS,
+            "timeout_ms": memory_service::simple::SEARCH_TIMEOUT_MS,
         },
     })
 }

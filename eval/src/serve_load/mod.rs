@@ -12,7 +12,7 @@
 //! 3. Idle recall: one client, `--idle-recalls` sequential `memory_search` calls (after 10 warm-up
 //!    calls) on the otherwise idle server.
 //! 4. Load: `--clients` concurrent MCP clients (client i is tenant i % tenants, with its token), each
-//!    one session kept for the run ([`memory_cli::hook::server::ServerSession`]), calling the mix of
+//!    one session kept for the run ([`memory_client::server::ServerSession`]), calling the mix of
 //!    [`report::MIX`] for `--duration-secs` or `--ops` calls each. Every answer is checked against the
 //!    caller's tenant (ids carry a tenant prefix, metadata the tenant's name).
 //! 5. After the load every acknowledged remember not forgotten is read back by its owner
@@ -37,8 +37,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use memory_cli::discovery::Discovery;
-use memory_cli::hook::server::ServerSession;
+use memory_client::discovery::Discovery;
+use memory_client::server::ServerSession;
 use serde_json::{Value, json};
 
 use self::client::{Client, ClientPlan, Endpoint, Shared};
@@ -518,7 +518,7 @@ async fn sync(options: &ServeLoadOptions, server: &Server, token: &str) -> anyho
         }
     });
     let discovery = Discovery {
-        version: memory_cli::discovery::VERSION,
+        version: memory_client::discovery::VERSION,
         url: server.url.clone(),
         pid: server.pid,
         token: Some(token.to_owned()),

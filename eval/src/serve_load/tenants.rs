@@ -101,7 +101,7 @@ pub fn grants_json(tenants: &[Tenant]) -> Value {
         .map(|tenant| {
             json!({
                 "name": tenant.name,
-                "token_sha256": memory_cli::grants::token_digest(&tenant.token),
+                "token_sha256": memory_service::grants::token_digest(&tenant.token),
                 "operations": ["recall", "get", "list", "put", "remember", "withdraw", "forget",
                                "thread_append", "thread_forget"],
                 "read_scopes": [tenant.name],

@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::cli::NamespaceArgs;
+use crate::namespace_args::NamespaceArgs;
 use crate::wire::RecallMode;
 
 /// Default most passages in a hook's block.

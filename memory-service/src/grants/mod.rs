@@ -39,8 +39,8 @@ use memory_core::write::by_grant;
 use memory_core::{DynamicNamespace, ErrorKind, MemoryDocument, MemoryScope, NamespaceAddress};
 use serde_json::{Map, Value};
 
+use crate::defaults::Defaults;
 use crate::refusal::Refusal;
-use crate::simple::Defaults;
 
 pub use file::{GrantsError, MAX_GRANTS, MAX_GRANTS_FILE_BYTES, load_file, parse, parse_rule};
 pub use table::{Grants, token_digest};

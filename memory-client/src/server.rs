@@ -23,6 +23,10 @@ pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// The MCP protocol version the hook asks for.
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
+/// The kind a hook logs, and the eval counts, when the server no longer knew the caller's session
+/// even after a new one was opened ([`ServerError::SessionExpired`]).
+pub const EXPIRED_SESSION_KIND: &str = "expired-session";
+
 /// Why the server could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::database::Database;
+use memory_service::database::Database;
 
 /// The layout version this build writes and reads.
 pub const VERSION: u32 = 1;

@@ -25,23 +25,22 @@
 //! - `memory_list {cursor?, limit?}`: see [`crate::list`].
 
 use memory_core::{
-    Clock as _, DocumentId, DynamicNamespace, ErrorKind, MemoryAttribution, MemoryContent,
-    MemoryDocument, MemoryKey, MemoryScope, MemoryWrite, NamespaceAddress, OperationId, Revision,
+    Clock as _, ErrorKind, MemoryAttribution, MemoryContent, MemoryDocument, MemoryWrite,
+    OperationId, Revision,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::database::Store;
+pub use crate::defaults::Defaults;
 use crate::grants::Grant;
 use crate::list::{ListArguments, ListResult};
 use crate::recall_service::RecallQuery;
 use crate::refusal::Refusal;
 use crate::service::{MemoryService, Request};
-use crate::wire::{
-    RecallArguments, RecallMode, RecallResult, WireRecallLimits, WriteResult, address_of,
-};
+use crate::wire::{RecallArguments, RecallMode, RecallResult, WireRecallLimits, WriteResult};
 use memory_core::ids::lower_hex;
 
 /// Passages `memory_search` returns by default.
@@ -103,69 +102,6 @@ pub struct ForgetArguments {
     pub reason: String,
 }
 
-/// The namespace and scope the simple tools work in.
-#[derive(Debug, Clone)]
-pub struct Defaults {
-    namespace: DynamicNamespace,
-    address: NamespaceAddress,
-    scope: MemoryScope,
-}
-
-impl Defaults {
-    /// The defaults, with the namespace's address checked.
-    pub fn new(namespace: DynamicNamespace, scope: MemoryScope) -> Result<Self, Refusal> {
-        Ok(Self {
-            address: address_of(&namespace)?,
-            namespace,
-            scope,
-        })
-    }
-
-    /// The default namespace.
-    pub fn namespace(&self) -> &DynamicNamespace {
-        &self.namespace
-    }
-
-    /// Where a thread append that names no destination goes: this namespace and scope.
-    pub fn destination_defaults(&self) -> crate::destination::DestinationDefaults {
-        crate::destination::DestinationDefaults {
-            namespace: Some(self.namespace.clone()),
-            scope: Some(self.scope.clone()),
-            user: None,
-        }
-    }
-
-    /// The default namespace's address.
-    pub fn address(&self) -> &NamespaceAddress {
-        &self.address
-    }
-
-    /// The default scope.
-    pub fn scope(&self) -> &MemoryScope {
-        &self.scope
-    }
-
-    fn key(&self, id: &str) -> Result<MemoryKey, Refusal> {
-        Ok(MemoryKey {
-            namespace: self.address.clone(),
-            id: DocumentId::new(id)?,
-        })
-    }
-
-    /// The lower-case hex SHA-256 of the canonical JSON of one call in these defaults.
-    fn digest_of(&self, tool: &str, arguments: &impl Serialize) -> Result<String, Refusal> {
-        let call = json!({
-            "tool": tool,
-            "namespace": self.address.as_str(),
-            "scope": self.scope.as_str(),
-            "arguments": arguments,
-        });
-        let canonical = memory_core::canonical::to_canonical_string(&call)
-            .map_err(|error| Refusal::invalid_input(format!("arguments: {error}")))?;
-        Ok(lower_hex(&Sha256::digest(canonical.as_bytes())))
-    }
-}
-
 /// `memory_remember` (the Python package's `add` and `update` too).
 pub async fn remember<S: Store>(
     service: &MemoryService<S>,
@@ -220,7 +156,7 @@ pub async fn remember<S: Store>(
                     attributions: vec![MemoryAttribution {
                         origin_id: operation_id.as_str().to_owned(),
                         speaker,
-                        observers: vec![defaults.scope.as_str().to_owned()],
+                        observers: vec![defaults.scope().as_str().to_owned()],
                         locator: REMEMBER_LOCATOR.to_owned(),
                         activity_at: None,
                         interpretation: "stated".to_owned(),
@@ -229,7 +165,7 @@ pub async fn remember<S: Store>(
                     recorded_at: now,
                     extracted_at: now,
                 },
-                scopes: vec![defaults.scope.clone()],
+                scopes: vec![defaults.scope().clone()],
                 operation_id,
             }
         }
@@ -306,8 +242,8 @@ pub async fn search_in_mode<S: Store>(
 /// The recall `memory_search` runs.
 pub fn search_arguments(defaults: &Defaults, query: String, limit: u32) -> RecallArguments {
     RecallArguments {
-        namespace: defaults.namespace.clone(),
-        scope: defaults.scope.as_str().to_owned(),
+        namespace: defaults.namespace().clone(),
+        scope: defaults.scope().as_str().to_owned(),
         query,
         mode: RecallMode::Hybrid,
         limits: WireRecallLimits {
@@ -368,5 +304,5 @@ pub async fn list<S: Store>(
     grant: &Grant,
     arguments: ListArguments,
 ) -> Result<ListResult, Refusal> {
-    crate::list::list(service, &defaults.namespace, Some(grant), arguments).await
+    crate::list::list(service, defaults.namespace(), Some(grant), arguments).await
 }

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Grant, GrantedOperation, IdentityRule, NamespaceRule, ScopeSet};
-use crate::simple::Defaults;
+use crate::defaults::Defaults;
 
 /// Most bytes of a grants file.
 pub const MAX_GRANTS_FILE_BYTES: u64 = 4 * 1024 * 1024;

@@ -10,7 +10,7 @@ use super::file::{GrantTable, GrantsError, load_file};
 
 /// The grants of one server: the grants file's (re-read by [`Grants::reload`]) and the server's own
 /// grant ([`Grant::server`]), which the `--token-file` token holds, or, with neither a file nor a
-/// token, every caller (loopback only, see [`crate::http::check_token_policy`]).
+/// token, every caller (loopback only: memory-cli's `http::check_token_policy`).
 #[derive(Debug)]
 pub struct Grants {
     file: Option<PathBuf>,
