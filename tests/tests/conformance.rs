@@ -19,6 +19,9 @@
 //! | thread forget   | `memory thread forget`       | `memory_thread_forget`             |
 //! | context         | `memory context`             | `memory_context`                   |
 //! | worker pass     | `remembering-worker --once` (the same for every door)             |
+//!
+//! The hook (`memory hook prompt`) answers recall only, as a rendered block: its one-shot and served
+//! answers are compared with each other, over the same sessions, by `tests/hook_stress.rs`.
 
 use integration_tests::product::{Fixture, McpClient, namespace, put};
 use integration_tests::serving::HttpServer;
