@@ -20,9 +20,13 @@
 //! | context         | `memory context`             | `memory_context`                   |
 //! | worker pass     | `remembering-worker --once` (the same for every door)             |
 //!
-//! The hook (`memory hook prompt`) answers recall only, as a rendered block: its one-shot and served
-//! answers are compared with each other, over the same sessions, by `tests/hook_stress.rs`.
+//! | hook prompt     | `memory hook prompt --no-server` (one-shot; also beside the stdio server) | through the HTTP server |
+//!
+//! The hook answers one-shot beside the command line and the stdio server, and through the running
+//! HTTP server beside that door, so its served and one-shot answers are compared here too (and over
+//! many sessions with the worker running between prompts by `tests/hook_stress.rs`).
 
+use integration_tests::hook::run_hook;
 use integration_tests::product::{Fixture, McpClient, namespace, put};
 use integration_tests::serving::HttpServer;
 use serde_json::{Map, Value, json};
@@ -197,8 +201,42 @@ fn numbered_revisions(answers: &mut [(String, Value)]) {
     }
 }
 
-/// The scenario, step by step: (step name, answer).
-async fn scenario(fixture: &Fixture, door: &Door) -> Vec<(String, Value)> {
+/// `memory hook prompt` in the generic form for the scenario's namespace: one-shot (`--no-server`)
+/// unless `served`, when the running HTTP server's discovery file sends it there.
+fn hook_prompt(fixture: &Fixture, prompt: &str, served: bool) -> Value {
+    let namespace = namespace().to_string();
+    let mut args = vec![
+        "--namespace",
+        &namespace,
+        "--scope",
+        "assistant",
+        "prompt",
+        "--format",
+        "json",
+        "--speaker",
+        "ana",
+        "--timeout-ms",
+        "60000",
+    ];
+    if !served {
+        args.push("--no-server");
+    }
+    let input = json!({"session": "hook-session", "prompt": prompt}).to_string();
+    let outcome = run_hook(fixture, &args, &input, &[]);
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    assert!(outcome.json.is_object(), "the hook answered: {outcome:#?}");
+    let answer = outcome.json;
+    json!({
+        "context": answer["context"],
+        "passages": answer["passages"],
+        "appended": answer["appended"],
+        "already_recorded": answer["already_recorded"],
+    })
+}
+
+/// The scenario, step by step: (step name, answer); the hook goes through the HTTP server when
+/// `hook_served`.
+async fn scenario(fixture: &Fixture, door: &Door, hook_served: bool) -> Vec<(String, Value)> {
     let mut answers = Vec::new();
     let mut record =
         |step: &str, answer: Value| answers.push((step.to_owned(), normalized(&answer)));
@@ -326,6 +364,10 @@ async fn scenario(fixture: &Fixture, door: &Door) -> Vec<(String, Value)> {
         );
     }
     record("context", door.context(fixture, "t1", 4_000).await);
+    record(
+        "hook prompt",
+        hook_prompt(fixture, "Where does Ana live these days?", hook_served),
+    );
     numbered_revisions(&mut answers);
     answers
 }
@@ -335,11 +377,11 @@ async fn every_door_answers_one_scenario_alike() {
     let server_flags = ["--allow-any-namespace".to_owned()];
 
     let cli_fixture = Fixture::new();
-    let cli = scenario(&cli_fixture, &Door::Cli).await;
+    let cli = scenario(&cli_fixture, &Door::Cli, false).await;
 
     let stdio_fixture = Fixture::new();
     let stdio = Door::Mcp(McpClient::stdio(&stdio_fixture, &server_flags, &[]).await);
-    let over_stdio = scenario(&stdio_fixture, &stdio).await;
+    let over_stdio = scenario(&stdio_fixture, &stdio, false).await;
     if let Door::Mcp(client) = stdio {
         client.close().await;
     }
@@ -351,7 +393,7 @@ async fn every_door_answers_one_scenario_alike() {
             .await
             .expect("an HTTP client connects"),
     );
-    let over_http = scenario(&http_fixture, &http).await;
+    let over_http = scenario(&http_fixture, &http, true).await;
     if let Door::Mcp(client) = http {
         client.close().await;
     }
@@ -362,6 +404,14 @@ async fn every_door_answers_one_scenario_alike() {
     assert!(
         cli.iter()
             .any(|(step, answer)| step == "stale put" && answer["refused"] == "conflict"),
+        "{cli:#?}"
+    );
+    // The hook recalled the conversation's memory (an empty answer would compare equal too).
+    assert!(
+        cli.iter().any(|(step, answer)| step == "hook prompt"
+            && answer["context"]
+                .as_str()
+                .is_some_and(|text| text.contains("Porto"))),
         "{cli:#?}"
     );
     for (door, answers) in [("MCP stdio", &over_stdio), ("MCP HTTP", &over_http)] {
