@@ -316,16 +316,6 @@ impl Cli {
         )
     }
 
-    /// What the index flags ask of every semantic index the command opens (checked when it is
-    /// opened, or by [`Cli::settings`]).
-    pub fn index_options(&self) -> crate::semantic::IndexOptions {
-        crate::semantic::IndexOptions {
-            max_chunks: self.max_chunks,
-            compact_vectors: self.compact_vectors,
-            hnsw_ef_search: self.hnsw_ef_search,
-        }
-    }
-
     /// The bound `--max-tool-output-bytes` sets on thread appends (the default without it); refused
     /// as `invalid-input` below [`memory_core::activity::thread::MIN_MAX_TOOL_OUTPUT_BYTES`].
     pub fn tool_output_bound(&self) -> Result<ToolOutputBound, Refusal> {

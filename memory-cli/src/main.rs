@@ -71,9 +71,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Ok(database) => database,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    let index = cli.index_options();
-    let tool_output = match cli.tool_output_bound() {
-        Ok(bound) => bound,
+    // Every setting checked once, before anything is opened.
+    let (index, tool_output) = match cli.settings() {
+        Ok(settings) => (settings.index, settings.tool_output),
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let operation = match cli.command {

@@ -283,7 +283,7 @@ pub async fn forget<S: Store>(
             operation_id,
             expected_revision: current.revision,
             reason: arguments.reason,
-            by: Some(grant.principal().to_owned()),
+            by: Some(grant.principal()),
         })
         .await
 }

@@ -124,20 +124,11 @@ impl<S: Store> Services<S> {
             "sync" => precise(Operation::Sync).await,
             "thread_append" => self.thread(ThreadOperation::Append, arguments).await,
             "thread_forget" => self.thread(ThreadOperation::Forget, arguments).await,
-            "context" => {
-                self.context(ContextOperation::Context, arguments, principal)
-                    .await
-            }
-            "compact" => {
-                self.context(ContextOperation::Compact, arguments, principal)
-                    .await
-            }
-            "history_read" => {
-                self.context(ContextOperation::HistoryRead, arguments, principal)
-                    .await
-            }
+            "context" => self.context(ContextOperation::Context, arguments).await,
+            "compact" => self.context(ContextOperation::Compact, arguments).await,
+            "history_read" => self.context(ContextOperation::HistoryRead, arguments).await,
             "history_search" => {
-                self.context(ContextOperation::HistorySearch, arguments, principal)
+                self.context(ContextOperation::HistorySearch, arguments)
                     .await
             }
             "remember_once" => self.remember_once().await,
@@ -173,9 +164,9 @@ impl<S: Store> Services<S> {
         &self,
         operation: ContextOperation,
         arguments: Value,
-        principal: Option<&str>,
     ) -> Result<Value, Refusal> {
-        let grant = python_grant(principal);
+        // The context calls write no memory document, so no withdrawal names anyone here.
+        let grant = python_grant(None);
         self.contexts
             .execute_as(
                 &grant,

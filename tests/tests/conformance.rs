@@ -136,25 +136,19 @@ fn recall(query: &str, mode: &str) -> Value {
 /// caller, and the withdrawal's revision, derived from its command, differs with it: revisions are
 /// compared by the order they first appear in, [`numbered_revisions`]). Everything else must be
 /// equal: document ids, texts, scores, citations, limits, refusals.
+/// The fields are listed once, in `tests/conformance-differing.json`, for this suite and the
+/// Python package's.
 fn normalized(value: &Value) -> Value {
-    const DIFFERING: [&str; 11] = [
-        "modified_at",
-        "updated_at",
-        "recorded_at",
-        "extracted_at",
-        "forgotten_at",
-        "suppressed_at",
-        "answered_by",
-        "index_position",
-        "store_head",
-        "elapsed_ms",
-        "by",
-    ];
+    static DIFFERING: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let list: Value =
+            serde_json::from_str(include_str!("../conformance-differing.json")).expect("JSON");
+        serde_json::from_value(list["fields"].clone()).expect("a list of field names")
+    });
     match value {
         Value::Object(members) => Value::Object(
             members
                 .iter()
-                .filter(|(name, _)| !DIFFERING.contains(&name.as_str()))
+                .filter(|(name, _)| !DIFFERING.contains(name))
                 .map(|(name, member)| (name.clone(), normalized(member)))
                 .collect::<Map<_, _>>(),
         ),

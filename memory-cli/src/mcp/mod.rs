@@ -277,7 +277,7 @@ impl<S: Store> MemoryServer<S> {
         let is_write = matches!(operation, Operation::Put | Operation::Withdraw);
         let request = match Request::decode(operation, RawArguments::Json(Value::Object(arguments)))
         {
-            Ok(request) => request.asked_by(Some(grant.principal().to_owned())),
+            Ok(request) => request.asked_by(Some(grant.principal())),
             Err(refusal) => {
                 if is_write {
                     self.metrics.count_write(Err(refusal.kind()));

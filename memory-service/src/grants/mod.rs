@@ -199,8 +199,8 @@ pub struct Grant {
     defaults: Option<Arc<Defaults>>,
     /// The server's own grant (the host's): it reads `/metrics` whatever its namespaces.
     host: bool,
-    /// Who its holder is, as a withdrawal's tombstone names them ([`Grant::principal`]).
-    principal: String,
+    /// Who holds it when not `grant:NAME` ([`Grant::held_by`]).
+    held_by: Option<String>,
 }
 
 /// The name of the server's own grant ([`Grant::server`]; a `/metrics` label).
@@ -226,7 +226,7 @@ impl Grant {
             write_scopes: ScopeSet::Any,
             defaults,
             host: true,
-            principal: by_grant(name),
+            held_by: None,
         }
     }
 
@@ -249,7 +249,7 @@ impl Grant {
             write_scopes: ScopeSet::Only(BTreeSet::new()),
             defaults: None,
             host: false,
-            principal: by_grant("none"),
+            held_by: None,
         }
     }
 
@@ -264,7 +264,7 @@ impl Grant {
         defaults: Option<Arc<Defaults>>,
     ) -> Self {
         Self {
-            principal: by_grant(&name),
+            held_by: None,
             name,
             operations,
             namespaces,
@@ -278,14 +278,14 @@ impl Grant {
     /// The same grant held by `principal` (an in-process host acting for its local user,
     /// [`crate::destination::local_principal`]) instead of `grant:NAME`.
     pub fn held_by(mut self, principal: String) -> Self {
-        self.principal = principal;
+        self.held_by = Some(principal);
         self
     }
 
     /// Who holds it: the `by` of the withdrawals it asks for (`grant:NAME` unless [`Grant::held_by`]
     /// said otherwise). A door stamps it; a caller's arguments never name it.
-    pub fn principal(&self) -> &str {
-        &self.principal
+    pub fn principal(&self) -> String {
+        self.held_by.clone().unwrap_or_else(|| by_grant(&self.name))
     }
 
     /// The name (a `/metrics` label; never a secret).
