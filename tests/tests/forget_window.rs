@@ -16,7 +16,7 @@
 //! The log itself stays append-only: every record is still there.
 
 use integration_tests::hook::run_hook;
-use integration_tests::product::{Fixture, McpClient};
+use integration_tests::product::{Fixture, McpClient, Outcome};
 use integration_tests::serving::{HttpServer, ready};
 use serde_json::{Value, json};
 
@@ -306,26 +306,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
     client.close().await;
 
     // The hook's assembled context (one-shot).
-    let input =
-        json!({"session": THREAD, "prompt": "And the day after?", "prompt_id": "p-1"}).to_string();
-    let hooked = run_hook(
-        &fixture,
-        &[
-            "prompt",
-            "--format",
-            "json",
-            "--context-budget",
-            "2000",
-            "--user",
-            "ana",
-            "--speaker",
-            "ana",
-            "--timeout-ms",
-            "60000",
-        ],
-        &input,
-        &[],
-    );
+    let hooked = hook_context(&fixture, "And the day after?", "p-1");
     assert_eq!(hooked.code, 0, "{hooked:#?}");
     assert!(hooked.json["messages"].is_array(), "{hooked:#?}");
     assert!(!leaks(&hooked.json), "{hooked:#?}");
@@ -362,10 +343,22 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
         .await;
     assert_eq!(found["matches"], json!([]), "{found:#}");
     http.close().await;
-    let input =
-        json!({"session": THREAD, "prompt": "And the week after?", "prompt_id": "p-2"}).to_string();
-    let served = run_hook(
-        &fixture,
+    let served = hook_context(&fixture, "And the week after?", "p-2");
+    assert_eq!(served.code, 0, "{served:#?}");
+    assert!(served.json["messages"].is_array(), "{served:#?}");
+    assert!(!leaks(&served.json), "{served:#?}");
+    assert!(
+        served.stderr.is_empty(),
+        "the hook answered through the server without a failure: {served:#?}"
+    );
+}
+
+/// `memory hook prompt` of ana's in the generic form with an assembled context of 2,000 tokens: one-shot,
+/// or through the server when one runs for the database.
+fn hook_context(fixture: &Fixture, prompt: &str, prompt_id: &str) -> Outcome {
+    let input = json!({"session": THREAD, "prompt": prompt, "prompt_id": prompt_id}).to_string();
+    run_hook(
+        fixture,
         &[
             "prompt",
             "--format",
@@ -381,12 +374,5 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
         ],
         &input,
         &[],
-    );
-    assert_eq!(served.code, 0, "{served:#?}");
-    assert!(served.json["messages"].is_array(), "{served:#?}");
-    assert!(!leaks(&served.json), "{served:#?}");
-    assert!(
-        served.stderr.is_empty(),
-        "the hook answered through the server without a failure: {served:#?}"
-    );
+    )
 }
