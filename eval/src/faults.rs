@@ -1,5 +1,6 @@
 //! Recall with an injected slow source (answering after the deadline) and a failing one, each declared
-//! essential and optional, next to a healthy lexical source.
+//! essential and optional, next to the healthy `direct` source (memory-core's composition of several
+//! sources, which a host composing its own sources relies on; the product's recall has one source).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use semantic_index::Embedder;
 use serde::Serialize;
 
 use crate::corpus::EvalQuery;
-use crate::modes::{Mode, Recaller};
+use crate::modes::Recaller;
 
 /// The deadline of the fault recalls.
 pub const FAULT_TIMEOUT_MS: u64 = 250;
@@ -93,7 +94,7 @@ fn status_name(status: &SourceStatus) -> String {
     .to_owned()
 }
 
-/// Runs every fault, essential and optional, beside the lexical source for `query`.
+/// Runs every fault, essential and optional, beside the `direct` source for `query`.
 pub async fn run_faults<E: Embedder>(
     recaller: &Recaller<'_, E>,
     query: &EvalQuery,
@@ -114,7 +115,7 @@ pub async fn run_faults<E: Embedder>(
     ] {
         for essential in [true, false] {
             let sources = vec![
-                recaller.source(Mode::Lexical, query, false)?,
+                recaller.direct_source(query, false)?,
                 injected(fault, essential)?,
             ];
             let started = Instant::now();

@@ -1,27 +1,32 @@
-//! The recall modes, each a [`RecallSource`] read through memory-core's [`recall`] with revalidation.
+//! The recall modes: `direct` is the harness's ceiling; every other mode is the product's own, run
+//! through memory-service's mode table ([`RecallService::recall_over`]), the code `memory recall`,
+//! the MCP servers and the Python package answer with, with the same search depth, semantic score
+//! floor, fusion parameters, revalidation, suppression and composition.
 //!
-//! - `direct`: the known `person/topic` key, read and revalidated (what an application that knows its
-//!   keys does; the quality ceiling).
-//! - `lexical`: the store's BM25 search (per namespace), through memory-core's lexical source.
-//! - `exact`, `hnsw`: the semantic index (query embedding, search, its own revalidation), then the
-//!   hits as excerpt candidates through memory-core's revalidation.
-//! - `hybrid`: the product's hybrid source ([`semantic_index::HybridRecall`] with its default
-//!   [`semantic_index::HybridParams`], HNSW side), exactly what `memory recall` runs: the harness has no
-//!   fusion of its own, so the figure it reports is the product's.
+//! - `direct`: the known `person/topic` key, read and revalidated through memory-core's recall (what
+//!   an application that knows its keys does; the quality ceiling). The product has no such mode.
+//! - `lexical`, `exact`, `hnsw`, `hybrid`: the product's modes of the same names over the harness's
+//!   index. The harness keeps that index current with its own [`semantic_index::Indexer`] following
+//!   the store (as `memory serve` does) and waits for it before recalling; its configuration is the
+//!   product's ([`memory_service::semantic::IndexOptions::config`], from the same `MEMORY_*`
+//!   settings), so the figures are the product's, with the embedder the run loads (the real model in
+//!   the main job, a deterministic one in the tests).
 
 use std::sync::Arc;
 
 use memory_core::recall::{
-    MemoryLookup, PassageId, RecallError, RecallLimits, RecallSource, RecalledMemory, SourceId,
-    recall,
+    MemoryLookup, RecallError, RecallLimits, RecallSource, SourceId, recall,
 };
 use memory_core::{
-    ApproximateTokenCounter, DocumentId, LexicalSearch, MemoryAccess, MemoryError, MemoryKey,
-    RecallCandidate, RevalidationLimits, revalidate,
+    ApproximateTokenCounter, DocumentId, MemoryAccess, MemoryKey, RecallCandidate,
+    RevalidationLimits, revalidate,
 };
+use memory_service::recall_service::{RecallQuery, RecallService};
+use memory_service::refusal::Refusal;
+use memory_service::wire::{RecallMode, RecallResult};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
-use semantic_index::{Embedder, IndexBounds, IndexKind, QueryLimits, SemanticError, SemanticIndex};
+use semantic_index::{Embedder, SemanticIndex};
 use serde::Serialize;
 
 use crate::corpus::{EvalQuery, document_id};
@@ -65,21 +70,32 @@ impl Mode {
     }
 }
 
-/// Hits each search is asked for; more than the ten that are scored, so revalidation has spares.
-pub const SEARCH_DEPTH: usize = 20;
 /// Passages a recall may cite: hit@10 needs ten.
 pub const MAX_ITEMS: u32 = 10;
 /// Deadline of one recall in the quality runs: far above any healthy recall, so it never decides quality.
 pub const RECALL_TIMEOUT_MS: u64 = 5_000;
-/// Most UTF-8 bytes of a query.
-pub const MAX_QUERY_BYTES: usize = 4_096;
-/// The id the mode's source is declared with.
+/// The id the `direct` source is declared with.
 pub const SOURCE_ID: &str = "memory";
+
+impl Mode {
+    /// The product's mode of the same name; `None` for `direct`, the harness's own ceiling.
+    pub fn product(self) -> Option<RecallMode> {
+        match self {
+            Self::Direct => None,
+            Self::Lexical => Some(RecallMode::Lexical),
+            Self::Exact => Some(RecallMode::Exact),
+            Self::Hnsw => Some(RecallMode::Hnsw),
+            Self::Hybrid => Some(RecallMode::Hybrid),
+        }
+    }
+}
 
 /// Runs recalls in every mode over one store and index.
 pub struct Recaller<'a, E> {
     store: &'a Arc<SqliteStore>,
     index: &'a Arc<SemanticIndex<E, SqliteVectorStore>>,
+    /// The product's recall over the store; the semantic modes are handed `index`.
+    service: RecallService<SqliteStore>,
     access: MemoryAccess,
     limits: RecallLimits,
 }
@@ -90,15 +106,6 @@ impl<E> std::fmt::Debug for Recaller<'_, E> {
             .debug_struct("Recaller")
             .field("limits", &self.limits)
             .finish_non_exhaustive()
-    }
-}
-
-/// Maps a semantic-index failure onto recall's typed errors, keeping deadlines as deadlines.
-fn semantic_error(error: SemanticError) -> RecallError {
-    match error {
-        SemanticError::Store(error) => RecallError::Source(error),
-        SemanticError::Deadline { timeout_ms } => RecallError::Deadline { timeout_ms },
-        other => RecallError::Source(MemoryError::storage("semantic query", other)),
     }
 }
 
@@ -119,16 +126,10 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         Ok(Self {
             store,
             index,
+            service: RecallService::lexical_only(Arc::clone(store)),
             access,
             limits,
         })
-    }
-
-    /// The same recaller with other limits (the fault runs use a short deadline).
-    #[must_use]
-    pub fn with_limits(mut self, limits: RecallLimits) -> Self {
-        self.limits = limits;
-        self
     }
 
     /// The limits recalls run under.
@@ -136,41 +137,25 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         &self.limits
     }
 
-    /// The source of `mode` for `query`, declared essential or optional.
-    pub fn source<'q>(
+    /// The `direct` source for `query`, declared essential or optional: the known key, revalidated.
+    pub fn direct_source<'q>(
         &self,
-        mode: Mode,
         query: &'q EvalQuery,
         essential: bool,
     ) -> Result<RecallSource<'q>, RecallError>
     where
         'a: 'q,
-        E: 'q,
     {
         let id = SourceId::new(SOURCE_ID)?;
         let store = self.store;
-        let index = self.index;
         let access = self.access.clone();
         let revalidation = RevalidationLimits::from(&self.limits);
-        let text = query.text.as_str();
         let key = MemoryKey {
             namespace: access.namespace.clone(),
             id: DocumentId::new(document_id(&query.person, &query.topic))?,
         };
         let read = async move {
-            let candidates = match mode {
-                Mode::Direct => vec![RecallCandidate::document(key, None)],
-                Mode::Lexical => lexical_candidates(store, &access, text).await?,
-                Mode::Exact => {
-                    semantic_candidates(store, index, &access, text, IndexKind::Exact).await?
-                }
-                Mode::Hnsw => {
-                    semantic_candidates(store, index, &access, text, IndexKind::Hnsw).await?
-                }
-                Mode::Hybrid => {
-                    return hybrid_lookup(store, index, access, text, &revalidation).await;
-                }
-            };
+            let candidates = vec![RecallCandidate::document(key, None)];
             let passages = revalidate(&candidates, &access, &**store, &revalidation).await?;
             Ok::<_, RecallError>(if passages.is_empty() {
                 MemoryLookup::NoMatch
@@ -181,114 +166,43 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         Ok(RecallSource::new(id, essential, read))
     }
 
-    /// One recall of `query` in `mode`, the source declared optional (best that fits).
-    pub async fn recall(
-        &self,
-        mode: Mode,
-        query: &EvalQuery,
-    ) -> Result<RecalledMemory, RecallError> {
-        let source = self.source(mode, query, false)?;
-        recall(vec![source], &self.limits, &ApproximateTokenCounter).await
+    /// One recall of `query` in `mode`: the product's recall for its modes, the known key for
+    /// `direct` (declared optional: the best that fits). Answers the ranked document ids.
+    pub async fn recall(&self, mode: Mode, query: &EvalQuery) -> Result<RankedAnswer, Refusal> {
+        let Some(product) = mode.product() else {
+            let source = self.direct_source(query, false)?;
+            let recalled = recall(vec![source], &self.limits, &ApproximateTokenCounter).await?;
+            return Ok(RankedAnswer {
+                ranked: recalled
+                    .passages
+                    .into_iter()
+                    .map(|passage| {
+                        (
+                            passage.passage.source.id.as_str().to_owned(),
+                            passage.passage.content.text,
+                        )
+                    })
+                    .collect(),
+            });
+        };
+        let query = RecallQuery::for_access(
+            self.access.clone(),
+            query.text.clone(),
+            product,
+            self.limits,
+        )?;
+        let answer = self.service.recall_over(self.index, query).await?;
+        Ok(ranked(answer))
     }
 }
 
-/// The product's hybrid recall with its defaults: the same source, parameters, semantic score floor and
-/// revalidation that `memory recall --mode hybrid` runs (memory-cli asks each side for at least the
-/// search depth).
-async fn hybrid_lookup<E: Embedder>(
-    store: &Arc<SqliteStore>,
-    index: &Arc<SemanticIndex<E, SqliteVectorStore>>,
-    access: MemoryAccess,
-    text: &str,
-    revalidation: &RevalidationLimits,
-) -> Result<MemoryLookup, RecallError> {
-    let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
-    let limits = QueryLimits::new(
-        MAX_QUERY_BYTES,
-        SEARCH_DEPTH,
-        bounds.max_chunks,
-        memory_service::recall_service::MIN_SEMANTIC_SCORE,
-        RECALL_TIMEOUT_MS,
-        IndexKind::Hnsw,
-    );
-    let defaults = semantic_index::HybridParams::default();
-    let params = semantic_index::HybridParams {
-        lexical_candidates: SEARCH_DEPTH.max(defaults.lexical_candidates),
-        max_documents: SEARCH_DEPTH,
-        ..defaults
-    };
-    semantic_index::recall::hybrid_lookup(
-        index,
-        store,
-        &access,
-        text,
-        limits,
-        &params,
-        revalidation,
-    )
-    .await
-    .map(semantic_index::recall::ScoredLookup::into_lookup)
-}
-
-async fn lexical_candidates(
-    store: &SqliteStore,
-    access: &MemoryAccess,
-    text: &str,
-) -> Result<Vec<RecallCandidate>, RecallError> {
-    let hits = store.search(access, text, SEARCH_DEPTH).await?;
-    Ok(hits
-        .into_iter()
-        .map(|hit| RecallCandidate::document(hit.key, Some(hit.revision)))
-        .collect())
-}
-
-async fn semantic_candidates<E: Embedder>(
-    store: &SqliteStore,
-    index: &SemanticIndex<E, SqliteVectorStore>,
-    access: &MemoryAccess,
-    text: &str,
-    kind: IndexKind,
-) -> Result<Vec<RecallCandidate>, RecallError> {
-    let bounds = IndexBounds::for_dimensions(index.profile().dimensions);
-    let limits = QueryLimits::new(
-        MAX_QUERY_BYTES,
-        SEARCH_DEPTH,
-        bounds.max_chunks,
-        -1.0,
-        RECALL_TIMEOUT_MS,
-        kind,
-    );
-    let result = index
-        .query(store, access, text, limits)
-        .await
-        .map_err(semantic_error)?;
-    result
-        .hits
-        .into_iter()
-        .map(|hit| -> Result<RecallCandidate, RecallError> {
-            let passage = PassageId::new(format!("{}#chunk-{}", hit.key.id.as_str(), hit.ordinal))?;
-            Ok(RecallCandidate::excerpt(
-                hit.key,
-                Some(hit.revision),
-                passage,
-                hit.excerpt,
-            ))
-        })
-        .collect()
-}
-
 /// The ranked answer of a recall: source document ids in citation order, with their texts.
-pub fn ranked(recalled: &RecalledMemory) -> RankedAnswer {
+pub fn ranked(answer: RecallResult) -> RankedAnswer {
     RankedAnswer {
-        ranked: recalled
+        ranked: answer
             .passages
-            .iter()
-            .map(|passage| {
-                (
-                    passage.passage.source.id.as_str().to_owned(),
-                    passage.passage.content.text.clone(),
-                )
-            })
+            .into_iter()
+            .map(|passage| (passage.source.id, passage.content.text))
             .collect(),
     }
 }

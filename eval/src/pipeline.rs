@@ -258,19 +258,27 @@ pub fn profile_for(dimensions: usize) -> SemanticProfile {
     profile
 }
 
-/// Opens the index over the stored vectors, starts the indexer and waits until it has caught up.
+/// The product's configuration of `profile`'s index ([`memory_service::semantic::IndexOptions::config`])
+/// under the index settings `memory` reads from the environment (`MEMORY_MAX_CHUNKS`,
+/// `MEMORY_COMPACT_VECTORS`, `MEMORY_HNSW_EF_SEARCH`), so the harness measures the index a binary opens.
+pub fn index_config(profile: SemanticProfile) -> anyhow::Result<SemanticIndexConfig> {
+    let settings = memory_service::settings::Settings::from_env()
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+    settings
+        .index
+        .config(profile)
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))
+}
+
+/// Opens the index over the stored vectors (the product's configuration, [`index_config`]), starts the
+/// indexer and waits until it has caught up.
 pub async fn index<E: Embedder>(
     stores: &Stores,
     embedder: Arc<E>,
     profile: SemanticProfile,
 ) -> anyhow::Result<(Semantic<E>, IndexingFigures)> {
     let index = Arc::new(
-        SemanticIndex::open(
-            SemanticIndexConfig::new(profile),
-            embedder,
-            stores.vectors.clone(),
-        )
-        .await?,
+        SemanticIndex::open(index_config(profile)?, embedder, stores.vectors.clone()).await?,
     );
     let started = Instant::now();
     let indexer = Indexer::spawn(

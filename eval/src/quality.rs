@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::corpus::{EvalQuery, document_id};
 use crate::metrics::{AnswerKey, LatencyFigures, QualityFigures, RankedAnswer, percentiles, score};
-use crate::modes::{Mode, Recaller, ranked};
+use crate::modes::{Mode, Recaller};
 use crate::progress::Progress;
 
 /// Queries per mode run before timing, so caches, the model session and SQLite pages are warm.
@@ -60,7 +60,7 @@ pub async fn run_mode<E: Embedder>(
         let result = recaller.recall(mode, query).await;
         samples.push(started.elapsed().as_secs_f64() * 1_000.0);
         match result {
-            Ok(recalled) => answers.push(ranked(&recalled)),
+            Ok(answer) => answers.push(answer),
             Err(error) => {
                 tracing::warn!(
                     mode = mode.as_str(),

@@ -215,6 +215,18 @@ pub fn markdown(report: &Report) -> String {
         c.conversations, c.turns, c.queries, c.corrected_queries, c.withdrawn_queries
     );
 
+    let _ = writeln!(
+        md,
+        "What is the product's and what is the harness's own: `lexical`, `exact`, `hnsw` and `hybrid` \
+         are the product's recall modes, run through memory-service's mode table (the code `memory \
+         recall`, the MCP servers and the Python package answer with, with their defaults), over an \
+         index configured as the binaries configure it. The harness's own parts, which no binary runs: \
+         the corpus generator; the corpus extractor (`{}`), which turns each scripted statement into \
+         one memory write where the product's worker keeps a user's own sentences; the `direct` mode \
+         (the known key, the ceiling); and the indexer driving, which waits for the index to pass the \
+         store's head before recalling, as `memory serve` does.\n",
+        crate::pipeline::PROCESSOR
+    );
     let _ = writeln!(md, "## Recall quality and warm latency per mode\n");
     let _ = writeln!(
         md,
@@ -354,7 +366,8 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(md, "## Slow and failing sources\n");
     let _ = writeln!(
         md,
-        "A healthy lexical source (optional) next to an injected one; recall deadline {} ms, the slow \
+        "memory-core's composition of several sources: the healthy `direct` source (optional) next \
+         to an injected one; recall deadline {} ms, the slow \
          source answers after {} ms. Recall's deadline covers the whole call and fails it without a \
          partial result, whichever source is late; the `SlowWithSourceTimeout` rows bound the slow \
          source by its own timeout (half the deadline) that answers `Unavailable`, which an optional \

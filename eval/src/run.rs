@@ -7,7 +7,7 @@ use std::time::Instant;
 use memory_core::ChangeFeed;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
-use semantic_index::{Embedder, Preprocessing, SemanticIndex, SemanticIndexConfig};
+use semantic_index::{Embedder, Preprocessing, SemanticIndex};
 
 use crate::corpus::{Corpus, CorpusShape, TurnEffect, generate};
 use crate::metrics::percentiles;
@@ -312,7 +312,7 @@ async fn cold_start<E: Embedder>(
     let started = Instant::now();
     let index = Arc::new(
         SemanticIndex::open(
-            SemanticIndexConfig::new(profile_for(dimensions)),
+            crate::pipeline::index_config(profile_for(dimensions))?,
             embedder,
             vectors,
         )

@@ -70,13 +70,13 @@ use memory_core::{
 use semantic_index::recall::{
     ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages, on_blocking_pool,
 };
-use semantic_index::{ChunkingConfig, ProfileDigest, SemanticProfile};
+use semantic_index::{ChunkingConfig, Embedder, ProfileDigest, SemanticIndex, SemanticProfile};
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::refusal::Refusal;
-use crate::semantic::{IndexOptions, MemorySemanticIndex, SemanticBackend};
+use crate::semantic::{IndexOptions, SemanticBackend};
 use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
@@ -108,6 +108,18 @@ pub const STORE_SOURCE_ID: &str = "memory";
 /// keeps an unrelated query from filling the answer with whatever happens to rank first.
 pub const MIN_SEMANTIC_SCORE: f32 = 0.2;
 
+/// Refuses a query longer than [`MAX_QUERY_BYTES`] before anything is searched.
+fn check_query_bytes(text: &str) -> Result<(), Refusal> {
+    if text.len() > MAX_QUERY_BYTES {
+        return Err(Refusal::too_large(
+            "query bytes",
+            MAX_QUERY_BYTES as u64,
+            text.len() as u64,
+        ));
+    }
+    Ok(())
+}
+
 /// A validated recall request: namespace, scope, query size and limits checked before any search.
 #[derive(Debug, Clone)]
 pub struct RecallQuery {
@@ -124,13 +136,7 @@ impl RecallQuery {
             namespace: address_of(&arguments.namespace)?,
             scope: MemoryScope::new(arguments.scope.as_str())?,
         };
-        if arguments.query.len() > MAX_QUERY_BYTES {
-            return Err(Refusal::too_large(
-                "query bytes",
-                MAX_QUERY_BYTES as u64,
-                arguments.query.len() as u64,
-            ));
-        }
+        check_query_bytes(&arguments.query)?;
         // `max_sources` counts distinct cited documents (SPEC §2.3); by default every passage may come
         // from another document.
         let max_sources = arguments
@@ -148,6 +154,24 @@ impl RecallQuery {
             access,
             text: arguments.query,
             mode: arguments.mode,
+            limits,
+        })
+    }
+
+    /// A recall of `text` in `mode` through `access` within `limits`, for an in-process host that
+    /// holds memory-core values already (the eval harness); the query's size is checked as for
+    /// [`Self::new`].
+    pub fn for_access(
+        access: MemoryAccess,
+        text: String,
+        mode: RecallMode,
+        limits: RecallLimits,
+    ) -> Result<Self, Refusal> {
+        check_query_bytes(&text)?;
+        Ok(Self {
+            access,
+            text,
+            mode,
             limits,
         })
     }
@@ -263,13 +287,14 @@ impl<S: Store> RecallService<S> {
         }
     }
 
-    /// `memory_recall`.
+    /// `memory_recall`: brings the semantic index up to the store's head (a semantic mode only), then
+    /// answers through the mode table ([`Self::recall_over`]'s).
     pub async fn recall(&self, query: RecallQuery) -> Result<RecallResult, Refusal> {
         // `timeout_ms` bounds everything the caller waits for: loading the model and a one-shot
         // command's catch-up indexing count against it, not just the search.
         let deadline = tokio::time::Instant::now() + query.limits.timeout();
-        let (index, indexed_at) = match query.mode {
-            RecallMode::Lexical | RecallMode::Recent => (None, None),
+        let index = match query.mode {
+            RecallMode::Lexical | RecallMode::Recent => None,
             RecallMode::Exact | RecallMode::Hnsw | RecallMode::Hybrid => {
                 let Some(semantic) = &self.semantic else {
                     return Err(Refusal::unavailable(format!(
@@ -277,10 +302,39 @@ impl<S: Store> RecallService<S> {
                         query.mode.as_str()
                     )));
                 };
-                let (index, indexed_at) = semantic.index_for_query(deadline).await?;
-                (Some(index), Some(indexed_at))
+                Some(semantic.index_for_query(deadline).await?)
             }
         };
+        let (index, indexed_at) = index.unzip();
+        let mut result = self.answer(query, index.as_ref(), deadline).await?;
+        result.index_position = indexed_at.map(|at| at.indexed.get());
+        result.store_head = indexed_at.map(|at| at.head.get());
+        Ok(result)
+    }
+
+    /// The recall-mode table over `index`, an index the caller keeps up to date itself: the same
+    /// search, fusion, score floor, revalidation, suppression and composition as [`Self::recall`],
+    /// which is this once its semantic backend has brought its index to the store's head. For an
+    /// in-process host that runs its own [`semantic_index::Indexer`] and its own embedder (the eval
+    /// harness measures the product's modes through it; its tests use a deterministic embedder).
+    /// The answer names no `index_position`: the caller knows what its index reflects.
+    pub async fn recall_over<E: Embedder>(
+        &self,
+        index: &Arc<SemanticIndex<E, S::Vectors>>,
+        query: RecallQuery,
+    ) -> Result<RecallResult, Refusal> {
+        let deadline = tokio::time::Instant::now() + query.limits.timeout();
+        self.answer(query, Some(index), deadline).await
+    }
+
+    /// The mode table: which search backs each mode, how deep it is asked, and how its passages are
+    /// revalidated, scored and composed within the limits left before `deadline`.
+    async fn answer<E: Embedder>(
+        &self,
+        query: RecallQuery,
+        index: Option<&Arc<SemanticIndex<E, S::Vectors>>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<RecallResult, Refusal> {
         let RecallQuery {
             access,
             text,
@@ -295,7 +349,11 @@ impl<S: Store> RecallService<S> {
         let store = Arc::new(self.recall_store().await?);
         let revalidation = RevalidationLimits::from(&limits);
         let scores: Mutex<Scores> = Mutex::new(Scores::default());
-        let excerpts = self.excerpt_profile()?;
+        let excerpts = match index {
+            Some(index) => (index.profile().chunking, index.digest()),
+            None => self.excerpt_profile()?,
+        };
+        let index = index.map(Arc::clone);
         let lookup = async {
             let scored = match (mode, index) {
                 (RecallMode::Exact | RecallMode::Hnsw, Some(index)) => {
@@ -332,10 +390,17 @@ impl<S: Store> RecallService<S> {
                     record(&answered_by, answered.answered_by);
                     answered.lookup
                 }
+                (RecallMode::Exact | RecallMode::Hnsw | RecallMode::Hybrid, None) => {
+                    ScoredLookup::Unavailable {
+                        reason: "no semantic index".to_owned(),
+                    }
+                }
                 (RecallMode::Recent, _) => {
                     recent_lookup(store, access, depth, revalidation, excerpts).await?
                 }
-                _ => lexical_lookup(store, access, text, depth, revalidation, excerpts).await?,
+                (RecallMode::Lexical, _) => {
+                    lexical_lookup(store, access, text, depth, revalidation, excerpts).await?
+                }
             };
             let mut scores = scores
                 .lock()
@@ -357,8 +422,6 @@ impl<S: Store> RecallService<S> {
                 IndexKind::Exact => AnsweredBy::Exact,
                 IndexKind::Hnsw => AnsweredBy::Hnsw,
             });
-        result.index_position = indexed_at.map(|at| at.indexed.get());
-        result.store_head = indexed_at.map(|at| at.head.get());
         Ok(result)
     }
 
@@ -426,8 +489,8 @@ fn search_depth(limits: &RecallLimits) -> usize {
 }
 
 /// The semantic index's query limits for a recall.
-fn semantic_limits<V: memory_core::vectors::VectorStore + 'static>(
-    index: &MemorySemanticIndex<V>,
+fn semantic_limits<E: Embedder, V: memory_core::vectors::VectorStore + 'static>(
+    index: &SemanticIndex<E, V>,
     depth: usize,
     timeout_ms: u64,
     kind: IndexKind,

@@ -128,12 +128,9 @@ pub struct SemanticBackend<S: Store> {
     assets: ModelAssets,
     profile: SemanticProfile,
     digest: ProfileDigest,
-    /// Capacity and the other bounds of the index (`--max-chunks`).
-    bounds: IndexBounds,
-    /// How the index holds its vectors in memory (`--compact-vectors`).
-    compact: CompactVectors,
-    /// HNSW parameters (`--hnsw-ef-search`).
-    hnsw: HnswParams,
+    /// The index's configuration: its capacity (`--max-chunks`), how it holds its vectors
+    /// (`--compact-vectors`) and its HNSW parameters (`--hnsw-ef-search`), from [`IndexOptions::config`].
+    config: SemanticIndexConfig,
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
@@ -214,16 +211,14 @@ impl<S: Store> SemanticBackend<S> {
     ) -> Result<Self, Refusal> {
         let profile = SemanticProfile::minilm_l6_v2();
         let digest = profile.digest()?;
-        let bounds = IndexBounds::for_dimensions(profile.dimensions);
+        let config = IndexOptions::default().config(profile.clone())?;
         Ok(Self {
             store,
             vectors,
             assets,
             profile,
             digest,
-            bounds,
-            compact: CompactVectors::default(),
-            hnsw: HnswParams::default(),
+            config,
             following,
             loaded: OnceCell::new(),
             loads: Arc::new(RwLock::new(())),
@@ -235,9 +230,7 @@ impl<S: Store> SemanticBackend<S> {
     /// (`invalid-input` or `too-large`) when the index cannot be set up that way; nothing is
     /// allocated for it up front.
     pub fn with_index_options(mut self, options: IndexOptions) -> Result<Self, Refusal> {
-        self.bounds = index_bounds(&self.profile, options.max_chunks)?;
-        self.compact = options.compact();
-        self.hnsw = options.hnsw_params()?;
+        self.config = options.config(self.profile.clone())?;
         Ok(self)
     }
 
@@ -252,7 +245,7 @@ impl<S: Store> SemanticBackend<S> {
 
     /// The index's bounds.
     pub fn bounds(&self) -> IndexBounds {
-        self.bounds
+        self.config.bounds
     }
 
     /// How this backend keeps its index up to date.
@@ -460,7 +453,7 @@ impl<S: Store> SemanticBackend<S> {
             .map(|(_, count)| count)
             .sum();
         if waiting > 0 {
-            let max = self.bounds.max_chunks as u64;
+            let max = self.config.bounds.max_chunks as u64;
             let held =
                 live_chunks.map_or_else(String::new, |live| format!(" holding {live} chunks"));
             return Err(Refusal::new(
@@ -564,13 +557,7 @@ impl<S: Store> SemanticBackend<S> {
             HnswStartup::LoadOnly
         };
         let stored = StoredIndex::load(
-            SemanticIndexConfig {
-                hnsw: self.hnsw,
-                ..SemanticIndexConfig::new(self.profile.clone())
-            }
-            .with_bounds(self.bounds)
-            .with_hnsw_startup(startup)
-            .with_compact_vectors(self.compact),
+            self.config.clone().with_hnsw_startup(startup),
             Arc::clone(&self.vectors),
         )
         .await;
@@ -684,6 +671,19 @@ impl IndexOptions {
     pub fn check(&self) -> Result<(), Refusal> {
         self.hnsw_params()?;
         index_bounds(&SemanticProfile::minilm_l6_v2(), self.max_chunks).map(drop)
+    }
+
+    /// The configuration of `profile`'s index under these options: the one builder of every index
+    /// the product opens (the backend's, and the eval harness's over its own embedder), so a flag
+    /// never means one thing to a door and another to the measurement.
+    pub fn config(&self, profile: SemanticProfile) -> Result<SemanticIndexConfig, Refusal> {
+        let bounds = index_bounds(&profile, self.max_chunks)?;
+        Ok(SemanticIndexConfig {
+            hnsw: self.hnsw_params()?,
+            ..SemanticIndexConfig::new(profile)
+        }
+        .with_bounds(bounds)
+        .with_compact_vectors(self.compact()))
     }
 
     /// The index's in-memory encoding.
