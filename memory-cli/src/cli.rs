@@ -281,7 +281,15 @@ pub struct Cli {
     /// Hold the semantic index's vectors in memory as int8 codes (about a quarter of the memory of
     /// f32), rescoring each query's candidates with their stored f32 vectors, so scores stay exact.
     /// Off by default; for stores of hundreds of thousands of chunks and more.
-    #[arg(long, global = true, env = settings::COMPACT_VECTORS_ENV)]
+    #[arg(
+        long,
+        global = true,
+        env = settings::COMPACT_VECTORS_ENV,
+        num_args = 0,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_parser = settings::parse_switch
+    )]
     pub compact_vectors: bool,
     /// HNSW search width (ef_search, 1 to 10,000; default 128): wider finds more of the true
     /// nearest chunks in a large index, at a cost that grows with it. `memory status` shows the

@@ -14,6 +14,7 @@ use memory_cli::cli::{
 use memory_cli::context::one_shot_context;
 use memory_cli::database::{Client, Database, Store, with_store};
 use memory_cli::destination::{DestinationDefaults, local_principal};
+use memory_cli::grants::Grant;
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
@@ -22,6 +23,7 @@ use memory_cli::refusal::{Refusal, to_json};
 use memory_cli::semantic::{IndexOptions, SemanticBackend};
 use memory_cli::serve::ServeOptions;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
+use memory_cli::status::CommandStatus;
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_core::activity::ToolOutputBound;
 use serde_json::Value;
@@ -119,7 +121,7 @@ fn run_operation(
     };
     // Decoded before the store is opened: refused input touches no file and no server.
     let request = match Request::decode(operation, RawArguments::Text(&text)) {
-        Ok(request) => request.asked_by(local_principal(None)),
+        Ok(request) => request,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     // Only recall and sync may need the semantic index; writes and reads never open its tables.
@@ -201,7 +203,9 @@ fn run_thread(
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     with_thread_service(database, tool_output, |service| async move {
-        service.run(request).await
+        service
+            .run_as(&Grant::local("cli", local_principal(None)), request)
+            .await
     })
 }
 
@@ -333,7 +337,9 @@ fn answer<S: Store>(
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
-    let answer = runtime.block_on(service.run(request));
+    // The command line's grant: everything the file's permissions let this process open.
+    let grant = Grant::local("cli", local_principal(None));
+    let answer = runtime.block_on(service.run_as(&grant, request));
     // A recall refused at its deadline may leave a store call running on the blocking pool; its answer
     // is discarded, and waiting for it would hold the refusal's exit up. Every write was awaited above.
     runtime.shutdown_background();
@@ -466,7 +472,7 @@ fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCo
         }))
     });
     runtime.shutdown_background();
-    match answer.and_then(|status| to_json(&status.with_hooks(database))) {
+    match answer.and_then(|status| to_json(&CommandStatus::with_hooks(status, database))) {
         Ok(value) => {
             print_json(&value)?;
             Ok(ExitCode::SUCCESS)

@@ -8,6 +8,8 @@
 //!   `memory_forget`) by `written`, `replayed` or the refusal kind.
 //! - `memory_change_head`, `memory_indexed_position`, `memory_index_lag` (head minus indexed),
 //!   `memory_chunks` and `memory_chunk_capacity`, `memory_unindexed_documents{reason}`,
+//!   `memory_index_compact_vectors` (1 when the loaded index holds int8 codes, `--compact-vectors`),
+//!   `memory_hnsw_ef_search` (the loaded index's HNSW search width, `--hnsw-ef-search`),
 //!   `memory_hnsw_state{state}` (1 for the current state, 0 for the others), `memory_model_loaded`:
 //!   read at each scrape; the index gauges are absent until the model is loaded.
 //!
@@ -73,6 +75,10 @@ pub struct LoadedIndex {
     pub unindexed: Vec<(String, u64)>,
     /// The HNSW state's name.
     pub hnsw: &'static str,
+    /// Whether the index holds int8 codes.
+    pub compact_vectors: bool,
+    /// The HNSW search width.
+    pub ef_search: u64,
 }
 
 /// The server's metrics.
@@ -85,6 +91,8 @@ pub struct ServerMetrics {
     lag: Gauge,
     chunks: Gauge,
     capacity: Gauge,
+    compact_vectors: Gauge,
+    ef_search: Gauge,
     unindexed: Family<[(&'static str, String); 1], Gauge>,
     hnsw: Family<Label, Gauge>,
     model_loaded: Gauge,
@@ -151,6 +159,16 @@ impl ServerMetrics {
             "memory_chunk_capacity",
             "Most chunks the semantic index holds",
         );
+        let compact_vectors = gauge(
+            &mut registry,
+            "memory_index_compact_vectors",
+            "1 when the semantic index holds its vectors as int8 codes",
+        );
+        let ef_search = gauge(
+            &mut registry,
+            "memory_hnsw_ef_search",
+            "The search width of the semantic index's HNSW queries",
+        );
         let unindexed = Family::<[(&'static str, String); 1], Gauge>::default();
         registry.register(
             "memory_unindexed_documents",
@@ -215,6 +233,8 @@ impl ServerMetrics {
             lag,
             chunks,
             capacity,
+            compact_vectors,
+            ef_search,
             unindexed,
             hnsw,
             model_loaded,
@@ -316,6 +336,8 @@ impl ServerMetrics {
             .set(clamp(snapshot.head.saturating_sub(index.indexed)));
         self.chunks.set(clamp(index.chunks));
         self.capacity.set(clamp(index.capacity));
+        self.compact_vectors.set(i64::from(index.compact_vectors));
+        self.ef_search.set(clamp(index.ef_search));
         for reason in UNINDEXED_REASONS {
             let count = index
                 .unindexed
@@ -378,6 +400,8 @@ mod tests {
                 capacity: 100,
                 unindexed: vec![("too_large".to_owned(), 1)],
                 hnsw: "ready",
+                compact_vectors: true,
+                ef_search: 40,
             }),
         });
         let text = metrics.encode();
@@ -389,6 +413,8 @@ mod tests {
             "memory_writes_total{result=\"conflict\"} 1",
             "memory_index_lag 3",
             "memory_chunks 4",
+            "memory_index_compact_vectors 1",
+            "memory_hnsw_ef_search 40",
             "memory_unindexed_documents{reason=\"too_large\"} 1",
             "memory_unindexed_documents{reason=\"capacity\"} 0",
             "memory_hnsw_state{state=\"ready\"} 1",

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use memory_cli::database::{Following, Store};
 use memory_cli::destination::DestinationDefaults;
+use memory_cli::grants::Grant;
 use memory_cli::list::ListArguments;
 use memory_cli::recall_service::RecallService;
 use memory_cli::refusal::Refusal;
@@ -292,7 +293,11 @@ fn probe(directory: &tempfile::TempDir) -> (Arc<Probe>, Violations) {
 
 async fn run(service: &MemoryService<Probe>, operation: Operation, arguments: Value) -> Value {
     service
-        .execute(operation, RawArguments::Json(arguments))
+        .execute_as(
+            &Grant::local("test", None),
+            operation,
+            RawArguments::Json(arguments),
+        )
         .await
         .unwrap_or_else(|refusal| panic!("{operation:?}: {refusal}"))
 }
@@ -398,8 +403,10 @@ fn every_store_call_of_the_thread_operations_and_status_runs_on_the_blocking_poo
         };
         // The server's tools open the thread stores on their first call.
         let tools = ThreadTools::new(Arc::clone(&store), defaults);
+        let grant = Grant::local("test", None);
         let appended = tools
-            .execute(
+            .execute_as(
+                &grant,
                 ThreadOperation::Append,
                 RawArguments::Json(json!({
                     "thread": "chat-1",
@@ -410,7 +417,8 @@ fn every_store_call_of_the_thread_operations_and_status_runs_on_the_blocking_poo
             .unwrap();
         assert_eq!(appended["sequence"], 1);
         let forgotten = tools
-            .execute(
+            .execute_as(
+                &grant,
                 ThreadOperation::Forget,
                 RawArguments::Json(json!({"thread": "chat-1", "sequence": 1, "reason": "asked"})),
             )

@@ -16,6 +16,7 @@
 //! crate (a dev-dependency only).
 
 pub mod activity;
+pub mod blocking;
 pub mod canonical;
 pub mod document;
 pub mod error;

@@ -8,8 +8,8 @@
 //! [`on_blocking_pool`] (a future) or [`blocking`] (a synchronous closure), at the service that makes
 //! it. Opening a store, loading the model and reading local files follow the same rule.
 //!
-//! Both wrap semantic-index's [`semantic_index::recall::on_blocking_pool`], the one place in the
-//! workspace that writes `spawn_blocking` and `Handle::block_on`: the workspace's `clippy.toml` refuses
+//! Both wrap memory-core's [`memory_core::blocking::on_blocking_pool`], the one place in the
+//! workspace that writes `spawn_blocking` and `Handle::block_on`, beside the ports: the workspace's `clippy.toml` refuses
 //! both everywhere else (`disallowed-methods`), and `tests/blocking_boundary.rs` runs every service over
 //! a store that records any port call made on an async worker.
 //!
@@ -25,7 +25,7 @@ use crate::refusal::Refusal;
 pub async fn on_blocking_pool<T: Send + 'static>(
     work: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, Refusal> {
-    semantic_index::recall::on_blocking_pool(work)
+    memory_core::blocking::on_blocking_pool(work)
         .await
         .map_err(Refusal::from)
 }
@@ -39,7 +39,7 @@ pub async fn blocking<T: Send + 'static>(
 
 /// [`on_blocking_pool`] for port implementations, which answer [`memory_core::MemoryError`]s (a change feed over
 /// the store): a failed blocking task is a storage error.
-pub use semantic_index::recall::store_call;
+pub use memory_core::blocking::store_call;
 
 #[cfg(test)]
 mod tests {

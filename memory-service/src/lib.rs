@@ -18,7 +18,8 @@
 //!   the listing they share; [`import`]: bulk import of `memory_put` arguments from JSON Lines.
 //! - [`grants`]: what a caller may touch, checked before any read or write; [`destination`]: the one
 //!   rule that resolves where a thread's memory goes, and who a local caller is.
-//! - [`doctor`]: where the model assets are found, and what is missing.
+//! - [`doctor`]: where the model assets are found, and what is missing; [`status`]: what the store
+//!   and its semantic index hold, read without the model.
 //!
 //! It knows no transport, no command line and no HTTP: those are memory-cli's, which (with the
 //! Python package and the eval) builds its doors on these services.
@@ -40,6 +41,7 @@ pub mod semantic;
 pub mod service;
 pub mod settings;
 pub mod simple;
+pub mod status;
 pub mod thread;
 pub mod wire;
 pub mod worker;

@@ -68,7 +68,7 @@ use memory_core::{
     revalidate,
 };
 use semantic_index::recall::{
-    ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages, on_blocking_pool,
+    ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages,
 };
 use semantic_index::{ChunkingConfig, Embedder, ProfileDigest, SemanticIndex, SemanticProfile};
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
@@ -81,6 +81,7 @@ use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
 };
+use memory_core::blocking::on_blocking_pool;
 
 /// Most UTF-8 bytes in a recall query; queries are words for an index, not documents.
 pub const MAX_QUERY_BYTES: usize = 65_536;

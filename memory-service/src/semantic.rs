@@ -131,6 +131,8 @@ pub struct SemanticBackend<S: Store> {
     /// The index's configuration: its capacity (`--max-chunks`), how it holds its vectors
     /// (`--compact-vectors`) and its HNSW parameters (`--hnsw-ef-search`), from [`IndexOptions::config`].
     config: SemanticIndexConfig,
+    /// The options `config` was built from (what `status` opens the index with).
+    options: IndexOptions,
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
@@ -219,6 +221,7 @@ impl<S: Store> SemanticBackend<S> {
             profile,
             digest,
             config,
+            options: IndexOptions::default(),
             following,
             loaded: OnceCell::new(),
             loads: Arc::new(RwLock::new(())),
@@ -231,6 +234,7 @@ impl<S: Store> SemanticBackend<S> {
     /// allocated for it up front.
     pub fn with_index_options(mut self, options: IndexOptions) -> Result<Self, Refusal> {
         self.config = options.config(self.profile.clone())?;
+        self.options = options;
         Ok(self)
     }
 
@@ -241,6 +245,11 @@ impl<S: Store> SemanticBackend<S> {
             following.wake = wake;
         }
         self
+    }
+
+    /// The index options it was built with ([`Self::with_index_options`]).
+    pub fn index_options(&self) -> IndexOptions {
+        self.options
     }
 
     /// The index's bounds.

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use crate::blocking::on_blocking_pool;
 use crate::database::Store;
 use crate::feed::CommitSignal;
-use crate::grants::Grant;
+use crate::grants::{Grant, GrantedOperation, Touches};
 use crate::input::{decode_bytes, decode_value};
 use crate::recall_service::{RecallQuery, RecallService};
 use crate::refusal::{Refusal, to_json};
@@ -120,13 +120,53 @@ impl Request {
         })
     }
 
-    /// Names who asks on a withdrawal: the door knows its caller ([`crate::grants::Grant::principal`],
-    /// [`crate::destination::local_principal`]); the arguments never say. Other requests are unchanged.
-    pub fn asked_by(mut self, principal: Option<String>) -> Self {
+    /// Names who asks on a withdrawal: the grant's holder ([`Grant::principal`], stamped by
+    /// [`MemoryService::run_as`]); the arguments never say. Other requests are unchanged.
+    fn asked_by(mut self, principal: Option<String>) -> Self {
         if let Self::Write(MemoryWrite::Withdraw { by, .. }) = &mut self {
             *by = principal;
         }
         self
+    }
+
+    /// What it touches, for the one grant check ([`Grant::check`]): its operation, namespace and
+    /// scopes.
+    pub fn touches(&self) -> Touches<'_> {
+        match self {
+            Self::Sync => Touches::default(),
+            Self::Recall(query) => Touches {
+                operation: Some(GrantedOperation::Recall),
+                namespace: Some(&query.access().namespace),
+                read_scope: Some(&query.access().scope),
+                write_scopes: &[],
+            },
+            Self::Get(key, _) => Touches {
+                operation: Some(GrantedOperation::Get),
+                namespace: Some(&key.namespace),
+                ..Touches::default()
+            },
+            Self::Write(MemoryWrite::Put { key, scopes, .. }) => Touches {
+                operation: Some(GrantedOperation::Put),
+                namespace: Some(&key.namespace),
+                read_scope: None,
+                write_scopes: scopes,
+            },
+            Self::Write(MemoryWrite::Withdraw { key, .. }) => Touches {
+                operation: Some(GrantedOperation::Withdraw),
+                namespace: Some(&key.namespace),
+                ..Touches::default()
+            },
+        }
+    }
+
+    /// The document a write replaces or withdraws, which the grant must see and write.
+    fn replaces(&self) -> Option<&MemoryKey> {
+        match self {
+            Self::Write(MemoryWrite::Put { key, .. } | MemoryWrite::Withdraw { key, .. }) => {
+                Some(key)
+            }
+            _ => None,
+        }
     }
 
     /// Which operation it is.
@@ -190,17 +230,54 @@ impl<S: Store> MemoryService<S> {
         &self.recall
     }
 
-    /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.
-    pub async fn execute(
+    /// Decodes `arguments` for `operation`, runs it as `grant`'s holder ([`Self::run_as`]) and
+    /// answers its wire result as JSON.
+    pub async fn execute_as(
         &self,
+        grant: &Grant,
         operation: Operation,
         arguments: RawArguments<'_>,
     ) -> Result<Value, Refusal> {
-        self.run(Request::decode(operation, arguments)?).await
+        self.run_as(grant, Request::decode(operation, arguments)?)
+            .await
     }
 
-    /// Runs a decoded request and answers its wire result as JSON.
-    pub async fn run(&self, request: Request) -> Result<Value, Refusal> {
+    /// Runs a decoded request as `grant`'s holder, the one way in for every door (the MCP servers
+    /// with the caller's grant, the command line and the Python package with their local one,
+    /// [`Grant::local`]): the withdrawal's `by` is the grant's principal, the request is checked
+    /// against the grant ([`Self::authorize`]) before anything is read or written for it, and a
+    /// restricted grant's `memory_get` shows only what it may read.
+    pub async fn run_as(&self, grant: &Grant, request: Request) -> Result<Value, Refusal> {
+        let request = request.asked_by(Some(grant.principal()));
+        self.authorize(grant, &request).await?;
+        match request {
+            Request::Get(key, revisions) if !grant.is_unrestricted() => {
+                to_json(&self.get_filtered(&key, revisions, Some(grant)).await?)
+            }
+            request => self.run(request).await,
+        }
+    }
+
+    /// Checks `request` against `grant`: what it touches ([`Request::touches`], [`Grant::check`]),
+    /// then, for a restricted grant, that a document being replaced or withdrawn is one the grant
+    /// sees and writes (one read; a grant to everything needs none).
+    pub async fn authorize(&self, grant: &Grant, request: &Request) -> Result<(), Refusal> {
+        grant.check(&request.touches())?;
+        let Some(key) = request.replaces() else {
+            return Ok(());
+        };
+        if grant.is_unrestricted() {
+            return Ok(());
+        }
+        match self.read_current(key).await? {
+            Some(current) => grant.allow_replace(&current),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a request already checked (by [`Self::run_as`], or by a service that checked its own
+    /// call against the grant first: the simple tools, the thread tools' worker writes).
+    pub(crate) async fn run(&self, request: Request) -> Result<Value, Refusal> {
         let span = tracing::debug_span!("operation", name = request.operation().tool_name());
         async move {
             let answer = match request {
@@ -242,17 +319,6 @@ impl<S: Store> MemoryService<S> {
         let store = Arc::clone(&self.store);
         let key = key.clone();
         Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
-    }
-
-    /// `memory_get` as `grant`'s holder: a document the grant cannot read answers as none, and its
-    /// revisions as [`Self::history`] shows them to the grant.
-    pub async fn get_as(
-        &self,
-        key: &MemoryKey,
-        revisions: Option<usize>,
-        grant: &Grant,
-    ) -> Result<Value, Refusal> {
-        to_json(&self.get_filtered(key, revisions, Some(grant)).await?)
     }
 
     /// `memory_get`: the current document of `key`, as recall would show it, and with `revisions`

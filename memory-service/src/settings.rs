@@ -131,10 +131,8 @@ impl Settings {
             Some(given) => given,
             None => match text(COMPACT_VECTORS_ENV)? {
                 None => false,
-                Some(value) => boolish(&value).ok_or_else(|| {
-                    Refusal::invalid_input(format!(
-                        "{COMPACT_VECTORS_ENV} must be true or false (1/0, yes/no, on/off), not {value:?}"
-                    ))
+                Some(value) => parse_switch(&value).map_err(|message| {
+                    Refusal::invalid_input(format!("{COMPACT_VECTORS_ENV} {message}"))
                 })?,
             },
         };
@@ -151,11 +149,15 @@ impl Settings {
     }
 }
 
-fn boolish(value: &str) -> Option<bool> {
+/// The one reading of an on/off setting (`MEMORY_COMPACT_VECTORS`, the binary's `--compact-vectors`
+/// value parser and the Python package's variable alike): see the module's docs.
+pub fn parse_switch(value: &str) -> Result<bool, String> {
     match value.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" | "y" | "t" => Some(true),
-        "" | "0" | "false" | "no" | "off" | "n" | "f" => Some(false),
-        _ => None,
+        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
+        "" | "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
+        _ => Err(format!(
+            "must be true or false (1/0, yes/no, on/off), not {value:?}"
+        )),
     }
 }
 

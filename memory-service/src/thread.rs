@@ -68,6 +68,14 @@ pub enum ThreadOperation {
 }
 
 impl ThreadOperation {
+    /// The grant's operation it needs.
+    pub fn granted(self) -> GrantedOperation {
+        match self {
+            Self::Append => GrantedOperation::ThreadAppend,
+            Self::Forget => GrantedOperation::ThreadForget,
+        }
+    }
+
     /// The MCP tool name.
     pub fn tool_name(self) -> &'static str {
         match self {
@@ -340,8 +348,37 @@ impl ThreadService {
         ))
     }
 
-    /// Runs a decoded request and answers its wire result as JSON.
-    pub async fn run(&self, request: ThreadRequest) -> Result<Value, Refusal> {
+    /// Runs a decoded request as `grant`'s holder, the one way in for every door (the MCP servers
+    /// with the caller's grant, the command line and the Python package with their local one,
+    /// [`Grant::local`]): the operation, then for a restricted grant the destination's namespace and
+    /// scopes and the thread's binding (see [`crate::grants`] for what a refusal tells), are checked
+    /// before anything is written.
+    pub async fn run_as(&self, grant: &Grant, request: ThreadRequest) -> Result<Value, Refusal> {
+        grant.allow_operation(request.operation().granted())?;
+        if !grant.is_unrestricted() {
+            let (thread, destination) = match &request {
+                ThreadRequest::Append {
+                    thread,
+                    destination,
+                    ..
+                } => (thread.clone(), Some(destination)),
+                ThreadRequest::Forget { thread, .. } => (thread.clone(), None),
+            };
+            if let Some(destination) = destination {
+                grant.allow_namespace(destination.namespace())?;
+                grant.allow_write_scopes(destination.scopes())?;
+            }
+            let log = Arc::clone(&self.log);
+            let binding = blocking(move || log.binding(&thread)).await??;
+            // Forgetting in a thread nobody bound tells nothing apart from another's thread; an
+            // append binds it.
+            grant.allow_thread(binding.as_ref(), destination.is_some())?;
+        }
+        self.run(request).await
+    }
+
+    /// Runs a request already checked ([`Self::run_as`]).
+    async fn run(&self, request: ThreadRequest) -> Result<Value, Refusal> {
         let span = tracing::debug_span!("operation", name = request.operation().tool_name());
         async move {
             let answer = match request {
@@ -482,52 +519,19 @@ impl<S: Store> ThreadTools<S> {
         self
     }
 
-    /// Decodes `arguments` for `operation`, runs it and answers its wire result as JSON.
-    pub async fn execute(
-        &self,
-        operation: ThreadOperation,
-        arguments: RawArguments<'_>,
-    ) -> Result<Value, Refusal> {
-        let request = ThreadRequest::decode(operation, arguments, &self.defaults)?;
-        self.service().await?.run(request).await
-    }
-
     /// Runs a call as `grant`'s holder: the operation is checked before the arguments are decoded,
-    /// the destination falls back to the grant's defaults (else the server's), and the destination
-    /// and the thread's binding must be the grant's (see [`crate::grants`] for what a refusal tells).
+    /// the destination falls back to the grant's defaults (else the server's), and the rest is
+    /// [`ThreadService::run_as`]'s one check.
     pub async fn execute_as(
         &self,
         grant: &Grant,
         operation: ThreadOperation,
         arguments: RawArguments<'_>,
     ) -> Result<Value, Refusal> {
-        grant.allow_operation(match operation {
-            ThreadOperation::Append => GrantedOperation::ThreadAppend,
-            ThreadOperation::Forget => GrantedOperation::ThreadForget,
-        })?;
+        grant.allow_operation(operation.granted())?;
         let defaults = grant.destination_defaults_or(&self.defaults);
         let request = ThreadRequest::decode(operation, arguments, &defaults)?;
-        let service = self.service().await?;
-        if !grant.is_unrestricted() {
-            let (thread, destination) = match &request {
-                ThreadRequest::Append {
-                    thread,
-                    destination,
-                    ..
-                } => (thread.clone(), Some(destination)),
-                ThreadRequest::Forget { thread, .. } => (thread.clone(), None),
-            };
-            if let Some(destination) = destination {
-                grant.allow_namespace(destination.namespace())?;
-                grant.allow_write_scopes(destination.scopes())?;
-            }
-            let log = Arc::clone(&service.log);
-            let binding = blocking(move || log.binding(&thread)).await??;
-            // Forgetting in a thread nobody bound tells nothing apart from another's thread; an
-            // append binds it.
-            grant.allow_thread(binding.as_ref(), destination.is_some())?;
-        }
-        service.run(request).await
+        self.service().await?.run_as(grant, request).await
     }
 
     async fn service(&self) -> Result<ThreadService, Refusal> {

@@ -396,6 +396,14 @@ class Memory:
         (``{"indexed", "unindexed"}``); loads the model when there is something to embed."""
         return self.call("sync", {})
 
+    def status(self) -> dict[str, Any]:
+        """``memory status``: what the store and its semantic index hold, read without the model:
+        ``head``, ``indexed``, ``behind``, ``chunks`` (``live``, ``capacity``, ``encoding``: ``f32``
+        or ``int8``), ``unindexed``, ``hnsw`` (``state``, ``ef_search``) and ``threads``. The index
+        is opened with this ``Memory``'s settings, so ``capacity``, ``encoding`` and ``ef_search``
+        are the index's own under them."""
+        return self.call("status", {})
+
     def append(
         self,
         thread: str,
@@ -651,6 +659,9 @@ class AsyncMemory:
 
     async def sync(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.sync)
+
+    async def status(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.status)
 
     async def append(self, thread: str, text: str | None = None, **kwargs: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_memory.append, thread, text, **kwargs)

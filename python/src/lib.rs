@@ -9,7 +9,7 @@
 //! - the thread log (`thread_append`, `thread_forget`) through [`ThreadService`];
 //! - the simple operations (`remember`, `search`, `forget`, `list`) through [`memory_service::simple`],
 //!   in the namespace and scope the Python `Memory` was opened with, holding
-//!   [`Grant::everything`] (an in-process caller owns its database); `update` is
+//!   [`Grant::local`] (an in-process caller owns its database); `update` is
 //!   [`simple::remember`] with an expected revision, `history` [`MemoryService::history`] (every
 //!   revision);
 //! - one worker pass (`remember_once`): memory-cli's intent worker, then its pending pass, as one
@@ -37,12 +37,12 @@ use memory_service::list::ListArguments;
 use memory_service::recall_service::{RecallQuery, RecallService};
 use memory_service::refusal::{Refusal, to_json};
 use memory_service::semantic::SemanticBackend;
-use memory_service::service::{MemoryService, Operation, RawArguments, Request};
+use memory_service::service::{MemoryService, Operation, RawArguments};
 use memory_service::settings::{SettingValues, Settings};
 use memory_service::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use memory_service::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_service::wire::{
-    DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, key_of, revisions_limit,
+    DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, SyncArguments, key_of, revisions_limit,
 };
 use memory_service::worker::{
     Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
@@ -111,9 +111,12 @@ impl<S: Store> Services<S> {
         principal: Option<&str>,
     ) -> Result<Value, Refusal> {
         let precise = async |operation| {
-            let request = Request::decode(operation, RawArguments::Json(arguments.clone()))?;
             self.memory
-                .run(request.asked_by(principal.map(str::to_owned)))
+                .execute_as(
+                    &python_grant(principal),
+                    operation,
+                    RawArguments::Json(arguments.clone()),
+                )
                 .await
         };
         match operation {
@@ -132,6 +135,22 @@ impl<S: Store> Services<S> {
                     .await
             }
             "remember_once" => self.remember_once().await,
+            "status" => {
+                let SyncArguments {} = decode_value(arguments)?;
+                let store = Arc::clone(self.memory.store());
+                let vectors = {
+                    let store = Arc::clone(&store);
+                    blocking(move || store.open_vectors()).await??
+                };
+                // The index as this engine's semantic backend opens it, with its settings.
+                let options = self
+                    .memory
+                    .recall()
+                    .semantic()
+                    .map(|semantic| semantic.index_options())
+                    .unwrap_or_default();
+                to_json(&memory_service::status::status(store, vectors, options).await?)
+            }
             "resolve" => resolve(arguments),
             "remember" | "update" | "search" | "forget" | "list" | "history" => {
                 let Simple {
@@ -157,7 +176,7 @@ impl<S: Store> Services<S> {
             RawArguments::Json(arguments),
             &DestinationDefaults::default(),
         )?;
-        self.threads.run(request).await
+        self.threads.run_as(&python_grant(None), request).await
     }
 
     async fn context(
@@ -489,9 +508,5 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
 /// The process is the host and owns its database (a `Memory` picks its namespace in code, never a
 /// model): it holds every grant, held by the engine's user (who its withdrawals name).
 fn python_grant(principal: Option<&str>) -> Grant {
-    let grant = Grant::everything("python", None);
-    match principal {
-        Some(principal) => grant.held_by(principal.to_owned()),
-        None => grant,
-    }
+    Grant::local("python", principal.map(str::to_owned))
 }

@@ -98,3 +98,53 @@ def test_a_bad_argument_is_refused_as_its_variable_is(database: dict) -> None:
         _open(database, hnsw_ef_search=0)
     with pytest.raises(InvalidInputError):
         _open(database, max_tool_output_bytes=10)
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_vector_encoding_takes_effect(
+    database: dict, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    if door == "environment":
+        monkeypatch.setenv("MEMORY_COMPACT_VECTORS", "1")
+        memory = _open(database)
+    else:
+        # The argument wins over the variable, as a flag does.
+        monkeypatch.setenv("MEMORY_COMPACT_VECTORS", "0")
+        memory = _open(database, compact_vectors=True)
+    memory.add("Ana keeps her bicycle in the cellar.")
+    memory.sync()
+    status = memory.status()
+    # The index the engine opens holds its vectors as int8 codes, and still finds the memory.
+    assert status["chunks"]["encoding"] == "int8"
+    assert status["chunks"]["live"] == 1
+    found = memory.search("where is the bicycle", mode="exact")
+    assert [r["memory"] for r in found["results"]] == ["Ana keeps her bicycle in the cellar."]
+    assert _open(database, compact_vectors=False).status()["chunks"]["encoding"] == "f32"
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_search_width_takes_effect(
+    database: dict, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    if door == "environment":
+        monkeypatch.setenv("MEMORY_HNSW_EF_SEARCH", "40")
+        memory = _open(database)
+    else:
+        monkeypatch.setenv("MEMORY_HNSW_EF_SEARCH", "300")
+        memory = _open(database, hnsw_ef_search=40)
+    # The width every HNSW search of the engine's index runs with, as the index reports it.
+    assert memory.status()["hnsw"]["ef_search"] == 40
+    monkeypatch.delenv("MEMORY_HNSW_EF_SEARCH")
+    assert _open(database).status()["hnsw"]["ef_search"] == 128
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_index_capacity_is_the_index_s(
+    database: dict, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    if door == "environment":
+        monkeypatch.setenv("MEMORY_MAX_CHUNKS", "7")
+        memory = _open(database)
+    else:
+        memory = _open(database, max_chunks=7)
+    assert memory.status()["chunks"]["capacity"] == 7

@@ -65,6 +65,6 @@ pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile}
 pub use recall::{
     AnsweredLookup, FusionMethod, HybridParams, HybridRecall, ScoredLookup, ScoredPassage,
     SemanticRecall, borrow_from_neighbours, fuse_rankings, hybrid_lookup, hybrid_lookup_answered,
-    on_blocking_pool, semantic_lookup, semantic_lookup_answered,
+    semantic_lookup, semantic_lookup_answered,
 };
 pub use tokens::TokenizerCounter;

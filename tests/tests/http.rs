@@ -129,6 +129,8 @@ async fn healthz_and_metrics_are_scraped_and_parsed() {
     assert_eq!(value("memory_change_head", &[]), 1.0);
     assert!(value("memory_chunks", &[]) >= 1.0);
     assert_eq!(value("memory_chunk_capacity", &[]), 1_000_000.0);
+    assert_eq!(value("memory_index_compact_vectors", &[]), 0.0);
+    assert_eq!(value("memory_hnsw_ef_search", &[]), 128.0);
     assert_eq!(
         value("memory_unindexed_documents", &[("reason", "too_large")]),
         0.0
@@ -150,6 +152,62 @@ async fn healthz_and_metrics_are_scraped_and_parsed() {
     }
     session.close().await;
     assert!(server.stop().success());
+}
+
+/// The index settings, as flags and as variables, configure the index the server loads: its
+/// `/metrics` read them from the loaded index itself.
+#[tokio::test]
+async fn the_index_settings_configure_the_served_index() {
+    let by_flag = [
+        "--max-chunks",
+        "5000",
+        "--compact-vectors",
+        "--hnsw-ef-search",
+        "40",
+    ];
+    let by_variable: [(&str, &std::ffi::OsStr); 3] = [
+        ("MEMORY_MAX_CHUNKS", "6000".as_ref()),
+        ("MEMORY_COMPACT_VECTORS", "1".as_ref()),
+        ("MEMORY_HNSW_EF_SEARCH", "60".as_ref()),
+    ];
+    for (flags, env, (capacity, width)) in [
+        (&by_flag[..], &[][..], (5_000.0, 40.0)),
+        (&[][..], &by_variable[..], (6_000.0, 60.0)),
+    ] {
+        let fixture = Fixture::new();
+        let mut args = flags_with_token(&fixture);
+        args.extend(flags.iter().map(|flag| (*flag).to_owned()));
+        let server = HttpServer::start(&fixture, &args, env);
+        let session = McpClient::http(&server.url, Some(TOKEN))
+            .await
+            .expect("connected");
+        session
+            .success(
+                "memory_remember",
+                json!({"text": "Miso sleeps on the sofa."}),
+            )
+            .await;
+        // sync waits for the model and the index: from its answer on, the index is loaded.
+        session.success("memory_sync", json!({})).await;
+        let (status, body) = get(&format!("{}/metrics", server.base()), Some(TOKEN)).await;
+        assert_eq!(status, 200, "{body}");
+        let samples = parse_metrics(&body);
+        let value =
+            |name: &str| sample(&samples, name, &[]).unwrap_or_else(|| panic!("{name} in\n{body}"));
+        assert_eq!(
+            value("memory_chunk_capacity"),
+            capacity,
+            "{flags:?} {env:?}"
+        );
+        assert_eq!(
+            value("memory_index_compact_vectors"),
+            1.0,
+            "{flags:?} {env:?}"
+        );
+        assert_eq!(value("memory_hnsw_ef_search"), width, "{flags:?} {env:?}");
+        session.close().await;
+        assert!(server.stop().success());
+    }
 }
 
 #[test]

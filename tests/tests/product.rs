@@ -380,6 +380,8 @@ fn compact_vectors_recall_what_f32_recalls_from_the_shell() {
         compact.run(&["status"]).success()["chunks"]["encoding"],
         "int8"
     );
+    let from_env = fixture.run_env(&["status"], &[("MEMORY_COMPACT_VECTORS", "1".as_ref())]);
+    assert_eq!(from_env.success()["chunks"]["encoding"], "int8");
     for (query, mode) in [
         ("who fixed a boat near the sea", "exact"),
         ("music lessons", "hnsw"),

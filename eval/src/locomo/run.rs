@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use memory_service::grants::Grant;
 use memory_service::import::{ImportObserver, ImportSummary, LineRefusal, import};
 use memory_service::recall_service::RecallService;
 use memory_service::semantic::SemanticBackend;
@@ -44,6 +45,12 @@ pub const MAX_TOKENS: u64 = 64 * 1024;
 pub const TIMEOUT_MS: u64 = 10_000;
 /// Recalls per mode before timing starts.
 pub const WARMUP_QUERIES: usize = 20;
+
+/// The harness's grant: an in-process host's, as the command line and the Python package hold
+/// ([`Grant::local`]).
+pub fn harness_grant() -> Grant {
+    Grant::local("eval", None)
+}
 
 /// The recall modes, in report order.
 pub const MODES: [&str; 4] = ["lexical", "exact", "hnsw", "hybrid"];
@@ -164,7 +171,11 @@ pub async fn sync(
 ) -> anyhow::Result<u64> {
     let spinner = progress.spinner("indexing (real model)");
     let answer = service
-        .execute(Operation::Sync, RawArguments::Json(json!({})))
+        .execute_as(
+            &harness_grant(),
+            Operation::Sync,
+            RawArguments::Json(json!({})),
+        )
         .await
         .map_err(|refusal| anyhow::anyhow!("sync refused: {}", refusal.message()))?;
     spinner.finish_and_clear();
@@ -283,7 +294,11 @@ pub async fn recall_all_judged<'m>(
         for (_, conversation, question) in questions.iter().take(WARMUP_QUERIES) {
             let arguments = recall_arguments(conversation, &question.text, mode);
             let _ = service
-                .execute(Operation::Recall, RawArguments::Json(arguments))
+                .execute_as(
+                    &harness_grant(),
+                    Operation::Recall,
+                    RawArguments::Json(arguments),
+                )
                 .await;
         }
         let bar = progress.bar(mode, questions.len() as u64);
@@ -292,7 +307,11 @@ pub async fn recall_all_judged<'m>(
             let arguments = recall_arguments(conversation, &question.text, mode);
             let started = Instant::now();
             let result = service
-                .execute(Operation::Recall, RawArguments::Json(arguments))
+                .execute_as(
+                    &harness_grant(),
+                    Operation::Recall,
+                    RawArguments::Json(arguments),
+                )
                 .await;
             let latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
             let ((ranked, ranked_turns), refused) = match result {

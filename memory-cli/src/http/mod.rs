@@ -196,6 +196,8 @@ impl<S: Store> HttpState<S> {
                         .map(|(reason, count)| (reason.to_string(), count))
                         .collect(),
                     hnsw: status.stats.hnsw.as_str(),
+                    compact_vectors: status.stats.compact_vectors,
+                    ef_search: status.stats.hnsw_ef_search as u64,
                 }),
                 Err(_) => None,
             },

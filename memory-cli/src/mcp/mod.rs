@@ -14,7 +14,6 @@ mod simple_tools;
 use std::sync::Arc;
 use std::time::Instant;
 
-use memory_core::MemoryWrite;
 use memory_core::activity::ToolOutputBound;
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -29,7 +28,7 @@ use crate::context::{
     HistoryReadArguments, HistorySearchArguments,
 };
 use crate::database::Store;
-use crate::grants::{Grant, GrantedOperation};
+use crate::grants::Grant;
 use crate::input::MAX_INPUT_BYTES;
 use crate::metrics::ServerMetrics;
 use crate::refusal::Refusal;
@@ -231,42 +230,6 @@ impl<S: Store> MemoryServer<S> {
         }
     }
 
-    /// Checks a decoded request against `grant` before anything is read or written for it: the
-    /// operation, the namespace, the scopes, and (for a restricted grant) that a document being
-    /// replaced or withdrawn is one the grant sees and writes.
-    async fn authorize(&self, grant: &Grant, request: &Request) -> Result<(), Refusal> {
-        let key = match request {
-            Request::Sync => return Ok(()),
-            Request::Recall(query) => {
-                grant.allow_operation(GrantedOperation::Recall)?;
-                grant.allow_namespace(&query.access().namespace)?;
-                return grant.allow_read_scope(&query.access().scope);
-            }
-            Request::Get(key, _) => {
-                grant.allow_operation(GrantedOperation::Get)?;
-                return grant.allow_namespace(&key.namespace);
-            }
-            Request::Write(MemoryWrite::Put { key, scopes, .. }) => {
-                grant.allow_operation(GrantedOperation::Put)?;
-                grant.allow_namespace(&key.namespace)?;
-                grant.allow_write_scopes(scopes)?;
-                key
-            }
-            Request::Write(MemoryWrite::Withdraw { key, .. }) => {
-                grant.allow_operation(GrantedOperation::Withdraw)?;
-                grant.allow_namespace(&key.namespace)?;
-                key
-            }
-        };
-        if grant.is_unrestricted() {
-            return Ok(());
-        }
-        match self.service.read_current(key).await? {
-            Some(current) => grant.allow_replace(&current),
-            None => Ok(()),
-        }
-    }
-
     async fn respond(
         &self,
         context: &RequestContext<RoleServer>,
@@ -277,7 +240,7 @@ impl<S: Store> MemoryServer<S> {
         let is_write = matches!(operation, Operation::Put | Operation::Withdraw);
         let request = match Request::decode(operation, RawArguments::Json(Value::Object(arguments)))
         {
-            Ok(request) => request.asked_by(Some(grant.principal())),
+            Ok(request) => request,
             Err(refusal) => {
                 if is_write {
                     self.metrics.count_write(Err(refusal.kind()));
@@ -290,13 +253,7 @@ impl<S: Store> MemoryServer<S> {
             _ => None,
         };
         let started = Instant::now();
-        let answer = match (self.authorize(&grant, &request).await, request) {
-            (Err(refusal), _) => Err(refusal),
-            (Ok(()), Request::Get(key, revisions)) if !grant.is_unrestricted() => {
-                self.service.get_as(&key, revisions, &grant).await
-            }
-            (Ok(()), request) => self.service.run(request).await,
-        };
+        let answer = self.service.run_as(&grant, request).await;
         self.counted(&grant, operation.tool_name(), &answer);
         if let Some(mode) = mode {
             let outcome = answer.as_ref().err().map(Refusal::kind);

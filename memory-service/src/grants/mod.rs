@@ -203,6 +203,20 @@ pub struct Grant {
     held_by: Option<String>,
 }
 
+/// What one request touches, as a grant is checked against it ([`Grant::check`]); each request type
+/// says it of itself (`Request::touches` in [`crate::service`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Touches<'a> {
+    /// The operation it runs; `None` for one every caller may run (`memory_sync`).
+    pub operation: Option<GrantedOperation>,
+    /// The namespace it reads or writes.
+    pub namespace: Option<&'a NamespaceAddress>,
+    /// The scope it reads through.
+    pub read_scope: Option<&'a MemoryScope>,
+    /// The scopes it grants a document to.
+    pub write_scopes: &'a [MemoryScope],
+}
+
 /// The name of the server's own grant ([`Grant::server`]; a `/metrics` label).
 pub const SERVER_GRANT: &str = "server";
 
@@ -236,6 +250,19 @@ impl Grant {
         Self {
             namespaces,
             ..Self::everything(SERVER_GRANT, defaults)
+        }
+    }
+
+    /// An in-process host's grant (the `memory` command line, the Python package, the eval harness):
+    /// every operation, namespace and scope, held by `principal` when one is known (the local user,
+    /// [`crate::destination::local_principal`]: who its withdrawals name), else by `grant:NAME`. Such a
+    /// host opens the database file itself, so the file's permissions, not a grant, bound what it
+    /// reaches; it still passes this grant to the one check every door makes ([`Grant::check`]).
+    pub fn local(name: &str, principal: Option<String>) -> Self {
+        let grant = Self::everything(name, None);
+        match principal {
+            Some(principal) => grant.held_by(principal),
+            None => grant,
         }
     }
 
@@ -310,6 +337,23 @@ impl Grant {
     /// and a grant to everything.
     pub fn reads_metrics(&self) -> bool {
         self.host || self.is_unrestricted()
+    }
+
+    /// The one check of a request against the grant, before anything is read or written for it:
+    /// the operation, the namespace, the scope it reads through and the scopes it writes, as
+    /// [`Touches`] names them. A write's replaced document is checked by its service
+    /// ([`Grant::allow_replace`]), which reads it.
+    pub fn check(&self, touches: &Touches<'_>) -> Result<(), Refusal> {
+        if let Some(operation) = touches.operation {
+            self.allow_operation(operation)?;
+        }
+        if let Some(namespace) = touches.namespace {
+            self.allow_namespace(namespace)?;
+        }
+        if let Some(scope) = touches.read_scope {
+            self.allow_read_scope(scope)?;
+        }
+        self.allow_write_scopes(touches.write_scopes)
     }
 
     /// Refuses an operation the grant does not list.

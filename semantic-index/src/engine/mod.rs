@@ -362,7 +362,7 @@ pub(crate) type BuildHook = Arc<dyn Fn() + Send + Sync>;
 
 /// How many chunks `stored` holds.
 /// Every [`VectorStore`] call of the engine, off the async workers: on the blocking pool (through
-/// the crate's one boundary, [`crate::recall::store_call`]) when called from a runtime, so a store
+/// the crate's one boundary, [`memory_core::blocking::store_call`]) when called from a runtime, so a store
 /// that blocks (SQLite) never stalls one; awaited in place on a thread of the engine's own (the
 /// background graph build, driven by its own `block_on`), where blocking is what the thread is for.
 /// The call owns what it needs (`'static`), since it may run on another thread.
@@ -377,7 +377,7 @@ where
 {
     let work = call(Arc::clone(store));
     if tokio::runtime::Handle::try_current().is_ok() {
-        crate::recall::store_call(work).await
+        memory_core::blocking::store_call(work).await
     } else {
         work.await
     }

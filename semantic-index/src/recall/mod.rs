@@ -218,39 +218,7 @@ impl AnsweredLookup {
     }
 }
 
-/// Runs `work` on tokio's blocking pool and waits for it without blocking the calling task. `work`
-/// drives synchronous store or index calls (their futures complete without yielding); off the async
-/// workers they overlap with each other and cannot hold a deadline timer up. If the caller stops
-/// waiting (a deadline), `work` still runs to its end on its thread and its answer is dropped.
-///
-/// This is the workspace's one async/blocking boundary for store calls (memory-cli wraps it in
-/// `memory_cli::blocking`); `clippy.toml` refuses `spawn_blocking` and `Handle::block_on` elsewhere.
-///
-/// Must be called inside a tokio runtime (any flavour).
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the one place that writes the boundary: every other store call comes through here"
-)]
-pub async fn on_blocking_pool<T: Send + 'static>(
-    work: impl Future<Output = T> + Send + 'static,
-) -> Result<T, RecallError> {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || handle.block_on(work))
-        .await
-        .map_err(|error| RecallError::Source(MemoryError::storage("blocking store task", error)))
-}
-
-/// [`on_blocking_pool`] for a store call answering a [`MemoryError`] (a port implementation): a
-/// failed blocking task is a storage error too.
-pub async fn store_call<T: Send + 'static>(
-    work: impl Future<Output = Result<T, MemoryError>> + Send + 'static,
-) -> Result<T, MemoryError> {
-    match on_blocking_pool(work).await {
-        Ok(answer) => answer,
-        Err(RecallError::Source(error)) => Err(error),
-        Err(other) => Err(MemoryError::storage("blocking store task", other)),
-    }
-}
+use memory_core::blocking::on_blocking_pool;
 
 /// Embeds `query` and searches `index` on the blocking pool, among `namespace`'s chunks only, so
 /// other tenants' chunks never take up the candidate limit.

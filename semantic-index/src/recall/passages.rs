@@ -10,7 +10,7 @@
 //!   never lends its score to new text;
 //! - each passage keeps the score of the candidate it came from (the first, best-ranked one when
 //!   several candidates give the same passage);
-//! - the reads run on tokio's blocking pool ([`super::store_call`]), so a synchronous store
+//! - the reads run on tokio's blocking pool ([`memory_core::blocking::store_call`]), so a synchronous store
 //!   (SQLite) cannot hold the recall's deadline timer up.
 
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl<R: MemoryReader + 'static> MemoryReader for OnBlockingPool<R> {
     async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
         let reader = Arc::clone(&self.0);
         let key = key.clone();
-        super::store_call(async move { reader.read(&key).await }).await
+        memory_core::blocking::store_call(async move { reader.read(&key).await }).await
     }
 
     async fn read_many(
@@ -81,7 +81,7 @@ impl<R: MemoryReader + 'static> MemoryReader for OnBlockingPool<R> {
     ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
         let reader = Arc::clone(&self.0);
         let keys = keys.to_vec();
-        super::store_call(async move { reader.read_many(&keys).await }).await
+        memory_core::blocking::store_call(async move { reader.read_many(&keys).await }).await
     }
 }
 
