@@ -304,7 +304,7 @@ impl<S: Store> MemoryService<S> {
     /// The store call runs on the blocking pool: SQLite answers synchronously (an `fsync` per commit,
     /// and a pause between retries when another process holds the lock), which must not stall the
     /// server's async workers.
-    pub async fn write(&self, write: MemoryWrite) -> Result<WriteResult, Refusal> {
+    pub(crate) async fn write(&self, write: MemoryWrite) -> Result<WriteResult, Refusal> {
         let store = Arc::clone(&self.store);
         let outcome = on_blocking_pool(async move { store.apply(write).await }).await?;
         // A refused write may still follow a lost acknowledgement of a committed one: wake either way.
@@ -312,9 +312,9 @@ impl<S: Store> MemoryService<S> {
         WriteResult::from_outcome(outcome?)
     }
 
-    /// `memory_get`, on the blocking pool like [`Self::write`].
     /// The current document of `key` as stored, withdrawn or not and whatever read-time suppression
-    /// shows: what a write replaces.
+    /// shows: what a write replaces (read on the blocking pool). Unchecked: the simple operations read
+    /// through it after their own grant check.
     pub async fn read_current(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, Refusal> {
         let store = Arc::clone(&self.store);
         let key = key.clone();
@@ -323,7 +323,7 @@ impl<S: Store> MemoryService<S> {
 
     /// `memory_get`: the current document of `key`, as recall would show it, and with `revisions`
     /// up to that many of its revisions ([`Self::history`]).
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         key: &MemoryKey,
         revisions: Option<usize>,

@@ -238,7 +238,14 @@ impl LexicalSearch for SqliteStore {
         query: &str,
         limit: usize,
     ) -> Result<Vec<LexicalHit>, MemoryError> {
-        self.reader.search_blocking(access, query, limit)
+        // Straight to the rules-taking search: the walk from a recall to SQL has no frame that only
+        // hands its arguments on.
+        self.reader.search_with_rules_blocking(
+            access,
+            query,
+            limit,
+            &crate::lexical::LexicalRules::default(),
+        )
     }
 
     async fn written_neighbours(
