@@ -18,11 +18,12 @@ use memory_cli::grants::Grant;
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
-use memory_cli::recall_service::RecallService;
+use memory_cli::recall_service::Indexing;
 use memory_cli::refusal::{Refusal, to_json};
-use memory_cli::semantic::{IndexOptions, SemanticBackend};
+use memory_cli::semantic::IndexOptions;
 use memory_cli::serve::ServeOptions;
 use memory_cli::service::{MemoryService, Operation, RawArguments, Request};
+use memory_cli::settings::Settings;
 use memory_cli::status::CommandStatus;
 use memory_cli::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_core::activity::ToolOutputBound;
@@ -74,8 +75,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     // Every setting checked once, before anything is opened.
-    let (index, tool_output) = match cli.settings() {
-        Ok(settings) => (settings.index, settings.tool_output),
+    let settings = match cli.settings() {
+        Ok(settings) => settings,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let operation = match cli.command {
@@ -86,31 +87,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
         Command::Serve(arguments) => {
-            return run_serve(&database, index, tool_output, &arguments);
+            return run_serve(&database, settings, &arguments);
         }
         Command::List(arguments) => return run_list(&database, &arguments),
         Command::History(arguments) => return run_history(&database, arguments),
         Command::Doctor => return run_doctor(),
-        Command::Status => return run_status(&database, index),
-        Command::Thread(command) => return run_thread(&database, tool_output, command),
-        Command::Context(arguments) => return run_context(&database, index, arguments),
+        Command::Status => return run_status(&database, settings.index),
+        Command::Thread(command) => return run_thread(&database, settings.tool_output, command),
+        Command::Context(arguments) => return run_context(&database, settings, arguments),
         Command::Hook(arguments) => {
-            return Ok(memory_cli::hook::run(
-                &database,
-                index,
-                tool_output,
-                arguments,
-            ));
+            return Ok(memory_cli::hook::run(&database, settings, arguments));
         }
     };
-    run_operation(&database, operation.0, operation.1, index)
+    run_operation(&database, operation.0, operation.1, settings)
 }
 
 fn run_operation(
     database: &Database,
     operation: Operation,
     arguments: OperationArgs,
-    index: IndexOptions,
+    settings: Settings,
 ) -> anyhow::Result<ExitCode> {
     let text = match read_argument(arguments.json) {
         Ok(text) => text,
@@ -127,7 +123,7 @@ fn run_operation(
     // Only recall and sync may need the semantic index; writes and reads never open its tables.
     let semantic = matches!(operation, Operation::Recall | Operation::Sync);
     match database.open(Client::MEMORY) {
-        Ok(opened) => with_store!(opened, store => answer(store, semantic, index, request)),
+        Ok(opened) => with_store!(opened, store => answer(store, semantic, settings, request)),
         Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
@@ -150,10 +146,7 @@ fn run_history(database: &Database, arguments: OperationArgs) -> anyhow::Result<
         .context("could not start the async runtime")?;
     let answer = database.open(Client::MEMORY).and_then(|opened| {
         with_store!(opened, store => {
-            let service = MemoryService::new(
-                Arc::clone(&store),
-                RecallService::lexical_only(store),
-            );
+            let service = MemoryService::open(store, &Settings::default(), Indexing::None)?;
             runtime.block_on(service.history_of(RawArguments::Text(&text)))
         })
     });
@@ -212,7 +205,7 @@ fn run_thread(
 /// `memory context THREAD --budget TOKENS`: the arguments are checked before the database is opened.
 fn run_context(
     database: &Database,
-    index: IndexOptions,
+    settings: Settings,
     arguments: ContextArgs,
 ) -> anyhow::Result<ExitCode> {
     let checked = (|| -> Result<_, Refusal> {
@@ -239,7 +232,7 @@ fn run_context(
     let answer = database.open(Client::MEMORY).and_then(|opened| {
         with_store!(opened, store => runtime.block_on(one_shot_context(
             store,
-            index,
+            settings,
             tokenizer,
             thread,
             arguments.budget,
@@ -316,22 +309,18 @@ where
 fn answer<S: Store>(
     store: Arc<S>,
     semantic: bool,
-    index: IndexOptions,
+    settings: Settings,
     request: Request,
 ) -> anyhow::Result<ExitCode> {
-    let recall = if semantic {
-        let opened = store.open_vectors().and_then(|vectors| {
-            SemanticBackend::catching_up(Arc::clone(&store), vectors)
-                .and_then(|backend| backend.with_index_options(index))
-        });
-        match opened {
-            Ok(backend) => RecallService::with_semantic(Arc::clone(&store), Arc::new(backend)),
-            Err(refusal) => return Ok(print_refusal(&refusal)),
-        }
+    let indexing = if semantic {
+        Indexing::CatchUp
     } else {
-        RecallService::lexical_only(Arc::clone(&store))
+        Indexing::None
     };
-    let service = MemoryService::new(Arc::clone(&store), recall);
+    let service = match MemoryService::open(Arc::clone(&store), &settings, indexing) {
+        Ok(service) => service,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let read_only = matches!(request, Request::Recall(_) | Request::Get(..));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -483,13 +472,12 @@ fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCo
 
 fn run_serve(
     database: &Database,
-    index: IndexOptions,
-    tool_output: ToolOutputBound,
+    settings: Settings,
     arguments: &ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     // Flags are checked before the store is opened: a refused one touches no file and no server.
     let options = match ServeOptions::new(database, arguments) {
-        Ok(options) => options.with_tool_output_bound(tool_output),
+        Ok(options) => options.with_tool_output_bound(settings.tool_output),
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -498,7 +486,7 @@ fn run_serve(
         .build()
         .context("could not start the async runtime")?;
     match database.open(Client::MEMORY) {
-        Ok(opened) => with_store!(opened, store => serve(runtime, store, index, options)),
+        Ok(opened) => with_store!(opened, store => serve(runtime, store, settings, options)),
         Err(refusal) => Ok(print_refusal(&refusal)),
     }
 }
@@ -509,23 +497,19 @@ fn run_serve(
 fn serve<S: Store>(
     runtime: tokio::runtime::Runtime,
     store: Arc<S>,
-    index: IndexOptions,
+    settings: Settings,
     options: ServeOptions,
 ) -> anyhow::Result<ExitCode> {
     let opened = runtime
         .block_on(S::follow(Arc::clone(&store)))
         .and_then(|following| {
-            let vectors = store.open_vectors()?;
-            let semantic = SemanticBackend::following(Arc::clone(&store), vectors, following.feed)?
-                .with_index_options(index)?
-                .waking(following.commits.clone());
-            Ok((semantic, following.commits))
+            MemoryService::open(store, &settings, Indexing::Following(following))
         });
-    let (semantic, commits) = match opened {
-        Ok(opened) => opened,
+    let service = match opened {
+        Ok(service) => service,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
-    let served = runtime.block_on(memory_cli::serve::serve(store, semantic, commits, options));
+    let served = runtime.block_on(memory_cli::serve::serve(service, options));
     // Standard input may still hold a blocked read on the runtime's blocking pool; do not wait for it.
     runtime.shutdown_background();
     served?;
@@ -565,10 +549,10 @@ fn list_answer<S: Store>(
     namespace: &memory_core::DynamicNamespace,
     arguments: ListArguments,
 ) -> anyhow::Result<ExitCode> {
-    let service = MemoryService::new(
-        Arc::clone(&store),
-        RecallService::lexical_only(Arc::clone(&store)),
-    );
+    let service = match MemoryService::open(store, &Settings::default(), Indexing::None) {
+        Ok(service) => service,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

@@ -9,12 +9,10 @@ use std::time::Duration;
 use crate::cli::ServeArgs;
 use crate::database::{Database, Store};
 use crate::discovery::{self, Discovery, DiscoveryGuard};
-use crate::feed::CommitSignal;
 use crate::grants::{Grant, Grants, NamespaceRule};
 use crate::http::{self, HttpState, Limits};
 use crate::mcp::{MemoryServer, ServeError};
 use crate::metrics::ServerMetrics;
-use crate::recall_service::RecallService;
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
 use crate::service::MemoryService;
@@ -204,20 +202,17 @@ fn stdio_grant(file: &Path, name: Option<&str>, server: Arc<Grant>) -> Result<Ar
 
 /// Serves until stdin closes (stdio) or SIGINT/SIGTERM (HTTP), then saves the graph and stops the
 /// indexer.
+/// `service` is the one builder's ([`MemoryService::open`] with
+/// [`crate::recall_service::Indexing::Following`]): its
+/// semantic backend is the one the server loads, saves and stops.
 pub async fn serve<S: Store>(
-    store: Arc<S>,
-    semantic: SemanticBackend<S>,
-    commits: Option<CommitSignal>,
+    service: MemoryService<S>,
     options: ServeOptions,
 ) -> Result<(), ServeError> {
-    let semantic = Arc::new(semantic);
-    let mut service = MemoryService::new(
-        Arc::clone(&store),
-        RecallService::with_semantic(Arc::clone(&store), Arc::clone(&semantic)),
-    );
-    if let Some(commits) = commits {
-        service = service.with_commit_signal(commits);
-    }
+    let store = Arc::clone(service.store());
+    let semantic = service.recall().semantic().cloned().ok_or_else(|| {
+        ServeError::Start("a server's services follow the store with a semantic index".to_owned())
+    })?;
     let metrics = Arc::new(ServerMetrics::new());
     let server = MemoryServer::new(
         Arc::new(service),

@@ -63,8 +63,8 @@ use crate::destination::{DestinationDefaults, DestinationRequest};
 use crate::grants::{Grant, GrantedOperation};
 use crate::recall_service::{RecallQuery, one_shot_recall, query_tail};
 use crate::refusal::{Refusal, to_json};
-use crate::semantic::IndexOptions;
 use crate::service::RawArguments;
+use crate::settings::Settings;
 use crate::wire::{RecallArguments, RecallMode, RecallResult, WireRecallLimits};
 
 /// Tokens a compaction keeps verbatim when the call names none.
@@ -618,7 +618,7 @@ impl ContextService {
 /// or for an unbound thread from `memory`'s defaults; `memory` `None` recalls nothing.
 pub async fn one_shot_context<S: Store>(
     store: Arc<S>,
-    index: IndexOptions,
+    settings: Settings,
     tokenizer: Option<Arc<dyn TokenCounter>>,
     thread: ThreadId,
     budget: u64,
@@ -640,7 +640,7 @@ pub async fn one_shot_context<S: Store>(
     };
     service
         .assemble(thread, budget, query, source, async |arguments| {
-            one_shot_recall(store, index, RecallQuery::new(arguments)?).await
+            one_shot_recall(store, settings, RecallQuery::new(arguments)?).await
         })
         .await
 }

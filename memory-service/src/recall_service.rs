@@ -74,9 +74,10 @@ use semantic_index::{ChunkingConfig, Embedder, ProfileDigest, SemanticIndex, Sem
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::blocking::blocking;
-use crate::database::Store;
+use crate::database::{Following, Store};
 use crate::refusal::Refusal;
-use crate::semantic::{IndexOptions, SemanticBackend};
+use crate::semantic::SemanticBackend;
+use crate::settings::Settings;
 use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
     WirePassageSource, address_of,
@@ -249,7 +250,56 @@ impl Scores {
     }
 }
 
+/// Which semantic index a process's services have, and how it is kept up to date with the store.
+pub enum Indexing<F> {
+    /// None: the `lexical` and `recent` modes only, and no vector table is opened (a write, a
+    /// listing, a history, a lexical recall).
+    None,
+    /// Caught up by this process before each semantic recall or sync ([`crate::semantic::Freshness::CatchUp`]: the
+    /// one-shot commands, the hook, the Python package, the eval).
+    CatchUp,
+    /// Followed by a background indexer over the store's feed ([`crate::semantic::Freshness::Background`]: the
+    /// server); its commits wake the feed.
+    Following(Following<F>),
+}
+
+impl<F> std::fmt::Debug for Indexing<F> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Self::None => "None",
+            Self::CatchUp => "CatchUp",
+            Self::Following(_) => "Following",
+        })
+    }
+}
+
 impl<S: Store> RecallService<S> {
+    /// The one builder of the recall modes every door runs (the command line, its server, the hook,
+    /// the Python package, the eval): the semantic index, when `indexing` asks for one, over the
+    /// vectors in the store's own database, configured by the settings' `index`, with the real model
+    /// found by the assets lookup. A blocking call (it opens the vector store): run it before a
+    /// runtime starts or through [`crate::blocking::blocking`].
+    pub fn open(
+        store: Arc<S>,
+        settings: &Settings,
+        indexing: Indexing<S::Feed>,
+    ) -> Result<Self, Refusal> {
+        let semantic = match indexing {
+            Indexing::None => return Ok(Self::lexical_only(store)),
+            Indexing::CatchUp => {
+                SemanticBackend::catching_up(Arc::clone(&store), store.open_vectors()?)?
+            }
+            Indexing::Following(following) => SemanticBackend::following(
+                Arc::clone(&store),
+                store.open_vectors()?,
+                following.feed,
+            )?
+            .waking(following.commits),
+        };
+        let semantic = semantic.with_index_options(settings.index)?;
+        Ok(Self::with_semantic(store, Arc::new(semantic)))
+    }
+
     /// Recall over `store` with its lexical index only; the semantic modes are refused as
     /// `unavailable`.
     pub fn lexical_only(store: Arc<S>) -> Self {
@@ -830,20 +880,15 @@ fn refuse_unavailable(recalled: &RecalledMemory) -> Result<(), Refusal> {
 /// deadline; lexical recalls open no index.
 pub async fn one_shot_recall<S: Store>(
     store: Arc<S>,
-    index: IndexOptions,
+    settings: Settings,
     query: RecallQuery,
 ) -> Result<RecallResult, Refusal> {
-    let vectors = {
-        let store = Arc::clone(&store);
-        blocking(move || store.open_vectors()).await??
-    };
-    let recall = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
-        RecallService::lexical_only(store)
+    let indexing = if matches!(query.mode(), RecallMode::Lexical | RecallMode::Recent) {
+        Indexing::None
     } else {
-        let semantic =
-            SemanticBackend::catching_up(Arc::clone(&store), vectors)?.with_index_options(index)?;
-        RecallService::with_semantic(store, Arc::new(semantic))
+        Indexing::CatchUp
     };
+    let recall = blocking(move || RecallService::open(store, &settings, indexing)).await??;
     recall.recall(query).await
 }
 

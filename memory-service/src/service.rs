@@ -16,8 +16,9 @@ use crate::database::Store;
 use crate::feed::CommitSignal;
 use crate::grants::{Grant, GrantedOperation, Touches};
 use crate::input::{decode_bytes, decode_value};
-use crate::recall_service::{RecallQuery, RecallService};
+use crate::recall_service::{Indexing, RecallQuery, RecallService};
 use crate::refusal::{Refusal, to_json};
+use crate::settings::Settings;
 use crate::wire::{
     DEFAULT_HISTORY_LIMIT, GetArguments, GetResult, HistoryArguments, HistoryResult, PutArguments,
     RecallArguments, SyncArguments, WireDocument, WireRevision, WithdrawArguments, WriteResult,
@@ -198,6 +199,27 @@ impl<S: Store> std::fmt::Debug for MemoryService<S> {
 }
 
 impl<S: Store> MemoryService<S> {
+    /// The one builder of the memory operations every door runs: the recall modes of
+    /// [`RecallService::open`] (the semantic index as `indexing` asks, configured by `settings`), and
+    /// for a server that follows the feed, its commits waking the feed. A blocking call, like
+    /// [`RecallService::open`].
+    pub fn open(
+        store: Arc<S>,
+        settings: &Settings,
+        indexing: Indexing<S::Feed>,
+    ) -> Result<Self, Refusal> {
+        let commits = match &indexing {
+            Indexing::Following(following) => following.commits.clone(),
+            _ => None,
+        };
+        let recall = RecallService::open(Arc::clone(&store), settings, indexing)?;
+        let service = Self::new(store, recall);
+        Ok(match commits {
+            Some(commits) => service.with_commit_signal(commits),
+            None => service,
+        })
+    }
+
     /// The operations over `store`, with the recall plumbing `recall`.
     pub fn new(store: Arc<S>, recall: RecallService<S>) -> Self {
         Self {

@@ -34,9 +34,8 @@ use memory_service::destination::{DestinationDefaults, DestinationRequest, local
 use memory_service::grants::Grant;
 use memory_service::input::decode_value;
 use memory_service::list::ListArguments;
-use memory_service::recall_service::{RecallQuery, RecallService};
+use memory_service::recall_service::{Indexing, RecallQuery};
 use memory_service::refusal::{Refusal, to_json};
-use memory_service::semantic::SemanticBackend;
 use memory_service::service::{MemoryService, Operation, RawArguments};
 use memory_service::settings::{SettingValues, Settings};
 use memory_service::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
@@ -91,14 +90,10 @@ impl<S: Store> Services<S> {
     /// The services over `store`, as `memory` builds them (a blocking call): the semantic index in
     /// catch-up mode with the model found by the assets lookup, the thread log beside the store.
     fn open(store: Arc<S>, settings: Settings) -> Result<Self, Refusal> {
-        let vectors = store.open_vectors()?;
-        let semantic = SemanticBackend::catching_up(Arc::clone(&store), vectors)?
-            .with_index_options(settings.index)?;
-        let recall = RecallService::with_semantic(Arc::clone(&store), Arc::new(semantic));
         Ok(Self {
             threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
             contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
-            memory: MemoryService::new(store, recall),
+            memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
         })
     }

@@ -20,12 +20,10 @@ use std::time::Instant;
 use anyhow::Context;
 use memory_service::grants::Grant;
 use memory_service::import::{ImportObserver, ImportSummary, LineRefusal, import};
-use memory_service::recall_service::RecallService;
-use memory_service::semantic::SemanticBackend;
+use memory_service::recall_service::Indexing;
 use memory_service::service::{MemoryService, Operation, RawArguments};
 use memory_service::settings::Settings;
 use memory_sqlite::SqliteStore;
-use memory_sqlite::vectors::SqliteVectorStore;
 use serde_json::{Value, json};
 
 use super::data::Conversation;
@@ -120,20 +118,17 @@ pub fn open_service(
     let store = Arc::new(
         SqliteStore::open(database).with_context(|| format!("opening {}", database.display()))?,
     );
-    let recall = if semantic {
-        let vectors =
-            Arc::new(SqliteVectorStore::open(database).context("opening the vector store")?);
-        // The settings `memory` reads from the environment (index capacity, encoding, search width).
-        let settings =
-            Settings::from_env().map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
-        let backend = SemanticBackend::catching_up(Arc::clone(&store), vectors)
-            .and_then(|backend| backend.with_index_options(settings.index))
-            .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
-        RecallService::with_semantic(Arc::clone(&store), Arc::new(backend))
+    // The settings `memory` reads from the environment (index capacity, encoding, search width).
+    let settings =
+        Settings::from_env().map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+    let indexing = if semantic {
+        Indexing::CatchUp
     } else {
-        RecallService::lexical_only(Arc::clone(&store))
+        Indexing::None
     };
-    Ok((Arc::clone(&store), MemoryService::new(store, recall)))
+    let service = MemoryService::open(Arc::clone(&store), &settings, indexing)
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+    Ok((store, service))
 }
 
 struct ImportBar(indicatif::ProgressBar, u64);

@@ -21,7 +21,7 @@ use crate::hook::server::{ServerError, ServerSession};
 use crate::hook::{EXPIRED_SESSION_KIND, Failure};
 use crate::recall_service::{RecallQuery, one_shot_recall};
 use crate::refusal::{Refusal, to_json};
-use crate::semantic::IndexOptions;
+use crate::settings::Settings;
 use crate::thread::{ThreadAppendResult, ThreadService};
 use crate::wire::{RecallArguments, RecallResult};
 
@@ -36,10 +36,9 @@ pub enum Backend {
     OneShot {
         /// The database.
         database: Database,
-        /// `--max-chunks`, `--compact-vectors`.
-        index: IndexOptions,
-        /// `--max-tool-output-bytes`: the bound of its appends' tool results.
-        tool_output: ToolOutputBound,
+        /// The process's settings: the index's (`--max-chunks`, `--compact-vectors`,
+        /// `--hnsw-ef-search`) and the bound of its appends' tool results (`--max-tool-output-bytes`).
+        settings: Settings,
     },
 }
 
@@ -56,17 +55,11 @@ impl Backend {
     /// The server of `database` when its discovery file names one that answers; one-shot otherwise
     /// (no file, a stale one, `--no-server`). A stale file is said on standard error; a malformed one
     /// too, and then the hook answers one-shot rather than not at all.
-    /// One-shot, its appends bound tool outputs at `tool_output`.
-    pub async fn find(
-        database: &Database,
-        index: IndexOptions,
-        tool_output: ToolOutputBound,
-        no_server: bool,
-    ) -> Self {
+    /// One-shot, it runs with `settings`.
+    pub async fn find(database: &Database, settings: Settings, no_server: bool) -> Self {
         let one_shot = Self::OneShot {
             database: database.clone(),
-            index,
-            tool_output,
+            settings,
         };
         if no_server {
             return one_shot;
@@ -111,7 +104,7 @@ impl Backend {
     pub fn one_shot_appends(&self) -> Option<ToolOutputBound> {
         match self {
             Self::Server(_) => None,
-            Self::OneShot { tool_output, .. } => Some(*tool_output),
+            Self::OneShot { settings, .. } => Some(settings.tool_output),
         }
     }
 
@@ -161,12 +154,10 @@ impl Backend {
                     Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
                 })?)
             }
-            Self::OneShot {
-                database, index, ..
-            } => {
+            Self::OneShot { database, settings } => {
                 let query = RecallQuery::new(arguments)?;
                 let opened = database.open_async(Client::HOOK).await?;
-                Ok(with_store!(opened, store => one_shot_recall(store, *index, query).await)?)
+                Ok(with_store!(opened, store => one_shot_recall(store, *settings, query).await)?)
             }
         }
     }
@@ -190,13 +181,11 @@ impl Backend {
                 }
                 tool(session, "memory_context", arguments).await
             }
-            Self::OneShot {
-                database, index, ..
-            } => {
+            Self::OneShot { database, settings } => {
                 let opened = database.open_async(Client::HOOK).await?;
-                let (index, thread) = (*index, thread.clone());
+                let (settings, thread) = (*settings, thread.clone());
                 let assembled = with_store!(opened, store => one_shot_context(
-                    store, index, None, thread, budget, query, Some(defaults),
+                    store, settings, None, thread, budget, query, Some(defaults),
                 )
                 .await)?;
                 Ok(to_json(&assembled)?)

@@ -70,7 +70,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use memory_core::activity::{NewRecord, RecordBody, ThreadId, ToolOutputBound};
+use memory_core::activity::{NewRecord, RecordBody, ThreadId};
 use memory_core::{
     ApproximateTokenCounter, Clock as _, DynamicNamespace, ErrorKind, SystemClock,
     TokenCounter as _,
@@ -84,7 +84,7 @@ use crate::hook::backend::{Backend, OpenedLog};
 use crate::hook::input::{HookInput, MAX_HOOK_INPUT_BYTES, hex_digest};
 use crate::hook::state::{HookErrorLine, SessionLock};
 use crate::refusal::Refusal;
-use crate::semantic::IndexOptions;
+use crate::settings::Settings;
 use crate::wire::{AnsweredBy, RecallArguments, RecallMode, WireRecallLimits};
 
 /// Thread records looked back through for a retried prompt's identity.
@@ -122,13 +122,8 @@ impl From<Refusal> for Failure {
 
 /// Runs one hook. Always exits 0: the answer is on standard output, or nothing and the reason on
 /// standard error (and in the error log).
-/// Its one-shot appends bound tool outputs at `tool_output` (`--max-tool-output-bytes`).
-pub fn run(
-    database: &Database,
-    index: IndexOptions,
-    tool_output: ToolOutputBound,
-    args: HookArgs,
-) -> ExitCode {
+/// One-shot, it runs with `settings` (its appends bound tool outputs at `--max-tool-output-bytes`).
+pub fn run(database: &Database, settings: Settings, args: HookArgs) -> ExitCode {
     let event: Arc<OnceLock<HookEvent>> = Arc::new(OnceLock::new());
     let outcome = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -137,7 +132,7 @@ pub fn run(
         Ok(runtime) => {
             let budget = Duration::from_millis(args.timeout_ms);
             let answered = runtime.block_on(async {
-                let hooked = hook(database, index, tool_output, &args, Arc::clone(&event));
+                let hooked = hook(database, settings, &args, Arc::clone(&event));
                 tokio::time::timeout(budget, hooked).await
             });
             // A store call stuck past the deadline may still hold a blocking thread: do not wait.
@@ -231,8 +226,7 @@ impl Answered {
 /// What one hook answers on standard output, if anything.
 async fn hook(
     database: &Database,
-    index: IndexOptions,
-    tool_output: ToolOutputBound,
+    settings: Settings,
     args: &HookArgs,
     event_seen: Arc<OnceLock<HookEvent>>,
 ) -> Result<Answered, Failure> {
@@ -256,7 +250,7 @@ async fn hook(
     let namespace = resolved.namespace.clone();
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
-    let mut backend = Backend::find(database, index, tool_output, args.no_server).await;
+    let mut backend = Backend::find(database, settings, args.no_server).await;
     let backend_kind = if backend.is_server() {
         "served"
     } else {
