@@ -13,7 +13,7 @@ use memory_core::activity::{
 };
 use memory_testkit::InMemoryActivity;
 
-const SECRET: &str = "My bank PIN is 4417 and my password is hunter2.";
+const SECRET: &str = "My bank PIN is K-4417 and my password is hunter2.";
 
 fn context(log: &Arc<InMemoryActivity>) -> Context {
     Context::new(log.clone()).forgetting(log.clone())
@@ -58,7 +58,7 @@ fn a_forgotten_record_is_a_placeholder_in_every_read_and_calls_still_pair() {
     result(&*log, &thread, "c1", "hunter2 stored");
     user(&*log, &thread, "What is the weather?");
     let context = context(&log);
-    assert!(shows(&context, &thread, "4417"));
+    assert!(shows(&context, &thread, "K-4417"));
     assert_eq!(context.read(&thread).expect("read").start, ReadStart::Warm);
 
     forget(&log, &thread, 1, 77);
@@ -69,7 +69,7 @@ fn a_forgotten_record_is_a_placeholder_in_every_read_and_calls_still_pair() {
         ReadStart::Cold,
         "a forget since rebuilds the fold"
     );
-    assert!(!shows(&context, &thread, "4417") && !shows(&context, &thread, "hunter2"));
+    assert!(!shows(&context, &thread, "K-4417") && !shows(&context, &thread, "hunter2"));
     let messages = context
         .view(&thread, 1 << 30)
         .expect("view")
@@ -100,10 +100,10 @@ fn a_forgotten_record_is_a_placeholder_in_every_read_and_calls_still_pair() {
     assert_eq!(page.records[3].call_id.as_deref(), Some("c1"));
     let text = serde_json::to_string(&page).expect("serializes");
     assert!(
-        !text.contains("4417") && !text.contains("hunter2"),
+        !text.contains("K-4417") && !text.contains("hunter2"),
         "{text}"
     );
-    for needle in ["4417", "hunter2", "forgotten"] {
+    for needle in ["K-4417", "hunter2", "forgotten"] {
         let found = context
             .history_search(&thread, needle, Sequence::ZERO, 10, 1_000, Include::ALL)
             .expect("search");
@@ -131,7 +131,7 @@ fn a_summary_that_folded_a_forgotten_record_is_withdrawn_until_a_new_compaction(
     let first = context
         .compact(&thread, &request(0), |plan| {
             assert!(plan.forgotten.is_empty());
-            Ok::<_, String>("Ana's PIN is 4417.".to_owned())
+            Ok::<_, String>("Ana's PIN is K-4417.".to_owned())
         })
         .expect("compacted");
     assert_eq!(first.compaction.outcome, CompactionOutcome::Folded);
@@ -144,14 +144,14 @@ fn a_summary_that_folded_a_forgotten_record_is_withdrawn_until_a_new_compaction(
     user(&*log, &thread, "newest");
     let second = context
         .compact(&thread, &request(0), |_| {
-            Ok::<_, String>("Ana's PIN is 4417; later talk.".to_owned())
+            Ok::<_, String>("Ana's PIN is K-4417; later talk.".to_owned())
         })
         .expect("compacted");
     assert_eq!(second.compaction.outcome, CompactionOutcome::Folded);
     assert_eq!(second.compaction.replaces, Some(first.sequence));
     let before = context.view(&thread, 1 << 30).expect("view").view;
     assert!(before.summary.is_some() && before.summary_withdrawn.is_empty());
-    assert!(shows(&context, &thread, "4417"), "the summary says it");
+    assert!(shows(&context, &thread, "K-4417"), "the summary says it");
 
     forget(&log, &thread, 1, 500);
     let view = context.view(&thread, 1 << 30).expect("view").view;
@@ -160,7 +160,7 @@ fn a_summary_that_folded_a_forgotten_record_is_withdrawn_until_a_new_compaction(
         view.summary_withdrawn,
         vec![first.sequence, second.sequence]
     );
-    assert!(!shows(&context, &thread, "4417"));
+    assert!(!shows(&context, &thread, "K-4417"));
     assert!(
         shows(&context, &thread, "question 0 with a few words"),
         "the records the summaries covered are shown again"
@@ -177,7 +177,7 @@ fn a_summary_that_folded_a_forgotten_record_is_withdrawn_until_a_new_compaction(
     assert!(
         !serde_json::to_string(&page)
             .expect("serializes")
-            .contains("4417")
+            .contains("K-4417")
     );
     assert!(
         page.records
@@ -191,7 +191,7 @@ fn a_summary_that_folded_a_forgotten_record_is_withdrawn_until_a_new_compaction(
     assert_eq!(plan.forgotten, vec![Sequence::new(1)]);
     assert!(plan.previous.is_none());
     let transcript = serde_json::to_string(&plan.transcript()).expect("serializes");
-    assert!(!transcript.contains("4417"), "{transcript}");
+    assert!(!transcript.contains("K-4417"), "{transcript}");
     let mut commit = request(0);
     commit.through = plan.through;
     let stale = context.commit_compaction(&thread, &commit, "Talk.".to_owned(), &[]);
@@ -241,7 +241,12 @@ fn a_retried_turn_after_a_forget_recalls_again() {
     let context = context(&log);
     let load = |text: &'static str| move |_: &str, _: u64| Ok::<_, String>((text.to_owned(), 1));
     let first = context
-        .assemble(&thread, 2_000, None, load("[memory:1] Ana's PIN is 4417."))
+        .assemble(
+            &thread,
+            2_000,
+            None,
+            load("[memory:1] Ana's PIN is K-4417."),
+        )
         .expect("assembled");
     assert!(!first.memory.expect("memory").reused);
     let retry = context

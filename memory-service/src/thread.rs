@@ -51,7 +51,7 @@ use tracing::Instrument;
 use crate::blocking::blocking;
 use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
-use crate::grants::{Grant, GrantedOperation};
+use crate::grants::{Grant, GrantedOperation, Touches};
 use crate::refusal::{Refusal, to_json};
 use crate::service::RawArguments;
 
@@ -237,6 +237,25 @@ pub enum ThreadRequest {
 }
 
 impl ThreadRequest {
+    /// What it touches, for the one grant check ([`Grant::check`]): the operation, and for an
+    /// append the destination's namespace and the scopes its memory is granted to. Whose thread it
+    /// is (its binding) is read and checked by [`ThreadService::run_as`].
+    pub fn touches(&self) -> Touches<'_> {
+        let operation = Some(self.operation().granted());
+        match self {
+            Self::Append { destination, .. } => Touches {
+                operation,
+                namespace: Some(destination.namespace()),
+                read_scope: None,
+                write_scopes: destination.scopes(),
+            },
+            Self::Forget { .. } => Touches {
+                operation,
+                ..Touches::default()
+            },
+        }
+    }
+
     /// Decodes and validates `arguments` as the arguments of `operation`; an append's destination
     /// falls back to `defaults` ([`crate::destination`]).
     pub fn decode(
@@ -354,25 +373,17 @@ impl ThreadService {
     /// scopes and the thread's binding (see [`crate::grants`] for what a refusal tells), are checked
     /// before anything is written.
     pub async fn run_as(&self, grant: &Grant, request: ThreadRequest) -> Result<Value, Refusal> {
-        grant.allow_operation(request.operation().granted())?;
+        grant.check(&request.touches())?;
         if !grant.is_unrestricted() {
-            let (thread, destination) = match &request {
-                ThreadRequest::Append {
-                    thread,
-                    destination,
-                    ..
-                } => (thread.clone(), Some(destination)),
-                ThreadRequest::Forget { thread, .. } => (thread.clone(), None),
+            let (thread, appending) = match &request {
+                ThreadRequest::Append { thread, .. } => (thread.clone(), true),
+                ThreadRequest::Forget { thread, .. } => (thread.clone(), false),
             };
-            if let Some(destination) = destination {
-                grant.allow_namespace(destination.namespace())?;
-                grant.allow_write_scopes(destination.scopes())?;
-            }
             let log = Arc::clone(&self.log);
             let binding = blocking(move || log.binding(&thread)).await??;
             // Forgetting in a thread nobody bound tells nothing apart from another's thread; an
             // append binds it.
-            grant.allow_thread(binding.as_ref(), destination.is_some())?;
+            grant.allow_thread(binding.as_ref(), appending)?;
         }
         self.run(request).await
     }

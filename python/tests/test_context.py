@@ -180,11 +180,11 @@ assert done["compaction"]["outcome"] == "folded", done
 def test_a_forgotten_record_is_a_placeholder_in_context_history_read_and_search(
     memory: Memory,
 ) -> None:
-    secret = "My bank PIN is 4417 and my password is hunter2."
+    secret = "My bank PIN is K-4417 and my password is hunter2."
     first = memory.append("vault", secret)["sequence"]
     memory.append("vault", "Noted.", role="assistant")
     memory.append("vault", "What is the weather like?")
-    assert any("4417" in m["content"] for m in memory.context("vault", 2_000)["messages"])
+    assert any("K-4417" in m["content"] for m in memory.context("vault", 2_000)["messages"])
     memory.forget("vault", first, reason="the user asked")
 
     turn = memory.context("vault", 2_000)
@@ -192,10 +192,10 @@ def test_a_forgotten_record_is_a_placeholder_in_context_history_read_and_search(
     assert placeholder["forgotten"] is True and placeholder["sequence"] == first
     assert isinstance(placeholder["forgotten_at"], int)
     assert turn["memory"] is None or turn["memory"]["reused"] is False
-    assert "4417" not in json.dumps(turn)
+    assert "K-4417" not in json.dumps(turn)
     records = memory.history_read("vault")["records"]
     assert records[0]["forgotten"] is True and records[0]["text"] == turn["messages"][0]["content"]
-    assert "4417" not in json.dumps(records) and "hunter2" not in json.dumps(records)
-    assert memory.history_search("vault", "4417")["matches"] == []
+    assert "K-4417" not in json.dumps(records) and "hunter2" not in json.dumps(records)
+    assert memory.history_search("vault", "K-4417")["matches"] == []
     assert memory.history_search("vault", "hunter2")["matches"] == []
     assert [r["sequence"] for r in memory.history_search("vault", "weather")["matches"]] == [3]

@@ -21,7 +21,7 @@ use integration_tests::serving::{HttpServer, ready};
 use serde_json::{Value, json};
 
 const THREAD: &str = "t1";
-const SECRET: &str = "My bank PIN is 4417 and my password is hunter2.";
+const SECRET: &str = "My bank PIN is K-4417 and my password is hunter2.";
 
 fn append(fixture: &Fixture, record: Value) -> u64 {
     let argument = json!({"thread": THREAD, "record": record, "user": "ana"}).to_string();
@@ -38,7 +38,7 @@ fn forget(fixture: &Fixture, sequence: u64) {
 /// Whether `value`, as JSON text, says the PIN, the password or the summary that repeated them.
 fn leaks(value: &Value) -> bool {
     let text = value.to_string();
-    text.contains("4417") || text.contains("hunter2")
+    text.contains("K-4417") || text.contains("hunter2")
 }
 
 fn placeholder(content: &Value, sequence: u64) {
@@ -102,7 +102,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
     );
     let result = append(
         &fixture,
-        json!({"speaker": "vault_store", "body": {"kind": "tool_result", "call_id": "c1", "output": "stored PIN 4417", "is_error": false}}),
+        json!({"speaker": "vault_store", "body": {"kind": "tool_result", "call_id": "c1", "output": "stored PIN K-4417", "is_error": false}}),
     );
     append(
         &fixture,
@@ -130,7 +130,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
         .clone();
     assert!(leaks(&plan["messages"]));
     let through = plan["through"].as_u64().expect("through");
-    let folded = compact(&client, json!([]), "Ana's PIN is 4417; stored.", through).await;
+    let folded = compact(&client, json!([]), "Ana's PIN is K-4417; stored.", through).await;
     assert_eq!(folded["compaction"]["outcome"], "folded", "{folded:#}");
     let summary_at = folded["sequence"].as_u64().expect("sequence");
     append(
@@ -150,7 +150,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
     assert!(
         before["messages"][1]["content"]
             .as_str()
-            .is_some_and(|frame| frame.contains("4417"))
+            .is_some_and(|frame| frame.contains("K-4417"))
     );
     let old_plan = client
         .success(
@@ -236,7 +236,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
         .find(|record| record["sequence"] == call)
         .expect("the call");
     assert_eq!(call_record["call_id"], "c1");
-    for text in ["4417", "hunter2", "PIN"] {
+    for text in ["K-4417", "hunter2", "PIN"] {
         let found = client
             .success(
                 "memory_history_search",
@@ -269,7 +269,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
                 "thread": THREAD,
                 "measured_input_tokens": 9_000,
                 "keep_tokens": 0,
-                "summary": "Ana's PIN is 4417.",
+                "summary": "Ana's PIN is K-4417.",
                 "through": old_through,
             }),
             "conflict",
@@ -329,7 +329,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
         ),
         (
             "memory_history_search",
-            json!({"thread": THREAD, "text": "4417"}),
+            json!({"thread": THREAD, "text": "K-4417"}),
         ),
     ] {
         let answer = http.success(tool, arguments).await;
@@ -338,7 +338,7 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
     let found = http
         .success(
             "memory_history_search",
-            json!({"thread": THREAD, "text": "4417"}),
+            json!({"thread": THREAD, "text": "K-4417"}),
         )
         .await;
     assert_eq!(found["matches"], json!([]), "{found:#}");

@@ -621,7 +621,7 @@ fn the_assembled_context_carries_a_users_memory_into_the_next_day_and_to_nobody_
 /// Whether `value`, as JSON text, says cleo's PIN or password.
 fn says_the_secret(value: &Value) -> bool {
     let text = value.to_string();
-    text.contains("4417") || text.contains("hunter2")
+    text.contains("K-4417") || text.contains("hunter2")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -634,7 +634,7 @@ async fn what_a_user_forgets_on_day_one_is_in_no_view_tool_or_summary_on_day_two
         "cleo",
         "cleo-a",
         "a1",
-        "My bank PIN is 4417 and my password is hunter2.",
+        "My bank PIN is K-4417 and my password is hunter2.",
     );
     let secret = said["appended"][0].as_u64().expect("the record's sequence");
     assembled_turn(
@@ -667,7 +667,7 @@ async fn what_a_user_forgets_on_day_one_is_in_no_view_tool_or_summary_on_day_two
                 "thread": "cleo-a",
                 "measured_input_tokens": 2_000,
                 "keep_tokens": 0,
-                "summary": "PIN 4417; sister Marta.",
+                "summary": "PIN K-4417; sister Marta.",
                 "through": plan["through"],
             }),
         )
@@ -712,7 +712,7 @@ async fn what_a_user_forgets_on_day_one_is_in_no_view_tool_or_summary_on_day_two
         ),
         (
             "memory_history_search",
-            json!({"thread": "cleo-a", "text": "4417", "include": ["system", "operational"]}),
+            json!({"thread": "cleo-a", "text": "K-4417", "include": ["system", "operational"]}),
         ),
         (
             "memory_history_search",

@@ -310,12 +310,12 @@ pub async fn a_forgotten_record_is_never_shown_by_the_context_tools(db_args: &[&
         content
     };
     let thread = "forget-window";
-    let secret = "My bank PIN is 4417 and my password is hunter2.";
+    let secret = "My bank PIN is K-4417 and my password is hunter2.";
     let mut sequences = Vec::new();
     for record in [
         user_record(secret, 1),
         json!({"speaker": "assistant", "body": {"kind": "tool_call", "call_id": "c1", "name": "vault", "arguments": {"item": "pin"}}}),
-        json!({"speaker": "vault", "body": {"kind": "tool_result", "call_id": "c1", "output": "stored 4417", "is_error": false}}),
+        json!({"speaker": "vault", "body": {"kind": "tool_result", "call_id": "c1", "output": "stored K-4417", "is_error": false}}),
         json!({"speaker": "assistant", "body": {"kind": "assistant_message", "text": "Stored."}}),
         user_record("What is the weather like?", 5),
     ] {
@@ -325,7 +325,7 @@ pub async fn a_forgotten_record_is_never_shown_by_the_context_tools(db_args: &[&
     let compact = json!({"thread": thread, "measured_input_tokens": 900, "keep_tokens": 0});
     let plan = call("memory_compact", compact.clone()).await["plan"].clone();
     let mut commit = compact.clone();
-    commit["summary"] = json!("PIN 4417, stored.");
+    commit["summary"] = json!("PIN K-4417, stored.");
     commit["through"] = plan["through"].clone();
     let folded = call("memory_compact", commit).await;
     assert_eq!(folded["compaction"]["outcome"], "folded", "{folded:#}");
@@ -334,7 +334,7 @@ pub async fn a_forgotten_record_is_never_shown_by_the_context_tools(db_args: &[&
     }
     let leaks = |value: &Value| {
         let text = value.to_string();
-        text.contains("4417") || text.contains("hunter2")
+        text.contains("K-4417") || text.contains("hunter2")
     };
     let context = call(
         "memory_context",
@@ -364,7 +364,7 @@ pub async fn a_forgotten_record_is_never_shown_by_the_context_tools(db_args: &[&
     assert_eq!(records[0]["forgotten"], true);
     assert_eq!(records[2]["call_id"], "c1");
     assert_eq!(records[5]["summary_withdrawn"], true);
-    for text in ["4417", "hunter2"] {
+    for text in ["K-4417", "hunter2"] {
         let found = call(
             "memory_history_search",
             json!({"thread": thread, "text": text, "include": ["system", "operational"]}),
