@@ -39,11 +39,14 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     sorted[index]
 }
 
-/// The hook's namespace: documents of the worker's statements namespace for session `bench`.
+/// Whose memory the hook recalls (`--user`): the hook and the server both resolve it to the user's own
+/// namespace, with the scope `agent`, where the documents are written.
+const USER: &str = "bench";
+
+/// A document of the user's own namespace, where the hook recalls from.
 fn put(n: usize) -> Value {
     json!({
-        "namespace": {"name": "remembering.thread-statements", "version": 1,
-            "identity": {"thread": "bench"}},
+        "namespace": {"name": "memory.user", "version": 1, "identity": {"user": USER}},
         "id": format!("d{n}"), "operation_id": format!("op-{n}"), "expected_revision": null,
         "locator": format!("bench:{n}"), "scopes": ["agent"],
         "content": {"text": sentence(n), "attributions": [], "metadata": {},
@@ -63,7 +66,12 @@ fn measure(fixture: &Fixture, label: &str, prompts: usize, offset: usize) {
         );
         let input = claude_input("user-prompt-submit.json", "bench", &transcript, Some(&text));
         let started = Instant::now();
-        let outcome = run_hook(fixture, &["prompt", "--timeout-ms", "30000"], &input, &[]);
+        let outcome = run_hook(
+            fixture,
+            &["prompt", "--timeout-ms", "30000", "--user", USER],
+            &input,
+            &[],
+        );
         samples.push(started.elapsed().as_secs_f64() * 1_000.0);
         assert_eq!(outcome.code, 0);
         if outcome.stdout.contains("additionalContext") {
@@ -89,7 +97,7 @@ fn start_server(fixture: &Fixture) -> Child {
         .env_remove("MEMORY_DB")
         .arg("--db")
         .arg(&fixture.db)
-        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(["serve", "--http", "127.0.0.1:0", "--user", USER])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
