@@ -83,6 +83,11 @@ fn measure(fixture: &Fixture, label: &str, prompts: usize, offset: usize) {
             );
         }
     }
+    // A prompt that recalls nothing is timed without its search: the figure would be of another path.
+    assert_eq!(
+        answered, prompts,
+        "{label}: only {answered} of {prompts} prompts recalled a passage"
+    );
     samples.sort_by(f64::total_cmp);
     println!(
         "hook prompt {label}: n={prompts} answered={answered} p50={:.1} ms p95={:.1} ms max={:.1} ms",
