@@ -196,9 +196,7 @@ fn run_thread(
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     with_thread_service(database, tool_output, |service| async move {
-        service
-            .run_as(&Grant::local("cli", local_principal(None)), request)
-            .await
+        service.run_as(&cli_grant(), request).await
     })
 }
 
@@ -305,6 +303,12 @@ where
     }
 }
 
+/// The command line's grant: everything the file's permissions let this process open, held by the
+/// local user (who its withdrawals name).
+fn cli_grant() -> Grant {
+    Grant::local("cli", local_principal(None))
+}
+
 /// Runs one decoded request and prints its answer; with `semantic`, over the semantic index too.
 fn answer<S: Store>(
     store: Arc<S>,
@@ -326,9 +330,7 @@ fn answer<S: Store>(
         .enable_time()
         .build()
         .context("could not start the async runtime")?;
-    // The command line's grant: everything the file's permissions let this process open.
-    let grant = Grant::local("cli", local_principal(None));
-    let answer = runtime.block_on(service.run_as(&grant, request));
+    let answer = runtime.block_on(service.run_as(&cli_grant(), request));
     // A recall refused at its deadline may leave a store call running on the blocking pool; its answer
     // is discarded, and waiting for it would hold the refusal's exit up. Every write was awaited above.
     runtime.shutdown_background();

@@ -678,8 +678,7 @@ impl IndexOptions {
     /// Checks the options as [`SemanticBackend::with_index_options`] will take them, before any
     /// store is opened ([`crate::settings::Settings::new`]).
     pub fn check(&self) -> Result<(), Refusal> {
-        self.hnsw_params()?;
-        index_bounds(&SemanticProfile::minilm_l6_v2(), self.max_chunks).map(drop)
+        self.config(SemanticProfile::minilm_l6_v2()).map(drop)
     }
 
     /// The configuration of `profile`'s index under these options: the one builder of every index

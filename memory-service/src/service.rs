@@ -121,11 +121,12 @@ impl Request {
         })
     }
 
-    /// Names who asks on a withdrawal: the grant's holder ([`Grant::principal`], stamped by
-    /// [`MemoryService::run_as`]); the arguments never say. Other requests are unchanged.
-    fn asked_by(mut self, principal: Option<String>) -> Self {
+    /// Names who asks on a withdrawal: `grant`'s holder ([`Grant::principal`], stamped by
+    /// [`MemoryService::run_as`]); the arguments never say. Other requests are unchanged, and no
+    /// principal is formatted for them.
+    fn asked_by(mut self, grant: &Grant) -> Self {
         if let Self::Write(MemoryWrite::Withdraw { by, .. }) = &mut self {
-            *by = principal;
+            *by = Some(grant.principal());
         }
         self
     }
@@ -270,7 +271,7 @@ impl<S: Store> MemoryService<S> {
     /// against the grant ([`Self::authorize`]) before anything is read or written for it, and a
     /// restricted grant's `memory_get` shows only what it may read.
     pub async fn run_as(&self, grant: &Grant, request: Request) -> Result<Value, Refusal> {
-        let request = request.asked_by(Some(grant.principal()));
+        let request = request.asked_by(grant);
         self.authorize(grant, &request).await?;
         match request {
             Request::Get(key, revisions) if !grant.is_unrestricted() => {

@@ -23,17 +23,38 @@ def _open(database: dict, **settings: object) -> Memory:
     )
 
 
+def _open_through(
+    door: str,
+    database: dict,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    text: str,
+    argument: dict[str, object],
+    overridden: str | None = None,
+) -> Memory:
+    """A `Memory` with one setting given through `door`: its variable set to `text`, or the keyword
+    `argument`, which wins over `overridden` in the variable, as a flag does."""
+    if door == "environment":
+        monkeypatch.setenv(variable, text)
+        return _open(database)
+    if overridden is not None:
+        monkeypatch.setenv(variable, overridden)
+    return _open(database, **argument)
+
+
 @pytest.mark.parametrize("door", ["environment", "argument"])
 def test_the_tool_output_bound_takes_effect(
     database: dict, monkeypatch: pytest.MonkeyPatch, door: str
 ) -> None:
-    if door == "environment":
-        monkeypatch.setenv("MEMORY_MAX_TOOL_OUTPUT_BYTES", "2048")
-        memory = _open(database)
-    else:
-        # The argument wins over the variable, as a flag does.
-        monkeypatch.setenv("MEMORY_MAX_TOOL_OUTPUT_BYTES", "60000")
-        memory = _open(database, max_tool_output_bytes=2048)
+    memory = _open_through(
+        door,
+        database,
+        monkeypatch,
+        "MEMORY_MAX_TOOL_OUTPUT_BYTES",
+        "2048",
+        {"max_tool_output_bytes": 2048},
+        overridden="60000",
+    )
     memory.append("t", "Look it up.")
     memory.append(
         "t",
@@ -64,11 +85,9 @@ def test_the_tool_output_bound_takes_effect(
 def test_the_index_capacity_takes_effect(
     database: dict, monkeypatch: pytest.MonkeyPatch, door: str
 ) -> None:
-    if door == "environment":
-        monkeypatch.setenv("MEMORY_MAX_CHUNKS", "5")
-        memory = _open(database)
-    else:
-        memory = _open(database, max_chunks=5)
+    memory = _open_through(
+        door, database, monkeypatch, "MEMORY_MAX_CHUNKS", "5", {"max_chunks": 5}
+    )
     for number in range(10):
         memory.add(f"Fact number {number}: the {number}th planet has {number} moons.")
     with pytest.raises(TooLargeError) as refused:
@@ -104,13 +123,15 @@ def test_a_bad_argument_is_refused_as_its_variable_is(database: dict) -> None:
 def test_the_vector_encoding_takes_effect(
     database: dict, monkeypatch: pytest.MonkeyPatch, door: str
 ) -> None:
-    if door == "environment":
-        monkeypatch.setenv("MEMORY_COMPACT_VECTORS", "1")
-        memory = _open(database)
-    else:
-        # The argument wins over the variable, as a flag does.
-        monkeypatch.setenv("MEMORY_COMPACT_VECTORS", "0")
-        memory = _open(database, compact_vectors=True)
+    memory = _open_through(
+        door,
+        database,
+        monkeypatch,
+        "MEMORY_COMPACT_VECTORS",
+        "1",
+        {"compact_vectors": True},
+        overridden="0",
+    )
     memory.add("Ana keeps her bicycle in the cellar.")
     memory.sync()
     status = memory.status()
@@ -126,12 +147,15 @@ def test_the_vector_encoding_takes_effect(
 def test_the_search_width_takes_effect(
     database: dict, monkeypatch: pytest.MonkeyPatch, door: str
 ) -> None:
-    if door == "environment":
-        monkeypatch.setenv("MEMORY_HNSW_EF_SEARCH", "40")
-        memory = _open(database)
-    else:
-        monkeypatch.setenv("MEMORY_HNSW_EF_SEARCH", "300")
-        memory = _open(database, hnsw_ef_search=40)
+    memory = _open_through(
+        door,
+        database,
+        monkeypatch,
+        "MEMORY_HNSW_EF_SEARCH",
+        "40",
+        {"hnsw_ef_search": 40},
+        overridden="300",
+    )
     # The width every HNSW search of the engine's index runs with, as the index reports it.
     assert memory.status()["hnsw"]["ef_search"] == 40
     monkeypatch.delenv("MEMORY_HNSW_EF_SEARCH")
@@ -142,9 +166,7 @@ def test_the_search_width_takes_effect(
 def test_the_index_capacity_is_the_index_s(
     database: dict, monkeypatch: pytest.MonkeyPatch, door: str
 ) -> None:
-    if door == "environment":
-        monkeypatch.setenv("MEMORY_MAX_CHUNKS", "7")
-        memory = _open(database)
-    else:
-        memory = _open(database, max_chunks=7)
+    memory = _open_through(
+        door, database, monkeypatch, "MEMORY_MAX_CHUNKS", "7", {"max_chunks": 7}
+    )
     assert memory.status()["chunks"]["capacity"] == 7
