@@ -138,8 +138,10 @@ pub struct SemanticBackend<S: Store> {
     loaded: OnceCell<Loaded<S::Vectors>>,
     /// Held shared by every load for as long as any of its parts runs (the model's blocking task
     /// included, which outlives a load that gave up early); shutdown takes it exclusively, so it
-    /// returns only once no load is in flight.
-    loads: Arc<RwLock<()>>,
+    /// returns only once no load is in flight, and marks the backend closed (`true`) so that no load
+    /// begins after it: a load spawned at start that had not yet begun when the stop came would
+    /// otherwise set the model's native runtime up while the process exits.
+    loads: Arc<RwLock<bool>>,
 }
 
 impl<S: Store> std::fmt::Debug for SemanticBackend<S> {
@@ -224,7 +226,7 @@ impl<S: Store> SemanticBackend<S> {
             options: IndexOptions::default(),
             following,
             loaded: OnceCell::new(),
-            loads: Arc::new(RwLock::new(())),
+            loads: Arc::new(RwLock::new(false)),
         })
     }
 
@@ -500,7 +502,10 @@ impl<S: Store> SemanticBackend<S> {
     pub async fn shutdown(&self) {
         // Held to the end: no load starts while the indexer stops and the graph is saved.
         let _no_load = match tokio::time::timeout(LOAD_GRACE, self.loads.write()).await {
-            Ok(gate) => Some(gate),
+            Ok(mut gate) => {
+                *gate = true;
+                Some(gate)
+            }
             Err(_) => {
                 tracing::warn!("the embedding model is still loading at shutdown; not waiting");
                 None
@@ -537,6 +542,11 @@ impl<S: Store> SemanticBackend<S> {
         // One-shot commands embed and then query, one after the other, on one session.
         let isolated = self.following.is_some();
         let in_flight = Arc::new(Arc::clone(&self.loads).read_owned().await);
+        if **in_flight {
+            return Err(Refusal::unavailable(
+                "the server is shutting down; the embedding model is not loaded",
+            ));
+        }
         let model_in_flight = Arc::clone(&in_flight);
         // Reading and initializing the model takes a while; keep it off the async workers. The
         // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
@@ -761,9 +771,10 @@ mod tests {
 }
 
 /// Fault injection for tests (feature `failpoints`): `MEMORY_MODEL_LOAD_FAILPOINT=MS:PATH` makes every
-/// model load wait `MS` milliseconds before it starts and create the file `PATH` once it has ended,
-/// so a test can stop a server in the middle of a load and see whether the process waited for it.
-/// Without the feature the variable is ignored.
+/// model load write `started` to the file `PATH` as it begins, wait `MS` milliseconds, and write
+/// `loaded` once it has ended, so a test can stop a server in the middle of a load (after it saw
+/// `started`) and see whether the process waited for it. Without the feature the variable is
+/// ignored.
 #[cfg(feature = "failpoints")]
 mod model_load_failpoint {
     use std::path::PathBuf;
@@ -774,7 +785,9 @@ mod model_load_failpoint {
     pub(super) fn before() -> Option<PathBuf> {
         let spec = std::env::var(VARIABLE).ok()?;
         let (millis, path) = spec.split_once(':')?;
-        std::thread::sleep(std::time::Duration::from_millis(millis.parse().ok()?));
+        let millis = millis.parse().ok()?;
+        let _ = std::fs::write(path, b"started");
+        std::thread::sleep(std::time::Duration::from_millis(millis));
         Some(PathBuf::from(path))
     }
 

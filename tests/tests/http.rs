@@ -2,6 +2,7 @@
 //! the discovery file, `/healthz` and `/metrics`.
 
 use std::os::unix::fs::PermissionsExt as _;
+use std::time::{Duration, Instant};
 
 use integration_tests::product::{Fixture, McpClient};
 use integration_tests::serving::{
@@ -255,23 +256,34 @@ async fn a_loopback_server_without_a_token_publishes_none() {
 
 /// A server stopped while its model is still loading waits for the load before it exits: exiting
 /// with the model's native runtime half set up on another thread crashed the process (SIGSEGV) now
-/// and then. The failpoint holds the load for a while and marks its end; the marker must exist once
-/// the process has exited.
+/// and then. The failpoint marks the load's start, holds it for a while and marks its end; the test
+/// stops the server once the load has begun (on a busy machine the background load may begin well
+/// after the socket answers), and the end must be marked once the process has exited.
 #[test]
 fn a_server_stopped_while_loading_waits_for_the_load() {
     let fixture = Fixture::new();
-    let marker = fixture.dir.path().join("model-loaded");
+    let marker = fixture.dir.path().join("model-load");
     let spec = format!("1500:{}", marker.to_str().expect("UTF-8 path"));
     let server = HttpServer::start(
         &fixture,
         &default_flags(),
         &[("MEMORY_MODEL_LOAD_FAILPOINT", std::ffi::OsStr::new(&spec))],
     );
-    assert!(!marker.exists(), "the load was not held");
+    let read = || std::fs::read_to_string(&marker).unwrap_or_default();
+    let begun = Instant::now();
+    while read().is_empty() {
+        assert!(
+            begun.elapsed() < Duration::from_secs(60),
+            "the model load never began"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(read(), "started", "the load was not held");
     let status = server.stop();
     assert!(status.success(), "{status:?}");
-    assert!(
-        marker.exists(),
+    assert_eq!(
+        read(),
+        "loaded",
         "the server exited before its model load ended"
     );
 }
