@@ -128,6 +128,17 @@ impl LexicalSearch for Probe {
     }
 }
 
+impl memory_core::CorrectionIndex for Probe {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
+        self.violations.check("corrections_of");
+        self.store.corrections_of(access, ids).await
+    }
+}
+
 impl MemoryLister for Probe {
     async fn list(
         &self,

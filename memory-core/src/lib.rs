@@ -47,6 +47,7 @@ pub use ports::{
     Change, ChangeFeed, ChangeSequence, Clock, LexicalHit, LexicalSearch, ManualClock,
     MemoryReader, MemoryWriter, RevisionHistory, SystemClock, WrittenNeighbours,
 };
+pub use recall::corrections::CorrectionIndex;
 pub use recall::{
     MemoryLookup, MemoryPassage, RecallError, RecallLimits, RecallSource, RecalledMemory, recall,
 };

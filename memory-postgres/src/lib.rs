@@ -65,6 +65,7 @@
 //! `postgres` user when run as root). It needs no URL; missing binaries fail it, naming the script.
 
 mod consistency;
+mod corrections;
 mod db;
 pub mod error;
 pub mod follower;

@@ -339,7 +339,33 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 ];
+
+/// The reverse of correction links (`crate::corrections`): the current documents whose `corrects`
+/// member names a document, by namespace and the named id. Partial, so documents without a link (all
+/// but a few) cost nothing. `memory_corrects_id` reads the member as `json` (not `jsonb`, which has no
+/// room for the `\u0000` a document's text may hold), skips the parse of a body that cannot hold a
+/// link, and reads a body that is not JSON (a damaged row) as no link, so the store's consistency
+/// check, not a failing index, is what reports it.
+const MIGRATION_7: &str = r#"
+CREATE OR REPLACE FUNCTION memory_corrects_id(body TEXT) RETURNS TEXT
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF strpos(body, '"corrects"') = 0 THEN
+        RETURN NULL;
+    END IF;
+    BEGIN
+        RETURN body::json #>> '{content,metadata,corrects,id}';
+    EXCEPTION WHEN others THEN
+        RETURN NULL;
+    END;
+END
+$$;
+CREATE INDEX IF NOT EXISTS memory_documents_by_correction
+    ON memory_documents (namespace, memory_corrects_id(body))
+    WHERE memory_corrects_id(body) IS NOT NULL;
+"#;
 
 /// Creates `schema` if given and brings it to [`SCHEMA_VERSION`], in one transaction.
 pub(crate) async fn migrate(

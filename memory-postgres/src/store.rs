@@ -4,13 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Object};
+use memory_core::recall::corrections::check_correction_request;
 use memory_core::revisions::clamp_revisions_limit;
 use memory_core::storage::{check_neighbour_request, decode_document_id};
 use memory_core::{
-    Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
-    MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite, MemoryWriter,
-    NamespaceAddress, OperationId, PreparedWrite, RevisionHistory, RevisionRetention,
-    StoredRevision, SystemClock, WordsToDrop, WriteOutcome, WritePlan, WrittenNeighbours,
+    Change, ChangeFeed, ChangeSequence, Clock, CorrectionIndex, DocumentId, LexicalHit,
+    LexicalSearch, MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader,
+    MemoryReceipt, MemoryWrite, MemoryWriter, NamespaceAddress, OperationId, PreparedWrite,
+    RevisionHistory, RevisionRetention, StoredRevision, SystemClock, WordsToDrop, WriteOutcome,
+    WritePlan, WrittenNeighbours,
 };
 
 use crate::db::{ConnectSettings, Handle, SchemaName, snapshot};
@@ -992,6 +994,32 @@ impl LexicalSearch for PostgresStore {
                 Idempotent::Yes,
                 neighbours,
                 |neighbours, client| Box::pin(neighbours.run(client)),
+            )
+            .await
+    }
+}
+
+impl CorrectionIndex for PostgresStore {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>> {
+        check_correction_request(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let corrections = crate::corrections::Corrections {
+            ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
+            namespace: access.namespace.as_str().to_owned(),
+            scope: access.scope.as_str().to_owned(),
+        };
+        self.handle
+            .call(
+                "corrections of",
+                Idempotent::Yes,
+                corrections,
+                |corrections, client| Box::pin(corrections.run(client)),
             )
             .await
     }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use memory_core::activity::{ProgressStore, RememberingStore, ThreadLog};
 use memory_core::vectors::VectorStore;
 use memory_core::{
-    ChangeFeed, LexicalSearch, MemoryLister, MemoryReader, MemoryWriter, RevisionHistory,
-    RevisionRetention,
+    ChangeFeed, CorrectionIndex, LexicalSearch, MemoryLister, MemoryReader, MemoryWriter,
+    RevisionHistory, RevisionRetention,
 };
 use memory_postgres::vectors::PostgresVectorStore;
 use memory_postgres::{PostgresStore, SchemaName};
@@ -232,7 +232,14 @@ pub fn revision_retention() -> Result<RevisionRetention, Refusal> {
 /// vectors, the activity stores and the feed the server's indexer follows. Every `open_*` is a
 /// blocking call.
 pub trait Store:
-    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + MemoryLister + RevisionHistory + 'static
+    MemoryReader
+    + MemoryWriter
+    + ChangeFeed
+    + LexicalSearch
+    + CorrectionIndex
+    + MemoryLister
+    + RevisionHistory
+    + 'static
 {
     /// Where the semantic index's chunk vectors and indexed position are kept.
     type Vectors: VectorStore + 'static;

@@ -63,9 +63,9 @@ use memory_core::recall::{
     SourceStatus, recall,
 };
 use memory_core::{
-    ApproximateTokenCounter, ErrorKind, LexicalHit, LexicalSearch, MemoryAccess, MemoryDocument,
-    MemoryError, MemoryKey, MemoryReader, MemoryScope, RecallCandidate, RevalidationLimits,
-    revalidate,
+    ApproximateTokenCounter, CorrectionIndex, DocumentId, ErrorKind, LexicalHit, LexicalSearch,
+    MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope,
+    RecallCandidate, RevalidationLimits, revalidate,
 };
 use semantic_index::recall::{
     ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages,
@@ -75,6 +75,7 @@ use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::blocking::blocking;
 use crate::database::{Following, Store};
+use crate::recall_corrections::place_corrections;
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
 use crate::settings::Settings;
@@ -405,6 +406,7 @@ impl<S: Store> RecallService<S> {
             None => self.excerpt_profile()?,
         };
         let index = index.map(Arc::clone);
+        let (placing_store, placing_access) = (Arc::clone(&store), access.clone());
         let lookup = async {
             let scored = match (mode, index) {
                 (RecallMode::Exact | RecallMode::Hnsw, Some(index)) => {
@@ -453,6 +455,15 @@ impl<S: Store> RecallService<S> {
                     lexical_lookup(store, access, text, depth, revalidation, excerpts).await?
                 }
             };
+            // Every mode's passages go through the one placing of corrections.
+            let scored = place_corrections(
+                placing_store,
+                placing_access,
+                scored,
+                revalidation,
+                excerpts,
+            )
+            .await?;
             let mut scores = scores
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -703,6 +714,18 @@ impl<S: Store> MemoryReader for RecallStore<S> {
     }
 }
 
+/// Candidates only: every correction named is read back through this store's suppressing reads.
+impl<S: Store> CorrectionIndex for RecallStore<S> {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
+        injected_stall();
+        self.store.corrections_of(access, ids).await
+    }
+}
+
 impl<S: Store> LexicalSearch for RecallStore<S> {
     async fn search(
         &self,
@@ -828,6 +851,7 @@ fn to_wire(recalled: RecalledMemory, score_of: impl Fn(&str, &str) -> f64) -> Re
                 passage_id: passage.passage_id.as_str().to_owned(),
                 content: passage.content,
                 citation: recalled.citation.to_string(),
+                corrected_by: recalled.corrected_by.map(|citation| citation.to_string()),
             }
         })
         .collect();

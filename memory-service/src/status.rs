@@ -60,7 +60,8 @@ pub struct ThreadStatus {
     /// Threads parked at a record that cannot be remembered, by kind (`extraction`,
     /// `destination`); `memory thread rebind` unparks one.
     pub parked: std::collections::BTreeMap<String, u64>,
-    /// What extraction kept and dropped: `{records, kept, dropped: {REASON: count}}`.
+    /// What extraction kept and dropped, and the correcting statements it linked and refused:
+    /// `{records, kept, dropped: {REASON: count}, corrections: {linked, refused}}`.
     pub extraction: ExtractionTotals,
 }
 

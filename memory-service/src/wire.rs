@@ -308,8 +308,14 @@ pub struct WirePassage {
     pub content: MemoryContent,
     /// Its citation in `text`, `memory:N`.
     pub citation: String,
-    /// Relevance as the finding index reported it (higher is better; scales differ between modes).
+    /// Relevance as the finding index reported it (higher is better; scales differ between modes;
+    /// 0 for a correction the search did not find, brought in by the passage it corrects).
     pub score: f64,
+    /// The citation (`memory:N`) of the passage that corrects this one, cited ahead of it: the
+    /// speaker said, in words, that this is no longer so. Derived at read time from the correction's
+    /// `corrects` member; absent when nothing cited corrects it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_by: Option<String>,
 }
 
 /// Result of `memory_recall`.

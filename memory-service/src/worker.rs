@@ -5,11 +5,14 @@
 
 use std::sync::Arc;
 
+use memory_core::activity::suppression::hide_suppressed;
 use memory_core::activity::{
-    ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadLog, WorkerId,
+    ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadDestination, ThreadLog,
+    WorkerId,
 };
-use memory_core::{MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use memory_core::{MemoryAccess, MemoryKey, MemoryReader, MemoryScope, MemoryWriter, SystemClock};
 use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
+use remembering::corrections::{Resemblance, Resembling};
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
@@ -99,9 +102,50 @@ impl WorkerSettings {
     }
 }
 
+/// The worker's search for what a correcting statement corrects ([`Resemblance`]): the store's
+/// lexical search over the destination, in each of its scopes, the hits read back as current
+/// documents with forgotten sources' contributions hidden (a forgotten memory is corrected by
+/// nothing, and nothing links to it).
+struct StoreResemblance<W> {
+    memory: Arc<W>,
+    suppression: Arc<dyn RememberingStore>,
+}
+
+impl<W: Store> Resemblance for StoreResemblance<W> {
+    fn resembling<'a>(
+        &'a self,
+        destination: &'a ThreadDestination,
+        text: &'a str,
+        limit: usize,
+    ) -> Resembling<'a> {
+        Box::pin(async move {
+            let mut keys: Vec<MemoryKey> = Vec::new();
+            for scope in destination.scopes() {
+                let access = MemoryAccess {
+                    namespace: destination.namespace().clone(),
+                    scope: scope.clone(),
+                };
+                // A statement longer than a query may be is searched by its head.
+                let query = crate::recall_service::query_tail(text);
+                for hit in self.memory.search(&access, query, limit).await? {
+                    if !keys.contains(&hit.key) {
+                        keys.push(hit.key);
+                    }
+                }
+            }
+            let documents = self.memory.read_many(&keys).await?;
+            Ok(hide_suppressed(&*self.suppression, documents)?
+                .into_iter()
+                .flatten()
+                .collect())
+        })
+    }
+}
+
 /// One pending pass of every processor of `settings` over `stores`, each with the default statement
-/// extractor (and `hooks`, where tests inject stalls).
-pub fn pending_pass<W: MemoryReader + MemoryWriter>(
+/// extractor linking correcting statements to what they correct (and `hooks`, where tests inject
+/// stalls).
+pub fn pending_pass<W: Store>(
     stores: &ProcessorStores<W>,
     settings: &WorkerSettings,
     hooks: Option<Arc<dyn PassHooks>>,
@@ -121,6 +165,10 @@ pub fn pending_pass<W: MemoryReader + MemoryWriter>(
             limits: settings.limits,
             unbound: settings.unbound.clone(),
         })?;
+        let processor = processor.with_corrections(Arc::new(StoreResemblance {
+            memory: Arc::clone(&stores.memory),
+            suppression: Arc::clone(&stores.remembering),
+        }));
         processors.push(match &hooks {
             Some(hooks) => processor.with_hooks(Arc::clone(hooks)),
             None => processor,

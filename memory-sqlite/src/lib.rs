@@ -43,6 +43,7 @@
 //! write transaction, plus a lost-acknowledgement point.
 
 mod consistency;
+mod corrections;
 mod error;
 pub mod fault;
 pub mod lexical;

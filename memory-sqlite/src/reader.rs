@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use memory_core::StoreFault;
 use memory_core::revisions::clamp_revisions_limit;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, NamespaceAddress,
     OperationId, RevisionHistory, StoredRevision, WrittenNeighbours,
 };
+use memory_core::{CorrectionIndex, StoreFault};
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{FailureClass, classify, sqlite};
@@ -309,6 +309,17 @@ impl SqliteReader {
         })
     }
 
+    /// [`CorrectionIndex::corrections_of`], on the calling thread.
+    pub fn corrections_of_blocking(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
+        self.with_connection("corrections of", |connection| {
+            crate::corrections::corrections_of(connection, access, ids)
+        })
+    }
+
     /// Lexical search under explicit [`lexical::LexicalRules`] (the eval harness measures them; the
     /// product uses the defaults through [`Self::search_blocking`]).
     pub fn search_with_rules_blocking(
@@ -461,5 +472,15 @@ impl LexicalSearch for SqliteReader {
         reach: usize,
     ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
         self.written_neighbours_blocking(access, ids, reach)
+    }
+}
+
+impl CorrectionIndex for SqliteReader {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
+        self.corrections_of_blocking(access, ids)
     }
 }

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use memory_core::StoreFault;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, DocumentId, LexicalHit, LexicalSearch, MemoryAccess,
     MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryWrite, MemoryWriter, PreparedWrite,
     RevisionHistory, RevisionRetention, StoredRevision, WriteOutcome, WrittenNeighbours,
 };
+use memory_core::{CorrectionIndex, StoreFault};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::sqlite;
@@ -255,5 +255,15 @@ impl LexicalSearch for SqliteStore {
         reach: usize,
     ) -> Result<Vec<WrittenNeighbours>, MemoryError> {
         self.reader.written_neighbours_blocking(access, ids, reach)
+    }
+}
+
+impl CorrectionIndex for SqliteStore {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[DocumentId],
+    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
+        self.reader.corrections_of_blocking(access, ids)
     }
 }

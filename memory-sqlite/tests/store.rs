@@ -56,6 +56,10 @@ async fn the_store_suites_catch_broken_stores() {
             "neighbours-follow-first-writes-within-namespace-and-scope",
         ),
         (
+            Break::CorrectionsOldestFirst,
+            "corrections-of-name-current-visible-correctors-newest-first",
+        ),
+        (
             Break::HistoryOnlyCurrent,
             "history-lists-every-revision-newest-first-with-its-words",
         ),

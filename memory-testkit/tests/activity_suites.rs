@@ -440,6 +440,7 @@ impl ProgressStore for Broken {
                 let kept = ExtractionNote {
                     kept: note.kept,
                     dropped: BTreeMap::new(),
+                    corrections: note.corrections,
                 };
                 self.inner.note_extraction(key, sequence, &kept)
             }

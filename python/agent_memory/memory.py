@@ -371,7 +371,9 @@ class Memory:
         namespace: str | Namespace | None = None,
     ) -> dict[str, Any]:
         """``memory_recall`` with every limit: the rendered, cited ``text``, the ``passages`` in
-        citation order, each source's ``outcomes`` and ``answered_by``."""
+        citation order, each source's ``outcomes`` and ``answered_by``. A passage that a statement
+        corrects in words ("actually ...") comes right after its correction and names it in
+        ``corrected_by`` (``memory:N``)."""
         limits: dict[str, Any] = {
             "max_items": max_items,
             "max_bytes": max_bytes,
@@ -401,7 +403,8 @@ class Memory:
         ``head``, ``indexed``, ``behind``, ``chunks`` (``live``, ``capacity``, ``encoding``: ``f32``
         or ``int8``), ``unindexed``, ``hnsw`` (``state``, ``ef_search``) and ``threads``. The index
         is opened with this ``Memory``'s settings, so ``capacity``, ``encoding`` and ``ef_search``
-        are the index's own under them."""
+        are the index's own under them. ``threads.extraction.corrections`` counts the correcting
+        statements the worker ``linked`` and ``refused``."""
         return self.call("status", {})
 
     def append(

@@ -146,6 +146,7 @@ def _scenario(call: Call, history: Callable[[str], Any], context: Callable[[], A
         (1767225600000, "I live in Porto now, near the river."),
         (1767225660000, "My bank PIN is 4417."),
         (1767225720000, "Which city do I live in?"),
+        (1767225780000, "Actually, I live in Braga now, not Porto."),
     ]:
         record(
             f"append {at}",
@@ -236,6 +237,10 @@ def test_the_package_answers_the_scenario_as_the_command_line(tmp_path: pathlib.
     through_package = _scenario(*_package(memory))
 
     assert any(step == "stale put" and a == {"refused": "conflict"} for step, a in through_cli)
+    # The correction in words leads what it corrects, which names it.
+    hybrid = dict(through_cli)["recall hybrid of the conversation"]
+    assert "Braga" in hybrid["passages"][0]["content"]["text"], hybrid
+    assert hybrid["passages"][1]["corrected_by"] == "memory:1", hybrid
     assert [step for step, _ in through_package] == [step for step, _ in through_cli]
     for (step, expected), (_, found) in zip(through_cli, through_package):
         assert found == expected, f"the package answers `{step}` differently from the command line"

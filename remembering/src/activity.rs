@@ -36,12 +36,13 @@ use std::sync::Arc;
 use std::collections::BTreeMap;
 
 use memory_core::activity::{
-    ActivityError, Claim, ExtractionNote, Intent, PendingOutput, ProcessorId, ProcessorVersion,
-    ProgressKey, ProgressStore, RecordDigest, RememberingStore, SavedCommand, Sequence, SourceId,
-    SourceReference, SourceRevision, ThreadDestination, ThreadId, ThreadLog, ThreadRecord, WorkId,
-    WorkerId,
+    ActivityError, Claim, CorrectionCounts, ExtractionNote, Intent, PendingOutput, ProcessorId,
+    ProcessorVersion, ProgressKey, ProgressStore, RecordDigest, RememberingStore, SavedCommand,
+    Sequence, SourceId, SourceReference, SourceRevision, ThreadDestination, ThreadId, ThreadLog,
+    ThreadRecord, WorkId, WorkerId,
 };
 use memory_core::document::MemoryScope;
+use memory_core::recall::corrections::CORRECTS;
 use memory_core::{
     Clock, DocumentId, MemoryError, MemoryKey, MemoryReader, MemoryReceipt, MemoryWrite,
     MemoryWriter, OperationId, PreparedWrite,
@@ -49,9 +50,12 @@ use memory_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::app::{KeepLatestMerger, Merger};
+use crate::corrections::{RESEMBLING_CANDIDATES, Resemblance, corrected_memory, correction_cues};
 use crate::error::RememberingError;
 use crate::extract::MAX_INCARNATIONS;
-use crate::extract::{Contribution, RecordExtractor, incarnation_id, incarnation_of};
+use crate::extract::{
+    Contribution, RecordExtractor, incarnation_id, incarnation_of, statement_text,
+};
 use crate::hooks::{NoHooks, PassHooks, PassPoint};
 use crate::limits::PassLimits;
 use crate::worker::MAX_REBASES;
@@ -169,6 +173,8 @@ pub struct ActivityProcessor<W, E> {
     owner: WorkerId,
     limits: PassLimits,
     unbound: UnboundThreads,
+    /// Where correcting statements find what they correct (`None`: no links are made).
+    resemblance: Option<Arc<dyn Resemblance>>,
 }
 
 impl<W, E> std::fmt::Debug for ActivityProcessor<W, E> {
@@ -226,7 +232,15 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             owner: parts.owner,
             limits: parts.limits,
             unbound: parts.unbound,
+            resemblance: None,
         })
+    }
+
+    /// Links correcting statements to the memory they correct, found through `resemblance`
+    /// ([`crate::corrections`]); without it no statement is linked.
+    pub fn with_corrections(mut self, resemblance: Arc<dyn Resemblance>) -> Self {
+        self.resemblance = Some(resemblance);
+        self
     }
 
     /// Replaces the merger that rebases a saved contribution after a definite conflict.
@@ -461,16 +475,22 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             previous => previous,
         };
         let work_id = claim.lease.key.work_id(record.sequence);
-        let extraction = self
+        let mut extraction = self
             .extractor
             .extract(record, previous, destination, self.clock.now_millis())
             .map_err(|source| RememberingError::Application {
                 operation: "extract",
                 source,
             })?;
+        // Part of the extraction: saved with it below, so a retry replays the link, never
+        // searches again.
+        let corrections = self
+            .link_corrections(&mut extraction.contributions, record, destination)
+            .await?;
         let note = ExtractionNote {
             kept: extraction.contributions.len() as u64,
             dropped: extraction.dropped,
+            corrections,
         };
         note.validate()?;
         // Noted once per record (a re-extraction after a crash notes nothing new).
@@ -510,6 +530,52 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         )?;
         self.hooks.at(PassPoint::OutputSaved).await;
         Ok(Some(output))
+    }
+
+    /// Links each statement of `contributions` that says it corrects something
+    /// ([`correction_cues`]) to the memory it corrects ([`corrected_memory`]), as its
+    /// [`CORRECTS`] member; counts the links made and refused.
+    async fn link_corrections(
+        &self,
+        contributions: &mut [Contribution],
+        record: &ThreadRecord,
+        destination: &ThreadDestination,
+    ) -> Result<CorrectionCounts, RememberingError> {
+        let mut counts = CorrectionCounts::default();
+        let Some(resemblance) = &self.resemblance else {
+            return Ok(counts);
+        };
+        for contribution in contributions {
+            let (Contribution::Attest {
+                target, content, ..
+            }
+            | Contribution::Put {
+                target: Some(target),
+                content,
+                ..
+            }) = contribution
+            else {
+                continue;
+            };
+            if content.metadata.contains_key(CORRECTS) {
+                continue;
+            }
+            let said = statement_text(content).to_owned();
+            if correction_cues(&said).is_empty() {
+                continue;
+            }
+            let candidates = resemblance
+                .resembling(destination, &said, RESEMBLING_CANDIDATES)
+                .await?;
+            match corrected_memory(&said, &record.record.speaker, target, &candidates) {
+                Some(link) => {
+                    content.metadata.insert(CORRECTS.to_owned(), link.to_json());
+                    counts.linked += 1;
+                }
+                None => counts.refused += 1,
+            }
+        }
+        Ok(counts)
     }
 
     /// The exact command of contribution `index` for `attempt` (0: first; later: a rebase on the

@@ -20,6 +20,7 @@
 pub mod activity;
 pub mod admission;
 pub mod app;
+pub mod corrections;
 pub mod error;
 pub mod extract;
 pub mod hooks;

@@ -320,6 +320,10 @@ async fn scenario(fixture: &Fixture, door: &Door, hook_served: bool) -> Vec<(Str
         ),
         (1_767_225_660_000, "My bank PIN is 4417."),
         (1_767_225_720_000, "Which city do I live in?"),
+        (
+            1_767_225_780_000,
+            "Actually, I live in Braga now, not Porto.",
+        ),
     ] {
         record(
             &format!("append {at}"),
@@ -406,6 +410,16 @@ async fn every_door_answers_one_scenario_alike() {
             && answer["context"]
                 .as_str()
                 .is_some_and(|text| text.contains("Porto"))),
+        "{cli:#?}"
+    );
+    // The correction in words leads what it corrects, which names it.
+    assert!(
+        cli.iter()
+            .any(|(step, answer)| step == "recall hybrid of the conversation"
+                && answer["passages"][0]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("Braga"))
+                && answer["passages"][1]["corrected_by"] == "memory:1"),
         "{cli:#?}"
     );
     for (door, answers) in [("MCP stdio", &over_stdio), ("MCP HTTP", &over_http)] {

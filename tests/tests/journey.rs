@@ -731,3 +731,219 @@ async fn what_a_user_forgets_on_day_one_is_in_no_view_tool_or_summary_on_day_two
     );
     assert!(!says_the_secret(&recalled.json), "{recalled:#?}");
 }
+
+/// Day one a fact, day two its correction in words, day three the question: the correction is cited
+/// first and the fact it corrects is labelled with the correction's citation. Then the correction
+/// is taken back ("after all"): the newest claim leads. `served` runs the hooks through a running
+/// server instead of one-shot.
+fn a_correction_in_words_leads(served: bool) {
+    let fixture = Fixture::new();
+    let server = served.then(|| {
+        let server = HttpServer::start(&fixture, &every_user(), &[]);
+        wait_until_ready(&server.base());
+        server
+    });
+    let day = |session: &str, prompt: &str| {
+        hook(&fixture, "ana", "prompt", session, Some(prompt));
+        fixture.worker_pass();
+    };
+    let ask = |session: &str| {
+        context(
+            &hook(
+                &fixture,
+                "ana",
+                "prompt",
+                session,
+                Some("Remind me which city I live in now?"),
+            ),
+            "UserPromptSubmit",
+        )
+    };
+    day(
+        "day-one",
+        "I moved to Lisbon last spring and I work as a luthier.",
+    );
+    day(
+        "day-two",
+        "Actually I moved to Madrid, not Lisbon; the Lisbon plan fell through.",
+    );
+    let answer = ask("day-three");
+    let correction = answer.find("Madrid").expect("the correction is recalled");
+    let corrected = answer
+        .find("luthier")
+        .expect("the corrected statement is still recalled: nothing is withdrawn");
+    assert!(
+        correction < corrected,
+        "the correction comes first: {answer}"
+    );
+    assert!(
+        answer.contains("corrected by [memory:1]"),
+        "the corrected statement names its correction: {answer}"
+    );
+    let corrections = &status(&fixture)["threads"]["extraction"]["corrections"];
+    assert_eq!(corrections["linked"], 1, "{corrections}");
+    // Taken back: the newest claim in words leads the chain.
+    day("day-four", "Actually, Lisbon after all.");
+    let answer = ask("day-five");
+    let after_all = answer
+        .find("after all")
+        .expect("the newest claim is recalled");
+    let madrid = answer.find("Madrid").expect("the chain is recalled");
+    assert!(after_all < madrid, "the newest claim comes first: {answer}");
+    assert_eq!(
+        status(&fixture)["threads"]["extraction"]["corrections"]["linked"],
+        2
+    );
+    drop(server);
+}
+
+#[test]
+fn a_correction_in_words_is_cited_first_by_the_one_shot_hook() {
+    a_correction_in_words_leads(false);
+}
+
+#[test]
+fn a_correction_in_words_is_cited_first_through_the_server() {
+    a_correction_in_words_leads(true);
+}
+
+fn passages(outcome: &Outcome) -> Vec<(String, Option<String>)> {
+    outcome.json["passages"]
+        .as_array()
+        .expect("passages")
+        .iter()
+        .map(|passage| {
+            (
+                passage["content"]["text"].as_str().unwrap_or("").to_owned(),
+                passage["corrected_by"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// The link lives on the correction and is read at recall time, through the same checks as
+/// everything else: forgetting the correction's record restores the corrected memory's standing at
+/// once (before any worker cleanup), a bare restatement links nothing, and with room for one passage
+/// the correction is the one cited.
+#[test]
+fn forgetting_a_correction_restores_what_it_corrected_at_once() {
+    let fixture = Fixture::new();
+    let ana = user_namespace("ana");
+    say(
+        &fixture,
+        "day-one",
+        1_767_225_600_000,
+        "I moved to Lisbon last spring.",
+    );
+    fixture.worker_pass();
+    say(
+        &fixture,
+        "day-two",
+        1_767_312_000_000,
+        "I moved to Porto in June.",
+    );
+    let correction = say(
+        &fixture,
+        "day-three",
+        1_767_398_400_000,
+        "Actually I moved to Madrid last spring, not Lisbon.",
+    );
+    fixture.worker_pass();
+    let extraction = &status(&fixture)["threads"]["extraction"];
+    assert_eq!(extraction["corrections"]["linked"], 1, "{extraction}");
+    let query = "Lisbon Madrid Porto moved spring June";
+    let found = passages(&recall(&fixture, &ana, query, "lexical"));
+    let madrid = found
+        .iter()
+        .position(|(text, _)| text.contains("Madrid"))
+        .expect("the correction is recalled");
+    let lisbon = found
+        .iter()
+        .position(|(text, _)| text.contains("Lisbon last spring."))
+        .expect("the corrected statement is recalled");
+    assert_eq!(lisbon, madrid + 1, "{found:?}");
+    assert_eq!(
+        found[lisbon].1.as_deref(),
+        Some(format!("memory:{}", madrid + 1).as_str()),
+        "{found:?}"
+    );
+    // The bare restatement of another move links nothing and names nothing.
+    assert!(
+        found
+            .iter()
+            .filter(|(text, _)| text.contains("Porto"))
+            .all(|(_, corrected_by)| corrected_by.is_none()),
+        "{found:?}"
+    );
+    // Room for one passage: the correction.
+    let one = fixture.call(
+        "recall",
+        &json!({
+            "namespace": ana, "scope": "agent", "query": "Lisbon", "mode": "lexical",
+            "limits": {"max_items": 1, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000},
+        }),
+    );
+    assert_eq!(one.code, 0, "{one:#?}");
+    let one = passages(&one);
+    assert_eq!(one.len(), 1);
+    assert!(one[0].0.contains("Madrid"), "{one:?}");
+    // Forget the correction: at once, no worker pass in between.
+    let forgotten = fixture.run(&[
+        "thread",
+        "forget",
+        &json!({"thread": "day-three", "sequence": correction, "reason": "wrong"}).to_string(),
+    ]);
+    assert_eq!(forgotten.code, 0, "{forgotten:#?}");
+    let after = passages(&recall(&fixture, &ana, query, "lexical"));
+    assert!(
+        after.iter().all(|(text, _)| !text.contains("Madrid")),
+        "{after:?}"
+    );
+    assert!(
+        after.iter().all(|(_, corrected_by)| corrected_by.is_none()),
+        "{after:?}"
+    );
+}
+
+/// A correction the caller may not read neither shows nor moves anything: it is written (here by
+/// hand, as an importer could) into another scope of the same namespace.
+#[test]
+fn a_correction_outside_the_callers_scope_moves_nothing() {
+    let fixture = Fixture::new();
+    let mut fact = integration_tests::product::put("lisbon", "Ana moved to Lisbon last spring.");
+    fact["content"]["attributions"][0]["activity_at"] = json!(1_767_225_600_000_i64);
+    let written = fixture.call("put", &fact);
+    assert_eq!(written.code, 0, "{written:#?}");
+    let revision = written.json["document"]["revision"].clone();
+    for (id, scope) in [("madrid-private", "private"), ("madrid", "assistant")] {
+        let mut correction = integration_tests::product::put(
+            id,
+            "Actually Ana moved to Madrid last spring, not Lisbon.",
+        );
+        correction["scopes"] = json!([scope]);
+        correction["content"]["metadata"] =
+            json!({"corrects": {"id": "lisbon", "revision": revision}});
+        let written = fixture.call("put", &correction);
+        assert_eq!(written.code, 0, "{written:#?}");
+        if id == "madrid-private" {
+            let recalled = fixture.call(
+                "recall",
+                &integration_tests::product::recall("Lisbon spring", "lexical", 5),
+            );
+            assert_eq!(recalled.code, 0, "{recalled:#?}");
+            let found = passages(&recalled);
+            assert_eq!(
+                found,
+                [("Ana moved to Lisbon last spring.".to_owned(), None)],
+                "an unreadable correction shows or moves something"
+            );
+        }
+    }
+    let recalled = fixture.call(
+        "recall",
+        &integration_tests::product::recall("Lisbon spring", "lexical", 5),
+    );
+    let found = passages(&recalled);
+    assert!(found[0].0.contains("Madrid"), "{found:?}");
+    assert_eq!(found[1].1.as_deref(), Some("memory:1"), "{found:?}");
+}

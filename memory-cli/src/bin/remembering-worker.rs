@@ -125,7 +125,7 @@ fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)
 
 fn build<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<Work<W>>
 where
-    W: MemoryReader + MemoryWriter + 'static,
+    W: memory_cli::database::Store,
 {
     let scopes = args
         .scopes
@@ -218,7 +218,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 /// The schedule over one backend's stores: the same pass loop whatever holds them.
 async fn run_on<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<()>
 where
-    W: MemoryReader + MemoryWriter + 'static,
+    W: memory_cli::database::Store,
 {
     // Listening before any work starts, so a stop at any point after start-up ends the loop cleanly.
     let shutdown = memory_cli::signals::shutdown_signal();

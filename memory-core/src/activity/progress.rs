@@ -102,6 +102,20 @@ pub struct ExtractionNote {
     /// Parts not kept, by reason (at most [`MAX_NOTE_REASONS`] reasons of at most
     /// [`MAX_NOTE_REASON_BYTES`] bytes).
     pub dropped: BTreeMap<String, u64>,
+    /// Statements that said, in words, that they correct something, and what became of them.
+    #[serde(default)]
+    pub corrections: CorrectionCounts,
+}
+
+/// What became of the statements that say they correct something ("actually", "not X", "no
+/// longer", ...): linked to the earlier memory they most resemble, or refused (no memory of the
+/// same speaker resembled them enough, so no link was made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CorrectionCounts {
+    /// Linked to the memory they correct.
+    pub linked: u64,
+    /// Said in correcting words, but nothing resembled them enough to link.
+    pub refused: u64,
 }
 
 /// Most reasons one [`ExtractionNote`] names.
@@ -145,6 +159,9 @@ pub struct ExtractionTotals {
     pub kept: u64,
     /// Parts not kept, by reason.
     pub dropped: BTreeMap<String, u64>,
+    /// Correcting statements linked and refused.
+    #[serde(default)]
+    pub corrections: CorrectionCounts,
 }
 
 /// Durable committed-activity progress.

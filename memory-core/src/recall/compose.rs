@@ -20,7 +20,7 @@ use crate::recall::lookup::{
     MemoryLookup, RecalledMemory, RecalledPassage, SourceOutcome, SourceStatus,
 };
 use crate::recall::passage::MemoryPassage;
-use crate::recall::render::{RENDERED_CLOSING, RENDERED_PREAMBLE, render_passage};
+use crate::recall::render::{CorrectedBy, RENDERED_CLOSING, RENDERED_PREAMBLE, render_passage};
 use crate::tokens::TokenCounter;
 
 /// A declared source, without its (already consumed) lookup.
@@ -49,6 +49,7 @@ struct Selected {
     declaration: usize,
     rank: usize,
     authority_label: AuthorityLabel,
+    corrected_by: Option<Citation>,
 }
 
 /// Known-revision identity: authority, source id, revision, passage id.
@@ -135,6 +136,7 @@ pub(crate) fn compose(
             authority_label: chosen.authority_label,
             passage,
             declared_by: declared_by.clone(),
+            corrected_by: chosen.corrected_by,
         });
     }
     Ok(RecalledMemory {
@@ -376,11 +378,13 @@ impl<'a> Composer<'a> {
             .get(authority)
             .copied()
             .unwrap_or_else(|| AuthorityLabel::from_position(next_label));
+        let corrected_by = self.corrected_by(passage, authority);
         self.block.clear();
         render_passage(
             &mut self.block,
             Citation::from_position(self.selected.len()),
             authority_label,
+            corrected_by,
             &passage.content.attributions,
             &passage.content.text,
         );
@@ -425,8 +429,37 @@ impl<'a> Composer<'a> {
             declaration,
             rank,
             authority_label,
+            corrected_by: match corrected_by {
+                CorrectedBy::Cited(citation) => Some(citation),
+                CorrectedBy::No | CorrectedBy::NotCited => None,
+            },
         });
         None
+    }
+
+    /// Where the passage correcting `passage` (of `authority`) is cited: its sources place a
+    /// correction ahead of what it corrects, so it is cited by now unless a limit left it out.
+    fn corrected_by(&self, passage: &MemoryPassage, authority: &str) -> CorrectedBy {
+        let Some(correction) = &passage.corrected_by else {
+            return CorrectedBy::No;
+        };
+        self.selected
+            .iter()
+            .position(|selected| {
+                let cited = self.passage(&Seen {
+                    declaration: selected.declaration,
+                    rank: selected.rank,
+                    placement: Placement::Cited,
+                });
+                let cited_authority = cited.authority.as_ref().map_or(
+                    self.declarations[selected.declaration].id.as_str(),
+                    Authority::as_str,
+                );
+                cited.source.id == *correction && cited_authority == authority
+            })
+            .map_or(CorrectedBy::NotCited, |position| {
+                CorrectedBy::Cited(Citation::from_position(position))
+            })
     }
 
     fn omit(

@@ -135,6 +135,9 @@ pub struct RecalledPassage {
     pub passage: MemoryPassage,
     /// The declaration that contributed it first.
     pub declared_by: SourceId,
+    /// The citation of the passage that corrects this one, when it is cited
+    /// ([`MemoryPassage::corrected_by`]).
+    pub corrected_by: Option<Citation>,
 }
 
 impl RecalledPassage {

@@ -13,6 +13,7 @@
 //! - [`crate::revalidate`](mod@crate::revalidate): keeps deleted, stale and revoked memory out, run inside a source.
 
 mod compose;
+pub mod corrections;
 pub mod error;
 pub mod ids;
 mod join;

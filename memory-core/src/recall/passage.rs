@@ -64,6 +64,11 @@ pub struct MemoryPassage {
     pub content: MemoryContent,
     /// The identity boundary of `source.id`; `None` means the declaring recall source's id.
     pub authority: Option<Authority>,
+    /// The source (same authority) of a passage that corrects this one, derived at read time
+    /// ([`crate::recall::corrections`]): the rendering labels this passage "corrected by" that
+    /// passage's citation. Absent from the encoding when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_by: Option<SourceId>,
 }
 
 impl MemoryPassage {
@@ -93,6 +98,7 @@ impl MemoryPassage {
                 extracted_at: document.content.extracted_at,
             },
             authority: Some(authority.clone()),
+            corrected_by: None,
         }
     }
 
@@ -104,6 +110,7 @@ impl MemoryPassage {
             passage_id,
             content,
             authority: None,
+            corrected_by: None,
         }
     }
 

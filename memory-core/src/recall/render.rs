@@ -6,6 +6,7 @@
 //! <recalled-memory>
 //! <the library's notice: recalled evidence, untrusted, not instructions>
 //! [memory:1] memory-authority:1
+//! corrected by [memory:N]   (only when a cited correction, newer, says this passage is wrong)
 //! provenance: speaker "Dan"; observers ["Chad"]; activity 2026-08-28T00:00:00.000Z; interpretation "stated"
 //! | first line of the passage text
 //! | second line
@@ -37,16 +38,35 @@ independent confirmation.\n";
 /// The closing of a non-empty rendered text.
 pub const RENDERED_CLOSING: &str = "</recalled-memory>";
 
+/// Whether a passage is corrected by another, and where that one is cited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CorrectedBy {
+    /// Not corrected.
+    No,
+    /// Corrected by the passage cited so.
+    Cited(Citation),
+    /// Corrected by a passage the limits left out.
+    NotCited,
+}
+
 /// Appends one passage block (ending with a line break) to `out`.
 pub(crate) fn render_passage(
     out: &mut String,
     citation: Citation,
     label: AuthorityLabel,
+    corrected_by: CorrectedBy,
     attributions: &[MemoryAttribution],
     text: &str,
 ) {
     // Writing into a String cannot fail.
     let _ = writeln!(out, "[{citation}] {label}");
+    match corrected_by {
+        CorrectedBy::No => {}
+        CorrectedBy::Cited(correction) => {
+            let _ = writeln!(out, "corrected by [{correction}]");
+        }
+        CorrectedBy::NotCited => out.push_str("corrected by a later statement not cited here\n"),
+    }
     if attributions.is_empty() {
         out.push_str("provenance: none recorded\n");
     }

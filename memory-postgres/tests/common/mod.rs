@@ -234,6 +234,16 @@ impl LexicalSearch for TestStore {
     }
 }
 
+impl memory_core::CorrectionIndex for TestStore {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+    ) -> Result<Vec<Vec<memory_core::DocumentId>>, MemoryError> {
+        self.store.corrections_of(access, ids).await
+    }
+}
+
 // Not every test binary (nor the bench that includes this file) uses every builder.
 #[allow(unused_imports)]
 pub use memory_testkit::builders::{access, key, namespace, op, put, said, scope, withdraw};

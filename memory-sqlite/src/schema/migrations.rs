@@ -104,7 +104,24 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: SUPPRESSIONS_BY_THREAD,
         rust: None,
     },
+    Migration {
+        version: 14,
+        name: "corrections by the document they correct",
+        sql: CORRECTIONS_INDEX,
+        rust: None,
+    },
 ];
+
+/// The reverse of correction links (`crate::corrections`): the current documents whose `corrects`
+/// member names a document, by namespace and the named id. Partial, so documents without a link (all
+/// but a few) cost nothing. A body that cannot hold a link is not parsed, and one that is not JSON
+/// (a damaged row) indexes as no link, so the store's consistency check, not a failing index, is
+/// what reports it.
+const CORRECTIONS_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS memory_documents_by_correction ON memory_documents (
+    namespace, iif(instr(body, '\"corrects\"') AND json_valid(body), json_extract(body, '$.content.metadata.corrects.id'), NULL)
+) WHERE iif(instr(body, '\"corrects\"') AND json_valid(body), json_extract(body, '$.content.metadata.corrects.id'), NULL) IS NOT NULL;
+";
 
 /// The memory store's tables as its first format had them, with its search in one FTS5 table over
 /// every namespace (`memory_fts`, replaced by step 2).

@@ -62,6 +62,8 @@ pub enum Break {
     NeighboursBackwards,
     /// A document's history is its current revision alone (issue 42's symptom).
     HistoryOnlyCurrent,
+    /// Corrections come back oldest first.
+    CorrectionsOldestFirst,
 }
 
 /// The bound of revisions per document of a [`Suited`] store: small, so the suite's bound rule
@@ -183,6 +185,22 @@ impl LexicalSearch for Suited {
         if self.broken == Break::NeighboursBackwards {
             for answer in &mut answers {
                 std::mem::swap(&mut answer.before, &mut answer.after);
+            }
+        }
+        Ok(answers)
+    }
+}
+
+impl memory_core::CorrectionIndex for Suited {
+    async fn corrections_of(
+        &self,
+        access: &MemoryAccess,
+        ids: &[memory_core::DocumentId],
+    ) -> Result<Vec<Vec<memory_core::DocumentId>>, MemoryError> {
+        let mut answers = self.store.corrections_of(access, ids).await?;
+        if self.broken == Break::CorrectionsOldestFirst {
+            for answer in &mut answers {
+                answer.reverse();
             }
         }
         Ok(answers)

@@ -163,6 +163,7 @@ pub async fn write_source() -> Source {
             &ExtractionNote {
                 kept: 2,
                 dropped: [("question".to_owned(), 1)].into(),
+                ..ExtractionNote::default()
             },
         )
         .unwrap();

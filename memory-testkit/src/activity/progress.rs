@@ -8,8 +8,8 @@ use super::{ActivityBackend, ok, pending, progress_key, refused, sync_suite, wor
 use crate::fixtures::{Checked, ensure};
 use memory_core::activity::progress::{MAX_NOTE_REASON_BYTES, MAX_NOTE_REASONS};
 use memory_core::activity::{
-    ActivityError, ExtractionNote, ExtractionTotals, FencingEpoch, MAX_PROGRESS_UTF16_UNITS,
-    ProgressStore, Sequence,
+    ActivityError, CorrectionCounts, ExtractionNote, ExtractionTotals, FencingEpoch,
+    MAX_PROGRESS_UTF16_UNITS, ProgressStore, Sequence,
 };
 
 sync_suite! {
@@ -465,6 +465,15 @@ fn note(kept: u64, dropped: &[(&str, u64)]) -> ExtractionNote {
             .iter()
             .map(|(reason, count)| ((*reason).to_owned(), *count))
             .collect(),
+        corrections: CorrectionCounts::default(),
+    }
+}
+
+/// [`note`] with correcting statements linked and refused.
+fn correcting_note(kept: u64, linked: u64, refused: u64) -> ExtractionNote {
+    ExtractionNote {
+        corrections: CorrectionCounts { linked, refused },
+        ..note(kept, &[])
     }
 }
 
@@ -486,6 +495,10 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
         (&first, 2, note(1, &[("duplicate", 2), ("too-long", 1)])),
         (&other_thread, 1, note(0, &[("duplicate", 1)])),
         (&other_version, 1, note(3, &[])),
+        (&other_version, 2, correcting_note(1, 1, 0)),
+        (&other_version, 3, correcting_note(0, 0, 2)),
+        // Ignored like any note of a record noted before.
+        (&other_version, 3, correcting_note(0, 5, 5)),
     ];
     for (key, sequence, extracted) in &notes {
         ok(
@@ -494,9 +507,13 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
         )?;
     }
     let expected = ExtractionTotals {
-        records: 4,
-        kept: 6,
+        records: 6,
+        kept: 7,
         dropped: BTreeMap::from([("duplicate".to_owned(), 4), ("too-long".to_owned(), 1)]),
+        corrections: CorrectionCounts {
+            linked: 1,
+            refused: 2,
+        },
     };
     let totals = ok(progress.extraction_totals(), "totals")?;
     ensure!(
@@ -532,6 +549,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
     let too_many = ExtractionNote {
         kept: 1,
         dropped: too_many.into_iter().map(|reason| (reason, 1)).collect(),
+        corrections: CorrectionCounts::default(),
     };
     refused(
         progress.note_extraction(&k, Sequence::new(2), &too_many),

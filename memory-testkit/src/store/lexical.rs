@@ -26,6 +26,7 @@ async_suite! {
     "stop-words-find-nothing-alone-and-change-no-hits" => stop_words_change_nothing,
     "each-namespace-searches-alone-at-any-size" => each_namespace_searches_alone,
     "neighbours-follow-first-writes-within-namespace-and-scope" => neighbours_follow_first_writes,
+    "corrections-of-name-current-visible-correctors-newest-first" => corrections_of_name_correctors,
 }
 
 /// The three documents of the ranking rules.
@@ -712,6 +713,143 @@ async fn neighbours_follow_first_writes<S: InspectableStore>(store: &S) -> Check
             Err(memory_core::error::MemoryError::TooLarge { .. })
         ),
         "a reach past the limit was not refused: {too_far:?}"
+    );
+    Ok(())
+}
+
+/// Content that says it corrects `target` (at revision `r0`).
+fn correcting(text: &str, target: &str) -> Result<MemoryContent, Failure> {
+    let mut content = MemoryContent::text(text);
+    let link = memory_core::recall::corrections::CorrectionLink {
+        id: DocumentId::new(target)?,
+        revision: Revision::new("r0")?,
+    };
+    content.metadata.insert(
+        memory_core::recall::corrections::CORRECTS.to_owned(),
+        link.to_json(),
+    );
+    Ok(content)
+}
+
+async fn corrections<S: InspectableStore>(
+    store: &S,
+    scope: &str,
+    ids: &[&str],
+) -> Result<Vec<Vec<String>>, Failure> {
+    let ids = ids
+        .iter()
+        .map(|id| DocumentId::new(*id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let found = ok(
+        store.corrections_of(&access("t1", scope)?, &ids).await,
+        "corrections of",
+    )?;
+    Ok(found
+        .into_iter()
+        .map(|ids| ids.into_iter().map(|id| id.to_string()).collect())
+        .collect())
+}
+
+async fn corrections_of_name_correctors<S: InspectableStore>(store: &S) -> Checked {
+    let mut revisions = BTreeMap::new();
+    for (tenant, id, content, scopes) in [
+        (
+            "t1",
+            "lisbon",
+            MemoryContent::text("I live in Lisbon"),
+            &["s"][..],
+        ),
+        (
+            "t1",
+            "madrid",
+            correcting("Actually Madrid", "lisbon")?,
+            &["s"][..],
+        ),
+        (
+            "t1",
+            "hidden",
+            correcting("Actually Porto", "lisbon")?,
+            &["s2"][..],
+        ),
+        (
+            "t2",
+            "elsewhere",
+            correcting("Actually Rome", "lisbon")?,
+            &["s"][..],
+        ),
+        (
+            "t1",
+            "after-all",
+            correcting("Lisbon after all", "lisbon")?,
+            &["s"][..],
+        ),
+        ("t1", "tea", MemoryContent::text("I like tea"), &["s"][..]),
+    ] {
+        let receipt = ok(
+            store
+                .apply(put(
+                    &key(tenant, id)?,
+                    &format!("op-{id}"),
+                    None,
+                    content,
+                    scopes,
+                )?)
+                .await,
+            "put",
+        )?;
+        revisions.insert(id, receipt.receipt.document.revision);
+    }
+    let found = corrections(store, "s", &["lisbon", "tea", "madrid", "missing"]).await?;
+    ensure!(
+        found == [vec!["after-all", "madrid"], vec![], vec![], vec![]],
+        "corrections in scope s: {found:?} (newest first; other scopes and namespaces never named)"
+    );
+    let in_s2 = corrections(store, "s2", &["lisbon"]).await?;
+    ensure!(
+        in_s2 == [vec!["hidden"]],
+        "corrections in scope s2: {in_s2:?}"
+    );
+    // A withdrawn correction, and one replaced by text without the link, no longer correct.
+    let after_all = revisions
+        .get("after-all")
+        .ok_or_else(|| Failure("no revision of after-all".to_owned()))?;
+    ok(
+        store
+            .apply(withdraw(&key("t1", "after-all")?, "op-w", after_all)?)
+            .await,
+        "withdraw",
+    )?;
+    ok(
+        store
+            .apply(put(
+                &key("t1", "madrid")?,
+                "op-m2",
+                revisions.get("madrid"),
+                MemoryContent::text("Madrid, no link"),
+                &["s"],
+            )?)
+            .await,
+        "replace",
+    )?;
+    let after = corrections(store, "s", &["lisbon"]).await?;
+    ensure!(
+        after == [Vec::<String>::new()],
+        "after a withdrawal and a replacement without the link: {after:?}"
+    );
+    ensure!(
+        corrections(store, "s", &[]).await?.is_empty(),
+        "no ids must answer nothing"
+    );
+    let too_many =
+        vec![DocumentId::new("a")?; memory_core::recall::corrections::MAX_CORRECTION_IDS + 1];
+    let refused = store.corrections_of(&access("t1", "s")?, &too_many).await;
+    ensure!(
+        matches!(
+            refused,
+            Err(memory_core::error::MemoryError::TooLarge { .. })
+        ),
+        "{} ids were not refused as too large: {refused:?}",
+        too_many.len()
     );
     Ok(())
 }

@@ -38,6 +38,7 @@ use memory_core::error::MemoryError;
 use memory_core::ids::{DocumentId, OperationId, Revision};
 use memory_core::namespace::NamespaceAddress;
 use memory_core::ports::{ChangeFeed, LexicalSearch, MemoryReader, MemoryWriter, RevisionHistory};
+use memory_core::recall::corrections::CorrectionIndex;
 use memory_core::revisions::RevisionRetention;
 use memory_core::write::{MemoryReceipt, MemoryWrite, WriteOutcome};
 
@@ -66,7 +67,7 @@ pub struct ConsistencyCounts {
 /// A memory store with the inspection every backend offers beside the ports; a store crate's tests
 /// implement it on a thin wrapper of their store.
 pub trait InspectableStore:
-    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + RevisionHistory
+    MemoryReader + MemoryWriter + ChangeFeed + LexicalSearch + CorrectionIndex + RevisionHistory
 {
     /// Every committed revision of `key`, oldest first.
     fn history(

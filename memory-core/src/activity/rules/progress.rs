@@ -295,6 +295,12 @@ impl Advance {
 /// first notes a record, so `memory status` reads a few rows, never every note.
 pub fn note_total_rows(note: &ExtractionNote) -> Vec<(String, u64)> {
     let mut rows = vec![("records".to_owned(), 1), ("kept".to_owned(), note.kept)];
+    if note.corrections.linked > 0 {
+        rows.push((CORRECTIONS_LINKED.to_owned(), note.corrections.linked));
+    }
+    if note.corrections.refused > 0 {
+        rows.push((CORRECTIONS_REFUSED.to_owned(), note.corrections.refused));
+    }
     rows.extend(
         note.dropped
             .iter()
@@ -305,6 +311,10 @@ pub fn note_total_rows(note: &ExtractionNote) -> Vec<(String, u64)> {
 
 /// The prefix of a dropped reason's total row.
 pub const DROPPED_PREFIX: &str = "dropped:";
+/// The total row of correcting statements linked.
+pub const CORRECTIONS_LINKED: &str = "corrections:linked";
+/// The total row of correcting statements refused a link.
+pub const CORRECTIONS_REFUSED: &str = "corrections:refused";
 
 /// The totals the rows of [`note_total_rows`] add up to; an unknown row name is corrupt.
 pub fn totals_from_rows(
@@ -316,6 +326,8 @@ pub fn totals_from_rows(
         match name.as_str() {
             "records" => totals.records = amount,
             "kept" => totals.kept = amount,
+            CORRECTIONS_LINKED => totals.corrections.linked = amount,
+            CORRECTIONS_REFUSED => totals.corrections.refused = amount,
             other => match other.strip_prefix(DROPPED_PREFIX) {
                 Some(reason) => {
                     totals.dropped.insert(reason.to_owned(), amount);
