@@ -17,6 +17,7 @@
 //! - [`serve_load`]: `memory serve --http` under concurrent tenants' load (`memory-eval serve-load`).
 
 pub mod corpus;
+pub mod corrections;
 pub mod extract;
 pub mod faults;
 pub mod lag;

@@ -107,6 +107,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Via::Direct)]
         via: Via,
     },
+    /// Whether a correction is cited ahead of what it corrects: the main job's corpus through the
+    /// remembering worker, with and without correction links, recalled in lexical and hybrid;
+    /// writes corrections.md and corrections.json to OUT (see `eval::corrections`).
+    Corrections,
     /// Chooses the lexical rules, the embedded text and the hybrid fusion on LoCoMo's conversations
     /// 1-5, reports every setting with conversations 6-10 beside it (OUT/locomo-tune), and writes the
     /// choice to --tuned.
@@ -285,6 +289,7 @@ fn main() -> anyhow::Result<()> {
             via: Via::Worker,
         }) => runtime.block_on(locomo_via_worker(&data, &cli.out)),
         Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
+        Some(Command::Corrections) => runtime.block_on(corrections(&cli)),
         Some(Command::SyncTexts { import, out }) => {
             let texts =
                 eval::sync_bench::embedded_texts(&import, &SemanticProfile::minilm_l6_v2())?;
@@ -448,6 +453,50 @@ async fn locomo_via_worker(data: &std::path::Path, out: &std::path::Path) -> any
         "memory-eval: LoCoMo via-worker report written to {}",
         out.display()
     );
+    Ok(())
+}
+
+/// `memory-eval corrections`.
+async fn corrections(cli: &Cli) -> anyhow::Result<()> {
+    use eval::corrections;
+    use memory_service::worker::CorrectionLinking;
+    use std::sync::Arc;
+    let shape = CorpusShape {
+        seed: cli.seed,
+        people: cli.people.unwrap_or(CorpusShape::default().people),
+        ..CorpusShape::default()
+    };
+    let corpus = generate(shape);
+    let cases = corrections::cases(&corpus);
+    std::fs::create_dir_all(&cli.out)?;
+    let progress = Progress::for_terminal();
+    let model: Arc<dyn Embedder> = Arc::new(load_model()?);
+    let mut runs = Vec::with_capacity(3);
+    for (name, linking) in [
+        ("unlinked", CorrectionLinking::Off),
+        ("words", CorrectionLinking::Words),
+        ("model", CorrectionLinking::Model(model)),
+    ] {
+        let database = cli.out.join(format!("corrections-{name}.sqlite"));
+        runs.push(corrections::measure(&database, &corpus, &cases, linking, &progress).await?);
+    }
+    let mut runs = runs.into_iter();
+    let mut next = || runs.next().unwrap_or_default();
+    let report = corrections::CorrectionsReport {
+        seed: shape.seed,
+        people: shape.people,
+        cases: cases.len(),
+        unlinked: next(),
+        words: next(),
+        model: next(),
+    };
+    let markdown = corrections::markdown(&report);
+    std::fs::write(cli.out.join("corrections.md"), &markdown)?;
+    std::fs::write(
+        cli.out.join("corrections.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )?;
+    println!("{markdown}");
     Ok(())
 }
 

@@ -10,15 +10,20 @@ use memory_core::activity::{
     ProcessorId, ProcessorVersion, ProgressStore, RememberingStore, ThreadDestination, ThreadLog,
     WorkerId,
 };
-use memory_core::{MemoryAccess, MemoryKey, MemoryReader, MemoryScope, MemoryWriter, SystemClock};
+use memory_core::{
+    MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope, MemoryWriter,
+    SystemClock,
+};
 use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
-use remembering::corrections::{Resemblance, Resembling};
+use remembering::corrections::{Resemblance, Resembling, ResemblingFuture};
+use remembering::extract::statement_text;
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
     ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
     RememberingError, StatementExtractor, UnboundThreads,
 };
+use semantic_index::Embedder;
 
 use crate::database::Store;
 use crate::refusal::Refusal;
@@ -82,7 +87,38 @@ pub struct WorkerSettings {
     pub limits: PassLimits,
     /// Where the memory of threads without a destination goes.
     pub unbound: UnboundThreads,
+    /// How correcting statements are linked to what they correct.
+    pub corrections: CorrectionLinking,
 }
+
+/// How the worker finds what a correcting statement corrects ([`remembering::corrections`]).
+#[derive(Clone, Default)]
+pub enum CorrectionLinking {
+    /// No links (`remembering-worker --no-corrections`).
+    Off,
+    /// By shared words among the store's lexical hits: the default, which needs no model.
+    #[default]
+    Words,
+    /// By the cosine similarity of the embedding model's vectors, among the lexical hits and the
+    /// destination's newest memories (`remembering-worker --corrections-model`): corrections worded
+    /// unlike what they correct ("I live in Osaka now." / "Actually I relocated to Porto.") link
+    /// too, at the cost of loading the model in the worker.
+    Model(Arc<dyn Embedder>),
+}
+
+impl std::fmt::Debug for CorrectionLinking {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Self::Off => "Off",
+            Self::Words => "Words",
+            Self::Model(_) => "Model",
+        })
+    }
+}
+
+/// How many of the destination's newest memories the model compares a correction with, beside the
+/// lexical hits.
+pub const NEWEST_CANDIDATES: usize = 64;
 
 impl WorkerSettings {
     /// The binary's defaults: `statements@1`, owner `worker-<pid>`, the default pass limits, and
@@ -98,17 +134,64 @@ impl WorkerSettings {
             unbound: UnboundThreads::PerThread {
                 scopes: vec![MemoryScope::new(crate::destination::DEFAULT_SCOPE)?],
             },
+            corrections: CorrectionLinking::Words,
         })
     }
 }
 
 /// The worker's search for what a correcting statement corrects ([`Resemblance`]): the store's
-/// lexical search over the destination, in each of its scopes, the hits read back as current
+/// lexical search over the destination, in each of its scopes (and, with the model, the
+/// destination's [`NEWEST_CANDIDATES`] newest memories readable there), read back as current
 /// documents with forgotten sources' contributions hidden (a forgotten memory is corrected by
-/// nothing, and nothing links to it).
+/// nothing, and nothing links to it); with the model, each scored by its cosine with the statement.
 struct StoreResemblance<W> {
     memory: Arc<W>,
     suppression: Arc<dyn RememberingStore>,
+    embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl<W: Store> StoreResemblance<W> {
+    async fn candidates(
+        &self,
+        destination: &ThreadDestination,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryDocument>, MemoryError> {
+        let mut keys: Vec<MemoryKey> = Vec::new();
+        for scope in destination.scopes() {
+            let access = MemoryAccess {
+                namespace: destination.namespace().clone(),
+                scope: scope.clone(),
+            };
+            // A statement longer than a query may be is searched by its tail.
+            let query = crate::recall_service::query_tail(text);
+            for hit in self.memory.search(&access, query, limit).await? {
+                if !keys.contains(&hit.key) {
+                    keys.push(hit.key);
+                }
+            }
+        }
+        if self.embedder.is_some() {
+            let newest = self
+                .memory
+                .list(destination.namespace(), None, NEWEST_CANDIDATES)
+                .await?;
+            for document in newest.documents {
+                let readable = document
+                    .scopes
+                    .iter()
+                    .any(|scope| destination.scopes().contains(scope));
+                if readable && !keys.contains(&document.key) {
+                    keys.push(document.key);
+                }
+            }
+        }
+        let documents = self.memory.read_many(&keys).await?;
+        Ok(hide_suppressed(&*self.suppression, documents)?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
 }
 
 impl<W: Store> Resemblance for StoreResemblance<W> {
@@ -117,29 +200,42 @@ impl<W: Store> Resemblance for StoreResemblance<W> {
         destination: &'a ThreadDestination,
         text: &'a str,
         limit: usize,
-    ) -> Resembling<'a> {
+    ) -> ResemblingFuture<'a> {
         Box::pin(async move {
-            let mut keys: Vec<MemoryKey> = Vec::new();
-            for scope in destination.scopes() {
-                let access = MemoryAccess {
-                    namespace: destination.namespace().clone(),
-                    scope: scope.clone(),
-                };
-                // A statement longer than a query may be is searched by its head.
-                let query = crate::recall_service::query_tail(text);
-                for hit in self.memory.search(&access, query, limit).await? {
-                    if !keys.contains(&hit.key) {
-                        keys.push(hit.key);
-                    }
-                }
-            }
-            let documents = self.memory.read_many(&keys).await?;
-            Ok(hide_suppressed(&*self.suppression, documents)?
+            let documents = self.candidates(destination, text, limit).await?;
+            let Some(embedder) = &self.embedder else {
+                return Ok(documents.into_iter().map(Resembling::by_words).collect());
+            };
+            let mut texts: Vec<&str> = vec![text];
+            texts.extend(
+                documents
+                    .iter()
+                    .map(|document| statement_text(&document.content)),
+            );
+            let vectors = embedder
+                .embed(&texts)
+                .map_err(|error| MemoryError::storage("embedding a correction", error))?;
+            let Some((statement, others)) = vectors.split_first() else {
+                return Ok(Vec::new());
+            };
+            Ok(documents
                 .into_iter()
-                .flatten()
+                .zip(others)
+                .map(|(document, vector)| Resembling {
+                    document,
+                    cosine: Some(cosine(statement, vector)),
+                })
                 .collect())
         })
     }
+}
+
+/// The cosine similarity of two vectors (0 when either is zero).
+fn cosine(left: &[f32], right: &[f32]) -> f32 {
+    let dot: f32 = left.iter().zip(right).map(|(a, b)| a * b).sum();
+    let norm = |vector: &[f32]| vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let norms = norm(left) * norm(right);
+    if norms > 0.0 { dot / norms } else { 0.0 }
 }
 
 /// One pending pass of every processor of `settings` over `stores`, each with the default statement
@@ -165,10 +261,19 @@ pub fn pending_pass<W: Store>(
             limits: settings.limits,
             unbound: settings.unbound.clone(),
         })?;
-        let processor = processor.with_corrections(Arc::new(StoreResemblance {
-            memory: Arc::clone(&stores.memory),
-            suppression: Arc::clone(&stores.remembering),
-        }));
+        let embedder = match &settings.corrections {
+            CorrectionLinking::Off => None,
+            CorrectionLinking::Words => Some(None),
+            CorrectionLinking::Model(embedder) => Some(Some(Arc::clone(embedder))),
+        };
+        let processor = match embedder {
+            Some(embedder) => processor.with_corrections(Arc::new(StoreResemblance {
+                memory: Arc::clone(&stores.memory),
+                suppression: Arc::clone(&stores.remembering),
+                embedder,
+            })),
+            None => processor,
+        };
         processors.push(match &hooks {
             Some(hooks) => processor.with_hooks(Arc::clone(hooks)),
             None => processor,

@@ -117,11 +117,17 @@ impl Fixture {
     /// Runs one pass of `remembering-worker --once` over the database (intent passes, then activity
     /// passes over every thread) and asserts it succeeded.
     pub fn worker_pass(&self) {
+        self.worker_pass_with(&[]);
+    }
+
+    /// One `remembering-worker --once` pass with `flags` besides.
+    pub fn worker_pass_with(&self, flags: &[&str]) {
         let output = Command::new(worker_binary())
             .env_remove("MEMORY_DB")
             .arg("--db")
             .arg(&self.db)
             .arg("--once")
+            .args(flags)
             .output()
             .expect("the worker runs");
         assert!(

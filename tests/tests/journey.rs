@@ -947,3 +947,44 @@ fn a_correction_outside_the_callers_scope_moves_nothing() {
     assert!(found[0].0.contains("Madrid"), "{found:?}");
     assert_eq!(found[1].1.as_deref(), Some("memory:1"), "{found:?}");
 }
+
+/// A correction worded unlike what it corrects links only when the worker judges likeness by the
+/// model (`--corrections-model`); by default it is kept, counted as refused, and moves nothing. With
+/// `--no-corrections` nothing is even tried.
+#[test]
+fn a_correction_in_other_words_links_through_the_model() {
+    let ana = user_namespace("ana");
+    let query = "What is Ana allergic to? penicillin shellfish allergy";
+    let run = |flags: &[&str]| {
+        let fixture = Fixture::new();
+        say(
+            &fixture,
+            "day-one",
+            1_767_225_600_000,
+            "I'm allergic to shellfish.",
+        );
+        fixture.worker_pass_with(flags);
+        say(
+            &fixture,
+            "day-two",
+            1_767_312_000_000,
+            "Correction on my allergy: it is penicillin.",
+        );
+        fixture.worker_pass_with(flags);
+        let corrections = status(&fixture)["threads"]["extraction"]["corrections"].clone();
+        (
+            corrections,
+            passages(&recall(&fixture, &ana, query, "lexical")),
+        )
+    };
+    let (words, found) = run(&[]);
+    assert_eq!(words, json!({"linked": 0, "refused": 1}));
+    assert!(found.iter().all(|(_, by)| by.is_none()), "{found:?}");
+    let (off, _) = run(&["--no-corrections"]);
+    assert_eq!(off, json!({"linked": 0, "refused": 0}));
+    let (model, found) = run(&["--corrections-model"]);
+    assert_eq!(model, json!({"linked": 1, "refused": 0}));
+    assert!(found[0].0.contains("penicillin"), "{found:?}");
+    assert!(found[1].0.contains("shellfish"), "{found:?}");
+    assert_eq!(found[1].1.as_deref(), Some("memory:1"), "{found:?}");
+}

@@ -20,7 +20,9 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 use memory_cli::blocking::blocking;
 use memory_cli::database::{Client, Database, with_store};
-use memory_cli::worker::{Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass};
+use memory_cli::worker::{
+    CorrectionLinking, Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
+};
 use memory_core::activity::{
     ProcessorId, ProcessorVersion, ThreadDestination, ThreadLog, WorkerId,
 };
@@ -28,6 +30,7 @@ use memory_core::{MemoryReader, MemoryScope, MemoryWriter};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::worker::IntentPassLimits;
 use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
+use semantic_index::{FastembedEmbedder, ModelAssets, SemanticProfile};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -77,6 +80,16 @@ struct Args {
     /// progress starts empty); normally only threads with new records are visited.
     #[arg(long)]
     rescan: bool,
+    /// Keep correcting statements ("actually ...", "..., not X") as plain memories, linking none
+    /// to what it corrects (by default each is linked to the speaker's memory it most resembles, so
+    /// recall cites the correction first).
+    #[arg(long, conflicts_with = "corrections_model")]
+    no_corrections: bool,
+    /// Judge what a correcting statement corrects by the embedding model (loaded from the assets
+    /// `memory` uses) rather than by shared words: corrections worded unlike what they correct link
+    /// too, at the cost of the model's memory and load time in the worker.
+    #[arg(long)]
+    corrections_model: bool,
     /// Milliseconds between passes.
     #[arg(long, default_value_t = 1_000)]
     interval_ms: u64,
@@ -164,6 +177,16 @@ where
             lease_ms: args.lease_ms,
         },
         unbound,
+        corrections: if args.no_corrections {
+            CorrectionLinking::Off
+        } else if args.corrections_model {
+            CorrectionLinking::Model(Arc::new(
+                FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
+                    .context("loading the embedding model for --corrections-model")?,
+            ))
+        } else {
+            CorrectionLinking::Words
+        },
     };
     let pending = pending_pass(&stores, &settings, stall::hooks()?)?;
     let intents = intent_worker(

@@ -462,6 +462,8 @@ impl ProgressStore for InMemoryActivity {
         }
         state.totals.records += 1;
         state.totals.kept += note.kept;
+        state.totals.corrections.linked += note.corrections.linked;
+        state.totals.corrections.refused += note.corrections.refused;
         for (reason, count) in &note.dropped {
             *state.totals.dropped.entry(reason.clone()).or_default() += count;
         }
