@@ -7,9 +7,9 @@
 //!   person's namespace and the scope `agent`; the worker's committed-activity work
 //!   ([`memory_service::worker::pending_pass`], the binary's defaults) is driven until nothing is
 //!   pending ([`crate::locomo::worker::drain`]).
-//! - Three times, on three databases: with `remembering-worker --no-corrections` (`unlinked`, the
+//! - Three times, on three databases: with `remembering-worker --corrections off` (`unlinked`, the
 //!   before), with the binary's default (`words`: correcting statements linked to the memory that
-//!   shares most of their words) and with `--corrections-model` (`model`: linked by the embedding
+//!   shares most of their words) and with `--corrections model` (`model`: linked by the embedding
 //!   model's cosine).
 //! - Every query whose fact was corrected (the answer key's expected value is the newest, and older
 //!   values are forbidden) is recalled through the product's recall ([`crate::locomo::run`]'s
@@ -151,11 +151,11 @@ pub struct CorrectionsReport {
     pub people: usize,
     /// Corrected facts measured.
     pub cases: usize,
-    /// With `--no-corrections`.
+    /// With `--corrections off`.
     pub unlinked: VariantFigures,
     /// With the binary's default (links by shared words).
     pub words: VariantFigures,
-    /// With `--corrections-model` (links by the model's cosine).
+    /// With `--corrections model` (links by the model's cosine).
     pub model: VariantFigures,
 }
 
@@ -360,8 +360,8 @@ pub fn markdown(report: &CorrectionsReport) -> String {
     let mut out = format!(
         "# Corrections (corpus seed {}, {} people, {} corrected facts)\n\n\
          Each corrected fact's question recalled (top {MAX_ITEMS}); `first`: the current value is \
-         cited ahead of every superseded one. `unlinked`: `remembering-worker --no-corrections`; \
-         `words`: the default; `model`: `--corrections-model`.\n\n\
+         cited ahead of every superseded one. `unlinked`: `remembering-worker --corrections off`; \
+         `words`: the default; `model`: `--corrections model`.\n\n\
          | mode | said as | cases | first: unlinked | words | model | current missing (model) |\n\
          |---|---|---:|---:|---:|---:|---:|\n",
         report.seed, report.people, report.cases

@@ -14,6 +14,9 @@
 //! - **Booleans.** `MEMORY_COMPACT_VECTORS` is on for `1`, `true`, `yes`, `on`, `y`, `t` and off for
 //!   `0`, `false`, `no`, `off`, `n`, `f` or an empty value (any letter case), as the binary's flag
 //!   reads it; anything else is refused rather than guessed.
+//! - `MEMORY_CORRECTIONS` is the worker's (`remembering-worker --corrections`, the Python package's
+//!   `remember_once`, both through [`parse_corrections`]); the `memory` binary, which runs no
+//!   worker, leaves it at its default.
 //! - `MEMORY_MAX_REVISIONS` is not here: it is read where a database is opened
 //!   ([`crate::database::revision_retention`]), which every process that writes already passes
 //!   through.
@@ -34,6 +37,43 @@ pub const COMPACT_VECTORS_ENV: &str = "MEMORY_COMPACT_VECTORS";
 pub const HNSW_EF_SEARCH_ENV: &str = "MEMORY_HNSW_EF_SEARCH";
 /// Most bytes of a tool result's output a thread append stores (`--max-tool-output-bytes`).
 pub const MAX_TOOL_OUTPUT_BYTES_ENV: &str = "MEMORY_MAX_TOOL_OUTPUT_BYTES";
+/// How the remembering worker links corrections (`remembering-worker --corrections`).
+pub const CORRECTIONS_ENV: &str = "MEMORY_CORRECTIONS";
+
+/// How the remembering worker judges what a correcting statement corrects
+/// ([`remembering::corrections`]): `words` (the default: shared words, no model), `model` (the
+/// embedding model's cosine; the worker loads the model) or `off` (no links).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", try_from = "String")]
+pub enum Corrections {
+    /// No links.
+    Off,
+    /// By shared words.
+    #[default]
+    Words,
+    /// By the embedding model.
+    Model,
+}
+
+impl TryFrom<String> for Corrections {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        parse_corrections(&value)
+    }
+}
+
+/// The one reading of a corrections setting (`MEMORY_CORRECTIONS`, the worker's `--corrections`
+/// value parser and the Python package's keyword argument alike): `words`, `model` or `off`, any
+/// letter case.
+pub fn parse_corrections(value: &str) -> Result<Corrections, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "words" => Ok(Corrections::Words),
+        "model" => Ok(Corrections::Model),
+        "off" => Ok(Corrections::Off),
+        _ => Err(format!("must be words, model or off, not {value:?}")),
+    }
+}
 
 /// The settings a caller gives in code (every field optional; a missing one is read from its
 /// variable by [`Settings::resolve`]). The Python package's `Memory` keyword arguments, as JSON.
@@ -52,6 +92,9 @@ pub struct SettingValues {
     /// `--max-tool-output-bytes` / `MEMORY_MAX_TOOL_OUTPUT_BYTES`.
     #[serde(default)]
     pub max_tool_output_bytes: Option<usize>,
+    /// `remembering-worker --corrections` / `MEMORY_CORRECTIONS`.
+    #[serde(default)]
+    pub corrections: Option<Corrections>,
 }
 
 /// What a process's services are built with, checked.
@@ -61,6 +104,8 @@ pub struct Settings {
     pub index: IndexOptions,
     /// The bound on a tool result's stored output.
     pub tool_output: ToolOutputBound,
+    /// How the worker links corrections (a process that runs no worker carries the default).
+    pub corrections: Corrections,
 }
 
 impl Settings {
@@ -87,7 +132,18 @@ impl Settings {
                 ))
             })?,
         };
-        Ok(Self { index, tool_output })
+        Ok(Self {
+            index,
+            tool_output,
+            corrections: Corrections::default(),
+        })
+    }
+
+    /// The same settings with the worker's corrections setting.
+    #[must_use]
+    pub fn with_corrections(mut self, corrections: Corrections) -> Self {
+        self.corrections = corrections;
+        self
     }
 
     /// The settings the process's environment gives, as the `memory` binary reads them without its
@@ -140,12 +196,22 @@ impl Settings {
             Some(given) => Ok(Some(given)),
             None => number(name),
         };
-        Self::new(
+        let corrections = match given.corrections {
+            Some(given) => given,
+            None => match text(CORRECTIONS_ENV)? {
+                None => Corrections::default(),
+                Some(value) => parse_corrections(&value).map_err(|message| {
+                    Refusal::invalid_input(format!("{CORRECTIONS_ENV} {message}"))
+                })?,
+            },
+        };
+        Ok(Self::new(
             or_env(given.max_chunks, MAX_CHUNKS_ENV)?,
             compact_vectors,
             or_env(given.hnsw_ef_search, HNSW_EF_SEARCH_ENV)?,
             or_env(given.max_tool_output_bytes, MAX_TOOL_OUTPUT_BYTES_ENV)?,
-        )
+        )?
+        .with_corrections(corrections))
     }
 }
 
@@ -188,6 +254,7 @@ mod tests {
             compact_vectors: Some(false),
             hnsw_ef_search: None,
             max_tool_output_bytes: Some(4096),
+            corrections: Some(Corrections::Off),
         };
         let settings = given(
             values,
@@ -196,6 +263,7 @@ mod tests {
                 (COMPACT_VECTORS_ENV, "1"),
                 (HNSW_EF_SEARCH_ENV, "32"),
                 (MAX_TOOL_OUTPUT_BYTES_ENV, "not even read"),
+                (CORRECTIONS_ENV, "model"),
             ],
         )
         .expect("valid");
@@ -203,6 +271,7 @@ mod tests {
         assert!(!settings.index.compact_vectors);
         assert_eq!(settings.index.hnsw_ef_search, Some(32));
         assert_eq!(settings.tool_output.get(), 4096);
+        assert_eq!(settings.corrections, Corrections::Off);
     }
 
     #[test]
@@ -212,8 +281,10 @@ mod tests {
             (COMPACT_VECTORS_ENV, "yes"),
             (HNSW_EF_SEARCH_ENV, "64"),
             (MAX_TOOL_OUTPUT_BYTES_ENV, "2048"),
+            (CORRECTIONS_ENV, "Model"),
         ])
         .expect("valid settings");
+        assert_eq!(settings.corrections, Corrections::Model);
         assert_eq!(settings.index.max_chunks, Some(5));
         assert!(settings.index.compact_vectors);
         assert_eq!(settings.index.hnsw_ef_search, Some(64));
@@ -223,6 +294,7 @@ mod tests {
         assert_eq!(defaults.index.max_chunks, None);
         assert!(!defaults.index.compact_vectors);
         assert_eq!(defaults.tool_output, ToolOutputBound::default());
+        assert_eq!(defaults.corrections, Corrections::Words);
         assert!(
             !from(&[(COMPACT_VECTORS_ENV, "off")])
                 .expect("off")
@@ -238,6 +310,7 @@ mod tests {
             [(COMPACT_VECTORS_ENV, "maybe")],
             [(HNSW_EF_SEARCH_ENV, "0")],
             [(MAX_TOOL_OUTPUT_BYTES_ENV, "10")],
+            [(CORRECTIONS_ENV, "sometimes")],
         ] {
             let refusal = from(&pairs).expect_err("refused");
             assert_eq!(

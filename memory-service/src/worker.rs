@@ -23,10 +23,11 @@ use remembering::{
     ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
     RememberingError, StatementExtractor, UnboundThreads,
 };
-use semantic_index::Embedder;
+use semantic_index::{Embedder, FastembedEmbedder, ModelAssets, SemanticProfile};
 
 use crate::database::Store;
 use crate::refusal::Refusal;
+use crate::settings::Corrections;
 
 /// The processor the binary runs by default (`--processor statements@1`).
 pub const DEFAULT_PROCESSOR: &str = "statements";
@@ -94,16 +95,35 @@ pub struct WorkerSettings {
 /// How the worker finds what a correcting statement corrects ([`remembering::corrections`]).
 #[derive(Clone, Default)]
 pub enum CorrectionLinking {
-    /// No links (`remembering-worker --no-corrections`).
+    /// No links (`--corrections off`).
     Off,
     /// By shared words among the store's lexical hits: the default, which needs no model.
     #[default]
     Words,
     /// By the cosine similarity of the embedding model's vectors, among the lexical hits and the
-    /// destination's newest memories (`remembering-worker --corrections-model`): corrections worded
+    /// destination's newest memories (`--corrections model`): corrections worded
     /// unlike what they correct ("I live in Osaka now." / "Actually I relocated to Porto.") link
     /// too, at the cost of loading the model in the worker.
     Model(Arc<dyn Embedder>),
+}
+
+impl CorrectionLinking {
+    /// The linking a [`Corrections`] setting names; `model` loads the embedding model (from the
+    /// assets `memory` uses; a blocking call), refused as `unavailable` when it cannot.
+    pub fn from_setting(corrections: Corrections) -> Result<Self, Refusal> {
+        Ok(match corrections {
+            Corrections::Off => Self::Off,
+            Corrections::Words => Self::Words,
+            Corrections::Model => Self::Model(Arc::new(
+                FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
+                    .map_err(|error| {
+                        Refusal::unavailable(format!(
+                            "the embedding model for corrections: {error}"
+                        ))
+                    })?,
+            )),
+        })
+    }
 }
 
 impl std::fmt::Debug for CorrectionLinking {

@@ -116,7 +116,9 @@ class Memory:
     the semantic index's capacity), ``compact_vectors`` (``MEMORY_COMPACT_VECTORS``, int8 codes
     in memory), ``hnsw_ef_search`` (``MEMORY_HNSW_EF_SEARCH``, the HNSW search width) and
     ``max_tool_output_bytes`` (``MEMORY_MAX_TOOL_OUTPUT_BYTES``, the stored bound of a tool
-    result's output).
+    result's output). ``corrections`` (``MEMORY_CORRECTIONS``, as ``remembering-worker
+    --corrections``: ``words``, ``model`` or ``off``) says how ``remember_once`` links a correcting
+    statement to the memory it corrects.
 
     The process is the host: it holds every grant on the database it opens (the file's
     permissions, or the PostgreSQL role, bound what it can reach), and a withdrawal names ``user``
@@ -135,6 +137,7 @@ class Memory:
         compact_vectors: bool | None = None,
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
+        corrections: str | None = None,
     ) -> None:
         self.db = os.fspath(db)
         self._schema = schema
@@ -143,6 +146,7 @@ class Memory:
             "compact_vectors": compact_vectors,
             "hnsw_ef_search": hnsw_ef_search,
             "max_tool_output_bytes": max_tool_output_bytes,
+            "corrections": corrections,
         }
         self._engine = _native.Engine(self.db, schema, user, _dumps(settings))
         resolved = self.call(
@@ -587,6 +591,7 @@ class AsyncMemory:
         compact_vectors: bool | None = None,
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
+        corrections: str | None = None,
     ) -> None:
         self.sync_memory = Memory(
             db,
@@ -598,6 +603,7 @@ class AsyncMemory:
             compact_vectors=compact_vectors,
             hnsw_ef_search=hnsw_ef_search,
             max_tool_output_bytes=max_tool_output_bytes,
+            corrections=corrections,
         )
         self.namespace = self.sync_memory.namespace
         self.scope = self.sync_memory.scope

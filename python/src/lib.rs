@@ -37,14 +37,14 @@ use memory_service::list::ListArguments;
 use memory_service::recall_service::{Indexing, RecallQuery};
 use memory_service::refusal::{Refusal, to_json};
 use memory_service::service::{MemoryService, Operation, RawArguments};
-use memory_service::settings::{SettingValues, Settings};
+use memory_service::settings::{Corrections, SettingValues, Settings};
 use memory_service::simple::{self, Defaults, ForgetArguments, RememberArguments, SearchArguments};
 use memory_service::thread::{ThreadOperation, ThreadRequest, ThreadService};
 use memory_service::wire::{
     DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, SyncArguments, key_of, revisions_limit,
 };
 use memory_service::worker::{
-    Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
+    CorrectionLinking, Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
 };
 use pyo3::prelude::*;
 use remembering::worker::IntentPassLimits;
@@ -84,6 +84,8 @@ struct Services<S: Store> {
     /// Serializes this engine's worker passes (a pass holds leases; another engine or process may
     /// run its own).
     worker: tokio::sync::Mutex<Option<Worker<S>>>,
+    /// How its worker links corrections (`corrections=` / `MEMORY_CORRECTIONS`).
+    corrections: Corrections,
 }
 
 impl<S: Store> Services<S> {
@@ -95,6 +97,7 @@ impl<S: Store> Services<S> {
             contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
             memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
+            corrections: settings.corrections,
         })
     }
 
@@ -275,7 +278,13 @@ impl<S: Store> Services<S> {
         if worker.is_none() {
             let store = Arc::clone(self.memory.store());
             let stores = blocking(move || ProcessorStores::open(store)).await??;
-            let settings = WorkerSettings::defaults()?;
+            let corrections = self.corrections;
+            let settings = WorkerSettings {
+                // `model` loads the embedding model: off the async workers.
+                corrections: blocking(move || CorrectionLinking::from_setting(corrections))
+                    .await??,
+                ..WorkerSettings::defaults()?
+            };
             *worker = Some(Worker {
                 pending: pending_pass(&stores, &settings, None)?,
                 intents: intent_worker(

@@ -283,3 +283,42 @@ assert memory.remember_once()["failed"] == 0
     bob = Memory(database["db"], schema=database["schema"], user="bob")
     assert bob.search("tomatoes", mode="hybrid")["results"] == []
     assert bob.get_all()["results"] == []
+
+
+def test_corrections_setting_is_the_workers(database: dict) -> None:
+    """``corrections=`` is ``remembering-worker --corrections``: ``off`` tries nothing, ``words``
+    (the default) refuses a correction worded unlike what it corrects, ``model`` links it, and
+    recall then cites the correction first, the corrected memory naming it."""
+    from agent_memory import InvalidInputError
+
+    with pytest.raises(InvalidInputError):
+        Memory(database["db"], schema=database["schema"], corrections="sometimes")
+
+    def counts(memory: Memory) -> dict:
+        return memory.status()["threads"]["extraction"]["corrections"]
+
+    for mode, expected in [("off", (0, 0)), ("words", (0, 1)), ("Model", (1, 0))]:
+        memory = Memory(
+            database["db"],
+            schema=database["schema"],
+            namespace={"name": "notes", "version": 1, "identity": {"mode": mode}},
+            scope="assistant",
+            user="ana",
+            corrections=mode,
+        )
+        before = counts(memory)
+        memory.append(f"allergy-{mode}", "I'm allergic to shellfish.")
+        memory.remember_once()
+        memory.append(f"allergy-{mode}", "Correction on my allergy: it is penicillin.")
+        memory.remember_once()
+        after = counts(memory)
+        assert (
+            after["linked"] - before["linked"],
+            after["refused"] - before["refused"],
+        ) == expected, mode
+        passages = memory.recall("allergic allergy penicillin shellfish", mode="lexical")["passages"]
+        if mode == "Model":
+            assert "penicillin" in passages[0]["content"]["text"]
+            assert passages[1]["corrected_by"] == "memory:1"
+        else:
+            assert all("corrected_by" not in passage for passage in passages)

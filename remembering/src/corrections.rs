@@ -11,7 +11,7 @@
 //!   of the statement's content words (the query parser's words, stop words and the cue words
 //!   themselves left out) that the memory also holds: a memory is linked when that share is at least
 //!   [`LINK_THRESHOLD`] and at least [`MIN_SHARED_WORDS`] words are shared (or every word, for a
-//!   statement of fewer). Given the model (`remembering-worker --corrections-model`), the
+//!   statement of fewer). Given the model (`remembering-worker --corrections model`), the
 //!   destination's newest memories join the candidates and resemblance is the cosine of the two
 //!   texts' vectors, at least [`COSINE_THRESHOLD`]: people rarely correct themselves in the words
 //!   they first used ("I'm allergic to shellfish." / "Correction on my allergy: it is penicillin."),
@@ -67,7 +67,7 @@ pub const CORRECTION_CUES: &[&str] = &[
 pub const LINK_THRESHOLD: f64 = 0.3;
 
 /// The lowest cosine similarity (all-MiniLM-L6-v2) between a correction and the memory it corrects,
-/// when the worker was given the model (`remembering-worker --corrections-model`). Tuned on the eval
+/// when the worker was given the model (`remembering-worker --corrections model`). Tuned on the eval
 /// corpus (`memory-eval corrections`, 98 corrected facts, 33 said with correcting words): at 0.4 the
 /// model linked 11 corrections, at 0.3 19, both with no wrong link; at 0.2 it linked all 33 but 5 to
 /// the wrong memory (another topic of the same person). Statements about one thing in other words

@@ -26,6 +26,7 @@ pub mod extract;
 pub mod hooks;
 pub mod limits;
 pub mod pending;
+pub mod proposals;
 pub mod schedule;
 pub mod sources;
 pub mod statements;

@@ -949,8 +949,8 @@ fn a_correction_outside_the_callers_scope_moves_nothing() {
 }
 
 /// A correction worded unlike what it corrects links only when the worker judges likeness by the
-/// model (`--corrections-model`); by default it is kept, counted as refused, and moves nothing. With
-/// `--no-corrections` nothing is even tried.
+/// model (`--corrections model`); by default it is kept, counted as refused, and moves nothing. With
+/// `--corrections off` nothing is even tried.
 #[test]
 fn a_correction_in_other_words_links_through_the_model() {
     let ana = user_namespace("ana");
@@ -980,9 +980,9 @@ fn a_correction_in_other_words_links_through_the_model() {
     let (words, found) = run(&[]);
     assert_eq!(words, json!({"linked": 0, "refused": 1}));
     assert!(found.iter().all(|(_, by)| by.is_none()), "{found:?}");
-    let (off, _) = run(&["--no-corrections"]);
+    let (off, _) = run(&["--corrections", "off"]);
     assert_eq!(off, json!({"linked": 0, "refused": 0}));
-    let (model, found) = run(&["--corrections-model"]);
+    let (model, found) = run(&["--corrections", "model"]);
     assert_eq!(model, json!({"linked": 1, "refused": 0}));
     assert!(found[0].0.contains("penicillin"), "{found:?}");
     assert!(found[1].0.contains("shellfish"), "{found:?}");

@@ -20,6 +20,7 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 use memory_cli::blocking::blocking;
 use memory_cli::database::{Client, Database, with_store};
+use memory_cli::settings::Corrections;
 use memory_cli::worker::{
     CorrectionLinking, Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
 };
@@ -30,7 +31,6 @@ use memory_core::{MemoryReader, MemoryScope, MemoryWriter};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::worker::IntentPassLimits;
 use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
-use semantic_index::{FastembedEmbedder, ModelAssets, SemanticProfile};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -80,16 +80,18 @@ struct Args {
     /// progress starts empty); normally only threads with new records are visited.
     #[arg(long)]
     rescan: bool,
-    /// Keep correcting statements ("actually ...", "..., not X") as plain memories, linking none
-    /// to what it corrects (by default each is linked to the speaker's memory it most resembles, so
-    /// recall cites the correction first).
-    #[arg(long, conflicts_with = "corrections_model")]
-    no_corrections: bool,
-    /// Judge what a correcting statement corrects by the embedding model (loaded from the assets
-    /// `memory` uses) rather than by shared words: corrections worded unlike what they correct link
-    /// too, at the cost of the model's memory and load time in the worker.
-    #[arg(long)]
-    corrections_model: bool,
+    /// How a correcting statement ("actually ...", "..., not X") is linked to the speaker's memory
+    /// it corrects, so recall cites the correction first: `words` (shared words; no model),
+    /// `model` (the embedding model's cosine: corrections worded unlike what they correct link too,
+    /// at the cost of loading the model in the worker) or `off`.
+    #[arg(
+        long,
+        env = memory_cli::settings::CORRECTIONS_ENV,
+        value_parser = memory_cli::settings::parse_corrections,
+        default_value = "words",
+        value_name = "words|model|off"
+    )]
+    corrections: Corrections,
     /// Milliseconds between passes.
     #[arg(long, default_value_t = 1_000)]
     interval_ms: u64,
@@ -177,16 +179,7 @@ where
             lease_ms: args.lease_ms,
         },
         unbound,
-        corrections: if args.no_corrections {
-            CorrectionLinking::Off
-        } else if args.corrections_model {
-            CorrectionLinking::Model(Arc::new(
-                FastembedEmbedder::load(&ModelAssets::from_env(), &SemanticProfile::minilm_l6_v2())
-                    .context("loading the embedding model for --corrections-model")?,
-            ))
-        } else {
-            CorrectionLinking::Words
-        },
+        corrections: CorrectionLinking::from_setting(args.corrections)?,
     };
     let pending = pending_pass(&stores, &settings, stall::hooks()?)?;
     let intents = intent_worker(
