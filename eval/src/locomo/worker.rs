@@ -47,7 +47,8 @@ use memory_core::activity::{
     ThreadRecord,
 };
 use memory_core::{DynamicNamespace, MemoryLister, MemoryScope};
-use memory_service::worker::{ProcessorStores, WorkerSettings, pending_pass};
+use memory_service::settings::Settings;
+use memory_service::worker::{CorrectionLinking, ProcessorStores, WorkerSettings, pending_pass};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
@@ -232,10 +233,20 @@ impl WorkerStores {
 
 /// The committed-activity work of `remembering-worker` with its defaults: the very processors the
 /// binary builds ([`memory_service::worker::pending_pass`] with [`WorkerSettings::defaults`]), under the
-/// [`PendingPass`] the binary runs each pass.
+/// [`PendingPass`] the binary runs each pass. Corrections are linked as `MEMORY_CORRECTIONS` says, as
+/// the binary reads it (`words` without it), so `MEMORY_CORRECTIONS=off` measures the run without
+/// links.
 pub fn worker(
     stores: &WorkerStores,
 ) -> anyhow::Result<PendingPass<SqliteStore, StatementExtractor>> {
+    let corrections = Settings::from_env()
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?
+        .corrections;
+    let settings = WorkerSettings {
+        corrections: CorrectionLinking::from_setting(corrections)
+            .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?,
+        ..WorkerSettings::defaults()?
+    };
     Ok(pending_pass(
         &ProcessorStores {
             memory: stores.memory.clone(),
@@ -243,7 +254,7 @@ pub fn worker(
             progress: stores.progress.clone(),
             remembering: stores.remembering.clone(),
         },
-        &WorkerSettings::defaults()?,
+        &settings,
         None,
     )?)
 }
