@@ -242,9 +242,20 @@ pub fn worker(
     let corrections = Settings::from_env()
         .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?
         .corrections;
-    let settings = WorkerSettings {
-        corrections: CorrectionLinking::from_setting(corrections)
+    worker_linking(
+        stores,
+        CorrectionLinking::from_setting(corrections)
             .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?,
+    )
+}
+
+/// [`worker`] linking corrections as `corrections` says.
+pub fn worker_linking(
+    stores: &WorkerStores,
+    corrections: CorrectionLinking,
+) -> anyhow::Result<PendingPass<SqliteStore, StatementExtractor>> {
+    let settings = WorkerSettings {
+        corrections,
         ..WorkerSettings::defaults()?
     };
     Ok(pending_pass(
