@@ -23,7 +23,10 @@ use remembering::{
     ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
     RememberingError, StatementExtractor, UnboundThreads,
 };
-use semantic_index::{Embedder, FastembedEmbedder, ModelAssets, SemanticProfile};
+use semantic_index::kernels::dot;
+use semantic_index::{
+    Embedder, FastembedEmbedder, ModelAssets, SemanticProfile, checked_embeddings,
+};
 
 use crate::database::Store;
 use crate::refusal::Refusal;
@@ -232,8 +235,10 @@ impl<W: Store> Resemblance for StoreResemblance<W> {
                     .iter()
                     .map(|document| statement_text(&document.content)),
             );
+            // Checked and normalized as the index checks them, so the dot product is the cosine.
             let vectors = embedder
                 .embed(&texts)
+                .and_then(|vectors| checked_embeddings(vectors, texts.len(), embedder.dimensions()))
                 .map_err(|error| MemoryError::storage("embedding a correction", error))?;
             let Some((statement, others)) = vectors.split_first() else {
                 return Ok(Vec::new());
@@ -243,19 +248,11 @@ impl<W: Store> Resemblance for StoreResemblance<W> {
                 .zip(others)
                 .map(|(document, vector)| Resembling {
                     document,
-                    cosine: Some(cosine(statement, vector)),
+                    cosine: Some(dot(statement, vector)),
                 })
                 .collect())
         })
     }
-}
-
-/// The cosine similarity of two vectors (0 when either is zero).
-fn cosine(left: &[f32], right: &[f32]) -> f32 {
-    let dot: f32 = left.iter().zip(right).map(|(a, b)| a * b).sum();
-    let norm = |vector: &[f32]| vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let norms = norm(left) * norm(right);
-    if norms > 0.0 { dot / norms } else { 0.0 }
 }
 
 /// One pending pass of every processor of `settings` over `stores`, each with the default statement
