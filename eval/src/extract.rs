@@ -27,7 +27,7 @@ impl RecordExtractor for CorpusExtractor {
     ) -> Result<Extraction, ApplicationError> {
         Ok(Extraction {
             contributions: self.contributions(record, destination, now)?,
-            dropped: std::collections::BTreeMap::new(),
+            ..Extraction::default()
         })
     }
 }

@@ -39,8 +39,8 @@ pub use intents::{
     ThreadSuppressions,
 };
 pub use progress::{
-    Claim, CorrectionCounts, ExtractionNote, ExtractionTotals, Lease, PendingOutput, ProgressKey,
-    ProgressStore, ProgressView,
+    Claim, CorrectionCounts, ExtractionNote, ExtractionTotals, Lease, ModelUsage, PendingOutput,
+    ProgressKey, ProgressStore, ProgressView,
 };
 pub use thread::{
     DEFAULT_MAX_TOOL_OUTPUT_BYTES, LogEntry, NewRecord, PendingThread, RecordBody, RecordDigest,

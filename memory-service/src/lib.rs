@@ -35,6 +35,7 @@ pub mod grants;
 pub mod import;
 pub mod input;
 pub mod list;
+pub mod model_settings;
 mod recall_corrections;
 pub mod recall_service;
 pub mod refusal;

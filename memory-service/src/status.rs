@@ -60,8 +60,11 @@ pub struct ThreadStatus {
     /// Threads parked at a record that cannot be remembered, by kind (`extraction`,
     /// `destination`); `memory thread rebind` unparks one.
     pub parked: std::collections::BTreeMap<String, u64>,
-    /// What extraction kept and dropped, and the correcting statements it linked and refused:
-    /// `{records, kept, dropped: {REASON: count}, corrections: {linked, refused}}`.
+    /// What extraction kept and dropped, the correcting statements it linked and refused, and what
+    /// the model extractor's calls cost: `{records, kept, dropped: {REASON: count}, corrections:
+    /// {linked, refused}, model: {calls, prompt_tokens, completion_tokens, latency_ms, fallbacks}}`
+    /// (a model's rejected proposals are dropped parts: `unsupported_quote`, `unsupported_text`,
+    /// `unsupported_correction`).
     pub extraction: ExtractionTotals,
 }
 

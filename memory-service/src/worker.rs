@@ -14,14 +14,17 @@ use memory_core::{
     MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope, MemoryWriter,
     SystemClock,
 };
+use memory_model::ChatModel;
 use remembering::app::{KeepLatestMerger, RemoveSourceAttributions};
 use remembering::corrections::{Resemblance, Resembling, ResemblingFuture};
 use remembering::extract::statement_text;
+use remembering::model_extract::ModelExtractor;
 use remembering::thread_sources::{StatementProposals, ThreadRecordLoader};
 use remembering::worker::{Application, IntentPassLimits, IntentWorker};
 use remembering::{
-    ActivityProcessor, ActivityProcessorParts, PassHooks, PassLimits, PendingPass,
-    RememberingError, StatementExtractor, UnboundThreads,
+    ActivityProcessor, ActivityProcessorParts, ExtractFailure, Extraction, ExtractionRequest,
+    PassHooks, PassLimits, PendingPass, RememberingError, StatementExtractor, ThreadExtractor,
+    UnboundThreads,
 };
 use semantic_index::kernels::dot;
 use semantic_index::{
@@ -29,6 +32,7 @@ use semantic_index::{
 };
 
 use crate::database::Store;
+use crate::model_settings::{Fallback, ModelSettings};
 use crate::refusal::Refusal;
 use crate::settings::Corrections;
 
@@ -93,6 +97,58 @@ pub struct WorkerSettings {
     pub unbound: UnboundThreads,
     /// How correcting statements are linked to what they correct.
     pub corrections: CorrectionLinking,
+    /// The language model that extracts memories instead of the statement extractor, if any.
+    pub model: Option<ModelExtraction>,
+}
+
+/// A language model extracting memories ([`remembering::model_extract`]).
+#[derive(Clone)]
+pub struct ModelExtraction {
+    /// The model.
+    pub model: Arc<dyn ChatModel>,
+    /// What to do with a record when it fails.
+    pub fallback: Fallback,
+}
+
+impl ModelExtraction {
+    /// The extraction `settings` names: the model opened over HTTP (its key file read; a blocking
+    /// call).
+    pub fn open(settings: &ModelSettings) -> Result<Self, Refusal> {
+        Ok(Self {
+            model: settings.open()?,
+            fallback: settings.fallback,
+        })
+    }
+}
+
+impl std::fmt::Debug for ModelExtraction {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ModelExtraction")
+            .field("model", &self.model.name())
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
+/// The extractor a worker's processors run: the statement extractor, or a language model.
+pub enum WorkerExtractor {
+    /// Each statement a user makes becomes a memory (the default; no model).
+    Statements(StatementExtractor),
+    /// A model proposes; what the user said literally is kept.
+    Model(ModelExtractor),
+}
+
+impl ThreadExtractor for WorkerExtractor {
+    async fn extract_thread(
+        &self,
+        request: ExtractionRequest<'_>,
+    ) -> Result<Extraction, ExtractFailure> {
+        match self {
+            Self::Statements(statements) => statements.extract_thread(request).await,
+            Self::Model(model) => model.extract_thread(request).await,
+        }
+    }
 }
 
 /// How the worker finds what a correcting statement corrects ([`remembering::corrections`]).
@@ -158,6 +214,7 @@ impl WorkerSettings {
                 scopes: vec![MemoryScope::new(crate::destination::DEFAULT_SCOPE)?],
             },
             corrections: CorrectionLinking::Words,
+            model: None,
         })
     }
 }
@@ -255,22 +312,39 @@ impl<W: Store> Resemblance for StoreResemblance<W> {
     }
 }
 
-/// One pending pass of every processor of `settings` over `stores`, each with the default statement
-/// extractor linking correcting statements to what they correct (and `hooks`, where tests inject
-/// stalls).
+/// One pending pass of every processor of `settings` over `stores`, each with the statement
+/// extractor (or the model of `settings.model`), linking correcting statements to what they correct
+/// (and `hooks`, where tests inject stalls).
 pub fn pending_pass<W: Store>(
     stores: &ProcessorStores<W>,
     settings: &WorkerSettings,
     hooks: Option<Arc<dyn PassHooks>>,
-) -> Result<PendingPass<W, StatementExtractor>, RememberingError> {
+) -> Result<PendingPass<W, WorkerExtractor>, RememberingError> {
     let mut processors = Vec::with_capacity(settings.processors.len());
     for (processor, version) in &settings.processors {
+        let extractor = match &settings.model {
+            None => WorkerExtractor::Statements(StatementExtractor::new()),
+            Some(extraction) => {
+                // The model is shown the destination's closest memories, found by words as
+                // correcting statements are.
+                let shown: Arc<dyn Resemblance> = Arc::new(StoreResemblance {
+                    memory: Arc::clone(&stores.memory),
+                    suppression: Arc::clone(&stores.remembering),
+                    embedder: None,
+                });
+                let extractor = ModelExtractor::new(Arc::clone(&extraction.model), Some(shown));
+                WorkerExtractor::Model(match extraction.fallback {
+                    Fallback::None => extractor,
+                    Fallback::Statements => extractor.with_statement_fallback(),
+                })
+            }
+        };
         let processor = ActivityProcessor::new(ActivityProcessorParts {
             log: Arc::clone(&stores.log),
             progress: Arc::clone(&stores.progress),
             references: Arc::clone(&stores.remembering),
             writer: Arc::clone(&stores.memory),
-            extractor: StatementExtractor::new(),
+            extractor,
             clock: Arc::new(SystemClock),
             processor: processor.clone(),
             version: *version,

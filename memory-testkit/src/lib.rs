@@ -59,7 +59,8 @@
 //!
 //! [`InMemoryActivity`] and [`InMemoryVectorStore`] are reference implementations that pass them, and
 //! this crate's own tests prove each suite fails on a store broken on purpose. [`builders`] holds the
-//! key and write builders the backends' own tests share.
+//! key and write builders the backends' own tests share. With the `chat-stub` feature, `chat_stub`
+//! serves a loopback OpenAI-compatible chat-completions endpoint for memory-model's tests.
 //!
 //! Case counts are small by default; `PROPTEST_CASES` sets them exactly and `MEMORY_TEST_SCALE=large`
 //! raises them. The random seed is fixed unless `PROPTEST_RNG_SEED` is set, so runs are reproducible.
@@ -74,6 +75,8 @@
 
 pub mod activity;
 pub mod builders;
+#[cfg(feature = "chat-stub")]
+pub mod chat_stub;
 mod contract;
 mod fixtures;
 pub mod listing;

@@ -94,6 +94,8 @@ enum Fault {
     NoteCountedPerCall,
     /// An invalid extraction note is kept without its reasons.
     InvalidNoteKeptWithoutReasons,
+    /// A note's model usage is not kept.
+    ModelUsageDropped,
     /// Cleanup intents count against admission capacity.
     CleanupsCounted,
     /// Completion with a stale lease is acknowledged.
@@ -438,9 +440,15 @@ impl ProgressStore for Broken {
             }
             Fault::InvalidNoteKeptWithoutReasons if note.validate().is_err() => {
                 let kept = ExtractionNote {
-                    kept: note.kept,
                     dropped: BTreeMap::new(),
-                    corrections: note.corrections,
+                    ..note.clone()
+                };
+                self.inner.note_extraction(key, sequence, &kept)
+            }
+            Fault::ModelUsageDropped => {
+                let kept = ExtractionNote {
+                    model: memory_core::activity::ModelUsage::default(),
+                    ..note.clone()
                 };
                 self.inner.note_extraction(key, sequence, &kept)
             }
@@ -701,6 +709,10 @@ fn each_broken_activity_store_fails_the_rule_it_breaks() {
         ),
         (
             Fault::NoteCountedPerCall,
+            "extraction-notes-count-each-record-once",
+        ),
+        (
+            Fault::ModelUsageDropped,
             "extraction-notes-count-each-record-once",
         ),
         (

@@ -14,8 +14,9 @@ class Engine:
     ) -> None:
         """``user`` is who the engine's withdrawals name (``user:NAME``); without it
         ``MEMORY_USER``, else the OS user. ``settings`` is JSON of ``max_chunks``,
-        ``compact_vectors``, ``hnsw_ef_search``, ``max_tool_output_bytes`` and ``corrections``
-        (each optional, else its ``MEMORY_*`` variable)."""
+        ``compact_vectors``, ``hnsw_ef_search``, ``max_tool_output_bytes``, ``corrections`` and
+        ``model`` (an object of ``url``, ``model``, ``key_file``, ``fallback`` and ``timeout_ms``),
+        each optional, else its ``MEMORY_*`` variable."""
         ...
     def call(self, operation: str, arguments: str) -> str:
         """Runs ``operation`` with JSON ``arguments``; returns the JSON answer or raises the

@@ -118,7 +118,13 @@ class Memory:
     ``max_tool_output_bytes`` (``MEMORY_MAX_TOOL_OUTPUT_BYTES``, the stored bound of a tool
     result's output). ``corrections`` (``MEMORY_CORRECTIONS``, as ``remembering-worker
     --corrections``: ``words``, ``model`` or ``off``) says how ``remember_once`` links a correcting
-    statement to the memory it corrects.
+    statement to the memory it corrects. ``model_url`` and ``model`` (``MEMORY_MODEL_URL``,
+    ``MEMORY_MODEL``, as ``remembering-worker --model-url --model``) name an OpenAI-compatible
+    chat-completions endpoint whose model ``remember_once`` asks for memories instead of the
+    statement extractor (only what the user said in the quoted words is kept); ``model_key_file``
+    (``MEMORY_MODEL_KEY_FILE``) a file holding its key, ``model_fallback`` (``MEMORY_MODEL_FALLBACK``:
+    ``none`` or ``statements``) what happens to a record when the model fails, and
+    ``model_timeout_ms`` (``MEMORY_MODEL_TIMEOUT_MS``) the limit of one attempt.
 
     The process is the host: it holds every grant on the database it opens (the file's
     permissions, or the PostgreSQL role, bound what it can reach), and a withdrawal names ``user``
@@ -138,6 +144,11 @@ class Memory:
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
         corrections: str | None = None,
+        model_url: str | None = None,
+        model: str | None = None,
+        model_key_file: str | os.PathLike[str] | None = None,
+        model_fallback: str | None = None,
+        model_timeout_ms: int | None = None,
     ) -> None:
         self.db = os.fspath(db)
         self._schema = schema
@@ -147,6 +158,13 @@ class Memory:
             "hnsw_ef_search": hnsw_ef_search,
             "max_tool_output_bytes": max_tool_output_bytes,
             "corrections": corrections,
+            "model": {
+                "url": model_url,
+                "model": model,
+                "key_file": None if model_key_file is None else os.fspath(model_key_file),
+                "fallback": model_fallback,
+                "timeout_ms": model_timeout_ms,
+            },
         }
         self._engine = _native.Engine(self.db, schema, user, _dumps(settings))
         resolved = self.call(
@@ -592,6 +610,11 @@ class AsyncMemory:
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
         corrections: str | None = None,
+        model_url: str | None = None,
+        model: str | None = None,
+        model_key_file: str | os.PathLike[str] | None = None,
+        model_fallback: str | None = None,
+        model_timeout_ms: int | None = None,
     ) -> None:
         self.sync_memory = Memory(
             db,
@@ -604,6 +627,11 @@ class AsyncMemory:
             hnsw_ef_search=hnsw_ef_search,
             max_tool_output_bytes=max_tool_output_bytes,
             corrections=corrections,
+            model_url=model_url,
+            model=model,
+            model_key_file=model_key_file,
+            model_fallback=model_fallback,
+            model_timeout_ms=model_timeout_ms,
         )
         self.namespace = self.sync_memory.namespace
         self.scope = self.sync_memory.scope

@@ -34,6 +34,7 @@ use memory_service::destination::{DestinationDefaults, DestinationRequest, local
 use memory_service::grants::Grant;
 use memory_service::input::decode_value;
 use memory_service::list::ListArguments;
+use memory_service::model_settings::{ModelSettings, ModelValues};
 use memory_service::recall_service::{Indexing, RecallQuery};
 use memory_service::refusal::{Refusal, to_json};
 use memory_service::service::{MemoryService, Operation, RawArguments};
@@ -44,11 +45,12 @@ use memory_service::wire::{
     DEFAULT_HISTORY_LIMIT, HistoryResult, RecallMode, SyncArguments, key_of, revisions_limit,
 };
 use memory_service::worker::{
-    CorrectionLinking, Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
+    CorrectionLinking, Intents, ModelExtraction, ProcessorStores, WorkerExtractor, WorkerSettings,
+    intent_worker, pending_pass,
 };
 use pyo3::prelude::*;
+use remembering::PendingPass;
 use remembering::worker::IntentPassLimits;
-use remembering::{PendingPass, StatementExtractor};
 use serde_json::{Map, Value, json};
 
 /// The one runtime of the process: every engine's calls are driven on it (`block_on` from the calling
@@ -71,7 +73,7 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, Refusal> {
 /// One worker's passes, built on first use.
 struct Worker<S: Store> {
     intents: Intents<S>,
-    pending: PendingPass<S, StatementExtractor>,
+    pending: PendingPass<S, WorkerExtractor>,
 }
 
 /// The services over one backend's store.
@@ -86,18 +88,25 @@ struct Services<S: Store> {
     worker: tokio::sync::Mutex<Option<Worker<S>>>,
     /// How its worker links corrections (`corrections=` / `MEMORY_CORRECTIONS`).
     corrections: Corrections,
+    /// The model its worker extracts with, if any (`model_url=`, `model=`, ... / `MEMORY_MODEL_*`).
+    model: Option<ModelSettings>,
 }
 
 impl<S: Store> Services<S> {
     /// The services over `store`, as `memory` builds them (a blocking call): the semantic index in
     /// catch-up mode with the model found by the assets lookup, the thread log beside the store.
-    fn open(store: Arc<S>, settings: Settings) -> Result<Self, Refusal> {
+    fn open(
+        store: Arc<S>,
+        settings: Settings,
+        model: Option<ModelSettings>,
+    ) -> Result<Self, Refusal> {
         Ok(Self {
             threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
             contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
             memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
             corrections: settings.corrections,
+            model,
         })
     }
 
@@ -279,9 +288,13 @@ impl<S: Store> Services<S> {
             let store = Arc::clone(self.memory.store());
             let stores = blocking(move || ProcessorStores::open(store)).await??;
             let corrections = self.corrections;
+            let model = self.model.clone();
             let settings = WorkerSettings {
                 // `model` loads the embedding model: off the async workers.
                 corrections: blocking(move || CorrectionLinking::from_setting(corrections))
+                    .await??,
+                // Reads the key's file: off the async workers too.
+                model: blocking(move || model.as_ref().map(ModelExtraction::open).transpose())
                     .await??,
                 ..WorkerSettings::defaults()?
             };
@@ -375,12 +388,18 @@ impl Backend {
     /// Opens `db` with `settings` (the `Memory`'s keyword arguments, each missing one from its
     /// `MEMORY_*` variable as `memory` reads it: [`Settings::resolve`]), checked before the database
     /// is opened.
-    fn open(db: &str, schema: Option<&str>, settings: SettingValues) -> Result<Self, Refusal> {
+    fn open(
+        db: &str,
+        schema: Option<&str>,
+        settings: SettingValues,
+        model: ModelValues,
+    ) -> Result<Self, Refusal> {
         let settings = Settings::resolve(settings)?;
+        let model = ModelSettings::resolve(model)?;
         let database = Database::select(Path::new(db), schema)?;
         Ok(match database.open(Client::MEMORY)? {
-            Opened::Sqlite(store) => Self::Sqlite(Services::open(store, settings)?),
-            Opened::Postgres(store) => Self::Postgres(Services::open(store, settings)?),
+            Opened::Sqlite(store) => Self::Sqlite(Services::open(store, settings, model)?),
+            Opened::Postgres(store) => Self::Postgres(Services::open(store, settings, model)?),
         })
     }
 
@@ -410,7 +429,8 @@ struct Engine {
 impl Engine {
     /// Opens `db` (a SQLite path, created when missing, or a `postgres://` URL with an optional
     /// `schema`), as `memory --db DB [--schema NAME]` does, for `user` (who its withdrawals name),
-    /// with `settings` (JSON of [`SettingValues`]; a missing field from its `MEMORY_*` variable).
+    /// with `settings` (JSON of [`SettingValues`] and, under `model`, of [`ModelValues`]; a missing
+    /// field from its `MEMORY_*` variable).
     #[new]
     #[pyo3(signature = (db, schema = None, user = None, settings = None))]
     fn new(
@@ -421,14 +441,19 @@ impl Engine {
         settings: Option<&str>,
     ) -> PyResult<Self> {
         py.detach(|| {
-            let settings = match settings {
-                Some(text) => decode_value(
-                    serde_json::from_str(text)
-                        .map_err(|error| Refusal::invalid_input(format!("settings: {error}")))?,
-                )?,
-                None => SettingValues::default(),
+            let (settings, model) = match settings {
+                Some(text) => {
+                    let mut values: Value = serde_json::from_str(text)
+                        .map_err(|error| Refusal::invalid_input(format!("settings: {error}")))?;
+                    let model = values
+                        .as_object_mut()
+                        .and_then(|values| values.remove("model"))
+                        .map_or_else(|| Ok(ModelValues::default()), decode_value)?;
+                    (decode_value(values)?, model)
+                }
+                None => (SettingValues::default(), ModelValues::default()),
             };
-            Backend::open(db, schema, settings)
+            Backend::open(db, schema, settings, model)
         })
         .map(|backend| Self {
             backend: Arc::new(backend),

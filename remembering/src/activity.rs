@@ -54,7 +54,8 @@ use crate::corrections::{RESEMBLING_CANDIDATES, Resemblance, corrected_memory, c
 use crate::error::RememberingError;
 use crate::extract::MAX_INCARNATIONS;
 use crate::extract::{
-    Contribution, RecordExtractor, incarnation_id, incarnation_of, statement_text,
+    Contribution, ExtractFailure, ExtractionRequest, ThreadExtractor, incarnation_id,
+    incarnation_of, statement_text,
 };
 use crate::hooks::{NoHooks, PassHooks, PassPoint};
 use crate::limits::PassLimits;
@@ -213,7 +214,7 @@ pub struct ActivityProcessorParts<W, E> {
     pub unbound: UnboundThreads,
 }
 
-impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E> {
+impl<W: MemoryReader + MemoryWriter, E: ThreadExtractor> ActivityProcessor<W, E> {
     /// A processor; its limits are checked here, before anything is claimed. Rebases use
     /// [`KeepLatestMerger`] unless [`ActivityProcessor::with_merger`] says otherwise.
     pub fn new(parts: ActivityProcessorParts<W, E>) -> Result<Self, RememberingError> {
@@ -384,7 +385,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                 }
                 .into());
             }
-            for record in &page {
+            for (index, record) in page.iter().enumerate() {
                 let expected = next(report.cursor)?;
                 if record.sequence != expected {
                     return Err(ActivityError::Noncontiguous {
@@ -411,6 +412,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                                 claim,
                                 record,
                                 previous.as_ref(),
+                                page.get(index + 1..).unwrap_or_default(),
                                 destination,
                                 &mut report,
                             )
@@ -419,14 +421,14 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
                             Ok(output) => output,
                             // The same record would fail the same way on every retry: park the
                             // thread here (the cursor stays before it) and let the worker go on.
-                            Err(RememberingError::Application { operation, source }) => {
-                                tracing::warn!(operation, error = %source, "thread parked");
-                                self.log.park(thread, record.sequence, "extraction")?;
+                            Err(Extracted::Parked { kind, source }) => {
+                                tracing::warn!(kind, error = %source, "thread parked");
+                                self.log.park(thread, record.sequence, kind)?;
                                 report.stop = PassStop::Parked;
-                                report.parked = Some((record.sequence, "extraction".to_owned()));
+                                report.parked = Some((record.sequence, kind.to_owned()));
                                 break 'pages;
                             }
-                            Err(error) => return Err(error),
+                            Err(Extracted::Failed(error)) => return Err(error),
                         }
                     }
                 };
@@ -461,9 +463,10 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
         claim: &Claim,
         record: &ThreadRecord,
         previous: Option<&ThreadRecord>,
+        following: &[ThreadRecord],
         destination: &ThreadDestination,
         report: &mut PassReport,
-    ) -> Result<Option<RecordOutput>, RememberingError> {
+    ) -> Result<Option<RecordOutput>, Extracted> {
         let source = RecordSource::of(record);
         if source.is_forgotten(&*self.references)? {
             report.suppressed += 1;
@@ -475,13 +478,26 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             previous => previous,
         };
         let work_id = claim.lease.key.work_id(record.sequence);
-        let mut extraction = self
-            .extractor
-            .extract(record, previous, destination, self.clock.now_millis())
-            .map_err(|source| RememberingError::Application {
-                operation: "extract",
-                source,
-            })?;
+        let request = ExtractionRequest {
+            record,
+            previous,
+            following,
+            destination,
+            now: self.clock.now_millis(),
+            suppression: &*self.references,
+        };
+        let mut extraction = match self.extractor.extract_thread(request).await {
+            Ok(extraction) => extraction,
+            Err(ExtractFailure::Permanent { kind, source }) => {
+                return Err(Extracted::Parked { kind, source });
+            }
+            Err(ExtractFailure::Transient(source)) => {
+                return Err(Extracted::Failed(RememberingError::Deferred {
+                    operation: "extract",
+                    source,
+                }));
+            }
+        };
         // Part of the extraction: saved with it below, so a retry replays the link, never
         // searches again.
         let corrections = self
@@ -491,6 +507,7 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             kept: extraction.contributions.len() as u64,
             dropped: extraction.dropped,
             corrections,
+            model: extraction.model,
         };
         note.validate()?;
         // Noted once per record (a re-extraction after a crash notes nothing new).
@@ -557,7 +574,10 @@ impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> ActivityProcessor<W, E>
             else {
                 continue;
             };
+            // Linked already by the extractor (a model's proposal, whose quotes the checks found to
+            // hold correcting words): counted as linked, never searched for again.
             if content.metadata.contains_key(CORRECTS) {
+                counts.linked += 1;
                 continue;
             }
             let said = statement_text(content).to_owned();
@@ -861,6 +881,43 @@ fn incarnation_of_command(contribution: &Contribution, command: &SavedCommand) -
         }
         Contribution::Put { .. } | Contribution::Withdraw { .. } => 0,
     }
+}
+
+/// Why a record's extraction did not save an output.
+enum Extracted {
+    /// A failure a retry would repeat: park the thread at the record with `kind`.
+    Parked {
+        kind: &'static str,
+        source: crate::error::ApplicationError,
+    },
+    /// Anything else: the pass fails, and the thread stays pending.
+    Failed(RememberingError),
+}
+
+impl From<RememberingError> for Extracted {
+    fn from(error: RememberingError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+impl From<ActivityError> for Extracted {
+    fn from(error: ActivityError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl From<MemoryError> for Extracted {
+    fn from(error: MemoryError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+/// Whether `record` is forgotten (its source suppressed: forgotten, edited, deleted or revoked).
+pub fn record_is_forgotten(
+    references: &dyn RememberingStore,
+    record: &ThreadRecord,
+) -> Result<bool, ActivityError> {
+    RecordSource::of(record).is_forgotten(references)
 }
 
 /// A record as a remembering source.

@@ -25,6 +25,17 @@ pub enum RememberingError {
         #[source]
         source: ApplicationError,
     },
+    /// Extraction could not be done now for a reason that may pass (the model endpoint is down,
+    /// rate-limited or timing out): the record stays unprocessed and its thread pending, for a later
+    /// pass. Never parks the thread.
+    #[error("{operation} deferred")]
+    Deferred {
+        /// Which step.
+        operation: &'static str,
+        /// Why.
+        #[source]
+        source: ApplicationError,
+    },
     /// A pass limit is out of range.
     #[error("invalid pass limit {field}: {reason}")]
     InvalidLimits {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use memory_core::activity::{
-    RecordBody, RecordDigest, Sequence, ThreadDestination, ThreadId, ThreadRecord,
+    ActivityError, ModelUsage, RecordBody, RecordDigest, RememberingStore, Sequence,
+    ThreadDestination, ThreadId, ThreadRecord,
 };
 use memory_core::document::{EpochMillis, MemoryAttribution, MemoryContent, MemoryScope};
 use memory_core::namespace::NamespaceAddress;
@@ -140,6 +141,81 @@ pub struct Extraction {
     pub contributions: Vec<Contribution>,
     /// Parts not kept, by reason.
     pub dropped: BTreeMap<String, u64>,
+    /// What asking a model cost (nothing for an extractor that asks none).
+    pub model: ModelUsage,
+}
+
+/// What the processor hands an extractor for one record.
+#[derive(Clone, Copy)]
+pub struct ExtractionRequest<'a> {
+    /// The record.
+    pub record: &'a ThreadRecord,
+    /// The record just before it, when there is one and it is not forgotten.
+    pub previous: Option<&'a ThreadRecord>,
+    /// The records after it that the processor read with it (its page, up to the pass's captured
+    /// tail): a batching extractor may extract them together, and is then asked about each of them
+    /// in turn. Forgotten ones are among them: [`ExtractionRequest::is_forgotten`] tells.
+    pub following: &'a [ThreadRecord],
+    /// The thread's destination.
+    pub destination: &'a ThreadDestination,
+    /// The extraction time to stamp.
+    pub now: EpochMillis,
+    /// Where forgetting is recorded.
+    pub suppression: &'a dyn RememberingStore,
+}
+
+impl ExtractionRequest<'_> {
+    /// Whether `record` is forgotten (edited, deleted or revoked too): no one's context.
+    pub fn is_forgotten(&self, record: &ThreadRecord) -> Result<bool, ActivityError> {
+        crate::activity::record_is_forgotten(self.suppression, record)
+    }
+}
+
+/// Why an extraction failed: a failure a retry would repeat parks the thread at the record; one that
+/// may pass defers it to a later pass.
+#[derive(Debug)]
+pub enum ExtractFailure {
+    /// The same record would fail the same way again (the thread is parked, with this kind).
+    Permanent {
+        /// The parked thread's kind (`extraction`, `model`).
+        kind: &'static str,
+        /// Why.
+        source: ApplicationError,
+    },
+    /// It may succeed later (the record stays unprocessed, the thread pending).
+    Transient(ApplicationError),
+}
+
+/// An extractor the processor drives: [`RecordExtractor`]s (synchronous, one record at a time) are
+/// such extractors, and so is the model extractor ([`crate::model_extract`]), which asks over the
+/// network about a batch of records.
+///
+/// Extraction may be nondeterministic: the processor saves a record's output before applying it, so
+/// after a crash the saved output wins and the extractor is not asked about that record again.
+pub trait ThreadExtractor: Send + Sync {
+    /// What `request.record` contributes to `request.destination`.
+    fn extract_thread(
+        &self,
+        request: ExtractionRequest<'_>,
+    ) -> impl Future<Output = Result<Extraction, ExtractFailure>> + Send;
+}
+
+impl<T: RecordExtractor> ThreadExtractor for T {
+    async fn extract_thread(
+        &self,
+        request: ExtractionRequest<'_>,
+    ) -> Result<Extraction, ExtractFailure> {
+        self.extract(
+            request.record,
+            request.previous,
+            request.destination,
+            request.now,
+        )
+        .map_err(|source| ExtractFailure::Permanent {
+            kind: "extraction",
+            source,
+        })
+    }
 }
 
 /// Turns one committed record into memory contributions (possibly none).
@@ -459,7 +535,9 @@ fn statement_metadata(record: &ThreadRecord) -> serde_json::Map<String, serde_js
     metadata
 }
 
-fn statement_content(
+/// What `record` states as `text`, attributed to the record (speaker, observers and activity time
+/// from it; interpretation `stated`), stamped `now`.
+pub(crate) fn statement_content(
     record: &ThreadRecord,
     text: String,
     metadata: serde_json::Map<String, serde_json::Value>,
@@ -510,6 +588,7 @@ impl RecordExtractor for StatementExtractor {
                 })
                 .collect(),
             dropped: found.dropped,
+            model: ModelUsage::default(),
         })
     }
 }

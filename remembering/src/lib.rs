@@ -6,6 +6,8 @@
 //!   command, send; rebase only on a definite conflict) and cleanup of withdrawn sources.
 //! - [`sources`]: source events (forget, edit, deletion, revocation) and the suppressing reader.
 //! - [`extract`]: the record extractor port and the default statement extractor.
+//! - [`model_extract`]: the model extractor (a language model proposes, only literal quotes keep).
+//! - [`proposals`]: the checks every proposed memory must pass.
 //! - [`statements`]: what of a user's input becomes memory (sentences, kept statements, drop reasons).
 //! - [`app`]: the application traits `Extractor`, `Merger`, `SourceLoader` and `Cleanup`.
 //! - [`pending`]: one worker pass of every processor over the threads the log marks pending.
@@ -25,6 +27,7 @@ pub mod error;
 pub mod extract;
 pub mod hooks;
 pub mod limits;
+pub mod model_extract;
 pub mod pending;
 pub mod proposals;
 pub mod schedule;
@@ -37,7 +40,10 @@ pub use activity::{
     ActivityProcessor, ActivityProcessorParts, PassReport, PassStop, UnboundThreads,
 };
 pub use error::{ApplicationError, RememberingError};
-pub use extract::{Contribution, Extraction, RecordExtractor, StatementExtractor};
+pub use extract::{
+    Contribution, ExtractFailure, Extraction, ExtractionRequest, RecordExtractor,
+    StatementExtractor, ThreadExtractor,
+};
 pub use hooks::{NoHooks, PassHooks, PassPoint};
 pub use limits::PassLimits;
 pub use pending::{PendingPass, PendingReport};

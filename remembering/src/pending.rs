@@ -17,7 +17,7 @@ use memory_core::activity::{ThreadId, ThreadLog};
 
 use crate::activity::{ActivityProcessor, PassStop};
 use crate::error::RememberingError;
-use crate::extract::RecordExtractor;
+use crate::extract::ThreadExtractor;
 
 /// Pending threads listed per page.
 pub const PENDING_PAGE: usize = 256;
@@ -52,7 +52,7 @@ impl<W, E> std::fmt::Debug for PendingPass<W, E> {
     }
 }
 
-impl<W: MemoryReader + MemoryWriter, E: RecordExtractor> PendingPass<W, E> {
+impl<W: MemoryReader + MemoryWriter, E: ThreadExtractor> PendingPass<W, E> {
     /// `processors` over `log`'s pending threads.
     pub fn new(log: Arc<dyn ThreadLog>, processors: Vec<ActivityProcessor<W, E>>) -> Self {
         Self { log, processors }

@@ -5,8 +5,11 @@
 //! - **Quotes** (`unsupported_quote`): a proposal names one or more quotes, each with the record it
 //!   quotes. Each must name a record the model was shown that the extractor may remember from (a
 //!   user's input, as the statement extractor), and be found in its text verbatim, whitespace aside
-//!   (runs of whitespace compare as one space; case and punctuation must match).
-//! - **Text** (`unsupported_text`): every number and every name (a capitalised word, except `I`,
+//!   (runs of whitespace compare as one space; case and punctuation must match). Every quote of one
+//!   proposal names the same record: the memory is that record's, so forgetting the record takes it
+//!   away exactly as it takes away the record's statements (a memory pieced from two records would
+//!   outlive the forgetting of either).
+//! - **Text** (`unsupported_text`): the text must say something (not only whitespace), and every number and every name (a capitalised word, except `I`,
 //!   a word of the quoted speaker's name, and a sentence's opening function word such as "She" or
 //!   "My") in the proposed text must appear in at least one of its quotes (case aside), so a model
 //!   cannot slip in a date, an amount or a person nobody said.
@@ -14,9 +17,8 @@
 //!   one of the memories the model was shown, and one of its quotes must hold correcting words
 //!   ([`crate::corrections::correction_cues`]): the link is the user's claim, never the model's.
 //!
-//! The attribution of a kept proposal comes from its first quoted record.
-//!
-//! Not wired yet: no extractor asks a model. These are the rules the model extractor will apply.
+//! The attribution of a kept proposal comes from its quoted record. The model extractor
+//! ([`crate::model_extract`]) applies these rules to every proposal.
 
 use memory_core::DocumentId;
 use memory_core::activity::{RecordBody, Sequence, ThreadRecord};
@@ -39,8 +41,8 @@ pub struct Proposal {
     pub text: String,
     /// Its evidence.
     pub evidence: Vec<Quote>,
-    /// The shown memory it says it corrects.
-    pub corrects: Option<DocumentId>,
+    /// The id of the shown memory it says it corrects (as the model wrote it).
+    pub corrects: Option<String>,
 }
 
 /// Why a proposal was rejected; [`Rejection::as_str`] names the count `memory status` shows.
@@ -66,7 +68,7 @@ impl Rejection {
 }
 
 /// Checks `proposal` against the `records` the model was shown and the memories it was `shown`;
-/// answers the record whose speaker and attribution the kept memory takes (the first quoted).
+/// answers the record whose speaker and attribution the kept memory takes (the one quoted).
 pub fn check<'r>(
     proposal: &Proposal,
     records: &'r [ThreadRecord],
@@ -74,6 +76,12 @@ pub fn check<'r>(
 ) -> Result<&'r ThreadRecord, Rejection> {
     let mut quoted = Vec::with_capacity(proposal.evidence.len());
     for quote in &proposal.evidence {
+        if quoted
+            .first()
+            .is_some_and(|(first, _): &(&ThreadRecord, String)| first.sequence != quote.record)
+        {
+            return Err(Rejection::UnsupportedQuote);
+        }
         let record = records
             .iter()
             .find(|record| record.sequence == quote.record)
@@ -90,6 +98,9 @@ pub fn check<'r>(
     let Some((first, _)) = quoted.first() else {
         return Err(Rejection::UnsupportedQuote);
     };
+    if proposal.text.trim().is_empty() {
+        return Err(Rejection::UnsupportedText);
+    }
     let quotes_lower: Vec<String> = quoted.iter().map(|(_, text)| text.to_lowercase()).collect();
     for claim in claims(&proposal.text, &first.record.speaker) {
         let claim = claim.to_lowercase();
@@ -101,7 +112,7 @@ pub fn check<'r>(
         let worded = quoted
             .iter()
             .any(|(_, text)| !correction_cues(text).is_empty());
-        if !shown.contains(target) || !worded {
+        if !shown.iter().any(|id| id.as_str() == target) || !worded {
             return Err(Rejection::UnsupportedCorrection);
         }
     }
@@ -177,7 +188,7 @@ mod tests {
                     text: (*text).to_owned(),
                 })
                 .collect(),
-            corrects: corrects.map(|id| DocumentId::new(id).unwrap()),
+            corrects: corrects.map(str::to_owned),
         }
     }
 
@@ -226,6 +237,28 @@ mod tests {
         assert_eq!(
             rejected(proposal("Moved.", &[], None)),
             Rejection::UnsupportedQuote
+        );
+        // Quotes of two records: the memory would be pieced from both.
+        let two = [
+            said(1, "I moved to Madrid."),
+            said(3, "I work as a luthier."),
+        ];
+        assert_eq!(
+            check(
+                &proposal(
+                    "Moved to Madrid; works as a luthier.",
+                    &[(1, "I moved to Madrid."), (3, "I work as a luthier.")],
+                    None
+                ),
+                &two,
+                &[]
+            )
+            .unwrap_err(),
+            Rejection::UnsupportedQuote
+        );
+        assert_eq!(
+            rejected(proposal(" \n", &[(1, "I moved to")], None)),
+            Rejection::UnsupportedText
         );
         // An invented year, and an invented name.
         assert_eq!(

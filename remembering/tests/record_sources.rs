@@ -328,7 +328,7 @@ impl RecordExtractor for HomeExtractor {
                     target,
                     "asked to forget",
                 )],
-                dropped: Default::default(),
+                ..Extraction::default()
             });
         }
         let mut content = MemoryContent::text(text);
@@ -349,7 +349,7 @@ impl RecordExtractor for HomeExtractor {
                 content,
                 scopes(),
             )],
-            dropped: Default::default(),
+            ..Extraction::default()
         })
     }
 }

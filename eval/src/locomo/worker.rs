@@ -48,7 +48,9 @@ use memory_core::activity::{
 };
 use memory_core::{DynamicNamespace, MemoryLister, MemoryScope};
 use memory_service::settings::Settings;
-use memory_service::worker::{CorrectionLinking, ProcessorStores, WorkerSettings, pending_pass};
+use memory_service::worker::{
+    CorrectionLinking, ProcessorStores, WorkerExtractor, WorkerSettings, pending_pass,
+};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
@@ -236,9 +238,7 @@ impl WorkerStores {
 /// [`PendingPass`] the binary runs each pass. Corrections are linked as `MEMORY_CORRECTIONS` says, as
 /// the binary reads it (`words` without it), so `MEMORY_CORRECTIONS=off` measures the run without
 /// links.
-pub fn worker(
-    stores: &WorkerStores,
-) -> anyhow::Result<PendingPass<SqliteStore, StatementExtractor>> {
+pub fn worker(stores: &WorkerStores) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
     let corrections = Settings::from_env()
         .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?
         .corrections;
@@ -253,7 +253,7 @@ pub fn worker(
 pub fn worker_linking(
     stores: &WorkerStores,
     corrections: CorrectionLinking,
-) -> anyhow::Result<PendingPass<SqliteStore, StatementExtractor>> {
+) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
     let settings = WorkerSettings {
         corrections,
         ..WorkerSettings::defaults()?
@@ -285,7 +285,7 @@ pub struct WorkerPasses {
 /// [`MAX_IDLE_PASSES`] passes in a row that process nothing, fail the run: the measurement would be
 /// of part of the data.
 pub async fn drain(
-    pending: &PendingPass<SqliteStore, StatementExtractor>,
+    pending: &PendingPass<SqliteStore, WorkerExtractor>,
     log: &dyn ThreadLog,
     progress: &Progress,
 ) -> anyhow::Result<WorkerPasses> {

@@ -1,7 +1,8 @@
 //! The remembering worker: on a schedule, each pass first runs one intent pass (admitted remember and
 //! cleanup intents, with thread records as sources, see [`remembering::thread_sources`]), then
 //! committed-activity passes over the threads with new records (the log's pending-thread index),
-//! with the default statement extractor, each into its thread's destination.
+//! with the default statement extractor (or a language model, `--model-url`), each into its
+//! thread's destination.
 //!
 //! The database is a SQLite file (the default) or, given a `postgres://` URL, a PostgreSQL database
 //! that several workers on several hosts share (see `--help`). Both backends run the same pass loop
@@ -20,9 +21,11 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 use memory_cli::blocking::blocking;
 use memory_cli::database::{Client, Database, with_store};
+use memory_cli::model_settings::{Fallback, ModelSettings, ModelValues};
 use memory_cli::settings::Corrections;
 use memory_cli::worker::{
-    CorrectionLinking, Intents, ProcessorStores, WorkerSettings, intent_worker, pending_pass,
+    CorrectionLinking, Intents, ModelExtraction, ProcessorStores, WorkerExtractor, WorkerSettings,
+    intent_worker, pending_pass,
 };
 use memory_core::activity::{
     ProcessorId, ProcessorVersion, ThreadDestination, ThreadLog, WorkerId,
@@ -30,7 +33,7 @@ use memory_core::activity::{
 use memory_core::{MemoryReader, MemoryScope, MemoryWriter};
 use remembering::schedule::{Schedule, run_schedule};
 use remembering::worker::IntentPassLimits;
-use remembering::{PassLimits, PendingPass, StatementExtractor, UnboundThreads};
+use remembering::{PassLimits, PendingPass, UnboundThreads};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -92,6 +95,32 @@ struct Args {
         value_name = "words|model|off"
     )]
     corrections: Corrections,
+    /// The base URL of an OpenAI-compatible chat-completions endpoint (Ollama, vLLM, llama.cpp's
+    /// server, a hosted API; plain HTTP), e.g. `http://127.0.0.1:8080/v1`: a language model then
+    /// proposes memories instead of the statement extractor, and only what the user said in the
+    /// quoted words is kept. Needs `--model`.
+    #[arg(long, env = memory_cli::model_settings::MODEL_URL_ENV, value_name = "URL")]
+    model_url: Option<String>,
+    /// The model's name at `--model-url`.
+    #[arg(long, env = memory_cli::model_settings::MODEL_ENV, value_name = "NAME")]
+    model: Option<String>,
+    /// A file holding the endpoint's key (sent as a bearer token; never logged or shown).
+    #[arg(long, env = memory_cli::model_settings::MODEL_KEY_FILE_ENV, value_name = "PATH")]
+    model_key_file: Option<std::path::PathBuf>,
+    /// The limit of one attempt of one model call, in milliseconds (default 120000).
+    #[arg(long, env = memory_cli::model_settings::MODEL_TIMEOUT_ENV, value_name = "MS")]
+    model_timeout_ms: Option<u64>,
+    /// When the model fails: `none` (the default) defers the thread to a later pass (endpoint down,
+    /// 429, 5xx, timeout) or parks it (answers that keep being wrong); `statements` extracts the
+    /// record with the statement extractor instead, counted as a fallback in `memory status`.
+    #[arg(
+        long,
+        env = memory_cli::model_settings::MODEL_FALLBACK_ENV,
+        value_parser = memory_cli::model_settings::parse_fallback,
+        default_value = "none",
+        value_name = "none|statements"
+    )]
+    fallback: Fallback,
     /// Milliseconds between passes.
     #[arg(long, default_value_t = 1_000)]
     interval_ms: u64,
@@ -119,7 +148,7 @@ struct Args {
 struct Work<W> {
     log: Arc<dyn ThreadLog>,
     intents: Intents<W>,
-    pending: PendingPass<W, StatementExtractor>,
+    pending: PendingPass<W, WorkerExtractor>,
 }
 
 fn parse_processor(text: &str) -> anyhow::Result<(ProcessorId, ProcessorVersion)> {
@@ -180,6 +209,15 @@ where
         },
         unbound,
         corrections: CorrectionLinking::from_setting(args.corrections)?,
+        model: ModelSettings::new(ModelValues {
+            url: args.model_url.clone(),
+            model: args.model.clone(),
+            key_file: args.model_key_file.clone(),
+            fallback: Some(args.fallback),
+            timeout_ms: args.model_timeout_ms,
+        })?
+        .map(|settings| ModelExtraction::open(&settings))
+        .transpose()?,
     };
     let pending = pending_pass(&stores, &settings, stall::hooks()?)?;
     let intents = intent_worker(

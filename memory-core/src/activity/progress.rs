@@ -105,6 +105,67 @@ pub struct ExtractionNote {
     /// Statements that said, in words, that they correct something, and what became of them.
     #[serde(default)]
     pub corrections: CorrectionCounts,
+    /// What asking a language model for this record's memories cost (all zero for an extractor that
+    /// asks none). A batch's call is noted with the record that asked it.
+    #[serde(default)]
+    pub model: ModelUsage,
+}
+
+/// What a model extractor's calls cost: calls answered, tokens as the endpoint reported them,
+/// milliseconds waited, and records extracted by the statement extractor instead because the model
+/// failed (`remembering-worker --fallback statements`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// Calls answered.
+    pub calls: u64,
+    /// Tokens of the requests.
+    pub prompt_tokens: u64,
+    /// Tokens of the answers.
+    pub completion_tokens: u64,
+    /// Milliseconds from each call's first attempt to its answer, summed.
+    pub latency_ms: u64,
+    /// Records extracted without the model because it failed.
+    pub fallbacks: u64,
+}
+
+impl ModelUsage {
+    /// The sum of two usages (saturating).
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            calls: self.calls.saturating_add(other.calls),
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_add(other.completion_tokens),
+            latency_ms: self.latency_ms.saturating_add(other.latency_ms),
+            fallbacks: self.fallbacks.saturating_add(other.fallbacks),
+        }
+    }
+
+    /// Each count with its total row's name ([`crate::activity::rules::progress`]).
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("model:calls", self.calls),
+            ("model:prompt_tokens", self.prompt_tokens),
+            ("model:completion_tokens", self.completion_tokens),
+            ("model:latency_ms", self.latency_ms),
+            ("model:fallbacks", self.fallbacks),
+        ]
+    }
+
+    /// Sets the count a total row names; `false` when the name is none of [`ModelUsage::named`].
+    pub fn set_named(&mut self, name: &str, amount: u64) -> bool {
+        let slot = match name {
+            "model:calls" => &mut self.calls,
+            "model:prompt_tokens" => &mut self.prompt_tokens,
+            "model:completion_tokens" => &mut self.completion_tokens,
+            "model:latency_ms" => &mut self.latency_ms,
+            "model:fallbacks" => &mut self.fallbacks,
+            _ => return false,
+        };
+        *slot = amount;
+        true
+    }
 }
 
 /// What became of the statements that say they correct something ("actually", "not X", "no
@@ -162,6 +223,9 @@ pub struct ExtractionTotals {
     /// Correcting statements linked and refused.
     #[serde(default)]
     pub corrections: CorrectionCounts,
+    /// What the model extractor's calls cost.
+    #[serde(default)]
+    pub model: ModelUsage,
 }
 
 /// Durable committed-activity progress.

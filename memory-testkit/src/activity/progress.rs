@@ -9,7 +9,7 @@ use crate::fixtures::{Checked, ensure};
 use memory_core::activity::progress::{MAX_NOTE_REASON_BYTES, MAX_NOTE_REASONS};
 use memory_core::activity::{
     ActivityError, CorrectionCounts, ExtractionNote, ExtractionTotals, FencingEpoch,
-    MAX_PROGRESS_UTF16_UNITS, ProgressStore, Sequence,
+    MAX_PROGRESS_UTF16_UNITS, ModelUsage, ProgressStore, Sequence,
 };
 
 sync_suite! {
@@ -466,6 +466,21 @@ fn note(kept: u64, dropped: &[(&str, u64)]) -> ExtractionNote {
             .map(|(reason, count)| ((*reason).to_owned(), *count))
             .collect(),
         corrections: CorrectionCounts::default(),
+        model: ModelUsage::default(),
+    }
+}
+
+/// [`note`] with what a model's call cost.
+fn model_note(kept: u64, calls: u64, prompt_tokens: u64, fallbacks: u64) -> ExtractionNote {
+    ExtractionNote {
+        model: ModelUsage {
+            calls,
+            prompt_tokens,
+            completion_tokens: calls * 7,
+            latency_ms: calls * 11,
+            fallbacks,
+        },
+        ..note(kept, &[])
     }
 }
 
@@ -499,6 +514,9 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
         (&other_version, 3, correcting_note(0, 0, 2)),
         // Ignored like any note of a record noted before.
         (&other_version, 3, correcting_note(0, 5, 5)),
+        (&other_thread, 2, model_note(2, 1, 300, 0)),
+        (&other_thread, 3, model_note(1, 2, 500, 1)),
+        (&other_thread, 3, model_note(9, 9, 9, 9)),
     ];
     for (key, sequence, extracted) in &notes {
         ok(
@@ -507,12 +525,19 @@ fn extraction_notes_count_each_record_once<B: ActivityBackend>(backend: &B) -> C
         )?;
     }
     let expected = ExtractionTotals {
-        records: 6,
-        kept: 7,
+        records: 8,
+        kept: 10,
         dropped: BTreeMap::from([("duplicate".to_owned(), 4), ("too-long".to_owned(), 1)]),
         corrections: CorrectionCounts {
             linked: 1,
             refused: 2,
+        },
+        model: ModelUsage {
+            calls: 3,
+            prompt_tokens: 800,
+            completion_tokens: 21,
+            latency_ms: 33,
+            fallbacks: 1,
         },
     };
     let totals = ok(progress.extraction_totals(), "totals")?;
@@ -549,7 +574,7 @@ fn invalid_extraction_notes_are_refused<B: ActivityBackend>(backend: &B) -> Chec
     let too_many = ExtractionNote {
         kept: 1,
         dropped: too_many.into_iter().map(|reason| (reason, 1)).collect(),
-        corrections: CorrectionCounts::default(),
+        ..note(1, &[])
     };
     refused(
         progress.note_extraction(&k, Sequence::new(2), &too_many),

@@ -464,6 +464,7 @@ impl ProgressStore for InMemoryActivity {
         state.totals.kept += note.kept;
         state.totals.corrections.linked += note.corrections.linked;
         state.totals.corrections.refused += note.corrections.refused;
+        state.totals.model = state.totals.model.plus(note.model);
         for (reason, count) in &note.dropped {
             *state.totals.dropped.entry(reason.clone()).or_default() += count;
         }

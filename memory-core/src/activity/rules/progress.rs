@@ -302,6 +302,13 @@ pub fn note_total_rows(note: &ExtractionNote) -> Vec<(String, u64)> {
         rows.push((CORRECTIONS_REFUSED.to_owned(), note.corrections.refused));
     }
     rows.extend(
+        note.model
+            .named()
+            .into_iter()
+            .filter(|(_, amount)| *amount > 0)
+            .map(|(name, amount)| (name.to_owned(), amount)),
+    );
+    rows.extend(
         note.dropped
             .iter()
             .map(|(reason, count)| (format!("{DROPPED_PREFIX}{reason}"), *count)),
@@ -328,6 +335,7 @@ pub fn totals_from_rows(
             "kept" => totals.kept = amount,
             CORRECTIONS_LINKED => totals.corrections.linked = amount,
             CORRECTIONS_REFUSED => totals.corrections.refused = amount,
+            other if totals.model.set_named(other, amount) => {}
             other => match other.strip_prefix(DROPPED_PREFIX) {
                 Some(reason) => {
                     totals.dropped.insert(reason.to_owned(), amount);
