@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use memory_core::activity::ToolOutputBound;
 
 use crate::database::Database;
+use crate::model_settings::{self, ModelSettings, ModelValues};
 pub use crate::namespace_args::NamespaceArgs;
 use crate::refusal::Refusal;
 use crate::settings::{self, Settings};
@@ -307,6 +308,20 @@ pub struct Cli {
         value_name = "BYTES"
     )]
     pub max_tool_output_bytes: Option<usize>,
+    /// The base URL of an OpenAI-compatible chat-completions endpoint (plain HTTP), e.g.
+    /// `http://127.0.0.1:8080/v1`, whose model writes a compaction's summary when memory_compact is
+    /// called with `summarize: true` (and `memory context --compact`). Needs --model.
+    #[arg(long, global = true, env = model_settings::MODEL_URL_ENV, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// The model's name at --model-url.
+    #[arg(long, global = true, env = model_settings::MODEL_ENV, value_name = "NAME")]
+    pub model: Option<String>,
+    /// A file holding the endpoint's key (sent as a bearer token; never logged or shown).
+    #[arg(long, global = true, env = model_settings::MODEL_KEY_FILE_ENV, value_name = "PATH")]
+    pub model_key_file: Option<PathBuf>,
+    /// The limit of one attempt of one model call, in milliseconds (default 120000).
+    #[arg(long, global = true, env = model_settings::MODEL_TIMEOUT_ENV, value_name = "MS")]
+    pub model_timeout_ms: Option<u64>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -322,6 +337,18 @@ impl Cli {
             self.hnsw_ef_search,
             self.max_tool_output_bytes,
         )
+    }
+
+    /// The model endpoint its flags (or their variables) name, checked by the one rule every door
+    /// uses ([`ModelSettings::new`]); `None` without one.
+    pub fn model(&self) -> Result<Option<ModelSettings>, Refusal> {
+        ModelSettings::new(ModelValues {
+            url: self.model_url.clone(),
+            model: self.model.clone(),
+            key_file: self.model_key_file.clone(),
+            fallback: None,
+            timeout_ms: self.model_timeout_ms,
+        })
     }
 
     /// The bound `--max-tool-output-bytes` sets on thread appends (the default without it); refused
@@ -418,8 +445,18 @@ pub struct ContextArgs {
     /// The thread.
     pub thread: String,
     /// Tokens the whole context (history and memory) may take.
-    #[arg(long, value_name = "TOKENS")]
-    pub budget: u64,
+    #[arg(long, value_name = "TOKENS", required_unless_present = "compact")]
+    pub budget: Option<u64>,
+    /// Compact the thread instead, the model of --model-url writing the summary (memory_compact with
+    /// summarize: true): prints the compaction record appended. Needs --measured-input-tokens.
+    #[arg(long, requires = "measured_input_tokens", conflicts_with_all = ["budget", "query", "no_memory", "tokenizer"])]
+    pub compact: bool,
+    /// With --compact: the input tokens the provider reported for the last model call.
+    #[arg(long, value_name = "TOKENS", requires = "compact")]
+    pub measured_input_tokens: Option<u64>,
+    /// With --compact: tokens of the newest segments kept verbatim (default 8,000).
+    #[arg(long, value_name = "TOKENS", requires = "compact")]
+    pub keep_tokens: Option<u64>,
     /// What to recall memory for (default: the current prompt).
     #[arg(long, value_name = "TEXT")]
     pub query: Option<String>,

@@ -18,6 +18,7 @@ use memory_cli::grants::Grant;
 use memory_cli::import::{BatchWriter, ImportFailure, ImportObserver, LineRefusal, import};
 use memory_cli::input::{MAX_INPUT_BYTES, ReadFailure, check_size, read_bounded};
 use memory_cli::list::ListArguments;
+use memory_cli::model_settings::ModelSettings;
 use memory_cli::recall_service::Indexing;
 use memory_cli::refusal::{Refusal, to_json};
 use memory_cli::semantic::IndexOptions;
@@ -79,6 +80,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Ok(settings) => settings,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
+    let model = match cli.model() {
+        Ok(model) => model,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),
         Command::Withdraw(arguments) => (Operation::Withdraw, arguments),
@@ -87,13 +92,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(arguments) => (Operation::Sync, arguments),
         Command::Import(arguments) => return run_import(&database, &arguments),
         Command::Serve(arguments) => {
-            return run_serve(&database, settings, &arguments);
+            return run_serve(&database, settings, model.as_ref(), &arguments);
         }
         Command::List(arguments) => return run_list(&database, &arguments),
         Command::History(arguments) => return run_history(&database, arguments),
         Command::Doctor => return run_doctor(),
         Command::Status => return run_status(&database, settings.index),
         Command::Thread(command) => return run_thread(&database, settings.tool_output, command),
+        Command::Context(arguments) if arguments.compact => {
+            return run_compact(&database, model.as_ref(), &arguments);
+        }
         Command::Context(arguments) => return run_context(&database, settings, arguments),
         Command::Hook(arguments) => {
             return Ok(memory_cli::hook::run(&database, settings, arguments));
@@ -206,9 +214,10 @@ fn run_context(
     settings: Settings,
     arguments: ContextArgs,
 ) -> anyhow::Result<ExitCode> {
+    let budget = arguments.budget.unwrap_or_default();
     let checked = (|| -> Result<_, Refusal> {
         let thread = memory_core::activity::ThreadId::new(arguments.thread.clone())?;
-        memory_context::view::check_budget(arguments.budget)?;
+        memory_context::view::check_budget(budget)?;
         let defaults = arguments.destination.defaults()?;
         let tokenizer = match &arguments.tokenizer {
             Some(path) => Some(Arc::new(
@@ -233,11 +242,61 @@ fn run_context(
             settings,
             tokenizer,
             thread,
-            arguments.budget,
+            budget,
             arguments.query.clone(),
             memory,
         )))
         .and_then(|assembled| to_json(&assembled))
+    });
+    runtime.shutdown_background();
+    match answer {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
+}
+
+/// `memory context THREAD --compact`: one compaction whose summary the model of `--model-url` writes.
+fn run_compact(
+    database: &Database,
+    model: Option<&ModelSettings>,
+    arguments: &ContextArgs,
+) -> anyhow::Result<ExitCode> {
+    let checked = (|| -> Result<_, Refusal> {
+        let thread = memory_core::activity::ThreadId::new(arguments.thread.clone())?;
+        let request = memory_context::CompactionRequest {
+            measured_input_tokens: arguments.measured_input_tokens,
+            keep_tokens: arguments
+                .keep_tokens
+                .unwrap_or(memory_cli::context::DEFAULT_KEEP_TOKENS),
+            through: None,
+            summarizer: None,
+        };
+        request.measured()?;
+        let model = model
+            .ok_or_else(|| {
+                Refusal::invalid_input(
+                    "--compact asks a model for the summary: name it with --model-url and --model \
+                     (or MEMORY_MODEL_URL and MEMORY_MODEL)",
+                )
+            })?
+            .open()?;
+        Ok((thread, request, model))
+    })();
+    let (thread, request, model) = match checked {
+        Ok(checked) => checked,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => runtime.block_on(
+            memory_cli::context::one_shot_compact(store, thread, request, model)
+        ))
     });
     runtime.shutdown_background();
     match answer {
@@ -475,11 +534,16 @@ fn run_status(database: &Database, index: IndexOptions) -> anyhow::Result<ExitCo
 fn run_serve(
     database: &Database,
     settings: Settings,
+    model: Option<&ModelSettings>,
     arguments: &ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     // Flags are checked before the store is opened: a refused one touches no file and no server.
-    let options = match ServeOptions::new(database, arguments) {
-        Ok(options) => options.with_tool_output_bound(settings.tool_output),
+    let options = match ServeOptions::new(database, arguments).and_then(|options| {
+        Ok(options
+            .with_tool_output_bound(settings.tool_output)
+            .with_summarizer(model.map(ModelSettings::open).transpose()?))
+    }) {
+        Ok(options) => options,
         Err(refusal) => return Ok(print_refusal(&refusal)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -25,6 +25,7 @@
 //! Every label value comes from a fixed set or the operator's grants file (grant names); no
 //! namespace, identity, id, query or text is ever a label.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use memory_core::ErrorKind;
@@ -104,6 +105,13 @@ pub struct ServerMetrics {
     grants: Gauge,
     grant_reloads: Family<Label, Counter>,
     compactions: Family<Label, Counter>,
+    /// The model memory_compact asks, whose client keeps its own count (read at a scrape).
+    model: OnceLock<Arc<dyn memory_model::ChatModel>>,
+    model_calls: Gauge,
+    model_retries: Gauge,
+    model_tokens: Family<Label, Gauge>,
+    model_latency: Gauge,
+    model_failures: Family<Label, Gauge>,
 }
 
 impl std::fmt::Debug for ServerMetrics {
@@ -224,6 +232,34 @@ impl ServerMetrics {
              refused as unmeasured",
             compactions.clone(),
         );
+        let model_calls = gauge(
+            &mut registry,
+            "memory_model_calls",
+            "Calls the model endpoint answered (memory_compact's summaries), since start",
+        );
+        let model_retries = gauge(
+            &mut registry,
+            "memory_model_retries",
+            "Attempts of model calls tried again after a transient failure, since start",
+        );
+        let model_latency = gauge(
+            &mut registry,
+            "memory_model_latency_milliseconds",
+            "Milliseconds from each answered model call's first attempt to its answer, summed",
+        );
+        let model_tokens = Family::<Label, Gauge>::default();
+        registry.register(
+            "memory_model_tokens",
+            "Tokens the model endpoint reported, by kind (prompt, completion), since start",
+            model_tokens.clone(),
+        );
+        let model_failures = Family::<Label, Gauge>::default();
+        registry.register(
+            "memory_model_failures",
+            "Model calls that failed for good, by kind (unreachable, timeout, rate_limited, server, \
+             refused, malformed, too_large, config), since start",
+            model_failures.clone(),
+        );
         Self {
             registry,
             recall_seconds,
@@ -246,6 +282,38 @@ impl ServerMetrics {
             grants,
             grant_reloads,
             compactions,
+            model: OnceLock::new(),
+            model_calls,
+            model_retries,
+            model_tokens,
+            model_latency,
+            model_failures,
+        }
+    }
+
+    /// Shows `model`'s own count at every scrape (the server's summarizer).
+    pub fn watch_model(&self, model: Arc<dyn memory_model::ChatModel>) {
+        let _ = self.model.set(model);
+    }
+
+    /// Sets the model gauges from its client's count (at a scrape).
+    fn set_model(&self) {
+        let Some(meter) = self.model.get().and_then(|model| model.meter()) else {
+            return;
+        };
+        self.model_calls.set(clamp(meter.calls));
+        self.model_retries.set(clamp(meter.retries));
+        self.model_latency.set(clamp(meter.latency_ms_total));
+        self.model_tokens
+            .get_or_create(&[("kind", "prompt")])
+            .set(clamp(meter.prompt_tokens));
+        self.model_tokens
+            .get_or_create(&[("kind", "completion")])
+            .set(clamp(meter.completion_tokens));
+        for (kind, count) in meter.failures {
+            self.model_failures
+                .get_or_create(&[("kind", kind)])
+                .set(clamp(count));
         }
     }
 
@@ -326,6 +394,7 @@ impl ServerMetrics {
 
     /// Sets the gauges read at a scrape.
     pub fn set_index(&self, snapshot: &IndexSnapshot) {
+        self.set_model();
         self.head.set(clamp(snapshot.head));
         self.model_loaded.set(i64::from(snapshot.index.is_some()));
         let Some(index) = &snapshot.index else {

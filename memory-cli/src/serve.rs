@@ -38,6 +38,8 @@ pub struct ServeOptions {
     pub discovery_path: PathBuf,
     /// How much of a tool result's output memory_thread_append stores (`--max-tool-output-bytes`).
     pub tool_output: ToolOutputBound,
+    /// The model memory_compact asks for a summary when a call says `summarize` (`--model-url`).
+    pub summarizer: Option<Arc<dyn memory_model::ChatModel>>,
 }
 
 /// `--http`, its grants and its bounds.
@@ -135,12 +137,19 @@ impl ServeOptions {
             user,
             discovery_path: discovery::path_for(database),
             tool_output: ToolOutputBound::default(),
+            summarizer: None,
         })
     }
 
     /// Bounds the tool results memory_thread_append stores at `bound`.
     pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
         self.tool_output = bound;
+        self
+    }
+
+    /// Has memory_compact ask `model` for a summary when a call says `summarize`.
+    pub fn with_summarizer(mut self, model: Option<Arc<dyn memory_model::ChatModel>>) -> Self {
+        self.summarizer = model;
         self
     }
 }
@@ -214,6 +223,9 @@ pub async fn serve<S: Store>(
         ServeError::Start("a server's services follow the store with a semantic index".to_owned())
     })?;
     let metrics = Arc::new(ServerMetrics::new());
+    if let Some(model) = &options.summarizer {
+        metrics.watch_model(Arc::clone(model));
+    }
     let server = MemoryServer::new(
         Arc::new(service),
         options.defaults,
@@ -221,7 +233,8 @@ pub async fn serve<S: Store>(
         options.user,
         Arc::clone(&metrics),
     )
-    .with_tool_output_bound(options.tool_output);
+    .with_tool_output_bound(options.tool_output)
+    .with_summarizer(options.summarizer);
     // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so a
     // restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
     let saver = {

@@ -118,6 +118,7 @@ async fn a_caller_cannot_append_a_compaction() {
             failure: None,
             forgotten: Vec::new(),
             replaces: None,
+            summarizer_tokens: None,
         }),
         opaque_cursor: None,
     };

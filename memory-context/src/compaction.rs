@@ -124,6 +124,7 @@ impl CompactionPlan {
                     .as_ref()
                     .map_or(Sequence::ZERO, |previous| previous.compaction)
             }),
+            summarizer_tokens: None,
         }
     }
 
@@ -157,6 +158,7 @@ impl CompactionPlan {
             failure: Some(failure),
             forgotten: Vec::new(),
             replaces: None,
+            summarizer_tokens: None,
         }
     }
 }

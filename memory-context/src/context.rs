@@ -20,7 +20,7 @@ use crate::references::{ReferenceCache, References};
 use crate::segment::{Message, Role, SegmentData};
 use crate::view::{View, ViewResult, check_budget};
 
-use memory_core::activity::CompactionRecord;
+use memory_core::activity::{CompactionRecord, SummarizerTokens};
 
 /// Most tokens [`memory_reserve`] keeps for a turn's recalled memory.
 pub const MAX_MEMORY_RESERVE_TOKENS: u64 = 2_000;
@@ -410,6 +410,19 @@ impl Context {
         summary: String,
         forgotten: &[Sequence],
     ) -> Result<Compacted, ContextError> {
+        self.commit_summary(thread, request, summary, forgotten, None)
+    }
+
+    /// [`Context::commit_compaction`] of a summary a model wrote for the compaction itself, recording
+    /// what the call spent (`tokens`) in the ledger.
+    pub fn commit_summary(
+        &self,
+        thread: &ThreadId,
+        request: &CompactionRequest,
+        summary: String,
+        forgotten: &[Sequence],
+        tokens: Option<SummarizerTokens>,
+    ) -> Result<Compacted, ContextError> {
         if request.through.is_none() {
             return Err(ContextError::invalid(
                 "through",
@@ -432,7 +445,9 @@ impl Context {
             return Err(ContextError::ForgottenSincePlan { records: since });
         }
         let summary = (!plan.fold.is_empty()).then_some(summary);
-        self.append(thread, plan.record(summary, request.summarizer.clone()))
+        let mut record = plan.record(summary, request.summarizer.clone());
+        record.summarizer_tokens = tokens;
+        self.append(thread, record)
     }
 
     fn append(

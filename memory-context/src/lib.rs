@@ -12,6 +12,8 @@
 //!   the ranges it folded, the measured input tokens that asked for it, what refused, and the caller's
 //!   summary, refused (and recorded) when not smaller than what it replaces.
 //! - [`history`]: the records, folded or not, paged by sequence and searched literally.
+//! - [`summarize`]: the request a compaction sends a model for its summary: framed, old tool outputs
+//!   pruned, bounded at 80,000 characters with the cut marked.
 //! - [`references`]: the memory recalled for a turn, appended after the history, reused by a retry.
 //! - [`Context`]: all of it over one thread log.
 //!
@@ -26,6 +28,7 @@ pub mod fold;
 pub mod history;
 pub mod references;
 pub mod segment;
+pub mod summarize;
 pub mod tokens;
 pub mod view;
 

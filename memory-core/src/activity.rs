@@ -31,6 +31,7 @@ use crate::error::{ErrorKind, StoreFault};
 
 pub use compaction::{
     CompactionOutcome, CompactionRecord, CompactionRefusal, RefusalReason, SequenceRange,
+    SummarizerTokens,
 };
 pub use destination::{DestinationCount, ThreadDestination};
 pub use intents::{

@@ -303,6 +303,10 @@ impl ChatModel for HttpChatModel {
         &self.endpoint.model
     }
 
+    fn meter(&self) -> Option<MeterSnapshot> {
+        Some(HttpChatModel::meter(self))
+    }
+
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
         Box::pin(self.ask(request))
     }

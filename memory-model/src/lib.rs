@@ -120,9 +120,13 @@ pub struct ChatAnswer {
 pub type ChatFuture<'a> = Pin<Box<dyn Future<Output = Result<ChatAnswer, ModelError>> + Send + 'a>>;
 
 /// A chat model: one request in, one answer out.
-pub trait ChatModel: Send + Sync {
+pub trait ChatModel: Send + Sync + std::fmt::Debug {
     /// The model's name (recorded with what it produced).
     fn name(&self) -> &str;
     /// Asks `request`; transient failures are tried again within the model's own bounds.
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a>;
+    /// What the model's calls cost so far, when it keeps count (a server's `/metrics` shows it).
+    fn meter(&self) -> Option<MeterSnapshot> {
+        None
+    }
 }

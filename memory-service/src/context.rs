@@ -19,6 +19,9 @@
 //!   and the plan's `through`: the failure is recorded in the ledger as a refusal and nothing folds.
 //!   Without `measured_input_tokens`, or with 0 (a provider that reported no usage), it is refused
 //!   (`invalid-input`): compaction is counted, never guessed. A summary is at most 65,536 characters.
+//!   With `"summarize": true` (and no summary, failure or `through`) the process's model writes the
+//!   summary in the same call ([`ContextService::compact_by_model`]); without a model endpoint it is
+//!   `unavailable`.
 //! - **history_read** `{"thread", "after"?, "limit"?, "max_bytes"?, "include"?}` and **history_search**
 //!   `{"thread", "text", "after"?, "limit"?, "scan"?, "include"?}` page through and search (literally,
 //!   case-insensitively) the thread's records, folded ones included. System instructions and
@@ -44,15 +47,17 @@ use memory_context::history::{
     DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage,
     HistorySearch, Include, IncludeKind,
 };
+use memory_context::summarize;
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
-    AssembledContext, CompactionRequest, Context, ContextError, Counter, Message, View,
+    AssembledContext, Compacted, CompactionRequest, Context, ContextError, Counter, Message, View,
 };
 use memory_core::activity::{
     CompactionOutcome, CompactionRecord, CompactionRefusal, RememberingStore, Sequence,
-    SequenceRange, ThreadBinding, ThreadId, ThreadLog,
+    SequenceRange, SummarizerTokens, ThreadBinding, ThreadId, ThreadLog,
 };
 use memory_core::{DynamicNamespace, MemoryScope, TokenCounter};
+use memory_model::{ChatModel, ChatRequest};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -167,6 +172,11 @@ pub struct CompactArguments {
     /// recorded in the ledger as a `summarizer_failed` refusal, nothing folds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer_failed: Option<String>,
+    /// Ask the process's model endpoint (`--model-url` / `--model`) for the summary and commit it in
+    /// one call: no `summary`, `summarizer_failed` or `through` (the compaction plans, asks and
+    /// commits itself). Refused (`unavailable`) when no model endpoint is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summarize: bool,
 }
 
 /// What a `memory_compact` call asks for.
@@ -178,6 +188,8 @@ pub enum CompactStep {
     Commit(String),
     /// Record that the summarizer failed on the plan, for this reason.
     SummarizerFailed(String),
+    /// Ask the process's model for the summary, and commit it (or record its failure).
+    Summarize,
 }
 
 /// What a compaction would fold: the answer of `memory_compact` without a summary.
@@ -321,18 +333,33 @@ impl ContextRequest {
             }
             ContextOperation::Compact => {
                 let arguments: CompactArguments = arguments.decode()?;
-                let step = match (arguments.summary, arguments.summarizer_failed) {
-                    (Some(_), Some(_)) => {
+                let step = match (
+                    arguments.summary,
+                    arguments.summarizer_failed,
+                    arguments.summarize,
+                ) {
+                    (Some(_), Some(_), _) => {
                         return Err(Refusal::invalid_input(
                             "summary and summarizer_failed: a call either commits a summary or \
                              records that the summarizer failed",
                         ));
                     }
-                    (Some(summary), None) => CompactStep::Commit(summary),
-                    (None, Some(failure)) => CompactStep::SummarizerFailed(failure),
-                    (None, None) => CompactStep::Plan,
+                    (Some(_), None, true) | (None, Some(_), true) => {
+                        return Err(Refusal::invalid_input(
+                            "summarize: the model writes the summary, so the call names neither a \
+                             summary nor a summarizer failure",
+                        ));
+                    }
+                    (Some(summary), None, false) => CompactStep::Commit(summary),
+                    (None, Some(failure), false) => CompactStep::SummarizerFailed(failure),
+                    (None, None, true) => CompactStep::Summarize,
+                    (None, None, false) => CompactStep::Plan,
                 };
-                if (step != CompactStep::Plan) != arguments.through.is_some() {
+                let committed_from_a_plan = matches!(
+                    step,
+                    CompactStep::Commit(_) | CompactStep::SummarizerFailed(_)
+                );
+                if committed_from_a_plan != arguments.through.is_some() {
                     return Err(Refusal::invalid_input(
                         "through: a summary (or a summarizer failure) is committed with the \
                          `through` of the plan it was written from (call without either for the plan)",
@@ -378,6 +405,23 @@ impl ContextRequest {
             | Self::HistorySearch { thread, .. } => thread,
         }
     }
+}
+
+/// A model's failure as the ledger keeps it: control characters as spaces, cut to the bound
+/// ([`memory_core::activity::compaction::MAX_FAILURE_BYTES`]) at a character boundary.
+fn failure_text(failure: &str) -> String {
+    let mut text: String = failure
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut end = text
+        .len()
+        .min(memory_core::activity::compaction::MAX_FAILURE_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
 }
 
 /// What a `memory_compact` answer counts as in the server's metrics: the appended record's outcome, or
@@ -537,6 +581,86 @@ impl ContextService {
         Ok(self.context.finish_turn(plan, loaded))
     }
 
+    /// Compacts `thread` with a summary `model` writes: plans, asks the model once for the summary of
+    /// what the plan folds ([`memory_context::summarize`]: old tool outputs pruned, the request bounded
+    /// and the cut marked), and commits it with the plan's `through` and `forgotten`, the model named in
+    /// the summary's frame and its tokens in the ledger. A summary that is not smaller than what it
+    /// replaces is refused and recorded as such; a failed call (after the client's bounded retries), an
+    /// empty answer or one over the summary cap is recorded as a `summarizer_failed` refusal. Either way
+    /// the answer is the record appended.
+    pub async fn compact_by_model(
+        &self,
+        thread: ThreadId,
+        mut request: CompactionRequest,
+        model: Arc<dyn ChatModel>,
+    ) -> Result<Value, Refusal> {
+        request.summarizer = Some(model.name().to_owned());
+        let name = thread.as_str().to_owned();
+        let context = Arc::clone(&self.context);
+        let (request, plan, ask) = blocking(move || -> Result<_, Refusal> {
+            let plan = context.plan_compaction(&thread, &request)?;
+            let ask = (!plan.fold.is_empty()).then(|| summarize::summary_request(&plan));
+            request.through = plan.through;
+            Ok((request, (thread, plan.forgotten), ask))
+        })
+        .await??;
+        let (thread, forgotten) = plan;
+        let outcome = match ask {
+            None => None,
+            Some(ask) => Some(
+                model
+                    .complete(&ChatRequest {
+                        system: ask.system,
+                        user: ask.transcript,
+                        schema: None,
+                        max_tokens: summarize::SUMMARY_MAX_TOKENS,
+                    })
+                    .await,
+            ),
+        };
+        let context = Arc::clone(&self.context);
+        let compacted = blocking(move || -> Result<Compacted, Refusal> {
+            Ok(match outcome {
+                // Nothing folds: recorded as the plan says, asking no one.
+                None => context.compact(&thread, &request, |_| {
+                    Err::<String, _>("nothing to summarize")
+                })?,
+                Some(Ok(answer)) => {
+                    let summary = answer.content.trim().to_owned();
+                    match memory_context::compaction::check_summary(&summary) {
+                        Ok(()) => context.commit_summary(
+                            &thread,
+                            &request,
+                            summary,
+                            &forgotten,
+                            Some(SummarizerTokens {
+                                prompt: answer.usage.prompt,
+                                completion: answer.usage.completion,
+                            }),
+                        )?,
+                        Err(refused) => context.record_summarizer_failure(
+                            &thread,
+                            &request,
+                            failure_text(&format!("the model's summary was refused: {refused}")),
+                        )?,
+                    }
+                }
+                Some(Err(error)) => context.record_summarizer_failure(
+                    &thread,
+                    &request,
+                    failure_text(&format!("the model endpoint failed: {error}")),
+                )?,
+            })
+        })
+        .await??;
+        to_json(&CompactResult {
+            thread: name,
+            plan: None,
+            sequence: Some(compacted.sequence),
+            compaction: Some(compacted.compaction),
+        })
+    }
+
     /// Runs a compaction, history read or search (context calls go through [`Self::assemble`]).
     pub async fn run_log_call(&self, request: ContextRequest) -> Result<Value, Refusal> {
         let context = Arc::clone(&self.context);
@@ -550,6 +674,12 @@ impl ContextService {
                 } => {
                     let committed = match step {
                         CompactStep::Plan => None,
+                        CompactStep::Summarize => {
+                            return Err(Refusal::unavailable(
+                                "summarize: no model endpoint is set for this process \
+                                 (--model-url and --model, or MEMORY_MODEL_URL and MEMORY_MODEL)",
+                            ));
+                        }
                         CompactStep::Commit(summary) => Some(
                             context.commit_compaction(&thread, &request, summary, &forgotten)?,
                         ),
@@ -645,11 +775,31 @@ pub async fn one_shot_context<S: Store>(
         .await
 }
 
+/// `memory context THREAD --compact`: one compaction of `thread` whose summary `model` writes
+/// ([`ContextService::compact_by_model`]), in a process that holds the whole database (a blocking
+/// caller runs it on a runtime of its own).
+pub async fn one_shot_compact<S: Store>(
+    store: Arc<S>,
+    thread: ThreadId,
+    request: CompactionRequest,
+    model: Arc<dyn ChatModel>,
+) -> Result<Value, Refusal> {
+    request.measured()?;
+    let (log, suppressions) =
+        blocking(move || Ok::<_, Refusal>((store.open_thread_log()?, store.open_remembering()?)))
+            .await??;
+    ContextService::new(log, suppressions, None)
+        .compact_by_model(thread, request, model)
+        .await
+}
+
 /// The context operations of a server: the thread log is opened on the first call that needs it.
 pub struct ContextTools<S> {
     store: Arc<S>,
     defaults: DestinationDefaults,
     service: OnceLock<ContextService>,
+    /// The model `memory_compact` asks when a call says `summarize`.
+    summarizer: Option<Arc<dyn ChatModel>>,
 }
 
 impl<S> std::fmt::Debug for ContextTools<S> {
@@ -668,7 +818,16 @@ impl<S: Store> ContextTools<S> {
             store,
             defaults,
             service: OnceLock::new(),
+            summarizer: None,
         }
+    }
+
+    /// The same tools, asking `model` for a compaction's summary when a `memory_compact` call says
+    /// `summarize`.
+    #[must_use]
+    pub fn with_summarizer(mut self, model: Option<Arc<dyn ChatModel>>) -> Self {
+        self.summarizer = model;
+        self
     }
 
     async fn service(&self) -> Result<ContextService, Refusal> {
@@ -733,6 +892,17 @@ impl<S: Store> ContextTools<S> {
                         .assemble(thread, budget, query, source, recall)
                         .await?,
                 )
+            }
+            ContextRequest::Compact {
+                thread,
+                request,
+                step: CompactStep::Summarize,
+                ..
+            } if self.summarizer.is_some() => {
+                let model = self.summarizer.clone().ok_or_else(|| {
+                    Refusal::unavailable("summarize: no model endpoint is set for this process")
+                })?;
+                service.compact_by_model(thread, request, model).await
             }
             request => service.run_log_call(request).await,
         }

@@ -505,6 +505,7 @@ class Memory:
         summarizer: str | None = None,
         summarizer_failed: str | None = None,
         forgotten: list[int] | None = None,
+        summarize: bool = False,
     ) -> dict[str, Any]:
         """``memory_compact``: compacts ``thread``'s window, never its log.
         ``measured_input_tokens`` (the provider's count for the last call) is required: ``None`` or
@@ -515,11 +516,16 @@ class Memory:
         Pass back the plan's ``forgotten`` (records it showed as placeholders) with the summary: a
         record forgotten since the plan refuses the commit (``ConflictError``). With
         ``summarizer_failed`` (the reason) and the plan's ``through`` instead of a summary: the
-        failure is recorded as a refusal and nothing folds."""
+        failure is recorded as a refusal and nothing folds. With ``summarize=True`` (and none of
+        ``summary``, ``through`` or ``summarizer_failed``) the model of ``model_url``/``model`` writes
+        the summary in the same call, the model named in its frame and its tokens in the record; its
+        failure is recorded as a refusal (``UnavailableError`` without a model)."""
         arguments: dict[str, Any] = {
             "thread": thread,
             "measured_input_tokens": measured_input_tokens,
         }
+        if summarize:
+            arguments["summarize"] = True
         for name, value in (
             ("keep_tokens", keep_tokens),
             ("summary", summary),
@@ -729,6 +735,7 @@ class AsyncMemory:
         summarizer: str | None = None,
         summarizer_failed: str | None = None,
         forgotten: list[int] | None = None,
+        summarize: bool = False,
     ) -> dict[str, Any]:
         return await asyncio.to_thread(
             self.sync_memory.compact,
@@ -740,6 +747,7 @@ class AsyncMemory:
             summarizer=summarizer,
             summarizer_failed=summarizer_failed,
             forgotten=forgotten,
+            summarize=summarize,
         )
 
     async def history_read(

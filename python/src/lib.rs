@@ -102,7 +102,8 @@ impl<S: Store> Services<S> {
     ) -> Result<Self, Refusal> {
         Ok(Self {
             threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
-            contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default()),
+            contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default())
+                .with_summarizer(model.as_ref().map(ModelSettings::open).transpose()?),
             memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
             corrections: settings.corrections,

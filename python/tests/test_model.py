@@ -28,6 +28,9 @@ class Stub:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append((body, self.headers.get("Authorization")))
+                if body["messages"][0]["content"].startswith("You write the summary"):
+                    self.answer("Ana talked about her bees at length.")
+                    return
                 memories = []
                 for line in body["messages"][1]["content"].splitlines():
                     if not line.startswith("[") or " (user): " not in line:
@@ -40,11 +43,14 @@ class Stub:
                     memories.append(
                         {"text": "Ana keeps 40 hives.", "evidence": [{"record": int(number), "quote": text}], "corrects": None}
                     )
+                self.answer(json.dumps({"memories": memories}))
+
+            def answer(self, content: str) -> None:
                 answer = {
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": json.dumps({"memories": memories})},
+                            "message": {"role": "assistant", "content": content},
                             "finish_reason": "stop",
                         }
                     ],
@@ -117,3 +123,28 @@ def test_the_model_settings_are_the_workers(
     assert stub.requests[-1][0]["model"] == "from-env"
     texts = [passage["content"]["text"] for passage in from_env.recall("honey market", mode="lexical")["passages"]]
     assert texts == ["Ana says: I sell honey at the market."]
+
+
+def test_compact_asks_the_model_for_its_summary(database: dict, stub: Stub) -> None:
+    """``compact(summarize=True)`` is ``memory_compact`` with ``summarize``: the model named by the
+    settings writes the summary, named in the ledger with its tokens; without a model it is
+    unavailable."""
+    from agent_memory import UnavailableError
+
+    plain = Memory(database["db"], schema=database["schema"], namespace="bees", user="ana")
+    plain.append("hive-talk", "I keep bees. " * 80)
+    plain.append("hive-talk", "They are calm in winter.", role="assistant")
+    plain.append("hive-talk", "What about spring?")
+    with pytest.raises(UnavailableError):
+        plain.compact("hive-talk", measured_input_tokens=9_000, keep_tokens=0, summarize=True)
+
+    memory = Memory(
+        database["db"], schema=database["schema"], namespace="bees", user="ana", model_url=stub.url, model="summarizer"
+    )
+    answer = memory.compact("hive-talk", measured_input_tokens=9_000, keep_tokens=0, summarize=True)
+    record = answer["compaction"]
+    assert record["outcome"] == "folded"
+    assert record["summary"] == "Ana talked about her bees at length."
+    assert record["summarizer"] == "summarizer"
+    assert record["summarizer_tokens"] == {"prompt": 50, "completion": 9}
+    assert stub.requests[-1][0]["messages"][0]["content"].startswith("You write the summary")

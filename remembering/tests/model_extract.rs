@@ -34,7 +34,7 @@ const LIMITS: PassLimits = PassLimits {
 };
 
 /// A model answering from a script, recording what it was asked.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Scripted {
     answers: Mutex<VecDeque<Result<String, ModelError>>>,
     asked: Mutex<Vec<ChatRequest>>,

@@ -188,6 +188,16 @@ impl<S: Store> MemoryServer<S> {
         }
     }
 
+    /// Has memory_compact ask `model` for the summary when a call says `summarize`; call it before
+    /// the server is cloned or serves.
+    pub fn with_summarizer(mut self, model: Option<Arc<dyn memory_model::ChatModel>>) -> Self {
+        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
+        self.contexts = Arc::new(
+            ContextTools::new(Arc::clone(self.service.store()), destination).with_summarizer(model),
+        );
+        self
+    }
+
     /// Bounds the tool results memory_thread_append stores at `bound` (see
     /// [`crate::thread::ThreadService::with_tool_output_bound`]); call it before the server is
     /// cloned or serves.
@@ -488,7 +498,7 @@ impl<S: Store> MemoryServer<S> {
     /// Plans or records a compaction of a thread's window.
     #[tool(
         name = "memory_compact",
-        description = "Compact a thread's model window, never its log. measured_input_tokens (the provider's reported input tokens of the last call) is required. Without summary: answers the plan (messages to summarize, through, folded ranges, refusals, replaced_chars) and appends nothing. With summary (at most 65,536 characters) and the plan's through: appends a compaction record naming the folded records; a summary not shorter than replaced_chars is refused and recorded. A host whose summarizer failed passes summarizer_failed (the reason) with the plan's through instead: the failure is recorded as a refusal and nothing folds. measured_input_tokens of 0 counts as unmeasured and is refused. The folded records stay readable with memory_history_read and memory_history_search.",
+        description = "Compact a thread's model window, never its log. measured_input_tokens (the provider's reported input tokens of the last call) is required. Without summary: answers the plan (messages to summarize, through, folded ranges, refusals, replaced_chars) and appends nothing. With summary (at most 65,536 characters) and the plan's through: appends a compaction record naming the folded records; a summary not shorter than replaced_chars is refused and recorded. A host whose summarizer failed passes summarizer_failed (the reason) with the plan's through instead: the failure is recorded as a refusal and nothing folds. With summarize: true instead of a summary, the server's model (memory serve --model-url/--model) writes the summary and the record is appended in the same call (unavailable without a model). measured_input_tokens of 0 counts as unmeasured and is refused. The folded records stay readable with memory_history_read and memory_history_search.",
         input_schema = input_schema::<CompactArguments>(),
         output_schema = output_schema::<CompactResult>(),
         annotations(

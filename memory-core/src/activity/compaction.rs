@@ -144,6 +144,21 @@ pub struct CompactionRecord {
     /// written before it was kept: those replaced the newest folded compaction before them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<Sequence>,
+    /// The tokens the summary call spent, as the endpoint reported them, when the summary was asked
+    /// of a model by the compaction itself (`memory_compact` with `summarize`). Absent when the host
+    /// wrote the summary, and on records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_tokens: Option<SummarizerTokens>,
+}
+
+/// What one summary call spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizerTokens {
+    /// Tokens of the request.
+    pub prompt: u64,
+    /// Tokens of the answer.
+    pub completion: u64,
 }
 
 impl CompactionRecord {
@@ -318,6 +333,7 @@ mod tests {
             failure: None,
             forgotten: Vec::new(),
             replaces: None,
+            summarizer_tokens: None,
         }
     }
 
