@@ -18,7 +18,7 @@
 #
 # Environment overrides:
 #   MODEL_PORT (8089)  MODEL_NAME (smollm2-135m-instruct)  MODEL_VENV  MODEL_FILE (another .gguf)
-#   MODEL_THREADS (nproc)  MODEL_CTX (2048)  MODEL_START_TIMEOUT (120 s)
+#   MODEL_THREADS (1)  MODEL_CTX (2048)  MODEL_START_TIMEOUT (120 s)
 #   CMAKE_ARGS (extra llama.cpp build flags)
 #
 # Structured output: llama-cpp-python itself only takes
@@ -34,7 +34,7 @@ VENV="${MODEL_VENV:-$ROOT/.venv-model}"
 HOST=127.0.0.1
 PORT="${MODEL_PORT:-8089}"
 MODEL_NAME="${MODEL_NAME:-smollm2-135m-instruct}"
-THREADS="${MODEL_THREADS:-$(nproc)}"
+THREADS="${MODEL_THREADS:-1}"  # 1 measured faster than 2 on a shared 2-core machine
 CTX="${MODEL_CTX:-2048}"
 START_TIMEOUT="${MODEL_START_TIMEOUT:-120}"
 BASE_URL="http://$HOST:$PORT/v1"
@@ -94,6 +94,15 @@ if [[ "${1:-}" == "stop" ]]; then
 fi
 
 # 1. Already serving: just print.
+if server_up; then
+    log "server already answering at $BASE_URL"
+    print_result
+    exit 0
+fi
+
+# One install/start at a time (per port); a run that waited here then finds the server up.
+exec 9>"${TMPDIR:-/tmp}/model-setup-$PORT.lock"
+flock 9
 if server_up; then
     log "server already answering at $BASE_URL"
     print_result
@@ -225,7 +234,7 @@ setsid nohup "$PY" "$VENV/serve.py" \
     --model "$MODEL_PATH" \
     --model_alias "$MODEL_NAME" \
     --host "$HOST" --port "$PORT" \
-    --n_ctx "$CTX" --n_threads "$THREADS" \
+    --n_ctx "$CTX" --n_threads "$THREADS" --n_threads_batch "$THREADS" \
     >"$LOGFILE" 2>&1 </dev/null &
 echo $! >"$PIDFILE"
 wait_up

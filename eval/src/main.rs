@@ -106,6 +106,24 @@ enum Command {
         /// `eval::locomo::worker`).
         #[arg(long, value_enum, default_value_t = Via::Direct)]
         via: Via,
+        /// Only the first N conversations (all by default).
+        #[arg(long, value_name = "N")]
+        conversations: Option<usize>,
+        /// With `--via worker`: the base URL of an OpenAI-compatible endpoint whose model extracts
+        /// instead of the statement extractor (`remembering-worker --model-url`); writes
+        /// locomo-via-model.md and .json, beside locomo-via-worker.json's figures when it covers as
+        /// many conversations. Read from MEMORY_MODEL_URL when not given.
+        #[arg(long, value_name = "URL")]
+        model_url: Option<String>,
+        /// The model's name at --model-url (or MEMORY_MODEL).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        /// A file holding the endpoint's key (or MEMORY_MODEL_KEY_FILE).
+        #[arg(long, value_name = "PATH")]
+        model_key_file: Option<PathBuf>,
+        /// The limit of one attempt of one model call, in milliseconds (or MEMORY_MODEL_TIMEOUT_MS).
+        #[arg(long, value_name = "MS")]
+        model_timeout_ms: Option<u64>,
     },
     /// Whether a correction is cited ahead of what it corrects: the main job's corpus through the
     /// remembering worker, with and without correction links, recalled in lexical and hybrid;
@@ -283,11 +301,36 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Locomo {
             data,
             via: Via::Direct,
-        }) => runtime.block_on(locomo(&data, &cli.out)),
+            conversations,
+            ..
+        }) => runtime.block_on(locomo(&data, conversations, &cli.out)),
         Some(Command::Locomo {
             data,
             via: Via::Worker,
-        }) => runtime.block_on(locomo_via_worker(&data, &cli.out)),
+            conversations,
+            model_url,
+            model,
+            model_key_file,
+            model_timeout_ms,
+        }) => {
+            let model = memory_service::model_settings::ModelSettings::resolve(
+                memory_service::model_settings::ModelValues {
+                    url: model_url,
+                    model,
+                    key_file: model_key_file,
+                    fallback: None,
+                    timeout_ms: model_timeout_ms,
+                },
+            )
+            .and_then(|settings| {
+                settings
+                    .as_ref()
+                    .map(memory_service::worker::ModelExtraction::open)
+                    .transpose()
+            })
+            .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+            runtime.block_on(locomo_via_worker(&data, conversations, model, &cli.out))
+        }
         Some(Command::LocomoTune { data, tuned }) => locomo_tune(&data, &cli.out, &tuned),
         Some(Command::Corrections) => runtime.block_on(corrections(&cli)),
         Some(Command::SyncTexts { import, out }) => {
@@ -387,9 +430,16 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// `memory-eval locomo`.
-async fn locomo(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+async fn locomo(
+    data: &std::path::Path,
+    first: Option<usize>,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
     use eval::locomo::{data as locomo_data, report as locomo_report, run as locomo_run};
-    let conversations = locomo_data::load(data)?;
+    let mut conversations = locomo_data::load(data)?;
+    if let Some(first) = first {
+        conversations.truncate(first);
+    }
     let out = out.join("locomo");
     std::fs::create_dir_all(&out)?;
     let progress = Progress::for_terminal();
@@ -425,28 +475,45 @@ async fn locomo(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result
 }
 
 /// `memory-eval locomo --via worker`.
-async fn locomo_via_worker(data: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+async fn locomo_via_worker(
+    data: &std::path::Path,
+    first: Option<usize>,
+    model: Option<memory_service::worker::ModelExtraction>,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
     use eval::locomo::{data as locomo_data, run as locomo_run, worker};
-    let conversations = locomo_data::load(data)?;
+    let mut conversations = locomo_data::load(data)?;
+    if let Some(first) = first {
+        conversations.truncate(first);
+    }
+    let by_model = model.is_some();
     let out = out.join("locomo");
     std::fs::create_dir_all(&out)?;
     let progress = Progress::for_terminal();
     let run = worker::measure(
-        &out.join("locomo-via-worker.sqlite"),
+        &out.join(if by_model {
+            "locomo-via-model.sqlite"
+        } else {
+            "locomo-via-worker.sqlite"
+        }),
         &conversations,
         &locomo_run::MODES,
         true,
+        model,
         &progress,
     )
     .await?;
     let direct = worker::read_direct(&out.join("locomo.json"))?;
-    let report = worker::ViaWorkerReport::new(
+    let mut report = worker::ViaWorkerReport::new(
         &data.display().to_string(),
         &conversations,
         &run,
         &locomo_run::MODES,
         direct,
     );
+    if by_model {
+        report.statements = worker::read_statements(&out, conversations.len())?;
+    }
     worker::write(&report, &out)?;
     println!("{}", worker::markdown(&report));
     eprintln!(

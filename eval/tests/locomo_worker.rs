@@ -26,6 +26,7 @@ async fn via_the_worker_questions_are_dropped_statements_recalled_and_lost_evide
         &conversations,
         &["lexical"],
         false,
+        None,
         &Progress::hidden(),
     )
     .await
@@ -124,6 +125,7 @@ async fn via_the_worker_questions_are_dropped_statements_recalled_and_lost_evide
         &conversations,
         &["lexical"],
         false,
+        None,
         &Progress::hidden(),
     )
     .await
@@ -132,4 +134,70 @@ async fn via_the_worker_questions_are_dropped_statements_recalled_and_lost_evide
         (again.totals.records, again.check.documents_in_store),
         (8, 2)
     );
+}
+
+/// With a model (`--model-url`), the same path asks it: one call per batch, only literal quotes kept,
+/// the rest counted by rule, and the report says what the calls cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn via_a_model_the_report_counts_kept_rejected_and_the_calls_cost() {
+    use memory_testkit::chat_stub::{ChatStub, StubReply};
+    // Each user record becomes a memory quoting it whole; each also gets an invented number.
+    let stub = ChatStub::start(|body| {
+        let material = body["messages"][1]["content"].as_str().unwrap_or_default();
+        let mut memories = Vec::new();
+        for line in material.lines() {
+            let Some((number, said)) = line.strip_prefix('[').and_then(|rest| rest.split_once("] ")) else {
+                continue;
+            };
+            let Some((_, text)) = said.split_once(" (user): ") else {
+                continue;
+            };
+            let record = number.parse::<u64>().unwrap_or(0);
+            memories.push(serde_json::json!({"text": text, "evidence": [{"record": record, "quote": text}], "corrects": null}));
+            memories.push(serde_json::json!({"text": "It happened in 1999.", "evidence": [{"record": record, "quote": text}], "corrects": null}));
+        }
+        StubReply::content(serde_json::json!({"memories": memories}).to_string())
+    })
+    .expect("the stub endpoint");
+    let settings = memory_service::model_settings::ModelSettings::new(
+        memory_service::model_settings::ModelValues {
+            url: Some(stub.url()),
+            model: Some("stub".to_owned()),
+            ..Default::default()
+        },
+    )
+    .expect("valid")
+    .expect("a model");
+    let model = memory_service::worker::ModelExtraction::open(&settings).expect("opens");
+    let conversations = conversations();
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let run = measure(
+        &directory.path().join("locomo-via-model.sqlite"),
+        &conversations,
+        &["lexical"],
+        false,
+        Some(model),
+        &Progress::hidden(),
+    )
+    .await
+    .expect("the via-model path");
+    assert_eq!(run.extractor, "model stub");
+    assert_eq!(run.totals.records, 8);
+    assert_eq!(run.totals.model.calls as usize, stub.requests().len());
+    assert!(run.totals.model.calls >= 2, "at least a call per thread");
+    assert!(run.totals.kept >= 6, "{:?}", run.totals);
+    assert_eq!(
+        run.totals.dropped.get("unsupported_text").copied(),
+        Some(run.totals.kept),
+        "every invented year is rejected: {:?}",
+        run.totals
+    );
+    let report = ViaWorkerReport::new("mini", &conversations, &run, &["lexical"], None);
+    let text = markdown(&report);
+    assert!(text.contains("## The model"), "{text}");
+    assert!(
+        text.contains(&format!("{} calls", run.totals.model.calls)),
+        "{text}"
+    );
+    assert_eq!(eval::locomo::worker::stem(&report), "locomo-via-model");
 }

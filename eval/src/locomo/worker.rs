@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use memory_core::activity::ModelUsage;
 use memory_core::activity::{
     ExtractionTotals, NewRecord, ProgressStore, RecordBody, ThreadDestination, ThreadId, ThreadLog,
     ThreadRecord,
@@ -49,7 +50,8 @@ use memory_core::activity::{
 use memory_core::{DynamicNamespace, MemoryLister, MemoryScope};
 use memory_service::settings::Settings;
 use memory_service::worker::{
-    CorrectionLinking, ProcessorStores, WorkerExtractor, WorkerSettings, pending_pass,
+    CorrectionLinking, ModelExtraction, ProcessorStores, WorkerExtractor, WorkerSettings,
+    pending_pass,
 };
 use memory_sqlite::SqliteStore;
 use memory_sqlite::progress::SqliteProgressStore;
@@ -238,24 +240,39 @@ impl WorkerStores {
 /// [`PendingPass`] the binary runs each pass. Corrections are linked as `MEMORY_CORRECTIONS` says, as
 /// the binary reads it (`words` without it), so `MEMORY_CORRECTIONS=off` measures the run without
 /// links.
-pub fn worker(stores: &WorkerStores) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
+pub fn worker(
+    stores: &WorkerStores,
+    model: Option<ModelExtraction>,
+) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
     let corrections = Settings::from_env()
         .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?
         .corrections;
-    worker_linking(
+    worker_with(
         stores,
         CorrectionLinking::from_setting(corrections)
             .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?,
+        model,
     )
 }
 
-/// [`worker`] linking corrections as `corrections` says.
+/// [`worker`] linking corrections as `corrections` says, with the statement extractor.
 pub fn worker_linking(
     stores: &WorkerStores,
     corrections: CorrectionLinking,
 ) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
+    worker_with(stores, corrections, None)
+}
+
+/// The binary's processors linking corrections as `corrections` says, extracting with `model`
+/// (`remembering-worker --model-url`) or, without one, the statement extractor.
+pub fn worker_with(
+    stores: &WorkerStores,
+    corrections: CorrectionLinking,
+    model: Option<ModelExtraction>,
+) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
     let settings = WorkerSettings {
         corrections,
+        model,
         ..WorkerSettings::defaults()?
     };
     Ok(pending_pass(
@@ -279,11 +296,14 @@ pub struct WorkerPasses {
     pub processed: usize,
     /// Processor passes that failed (the thread stayed pending and was retried).
     pub failed: usize,
+    /// Threads parked (a model's answers that stayed wrong; the statement extractor parks none).
+    #[serde(default)]
+    pub parked: usize,
 }
 
-/// Runs `pending` pass after pass until `log` has no pending thread. A parked thread, or
-/// [`MAX_IDLE_PASSES`] passes in a row that process nothing, fail the run: the measurement would be
-/// of part of the data.
+/// Runs `pending` pass after pass until `log` has no pending thread. [`MAX_IDLE_PASSES`] passes in a
+/// row that process nothing fail the run (the measurement would be of part of the data); a parked
+/// thread is counted ([`WorkerPasses::parked`]), and what it did not remember shows as evidence lost.
 pub async fn drain(
     pending: &PendingPass<SqliteStore, WorkerExtractor>,
     log: &dyn ThreadLog,
@@ -297,9 +317,8 @@ pub async fn drain(
         done.passes += 1;
         done.processed += report.processed;
         done.failed += report.failed;
-        if report.parked > 0 {
-            bail!("the worker parked {} threads", report.parked);
-        }
+        // A parked thread is part of what is measured (counted, and its records' evidence lost).
+        done.parked += report.parked;
         if log.pending_threads(None, 1)?.is_empty() {
             break;
         }
@@ -458,6 +477,8 @@ pub async fn check_extraction(
 /// Everything a via-worker run measured.
 #[derive(Debug, Clone)]
 pub struct ViaWorker {
+    /// The extractor: `statements`, or `model NAME`.
+    pub extractor: String,
     /// Turns appended (records).
     pub appended: usize,
     /// Threads appended to (sessions).
@@ -487,6 +508,7 @@ pub async fn measure(
     conversations: &[Conversation],
     modes: &[&str],
     semantic: bool,
+    model: Option<ModelExtraction>,
     progress: &Progress,
 ) -> anyhow::Result<ViaWorker> {
     for suffix in ["", "-wal", "-shm"] {
@@ -509,7 +531,11 @@ pub async fn measure(
         .map(|turn| &turn.record.thread)
         .collect();
     let threads = threads.len();
-    let pending = worker(&stores)?;
+    let extractor = model.as_ref().map_or_else(
+        || "statements".to_owned(),
+        |model| format!("model {}", model.model.name()),
+    );
+    let pending = worker(&stores, model)?;
     let started = Instant::now();
     let passes = drain(&pending, stores.log.as_ref(), progress).await?;
     let worker_seconds = started.elapsed().as_secs_f64();
@@ -529,6 +555,7 @@ pub async fn measure(
         .map(|(mode, answers)| (mode.to_owned(), answers))
         .collect();
     Ok(ViaWorker {
+        extractor,
         appended: ledger.turns().len(),
         threads,
         append_seconds,
@@ -584,6 +611,19 @@ pub fn read_direct(path: &Path) -> anyhow::Result<Option<DirectFigures>> {
 pub struct ViaWorkerReport {
     /// `worker`.
     pub via: String,
+    /// The worker's extractor: `statements` (the default), or `model NAME` (`--model-url`).
+    #[serde(default = "statements")]
+    pub extractor: String,
+    /// What the model's calls cost (zero for the statement extractor).
+    #[serde(default)]
+    pub model: ModelUsage,
+    /// Seconds the worker took per record.
+    #[serde(default)]
+    pub seconds_per_record: f64,
+    /// The statement extractor's figures on the same conversations, beside a model's run (read from
+    /// `locomo-via-worker.json` when it covers as many conversations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statements: Option<DirectFigures>,
     /// The data that was read.
     pub data: String,
     /// Conversations read.
@@ -645,6 +685,14 @@ impl ViaWorkerReport {
         modes.sort_by_key(|mode| order.iter().position(|name| *name == mode.mode));
         Self {
             via: "worker".to_owned(),
+            extractor: run.extractor.clone(),
+            model: run.totals.model,
+            seconds_per_record: if run.appended == 0 {
+                0.0
+            } else {
+                run.worker_seconds / run.appended as f64
+            },
+            statements: None,
             data: data.to_owned(),
             conversations: conversations.len(),
             turns: run.appended,
@@ -670,6 +718,10 @@ impl ViaWorkerReport {
     }
 }
 
+fn statements() -> String {
+    "statements".to_owned()
+}
+
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
@@ -682,18 +734,25 @@ pub fn markdown(report: &ViaWorkerReport) -> String {
         text,
         "# LoCoMo recall through the remembering worker\n\n{} conversations, {} turns appended as \
          `user_input` records to {} threads (one per session), read from `{}`; the worker \
-         (`statements` v1, the default extractor) drained the log in {} passes; {} questions of \
-         categories 1-4. Append {:.1} s, worker {:.1} s, indexing with the real model {:.1} s.\n",
+         (extractor: {}) drained the log in {} passes ({} threads parked); {} questions of \
+         categories 1-4. Append {:.1} s, worker {:.1} s ({:.3} s per record), indexing with the \
+         real model {:.1} s.\n",
         report.conversations,
         report.turns,
         report.threads,
         report.data,
+        report.extractor,
         report.worker.passes,
+        report.worker.parked,
         report.questions,
         report.append_seconds,
         report.worker_seconds,
+        report.seconds_per_record,
         report.sync_seconds
     );
+    if report.extractor != "statements" {
+        model_markdown(&mut text, report);
+    }
     let _ = writeln!(text, "## Beside the direct import (all conversations)\n");
     match &report.direct {
         Some(direct) => {
@@ -782,18 +841,118 @@ pub fn markdown(report: &ViaWorkerReport) -> String {
     text
 }
 
-/// Writes `locomo-via-worker.md`, `locomo-via-worker.json` and its SVGs to `out`.
+/// The model's section: what it kept and rejected, what it cost, and recall beside the statement
+/// extractor's on the same conversations.
+fn model_markdown(text: &mut String, report: &ViaWorkerReport) {
+    use std::fmt::Write as _;
+    let rejected = |rule: &str| {
+        report
+            .documents_dropped_by_reason
+            .get(rule)
+            .copied()
+            .unwrap_or(0)
+    };
+    let _ = writeln!(
+        text,
+        "## The model\n\n{} memories kept from {} records; proposals rejected: {} unsupported \
+         quotes, {} unsupported texts, {} unsupported corrections. {} calls, {} prompt and {} \
+         completion tokens, {:.1} s waiting for answers ({:.3} s per record for the whole \
+         worker), {} records extracted by statements instead.\n",
+        report.documents_kept,
+        report.records_extracted,
+        rejected("unsupported_quote"),
+        rejected("unsupported_text"),
+        rejected("unsupported_correction"),
+        report.model.calls,
+        report.model.prompt_tokens,
+        report.model.completion_tokens,
+        report.model.latency_ms as f64 / 1_000.0,
+        report.seconds_per_record,
+        report.model.fallbacks,
+    );
+    match &report.statements {
+        Some(statements) => {
+            let _ = writeln!(
+                text,
+                "Beside the statement extractor on the same conversations (`{}`):\n\n| mode | \
+                 hit@10 statements | hit@10 model | share@10 statements | share@10 model |\n| --- \
+                 | --- | --- | --- | --- |",
+                statements.report
+            );
+            for mode in &report.modes {
+                let beside = statements
+                    .modes
+                    .iter()
+                    .find(|other| other.mode == mode.mode);
+                let figure =
+                    |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.3}"));
+                let _ = writeln!(
+                    text,
+                    "| {} | {} | {:.3} | {} | {:.3} |",
+                    mode.mode,
+                    figure(beside.map(|d| d.all.hit_at_10)),
+                    mode.all.hit_at_10,
+                    figure(beside.map(|d| d.all.share_at_10)),
+                    mode.all.share_at_10
+                );
+            }
+            let _ = writeln!(text);
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "No statement-extractor run of as many conversations was found beside it (run \
+                 `memory-eval locomo --via worker --conversations {}` first).\n",
+                report.conversations
+            );
+        }
+    }
+}
+
+/// The file stem a run's report is written under: `locomo-via-worker` for the statement extractor,
+/// `locomo-via-model` for a model's.
+pub fn stem(report: &ViaWorkerReport) -> &'static str {
+    if report.extractor == "statements" {
+        "locomo-via-worker"
+    } else {
+        "locomo-via-model"
+    }
+}
+
+/// Writes `<stem>.md`, `<stem>.json` and its SVGs to `out` ([`stem`]).
 pub fn write(report: &ViaWorkerReport, out: &Path) -> anyhow::Result<()> {
+    let stem = stem(report);
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("locomo-via-worker.md"), markdown(report))?;
+    std::fs::write(out.join(format!("{stem}.md")), markdown(report))?;
     std::fs::write(
-        out.join("locomo-via-worker.json"),
+        out.join(format!("{stem}.json")),
         serde_json::to_string_pretty(report)? + "\n",
     )?;
-    super::report::write_charts(
-        &report.modes,
-        out,
-        "locomo-via-worker",
-        "LoCoMo via the worker",
+    super::report::write_charts(&report.modes, out, stem, "LoCoMo via the worker")
+}
+
+/// The statement extractor's via-worker figures from `locomo-via-worker.json` in `out`, when they
+/// cover `conversations` conversations (the same ones, since `--conversations N` takes the first N).
+pub fn read_statements(out: &Path, conversations: usize) -> anyhow::Result<Option<DirectFigures>> {
+    let path = out.join("locomo-via-worker.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    #[derive(Deserialize)]
+    struct Saved {
+        conversations: usize,
+        #[serde(default = "statements")]
+        extractor: String,
+        modes: Vec<DirectMode>,
+    }
+    let saved: Saved =
+        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    Ok(
+        (saved.conversations == conversations && saved.extractor == "statements").then(|| {
+            DirectFigures {
+                report: path.display().to_string(),
+                modes: saved.modes,
+            }
+        }),
     )
 }
