@@ -185,6 +185,9 @@ async fn via_a_model_the_report_counts_kept_rejected_and_the_calls_cost() {
     assert_eq!(run.totals.records, 8);
     assert_eq!(run.totals.model.calls as usize, stub.requests().len());
     assert!(run.totals.model.calls >= 2, "at least a call per thread");
+    let endpoint = run.endpoint.clone().expect("the client's meter");
+    assert_eq!(endpoint.answered as usize, stub.requests().len());
+    assert!(endpoint.failed.is_empty(), "{endpoint:?}");
     assert!(run.totals.kept >= 6, "{:?}", run.totals);
     assert_eq!(
         run.totals.dropped.get("unsupported_text").copied(),
@@ -197,6 +200,10 @@ async fn via_a_model_the_report_counts_kept_rejected_and_the_calls_cost() {
     assert!(text.contains("## The model"), "{text}");
     assert!(
         text.contains(&format!("{} calls", run.totals.model.calls)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{} answered, 0 failed", endpoint.answered)),
         "{text}"
     );
     assert_eq!(eval::locomo::worker::stem(&report), "locomo-via-model");

@@ -11,8 +11,8 @@ use tracing::{debug, warn};
 use crate::meter::{Meter, MeterSnapshot};
 use crate::wire;
 use crate::{
-    ChatAnswer, ChatFuture, ChatModel, ChatRequest, MAX_ANSWER_BYTES, ModelEndpoint, ModelError,
-    TokenUsage,
+    CallFailure, ChatAnswer, ChatFuture, ChatModel, ChatRequest, MAX_ANSWER_BYTES, ModelEndpoint,
+    ModelError, TokenUsage,
 };
 
 /// The longest wait between attempts, a server's `Retry-After` included: a caller waiting longer
@@ -107,7 +107,7 @@ impl HttpChatModel {
         self.meter.snapshot()
     }
 
-    async fn ask(&self, request: &ChatRequest) -> Result<ChatAnswer, ModelError> {
+    async fn ask(&self, request: &ChatRequest) -> Result<ChatAnswer, CallFailure> {
         let started = Instant::now();
         let tally = Tally::default();
         let tally = &tally;
@@ -151,7 +151,12 @@ impl HttpChatModel {
                         warn!(%model, kind = error.kind(), attempts, %error, "the model call failed")
                     }
                 }
-                Err(error)
+                Err(CallFailure {
+                    error,
+                    usage: tally.usage(),
+                    attempts,
+                    latency_ms: millis(started.elapsed()),
+                })
             }
         }
     }

@@ -10,7 +10,9 @@
 //!   [`HttpChatModel::meter`] reads its own counters ([`MeterSnapshot`]: calls, failures by kind,
 //!   retries, tokens, latency).
 //! - [`ModelError`]: every failure typed; [`ModelError::is_transient`] tells a failure worth a later
-//!   try (the endpoint down, 429, 5xx, a timeout) from one that a retry would repeat.
+//!   try (the endpoint down, 429, 5xx, a timeout) from one that a retry would repeat. A call fails
+//!   with a [`CallFailure`]: the error with what the call spent (an answer cut at `max_tokens` was
+//!   generated and is counted).
 //! - [`ApiKey`]: the key, which never appears in `Debug`, `Display`, logs or errors.
 
 mod error;
@@ -116,8 +118,43 @@ pub struct ChatAnswer {
     pub structured: bool,
 }
 
+/// A call that failed, and what it cost before it did: an answer cut at `max_tokens` or not JSON
+/// was still generated and paid for, and a caller that counts cost (the worker's `ModelUsage`,
+/// `memory status`) counts it as it counts an answer.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[error("{error}")]
+pub struct CallFailure {
+    /// Why it failed.
+    pub error: ModelError,
+    /// Tokens the endpoint reported over the call's attempts (0 when none answered).
+    pub usage: TokenUsage,
+    /// HTTP attempts made (0 when the request was refused before sending).
+    pub attempts: u32,
+    /// Milliseconds from the first attempt to the failure.
+    pub latency_ms: u64,
+}
+
+impl CallFailure {
+    /// A failure before anything was sent (nothing was spent).
+    pub fn unsent(error: ModelError) -> Self {
+        Self {
+            error,
+            usage: TokenUsage::default(),
+            attempts: 0,
+            latency_ms: 0,
+        }
+    }
+}
+
+impl From<ModelError> for CallFailure {
+    fn from(error: ModelError) -> Self {
+        Self::unsent(error)
+    }
+}
+
 /// The future of one [`ChatModel::complete`].
-pub type ChatFuture<'a> = Pin<Box<dyn Future<Output = Result<ChatAnswer, ModelError>> + Send + 'a>>;
+pub type ChatFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ChatAnswer, CallFailure>> + Send + 'a>>;
 
 /// A chat model: one request in, one answer out.
 pub trait ChatModel: Send + Sync + std::fmt::Debug {

@@ -112,7 +112,7 @@ async fn the_key_is_sent_as_bearer_and_shown_nowhere() {
 
     let mut errors = Vec::new();
     for _ in 0..6 {
-        errors.push(model.complete(&request()).await.unwrap_err());
+        errors.push(model.complete(&request()).await.unwrap_err().error);
     }
     // Unreachable and timeout: a port nobody listens on, and a stub slower than the limit.
     let mut gone = endpoint.clone();
@@ -122,7 +122,8 @@ async fn the_key_is_sent_as_bearer_and_shown_nowhere() {
             .unwrap()
             .complete(&request())
             .await
-            .unwrap_err(),
+            .unwrap_err()
+            .error,
     );
     let slow = ChatStub::scripted(vec![delayed(2000)]).unwrap();
     let mut hurried = endpoint.clone();
@@ -133,11 +134,12 @@ async fn the_key_is_sent_as_bearer_and_shown_nowhere() {
             .unwrap()
             .complete(&request())
             .await
-            .unwrap_err(),
+            .unwrap_err()
+            .error,
     );
     let mut oversized = request();
     oversized.user = KEY.repeat(MAX_REQUEST_BYTES / KEY.len() + 1);
-    errors.push(model.complete(&oversized).await.unwrap_err());
+    errors.push(model.complete(&oversized).await.unwrap_err().error);
 
     let kinds: Vec<_> = errors.iter().map(ModelError::kind).collect();
     assert_eq!(
@@ -268,7 +270,7 @@ async fn server_errors_are_tried_up_to_the_attempts() {
     .unwrap();
     let model = model(&stub, 3);
 
-    let error = model.complete(&request()).await.unwrap_err();
+    let error = model.complete(&request()).await.unwrap_err().error;
 
     assert_eq!(error, ModelError::Server { status: 500 });
     assert!(error.is_transient());
@@ -282,7 +284,8 @@ async fn a_refusal_is_not_tried_again() {
     let error = model(&stub, 3)
         .complete(&schema_request())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
 
     let ModelError::Refused {
         status: 400,
@@ -303,7 +306,11 @@ async fn a_body_that_is_not_json_is_malformed_and_not_tried_again() {
         StubReply::content("no"),
     ])
     .unwrap();
-    let error = model(&stub, 3).complete(&request()).await.unwrap_err();
+    let error = model(&stub, 3)
+        .complete(&request())
+        .await
+        .unwrap_err()
+        .error;
     assert!(matches!(error, ModelError::Malformed { .. }), "{error:?}");
     assert!(!error.is_transient());
     assert_eq!(stub.requests().len(), 1);
@@ -315,15 +322,23 @@ async fn an_answer_cut_at_max_tokens_is_malformed() {
         text: "{\"facts\": [".into(),
     }])
     .unwrap();
-    let error = model(&stub, 3).complete(&request()).await.unwrap_err();
+    let failure = model(&stub, 3).complete(&request()).await.unwrap_err();
+    let error = failure.error;
     assert!(matches!(error, ModelError::Malformed { .. }), "{error:?}");
     assert_eq!(stub.requests().len(), 1);
+    // The cut answer was generated: its tokens go with the failure to whoever counts cost.
+    assert_eq!(failure.attempts, 1);
+    assert!(failure.usage.completion > 0, "{:?}", failure.usage);
 }
 
 #[tokio::test]
 async fn an_answer_over_the_bound_is_malformed() {
     let stub = ChatStub::scripted(vec![StubReply::raw("x".repeat(MAX_ANSWER_BYTES + 1))]).unwrap();
-    let error = model(&stub, 3).complete(&request()).await.unwrap_err();
+    let error = model(&stub, 3)
+        .complete(&request())
+        .await
+        .unwrap_err()
+        .error;
     let ModelError::Malformed { detail } = &error else {
         panic!("{error:?}");
     };
@@ -342,7 +357,8 @@ async fn an_answer_slower_than_the_timeout_is_a_timeout() {
         .unwrap()
         .complete(&request())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
 
     assert!(matches!(error, ModelError::Timeout { .. }), "{error:?}");
     assert!(error.is_transient());
@@ -354,7 +370,7 @@ async fn a_port_nobody_listens_on_is_unreachable() {
     endpoint.attempts = 2;
     let model = HttpChatModel::new(endpoint).unwrap();
 
-    let error = model.complete(&request()).await.unwrap_err();
+    let error = model.complete(&request()).await.unwrap_err().error;
 
     assert!(matches!(error, ModelError::Unreachable { .. }), "{error:?}");
     assert!(error.is_transient());
@@ -367,7 +383,11 @@ async fn an_oversized_request_is_refused_before_sending() {
     let mut oversized = request();
     oversized.user = "x".repeat(MAX_REQUEST_BYTES);
 
-    let error = model(&stub, 3).complete(&oversized).await.unwrap_err();
+    let error = model(&stub, 3)
+        .complete(&oversized)
+        .await
+        .unwrap_err()
+        .error;
 
     let ModelError::TooLarge { limit, max, actual } = error else {
         panic!("{error:?}");
@@ -426,17 +446,17 @@ async fn the_meter_counts_calls_failures_retries_and_tokens() {
         }
     );
     assert_eq!(
-        model.complete(&request()).await.unwrap_err().kind(),
+        model.complete(&request()).await.unwrap_err().error.kind(),
         "refused"
     );
     assert_eq!(
-        model.complete(&request()).await.unwrap_err().kind(),
+        model.complete(&request()).await.unwrap_err().error.kind(),
         "malformed"
     );
     let mut oversized = request();
     oversized.user = "x".repeat(MAX_REQUEST_BYTES);
     assert_eq!(
-        model.complete(&oversized).await.unwrap_err().kind(),
+        model.complete(&oversized).await.unwrap_err().error.kind(),
         "too_large"
     );
 

@@ -38,7 +38,7 @@ use memory_core::activity::{
 };
 use memory_core::document::MemoryContent;
 use memory_core::recall::corrections::{CORRECTS, CorrectionLink};
-use memory_model::{AnswerSchema, ChatAnswer, ChatModel, ChatRequest, ModelError};
+use memory_model::{AnswerSchema, CallFailure, ChatAnswer, ChatModel, ChatRequest, ModelError};
 use serde::Deserialize;
 
 use crate::corrections::Resemblance;
@@ -227,17 +227,16 @@ impl ModelExtractor {
             user: material(request.previous, batch, &shown, self.limits.batch_chars),
             schema: Some(AnswerSchema {
                 name: "memories".to_owned(),
-                schema: answer_schema(),
+                schema: answer_schema(batch.len()),
             }),
             max_tokens: self.limits.max_tokens,
         };
         let mut last_malformed = String::new();
         for _ in 0..self.limits.answer_attempts.max(1) {
-            let answer = self
-                .model
-                .complete(&chat)
-                .await
-                .map_err(|error| (usage, model_failure(error)))?;
+            let answer =
+                self.model.complete(&chat).await.map_err(|failure| {
+                    (usage.plus(cost(&failure)), model_failure(failure.error))
+                })?;
             usage = usage.plus(answered(&answer));
             match parse_answer(&answer.content) {
                 Ok(proposals) => {
@@ -443,29 +442,50 @@ Each memory has:
 Never write a name, a number or a date that is not in the quotes.
 Answer with JSON only: {\"memories\": [...]}, an empty list when there is nothing to remember.";
 
-fn answer_schema() -> serde_json::Value {
+/// Most characters of a memory's text in the answer schema: one short sentence.
+pub const SCHEMA_TEXT_CHARS: usize = 300;
+/// Most characters of one quote in the answer schema (a quote may be part of a record).
+pub const SCHEMA_QUOTE_CHARS: usize = 300;
+/// Most quotes of one memory in the answer schema.
+pub const SCHEMA_QUOTES: usize = 3;
+
+/// The answer's JSON schema, bounded for a batch of `records` records: at most two memories a
+/// record (and never past [`MAX_PROPOSALS`]), [`SCHEMA_QUOTES`] quotes of [`SCHEMA_QUOTE_CHARS`] and a
+/// text of [`SCHEMA_TEXT_CHARS`]. An endpoint that decodes under the schema (llama.cpp's grammar,
+/// vLLM's guided decoding) then cannot run a small model's answer on to `max_tokens`, which it
+/// otherwise does (an endless list, or one string that never closes). The bounds only shape what is
+/// asked: what is kept is decided by [`crate::proposals`] whatever the answer's size.
+fn answer_schema(records: usize) -> serde_json::Value {
+    let memories = (records.max(1) * 2).min(MAX_PROPOSALS);
     serde_json::json!({
         "type": "object",
         "properties": {
             "memories": {
                 "type": "array",
+                "maxItems": memories,
                 "items": {
                     "type": "object",
                     "properties": {
-                        "text": {"type": "string"},
+                        "text": {"type": "string", "minLength": 1, "maxLength": SCHEMA_TEXT_CHARS},
                         "evidence": {
                             "type": "array",
+                            "minItems": 1,
+                            "maxItems": SCHEMA_QUOTES,
                             "items": {
                                 "type": "object",
                                 "properties": {
                                     "record": {"type": "integer"},
-                                    "quote": {"type": "string"}
+                                    "quote": {
+                                        "type": "string",
+                                        "minLength": 1,
+                                        "maxLength": SCHEMA_QUOTE_CHARS
+                                    }
                                 },
                                 "required": ["record", "quote"],
                                 "additionalProperties": false
                             }
                         },
-                        "corrects": {"type": ["string", "null"]}
+                        "corrects": {"type": ["string", "null"], "maxLength": 128}
                     },
                     "required": ["text", "evidence", "corrects"],
                     "additionalProperties": false
@@ -588,6 +608,18 @@ fn answered(answer: &ChatAnswer) -> ModelUsage {
         prompt_tokens: answer.usage.prompt,
         completion_tokens: answer.usage.completion,
         latency_ms: answer.latency_ms,
+        fallbacks: 0,
+    }
+}
+
+/// A failed call is a call too: its tokens were generated (an answer cut at `max_tokens` is the
+/// costliest kind) and its time waited.
+fn cost(failure: &CallFailure) -> ModelUsage {
+    ModelUsage {
+        calls: 1,
+        prompt_tokens: failure.usage.prompt,
+        completion_tokens: failure.usage.completion,
+        latency_ms: failure.latency_ms,
         fallbacks: 0,
     }
 }

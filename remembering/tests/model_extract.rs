@@ -14,7 +14,9 @@ use memory_core::activity::{
 };
 use memory_core::recall::corrections::CorrectionLink;
 use memory_core::{ManualClock, MemoryDocument, MemoryReader};
-use memory_model::{ChatAnswer, ChatFuture, ChatModel, ChatRequest, ModelError, TokenUsage};
+use memory_model::{
+    CallFailure, ChatAnswer, ChatFuture, ChatModel, ChatRequest, ModelError, TokenUsage,
+};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
@@ -66,16 +68,27 @@ impl ChatModel for Scripted {
             .unwrap()
             .pop_front()
             .unwrap_or_else(|| panic!("the model was asked more than its script: {request:?}"));
-        Box::pin(std::future::ready(answer.map(|content| ChatAnswer {
-            content,
-            usage: TokenUsage {
-                prompt: 100,
-                completion: 20,
-            },
-            attempts: 1,
-            latency_ms: 7,
-            structured: true,
-        })))
+        // A failure costs what a cut answer costs: the tokens were generated.
+        let usage = TokenUsage {
+            prompt: 100,
+            completion: 20,
+        };
+        Box::pin(std::future::ready(
+            answer
+                .map(|content| ChatAnswer {
+                    content,
+                    usage,
+                    attempts: 1,
+                    latency_ms: 7,
+                    structured: true,
+                })
+                .map_err(|error| CallFailure {
+                    error,
+                    usage,
+                    attempts: 1,
+                    latency_ms: 7,
+                }),
+        ))
     }
 }
 
@@ -175,7 +188,13 @@ async fn one_call_covers_a_batch_and_only_literal_quotes_are_kept() {
             .user
             .contains("[3] ana (user): Yes, and I work as a luthier.")
     );
-    assert!(asked.schema.is_some());
+    // The schema bounds the answer for the batch's three records (a batch holds what the call
+    // shows; the assistant's record too), so a decoder constrained by it cannot run on.
+    let schema = &asked.schema.as_ref().expect("a schema").schema;
+    let memories = &schema["properties"]["memories"];
+    assert_eq!(memories["maxItems"], 6, "{schema}");
+    assert_eq!(memories["items"]["properties"]["text"]["maxLength"], 300);
+    assert_eq!(memories["items"]["properties"]["evidence"]["maxItems"], 3);
     let madrid = writer
         .read(&statement_key(&t, "ana", "Ana moved to Madrid in 2024."))
         .await
@@ -354,6 +373,11 @@ async fn a_transient_failure_defers_and_wrong_answers_park_unless_statements_sta
         .extraction_totals()
         .unwrap();
     assert_eq!(totals.model.fallbacks, 1);
+    // The timed-out call before the fallback is a call, and its tokens and time are counted.
+    assert_eq!(totals.model.calls, 1);
+    assert_eq!(totals.model.prompt_tokens, 100);
+    assert_eq!(totals.model.completion_tokens, 20);
+    assert_eq!(totals.model.latency_ms, 7);
 }
 
 #[tokio::test]

@@ -48,6 +48,7 @@ use memory_core::activity::{
     ThreadRecord,
 };
 use memory_core::{DynamicNamespace, MemoryLister, MemoryScope};
+use memory_model::MeterSnapshot;
 use memory_service::settings::Settings;
 use memory_service::worker::{
     CorrectionLinking, ModelExtraction, ProcessorStores, WorkerExtractor, WorkerSettings,
@@ -479,6 +480,8 @@ pub async fn check_extraction(
 pub struct ViaWorker {
     /// The extractor: `statements`, or `model NAME`.
     pub extractor: String,
+    /// What the endpoint was asked, failed calls included (the model client's own meter).
+    pub endpoint: Option<EndpointCalls>,
     /// Turns appended (records).
     pub appended: usize,
     /// Threads appended to (sessions).
@@ -535,6 +538,7 @@ pub async fn measure(
         || "statements".to_owned(),
         |model| format!("model {}", model.model.name()),
     );
+    let metered = model.as_ref().map(|model| Arc::clone(&model.model));
     let pending = worker(&stores, model)?;
     let started = Instant::now();
     let passes = drain(&pending, stores.log.as_ref(), progress).await?;
@@ -554,8 +558,12 @@ pub async fn measure(
         .into_iter()
         .map(|(mode, answers)| (mode.to_owned(), answers))
         .collect();
+    let endpoint = metered
+        .and_then(|model| model.meter())
+        .map(EndpointCalls::from);
     Ok(ViaWorker {
         extractor,
+        endpoint,
         appended: ledger.turns().len(),
         threads,
         append_seconds,
@@ -617,6 +625,10 @@ pub struct ViaWorkerReport {
     /// What the model's calls cost (zero for the statement extractor).
     #[serde(default)]
     pub model: ModelUsage,
+    /// What the endpoint was asked, failed calls included; `model` counts the calls of the
+    /// extractions the worker recorded, which a parked or deferred batch's calls are not part of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<EndpointCalls>,
     /// Seconds the worker took per record.
     #[serde(default)]
     pub seconds_per_record: f64,
@@ -687,6 +699,7 @@ impl ViaWorkerReport {
             via: "worker".to_owned(),
             extractor: run.extractor.clone(),
             model: run.totals.model,
+            endpoint: run.endpoint.clone(),
             seconds_per_record: if run.appended == 0 {
                 0.0
             } else {
@@ -855,8 +868,8 @@ fn model_markdown(text: &mut String, report: &ViaWorkerReport) {
     let _ = writeln!(
         text,
         "## The model\n\n{} memories kept from {} records; proposals rejected: {} unsupported \
-         quotes, {} unsupported texts, {} unsupported corrections. {} calls, {} prompt and {} \
-         completion tokens, {:.1} s waiting for answers ({:.3} s per record for the whole \
+         quotes, {} unsupported texts, {} unsupported corrections. Recorded with the extractions: \
+         {} calls, {} prompt and {} completion tokens, {:.1} s waiting for answers ({:.3} s per record for the whole \
          worker), {} records extracted by statements instead.\n",
         report.documents_kept,
         report.records_extracted,
@@ -870,6 +883,30 @@ fn model_markdown(text: &mut String, report: &ViaWorkerReport) {
         report.seconds_per_record,
         report.model.fallbacks,
     );
+    if let Some(endpoint) = &report.endpoint {
+        let failed: Vec<String> = endpoint
+            .failed
+            .iter()
+            .map(|(kind, calls)| format!("{calls} {kind}"))
+            .collect();
+        let _ = writeln!(
+            text,
+            "The endpoint, every call counted (parked and deferred batches' too): {} answered, \
+             {} failed ({}), {} retried attempts; {} prompt and {} completion tokens; {:.1} s in \
+             answered calls.\n",
+            endpoint.answered,
+            endpoint.failed.values().sum::<u64>(),
+            if failed.is_empty() {
+                "none".to_owned()
+            } else {
+                failed.join(", ")
+            },
+            endpoint.retries,
+            endpoint.prompt_tokens,
+            endpoint.completion_tokens,
+            endpoint.answered_ms as f64 / 1_000.0,
+        );
+    }
     match &report.statements {
         Some(statements) => {
             let _ = writeln!(
@@ -929,6 +966,40 @@ pub fn write(report: &ViaWorkerReport, out: &Path) -> anyhow::Result<()> {
         serde_json::to_string_pretty(report)? + "\n",
     )?;
     super::report::write_charts(&report.modes, out, stem, "LoCoMo via the worker")
+}
+
+/// Every call a run made to the model endpoint, read from the model client's meter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCalls {
+    /// Calls answered with a usable completion.
+    pub answered: u64,
+    /// Calls failed, by kind (`malformed` holds answers cut at `max_tokens`).
+    pub failed: BTreeMap<String, u64>,
+    /// Attempts made again after a transient failure.
+    pub retries: u64,
+    /// Prompt tokens over every answered attempt, a cut answer's included.
+    pub prompt_tokens: u64,
+    /// Completion tokens, likewise.
+    pub completion_tokens: u64,
+    /// Milliseconds of the answered calls, summed.
+    pub answered_ms: u64,
+}
+
+impl From<MeterSnapshot> for EndpointCalls {
+    fn from(meter: MeterSnapshot) -> Self {
+        Self {
+            answered: meter.calls,
+            failed: meter
+                .failures
+                .into_iter()
+                .map(|(kind, calls)| (kind.to_owned(), calls))
+                .collect(),
+            retries: meter.retries,
+            prompt_tokens: meter.prompt_tokens,
+            completion_tokens: meter.completion_tokens,
+            answered_ms: meter.latency_ms_total,
+        }
+    }
 }
 
 /// The statement extractor's via-worker figures from `locomo-via-worker.json` in `out`, when they
