@@ -26,7 +26,8 @@ use semantic_index::recall::{ExcerptRules, ScoredLookup, ScoredPassage, excerpt_
 use semantic_index::{ChunkingConfig, ProfileDigest};
 
 /// `lookup` with the corrections of its passages brought in and placed, on the blocking pool (the
-/// store's reads block). `store` is the recall's store (its reads hide forgotten sources).
+/// store's reads block): for a mode whose search ran elsewhere (the semantic index's). `store` is the
+/// recall's store (its reads hide forgotten sources).
 pub(crate) async fn place_corrections<R>(
     store: Arc<R>,
     access: MemoryAccess,
@@ -37,13 +38,28 @@ pub(crate) async fn place_corrections<R>(
 where
     R: MemoryReader + CorrectionIndex + 'static,
 {
+    if !matches!(lookup, ScoredLookup::Found(_)) {
+        return Ok(lookup);
+    }
+    on_blocking_pool(async move {
+        place_corrections_here(&*store, &access, lookup, &revalidation, excerpts).await
+    })
+    .await?
+}
+
+/// [`place_corrections`] where the caller already is: a mode whose search runs on the blocking pool
+/// (lexical, recent) places its corrections in the same task, with no second hop.
+pub(crate) async fn place_corrections_here<R: MemoryReader + CorrectionIndex>(
+    store: &R,
+    access: &MemoryAccess,
+    lookup: ScoredLookup,
+    revalidation: &RevalidationLimits,
+    excerpts: (ChunkingConfig, ProfileDigest),
+) -> Result<ScoredLookup, RecallError> {
     let ScoredLookup::Found(passages) = lookup else {
         return Ok(lookup);
     };
-    on_blocking_pool(
-        async move { place(&*store, &access, passages, &revalidation, excerpts).await },
-    )
-    .await?
+    place(store, access, passages, revalidation, excerpts).await
 }
 
 async fn place<R: MemoryReader + CorrectionIndex>(

@@ -75,7 +75,7 @@ use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::blocking::blocking;
 use crate::database::{Following, Store};
-use crate::recall_corrections::place_corrections;
+use crate::recall_corrections::{place_corrections, place_corrections_here};
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
 use crate::settings::Settings;
@@ -211,6 +211,14 @@ impl<S: Store> std::fmt::Debug for RecallService<S> {
 #[derive(Debug, Default)]
 struct Scores {
     by_passage: HashMap<(String, String), f64>,
+}
+
+/// Records `lookup`'s scores in `scores` and hands on its passages.
+fn take_scores(scores: &Mutex<Scores>, lookup: ScoredLookup) -> Result<MemoryLookup, RecallError> {
+    Ok(scores
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take(lookup))
 }
 
 impl Scores {
@@ -448,14 +456,22 @@ impl<S: Store> RecallService<S> {
                         reason: "no semantic index".to_owned(),
                     }
                 }
+                // These two search on the blocking pool and place corrections in the same task.
                 (RecallMode::Recent, _) => {
-                    recent_lookup(store, access, depth, revalidation, excerpts).await?
+                    return take_scores(
+                        &scores,
+                        recent_lookup(store, access, depth, revalidation, excerpts).await?,
+                    );
                 }
                 (RecallMode::Lexical, _) => {
-                    lexical_lookup(store, access, text, depth, revalidation, excerpts).await?
+                    return take_scores(
+                        &scores,
+                        lexical_lookup(store, access, text, depth, revalidation, excerpts).await?,
+                    );
                 }
             };
-            // Every mode's passages go through the one placing of corrections.
+            // Every mode's passages go through the one placing of corrections (lexical and recent
+            // inside their own blocking task).
             let scored = place_corrections(
                 placing_store,
                 placing_access,
@@ -464,10 +480,7 @@ impl<S: Store> RecallService<S> {
                 excerpts,
             )
             .await?;
-            let mut scores = scores
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            Ok::<_, RecallError>(scores.take(scored))
+            take_scores(&scores, scored)
         };
         // Optional, so its passages are fitted to the limits like any optional source's; an
         // unavailable answer (the embedder failed) then reaches the outcome, and is refused here:
@@ -611,7 +624,7 @@ async fn lexical_lookup<S: Store>(
             .into_iter()
             .flat_map(|passage| excerpt_passages(passage, &rules))
             .collect();
-        Ok(ScoredLookup::ranked(
+        let ranked = ScoredLookup::ranked(
             passages
                 .into_iter()
                 .map(|passage| {
@@ -622,7 +635,8 @@ async fn lexical_lookup<S: Store>(
                     ScoredPassage { passage, score }
                 })
                 .collect(),
-        ))
+        );
+        place_corrections_here(&*store, &access, ranked, &revalidation, (chunking, profile)).await
     })
     .await?
 }
@@ -661,7 +675,7 @@ async fn recent_lookup<S: Store>(
             .into_iter()
             .flat_map(|passage| excerpt_passages(passage, &rules))
             .collect();
-        Ok(if passages.is_empty() {
+        let ranked = if passages.is_empty() {
             ScoredLookup::NoMatch
         } else {
             ScoredLookup::Found(
@@ -679,7 +693,8 @@ async fn recent_lookup<S: Store>(
                     })
                     .collect(),
             )
-        })
+        };
+        place_corrections_here(&*store, &access, ranked, &revalidation, (chunking, profile)).await
     })
     .await?
 }

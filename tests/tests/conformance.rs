@@ -422,6 +422,17 @@ async fn every_door_answers_one_scenario_alike() {
                 && answer["passages"][1]["corrected_by"] == "memory:1"),
         "{cli:#?}"
     );
+    // Every mode places corrections (lexical and recent in their own search's task).
+    for mode in ["lexical", "recent", "exact", "hnsw"] {
+        let step = format!("recall {mode} of the conversation");
+        assert!(
+            cli.iter().any(|(name, answer)| *name == step
+                && answer["passages"].as_array().is_some_and(|passages| passages
+                    .iter()
+                    .any(|passage| passage["corrected_by"] == "memory:1"))),
+            "{mode}: {cli:#?}"
+        );
+    }
     for (door, answers) in [("MCP stdio", &over_stdio), ("MCP HTTP", &over_http)] {
         assert_eq!(answers.len(), cli.len());
         for ((step, expected), (_, found)) in cli.iter().zip(answers.iter()) {
