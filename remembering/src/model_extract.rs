@@ -44,8 +44,8 @@ use serde::Deserialize;
 use crate::corrections::Resemblance;
 use crate::error::ApplicationError;
 use crate::extract::{
-    Contribution, ExtractFailure, Extraction, ExtractionRequest, RecordExtractor,
-    StatementExtractor, statement_content, statement_document_id, statement_text,
+    Contribution, ExtractFailure, Extraction, ExtractionRequest, StatementExtractor,
+    ThreadExtractor, statement_content, statement_document_id, statement_text,
 };
 use crate::proposals::{Proposal, Quote, Rejection, check};
 
@@ -363,7 +363,7 @@ impl ModelExtractor {
         statement_content(record, proposal.text.trim().to_owned(), metadata, now)
     }
 
-    fn fall_back(
+    async fn fall_back(
         &self,
         request: &ExtractionRequest<'_>,
         usage: ModelUsage,
@@ -382,17 +382,8 @@ impl ModelExtractor {
             reason,
             "the model failed: extracting statements instead"
         );
-        let mut extraction = statements
-            .extract(
-                request.record,
-                request.previous,
-                request.destination,
-                request.now,
-            )
-            .map_err(|source| ExtractFailure::Permanent {
-                kind: "extraction",
-                source,
-            })?;
+        // The statement extractor as the worker runs it without a model (the blanket impl).
+        let mut extraction = ThreadExtractor::extract_thread(statements, *request).await?;
         extraction.model = usage.plus(ModelUsage {
             fallbacks: 1,
             ..ModelUsage::default()
@@ -401,7 +392,7 @@ impl ModelExtractor {
     }
 }
 
-impl crate::extract::ThreadExtractor for ModelExtractor {
+impl ThreadExtractor for ModelExtractor {
     async fn extract_thread(
         &self,
         request: ExtractionRequest<'_>,
@@ -422,7 +413,7 @@ impl crate::extract::ThreadExtractor for ModelExtractor {
                 );
                 Ok(asking)
             }
-            Err((usage, failure)) => self.fall_back(&request, usage, failure),
+            Err((usage, failure)) => self.fall_back(&request, usage, failure).await,
         }
     }
 }
