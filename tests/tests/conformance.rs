@@ -427,9 +427,11 @@ async fn every_door_answers_one_scenario_alike() {
         let step = format!("recall {mode} of the conversation");
         assert!(
             cli.iter().any(|(name, answer)| *name == step
-                && answer["passages"].as_array().is_some_and(|passages| passages
-                    .iter()
-                    .any(|passage| passage["corrected_by"] == "memory:1"))),
+                && answer["passages"]
+                    .as_array()
+                    .is_some_and(|passages| passages
+                        .iter()
+                        .any(|passage| passage["corrected_by"] == "memory:1"))),
             "{mode}: {cli:#?}"
         );
     }
