@@ -21,7 +21,9 @@
 #
 # Environment overrides:
 #   MODEL_PORT (8089)  MODEL_NAME (smollm2-135m-instruct)  MODEL_VENV  MODEL_FILE (another .gguf)
-#   MODEL_THREADS (1)  MODEL_CTX (2048)  MODEL_START_TIMEOUT (120 s)
+#   MODEL_THREADS (1)  MODEL_CTX (8192: a full batch of the model extractor, up to 12,000
+#   characters of records plus its instructions and a 1,024-token answer, passes 2048)
+#   MODEL_START_TIMEOUT (120 s)
 #   CMAKE_ARGS (extra llama.cpp build flags)
 #
 # Structured output: llama-cpp-python itself only takes
@@ -38,7 +40,7 @@ HOST=127.0.0.1
 PORT="${MODEL_PORT:-8089}"
 MODEL_NAME="${MODEL_NAME:-smollm2-135m-instruct}"
 THREADS="${MODEL_THREADS:-1}"  # 1 measured faster than 2 on a shared 2-core machine
-CTX="${MODEL_CTX:-2048}"
+CTX="${MODEL_CTX:-8192}"
 START_TIMEOUT="${MODEL_START_TIMEOUT:-120}"
 BASE_URL="http://$HOST:$PORT/v1"
 PIDFILE="$VENV/server-$PORT.pid"
