@@ -5,7 +5,7 @@
 //! - Every conversation of the corpus is appended to the thread log (user turns as `user_input` of
 //!   the person, assistant turns as `assistant_message`), one thread per person, bound to the
 //!   person's namespace and the scope `agent`; the worker's committed-activity work
-//!   ([`crate::locomo::worker::worker_linking`], the binary's processors) is driven until nothing is
+//!   ([`crate::locomo::worker::worker_with`], the binary's processors) is driven until nothing is
 //!   pending ([`crate::locomo::worker::drain`]).
 //! - Three times, on three databases: with `remembering-worker --corrections off` (`unlinked`, the
 //!   before), with the binary's default (`words`: correcting statements linked to the memory that
@@ -54,7 +54,7 @@ use serde_json::{Value, json};
 
 use crate::corpus::{Corpus, Recognised, Role, TurnEffect, recognise};
 use crate::locomo::run::{harness_grant, open_service, sync};
-use crate::locomo::worker::{WorkerStores, drain, worker_linking};
+use crate::locomo::worker::{WorkerStores, drain, worker_with};
 use crate::progress::Progress;
 
 /// The scope the corpus' memories are recalled through.
@@ -222,7 +222,7 @@ pub async fn measure(
     let (store, service) = open_service(database, true)?;
     let stores = WorkerStores::open(database, std::sync::Arc::clone(&store))?;
     append(&*stores.log, corpus)?;
-    let pending = worker_linking(&stores, corrections)?;
+    let pending = worker_with(&stores, corrections, None)?;
     let started = std::time::Instant::now();
     drain(&pending, &*stores.log, progress).await?;
     let worker_seconds = started.elapsed().as_secs_f64();

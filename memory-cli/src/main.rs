@@ -158,13 +158,7 @@ fn run_history(database: &Database, arguments: OperationArgs) -> anyhow::Result<
             runtime.block_on(service.history_of(RawArguments::Text(&text)))
         })
     });
-    match answer {
-        Ok(answer) => {
-            print_json(&answer)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(refusal) => Ok(print_refusal(&refusal)),
-    }
+    print_answer(answer)
 }
 
 /// `memory thread append|forget|rebind`: like the operations, the argument is decoded (and a
@@ -249,13 +243,7 @@ fn run_context(
         .and_then(|assembled| to_json(&assembled))
     });
     runtime.shutdown_background();
-    match answer {
-        Ok(answer) => {
-            print_json(&answer)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(refusal) => Ok(print_refusal(&refusal)),
-    }
+    print_answer(answer)
 }
 
 /// `memory context THREAD --compact`: one compaction whose summary the model of `--model-url` writes.
@@ -299,13 +287,7 @@ fn run_compact(
         ))
     });
     runtime.shutdown_background();
-    match answer {
-        Ok(answer) => {
-            print_json(&answer)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(refusal) => Ok(print_refusal(&refusal)),
-    }
+    print_answer(answer)
 }
 
 /// `memory thread rebind THREAD`.
@@ -353,13 +335,7 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .context("could not start the async runtime")?;
-    match runtime.block_on(call(service)) {
-        Ok(answer) => {
-            print_json(&answer)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(refusal) => Ok(print_refusal(&refusal)),
-    }
+    print_answer(runtime.block_on(call(service)))
 }
 
 /// The command line's grant: everything the file's permissions let this process open, held by the
@@ -652,6 +628,17 @@ fn print_json(value: &Value) -> anyhow::Result<()> {
         .write_all(b"\n")
         .and_then(|()| stdout.flush())
         .context("could not write the answer")
+}
+
+/// Prints a command's answer, or its refusal (exit 2).
+fn print_answer(answer: Result<Value, Refusal>) -> anyhow::Result<ExitCode> {
+    match answer {
+        Ok(answer) => {
+            print_json(&answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => Ok(print_refusal(&refusal)),
+    }
 }
 
 fn print_refusal(refusal: &Refusal) -> ExitCode {

@@ -119,8 +119,8 @@ pub struct ChatAnswer {
 }
 
 /// A call that failed, and what it cost before it did: an answer cut at `max_tokens` or not JSON
-/// was still generated and paid for, and a caller that counts cost (the worker's `ModelUsage`,
-/// `memory status`) counts it as it counts an answer.
+/// was still generated and paid for, so a caller that counts cost (the worker's `ModelUsage`) can
+/// count it as it counts an answer.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 #[error("{error}")]
 pub struct CallFailure {
@@ -128,28 +128,10 @@ pub struct CallFailure {
     pub error: ModelError,
     /// Tokens the endpoint reported over the call's attempts (0 when none answered).
     pub usage: TokenUsage,
-    /// HTTP attempts made (0 when the request was refused before sending).
+    /// HTTP attempts made (0 when the request was refused before sending: too large).
     pub attempts: u32,
     /// Milliseconds from the first attempt to the failure.
     pub latency_ms: u64,
-}
-
-impl CallFailure {
-    /// A failure before anything was sent (nothing was spent).
-    pub fn unsent(error: ModelError) -> Self {
-        Self {
-            error,
-            usage: TokenUsage::default(),
-            attempts: 0,
-            latency_ms: 0,
-        }
-    }
-}
-
-impl From<ModelError> for CallFailure {
-    fn from(error: ModelError) -> Self {
-        Self::unsent(error)
-    }
 }
 
 /// The future of one [`ChatModel::complete`].

@@ -26,6 +26,13 @@ fn model_env(stub: &ChatStub) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// `env` as the fixtures take it.
+fn os_env<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a OsStr)> {
+    env.iter()
+        .map(|(name, value)| (*name, OsStr::new(value.as_str())))
+        .collect()
+}
+
 /// A thread with an old long prompt, a tool step whose output is long, and a newer turn.
 fn records() -> Vec<Value> {
     vec![
@@ -155,10 +162,7 @@ async fn a_served_compaction_asks_the_model_for_its_summary_over_stdio() {
     let stub = summarizer();
     let fixture = Fixture::new();
     let env = model_env(&stub);
-    let env: Vec<(&str, &OsStr)> = env
-        .iter()
-        .map(|(name, value)| (*name, OsStr::new(value.as_str())))
-        .collect();
+    let env = os_env(&env);
     let client = fixture.serve_env(&env).await;
     summarized_compaction(&client, &stub).await;
     client.close().await;
@@ -169,10 +173,7 @@ async fn a_served_compaction_asks_the_model_for_its_summary_over_http() {
     let stub = summarizer();
     let fixture = Fixture::new();
     let env = model_env(&stub);
-    let env: Vec<(&str, &OsStr)> = env
-        .iter()
-        .map(|(name, value)| (*name, OsStr::new(value.as_str())))
-        .collect();
+    let env = os_env(&env);
     let server = HttpServer::start(&fixture, &["--allow-any-namespace".to_owned()], &env);
     let client = McpClient::http(&server.url, None)
         .await

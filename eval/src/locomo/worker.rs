@@ -256,14 +256,6 @@ pub fn worker(
     )
 }
 
-/// [`worker`] linking corrections as `corrections` says, with the statement extractor.
-pub fn worker_linking(
-    stores: &WorkerStores,
-    corrections: CorrectionLinking,
-) -> anyhow::Result<PendingPass<SqliteStore, WorkerExtractor>> {
-    worker_with(stores, corrections, None)
-}
-
 /// The binary's processors linking corrections as `corrections` says, extracting with `model`
 /// (`remembering-worker --model-url`) or, without one, the statement extractor.
 pub fn worker_with(
