@@ -44,18 +44,23 @@ pub enum Mode {
     Exact,
     /// HNSW approximate search.
     Hnsw,
-    /// Lexical and HNSW fused by the product's hybrid (normalized score fusion by default).
+    /// Lexical and HNSW fused by the product's hybrid (normalized score fusion by default), with
+    /// its rerank stage as the product's default says.
     Hybrid,
+    /// The product's hybrid with its rerank stage off (`rerank: false`): what the stage adds is
+    /// the difference from `hybrid`. The other modes have no such stage.
+    HybridNoRerank,
 }
 
 impl Mode {
     /// Every mode, in report order.
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::Direct,
         Mode::Lexical,
         Mode::Exact,
         Mode::Hnsw,
         Mode::Hybrid,
+        Mode::HybridNoRerank,
     ];
 
     /// The mode's name.
@@ -66,6 +71,7 @@ impl Mode {
             Self::Exact => "exact",
             Self::Hnsw => "hnsw",
             Self::Hybrid => "hybrid",
+            Self::HybridNoRerank => "hybrid-no-rerank",
         }
     }
 }
@@ -85,8 +91,13 @@ impl Mode {
             Self::Lexical => Some(RecallMode::Lexical),
             Self::Exact => Some(RecallMode::Exact),
             Self::Hnsw => Some(RecallMode::Hnsw),
-            Self::Hybrid => Some(RecallMode::Hybrid),
+            Self::Hybrid | Self::HybridNoRerank => Some(RecallMode::Hybrid),
         }
+    }
+
+    /// Whether the mode turns hybrid recall's rerank stage off.
+    pub fn without_rerank(self) -> bool {
+        self == Self::HybridNoRerank
     }
 }
 
@@ -185,12 +196,15 @@ impl<'a, E: Embedder> Recaller<'a, E> {
                     .collect(),
             });
         };
-        let query = RecallQuery::for_access(
+        let mut query = RecallQuery::for_access(
             self.access.clone(),
             query.text.clone(),
             product,
             self.limits,
         )?;
+        if mode.without_rerank() {
+            query = query.with_rerank(false)?;
+        }
         let answer = self.service.recall_over(self.index, query).await?;
         Ok(ranked(answer))
     }

@@ -457,6 +457,11 @@ pub struct HnswPoint {
     pub qps: f64,
     /// Recall@10 against the exact index.
     pub recall_at_10: f64,
+    /// Median and 95th percentile of one search, in the fastest pass.
+    pub latency: LatencyFigures,
+    /// Whether `ef` is the width the product searches an index of this size with by default
+    /// (`HnswParams::width_for`).
+    pub default: bool,
 }
 
 /// Our HNSW on a vector file: build seconds, the exact scan's QPS and read rate beside a memory
@@ -476,14 +481,23 @@ pub fn bench_hnsw(
     let bandwidth = read_bandwidth(scanned_bytes);
     let params = HnswParams::default();
     let (mut hnsw, build_seconds) = build_hnsw(base, params, progress)?;
+    // The default width at this size is always measured, beside the asked ones.
+    let default_ef = params.width_for(base.len());
+    let mut widths = efs.to_vec();
+    if !widths.contains(&default_ef) {
+        widths.push(default_ef);
+        widths.sort_unstable();
+    }
     let mut points = Vec::new();
-    for &ef in efs {
+    for ef in widths {
         hnsw.index_mut().set_ef_search(ef)?;
-        let (found, qps) = best_pass(&hnsw, queries)?;
+        let (found, qps, latency) = best_pass_timed(&hnsw, queries)?;
         points.push(HnswPoint {
             ef,
             qps,
             recall_at_10: recall_at(&truth, &found),
+            latency,
+            default: ef == default_ef,
         });
     }
     let scan_bytes_per_second = exact_qps * scanned_bytes as f64;
@@ -515,11 +529,23 @@ fn best_pass<I: VectorIndex>(
     index: &SweepIndex<I>,
     queries: &VectorSet,
 ) -> anyhow::Result<(Vec<Vec<usize>>, f64)> {
-    let (_, found, mut best) = time_queries(index, queries, SEARCH_LIMIT)?;
+    best_pass_timed(index, queries).map(|(found, qps, _)| (found, qps))
+}
+
+/// [`best_pass`] with the fastest pass's latency percentiles.
+fn best_pass_timed<I: VectorIndex>(
+    index: &SweepIndex<I>,
+    queries: &VectorSet,
+) -> anyhow::Result<(Vec<Vec<usize>>, f64, LatencyFigures)> {
+    let (mut latency, found, mut best) = time_queries(index, queries, SEARCH_LIMIT)?;
     for _ in 1..QUERY_PASSES {
-        best = best.max(time_queries(index, queries, SEARCH_LIMIT)?.2);
+        let (figures, _, qps) = time_queries(index, queries, SEARCH_LIMIT)?;
+        if qps > best {
+            best = qps;
+            latency = figures;
+        }
     }
-    Ok((found, best))
+    Ok((found, best, latency))
 }
 
 /// Passes over the buffer in [`read_bandwidth`]; the fastest counts.

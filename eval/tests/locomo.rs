@@ -166,6 +166,10 @@ fn the_product_defaults_are_the_tuned_values() {
         (hybrid.context_weight, hybrid.context_reach),
         (tuned.context_weight, tuned.context_reach)
     );
+    assert_eq!(
+        (hybrid.rerank, hybrid.rerank_weights),
+        (tuned.rerank, tuned.rerank_weights)
+    );
     let preprocessing = SemanticProfile::minilm_l6_v2().preprocessing;
     let expected = match tuned.embedded_text {
         eval::locomo::levers::EmbeddedText::Text => Some(Preprocessing::TextOnly),

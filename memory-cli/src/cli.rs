@@ -70,7 +70,9 @@ Example:
 const RECALL_HELP: &str = "\
 Recalls the memory relevant to a query, visible through one scope, under hard limits. mode is lexical \
 (full-text), exact or hnsw (embedding search), hybrid (both, fused; the default), or recent (the \
-namespace's newest documents, newest first; the query is not used). The embedding modes \
+namespace's newest documents, newest first; the query is not used). Hybrid recall reorders its \
+revalidated passages by a learned rerank stage (the fused score, the speaker the query names, the \
+passage's length); \"rerank\": false turns it off, and true with another mode is refused. The embedding modes \
 first index every earlier write (as sync does) with the local model, found in $MEMORY_ASSETS_DIR, else \
 assets/ beside the binary, else the user's data directory (`memory doctor` says which, and the \
 scripts/fetch-assets.sh DIR command that fills one); without it they are refused (unavailable) and \
@@ -292,9 +294,10 @@ pub struct Cli {
         value_parser = settings::parse_switch
     )]
     pub compact_vectors: bool,
-    /// HNSW search width (ef_search, 1 to 10,000; default 128): wider finds more of the true
-    /// nearest chunks in a large index, at a cost that grows with it. `memory status` shows the
-    /// width in effect; a persisted graph serves any width.
+    /// HNSW search width (ef_search, 1 to 10,000), fixed at every index size. Without it the
+    /// width follows the index: 128 up to 100,000 chunks, wider past that (so a large index keeps
+    /// finding its true nearest chunks). `memory status` shows the width in effect; a persisted
+    /// graph serves any width.
     #[arg(long, global = true, env = settings::HNSW_EF_SEARCH_ENV, value_name = "N")]
     pub hnsw_ef_search: Option<usize>,
     /// Most bytes of a tool result's output a thread append stores (default 51,200, at least

@@ -566,6 +566,7 @@ impl ContextService {
                         max_tokens,
                         timeout_ms: TURN_MEMORY_TIMEOUT_MS,
                     },
+                    rerank: None,
                 })
                 .await?;
                 let passages = answer.passages.len() as u64;

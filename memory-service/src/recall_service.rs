@@ -130,6 +130,22 @@ pub struct RecallQuery {
     text: String,
     mode: RecallMode,
     limits: RecallLimits,
+    /// Whether hybrid recall reranks ([`semantic_index::recall::DEFAULT_RERANK`] unless the caller
+    /// chose).
+    rerank: bool,
+}
+
+/// The rerank choice of a recall in `mode`: the default when none was asked; `true` with a mode
+/// other than hybrid is refused (the stage reads fusion's signals), before any work.
+fn rerank_choice(mode: RecallMode, asked: Option<bool>) -> Result<bool, Refusal> {
+    match (mode, asked) {
+        (RecallMode::Hybrid, asked) => Ok(asked.unwrap_or(semantic_index::recall::DEFAULT_RERANK)),
+        (_, Some(true)) => Err(Refusal::invalid_input(format!(
+            "rerank applies to hybrid recall only, not mode {}",
+            mode.as_str()
+        ))),
+        (_, _) => Ok(false),
+    }
 }
 
 impl RecallQuery {
@@ -153,11 +169,13 @@ impl RecallQuery {
             .max_tokens(arguments.limits.max_tokens)
             .timeout_ms(arguments.limits.timeout_ms)
             .build()?;
+        let rerank = rerank_choice(arguments.mode, arguments.rerank)?;
         Ok(Self {
             access,
             text: arguments.query,
             mode: arguments.mode,
             limits,
+            rerank,
         })
     }
 
@@ -176,7 +194,15 @@ impl RecallQuery {
             text,
             mode,
             limits,
+            rerank: rerank_choice(mode, None)?,
         })
+    }
+
+    /// The same recall with hybrid recall's rerank stage on or off (see [`RecallArguments::rerank`]:
+    /// `true` with another mode is refused).
+    pub fn with_rerank(mut self, rerank: bool) -> Result<Self, Refusal> {
+        self.rerank = rerank_choice(self.mode, Some(rerank))?;
+        Ok(self)
     }
 
     /// The requested mode.
@@ -400,6 +426,7 @@ impl<S: Store> RecallService<S> {
             text,
             mode,
             limits,
+            rerank,
         } = query;
         let limits = remaining_limits(&limits, deadline)?;
         // The index that ranked the embedding candidates, as the search itself reports it (an
@@ -441,6 +468,7 @@ impl<S: Store> RecallService<S> {
                     let params = HybridParams {
                         lexical_candidates: depth.max(defaults.lexical_candidates),
                         max_documents: depth,
+                        rerank,
                         ..defaults
                     };
                     let answered = HybridRecall::new(index, store, access, text, query_limits)
@@ -557,7 +585,14 @@ fn remaining_limits(
 
 /// Search hits asked of each index: twice the items, within bounds.
 fn search_depth(limits: &RecallLimits) -> usize {
-    usize::try_from(limits.max_items())
+    search_depth_for(limits.max_items())
+}
+
+/// How deep each search of a recall citing at most `max_items` passages is asked, and how many
+/// fused documents hybrid recall revalidates (and so reranks): twice the items, within
+/// [`MIN_SEARCH_HITS`] and [`MAX_SEARCH_HITS`]. The eval's tuning reranks as many.
+pub fn search_depth_for(max_items: u32) -> usize {
+    usize::try_from(max_items)
         .unwrap_or(usize::MAX)
         .saturating_mul(2)
         .clamp(MIN_SEARCH_HITS, MAX_SEARCH_HITS)

@@ -679,7 +679,9 @@ impl IndexOptions {
     pub fn hnsw_params(&self) -> Result<HnswParams, Refusal> {
         let mut params = HnswParams::default();
         if let Some(width) = self.hnsw_ef_search {
+            // A chosen width holds at every size: it does not grow with the index.
             params.ef_search = width;
+            params.width_grows = false;
         }
         params.validate()?;
         Ok(params)
@@ -736,6 +738,21 @@ mod tests {
     use semantic_index::FETCH_ASSETS_COMMAND;
 
     use super::*;
+
+    #[test]
+    fn a_chosen_search_width_holds_at_every_size_and_the_default_grows() {
+        let default = IndexOptions::default().hnsw_params().expect("defaults");
+        assert!(default.width_grows);
+        let chosen = IndexOptions {
+            hnsw_ef_search: Some(40),
+            ..IndexOptions::default()
+        }
+        .hnsw_params()
+        .expect("a width in range");
+        assert_eq!((chosen.ef_search, chosen.width_grows), (40, false));
+        assert_eq!(chosen.width_for(10_000_000), 40);
+        assert!(default.width_for(1_000_000) > default.ef_search);
+    }
 
     #[tokio::test]
     async fn missing_assets_are_unavailable_only_when_something_needs_the_model() {

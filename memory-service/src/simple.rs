@@ -253,6 +253,7 @@ pub fn search_arguments(defaults: &Defaults, query: String, limit: u32) -> Recal
             max_tokens: SEARCH_MAX_TOKENS,
             timeout_ms: SEARCH_TIMEOUT_MS,
         },
+        rerank: None,
     }
 }
 

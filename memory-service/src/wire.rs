@@ -218,6 +218,12 @@ pub struct RecallArguments {
     pub mode: RecallMode,
     /// Hard limits of the answer.
     pub limits: WireRecallLimits,
+    /// Whether hybrid recall's rerank stage orders the revalidated passages (see
+    /// `semantic_index::recall::RerankWeights`); absent means the default, which is on for hybrid
+    /// recall (`semantic_index::recall::DEFAULT_RERANK`). The stage reads fusion's signals, so
+    /// `true` with another mode is refused (`invalid-input`); `false` is accepted with any mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<bool>,
 }
 
 /// Arguments of `memory_sync`: none.

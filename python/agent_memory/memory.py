@@ -391,11 +391,13 @@ class Memory:
         timeout_ms: int = SEARCH_TIMEOUT_MS,
         scope: str | None = None,
         namespace: str | Namespace | None = None,
+        rerank: bool | None = None,
     ) -> dict[str, Any]:
         """``memory_recall`` with every limit: the rendered, cited ``text``, the ``passages`` in
         citation order, each source's ``outcomes`` and ``answered_by``. A passage that a statement
         corrects in words ("actually ...") comes right after its correction and names it in
-        ``corrected_by`` (``memory:N``)."""
+        ``corrected_by`` (``memory:N``). ``rerank`` turns hybrid recall's rerank stage on or off
+        (``None``: the default, on for hybrid); ``True`` with another mode is refused."""
         limits: dict[str, Any] = {
             "max_items": max_items,
             "max_bytes": max_bytes,
@@ -404,16 +406,16 @@ class Memory:
         }
         if max_sources is not None:
             limits["max_sources"] = max_sources
-        return self.call(
-            "recall",
-            {
-                "namespace": _namespace(namespace) or self.namespace,
-                "scope": scope or self.scope,
-                "query": query,
-                "mode": mode,
-                "limits": limits,
-            },
-        )
+        arguments: dict[str, Any] = {
+            "namespace": _namespace(namespace) or self.namespace,
+            "scope": scope or self.scope,
+            "query": query,
+            "mode": mode,
+            "limits": limits,
+        }
+        if rerank is not None:
+            arguments["rerank"] = rerank
+        return self.call("recall", arguments)
 
     def sync(self) -> dict[str, Any]:
         """``memory_sync``: returns once every committed write is searchable in every mode

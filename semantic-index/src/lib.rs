@@ -63,8 +63,9 @@ pub use limits::{QueryLimits, RefreshLimits};
 pub use memory_core::vectors::{SourceGeneration, UnindexedReason};
 pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile};
 pub use recall::{
-    AnsweredLookup, FusionMethod, HybridParams, HybridRecall, ScoredLookup, ScoredPassage,
-    SemanticRecall, borrow_from_neighbours, fuse_rankings, hybrid_lookup, hybrid_lookup_answered,
+    AnsweredLookup, DEFAULT_RERANK_WEIGHTS, Fused, FusionMethod, HybridParams, HybridRecall,
+    RerankQuery, RerankSignals, RerankWeights, ScoredLookup, ScoredPassage, SemanticRecall,
+    borrow_from_neighbours, fuse_rankings, hybrid_lookup, hybrid_lookup_answered, order_by_rerank,
     semantic_lookup, semantic_lookup_answered,
 };
 pub use tokens::TokenizerCounter;

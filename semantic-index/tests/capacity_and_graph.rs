@@ -45,6 +45,7 @@ fn config(startup: HnswStartup, max_chunks: usize) -> SemanticIndexConfig {
             max_connections: 8,
             ef_construction: 32,
             ef_search: 16,
+            width_grows: false,
             max_layers: 4,
             rebuild_tombstone_fraction: 0.2,
         },

@@ -51,6 +51,7 @@ fn config(startup: HnswStartup) -> SemanticIndexConfig {
             max_connections: 8,
             ef_construction: 32,
             ef_search: 8,
+            width_grows: false,
             max_layers: 4,
             rebuild_tombstone_fraction: 0.5,
         },

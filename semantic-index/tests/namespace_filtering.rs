@@ -162,6 +162,7 @@ proptest! {
             max_connections: 8,
             ef_construction: 32,
             ef_search: EF_SEARCH,
+            width_grows: false,
             ..HnswParams::default()
         };
         let mut hnsw = HnswIndex::new(DIMENSIONS, bounds, params).unwrap();

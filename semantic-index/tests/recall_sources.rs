@@ -22,8 +22,8 @@ use memory_sqlite::vectors::SqliteVectorStore;
 use semantic_index::recall::{ScoredLookup, chunk_passage_id};
 use semantic_index::{
     ChunkingConfig, DeterministicEmbedder, EmbedError, Embedder, HybridParams, HybridRecall,
-    IndexKind, Preprocessing, QueryLimits, SemanticIndex, SemanticIndexConfig, SemanticProfile,
-    SemanticRecall,
+    IndexKind, Preprocessing, QueryLimits, RerankWeights, SemanticIndex, SemanticIndexConfig,
+    SemanticProfile, SemanticRecall,
 };
 
 const DIMENSIONS: usize = 64;
@@ -470,6 +470,98 @@ async fn withdrawn_document_among_fused_candidates_is_excluded() {
     assert_eq!(source_ids(&semantic), ["kept"]);
 }
 
+/// Weights that order by one text signal alone (fusion's signals weigh nothing).
+fn by_coverage(weight: f64) -> HybridParams {
+    HybridParams {
+        rerank: true,
+        rerank_weights: RerankWeights {
+            fused: 0.0,
+            lexical: 0.0,
+            embedding: 0.0,
+            coverage: weight,
+            speaker: 0.0,
+            brevity: 0.0,
+        },
+        ..HybridParams::default()
+    }
+}
+
+#[tokio::test]
+async fn the_rerank_stage_orders_by_its_weights_and_admits_nothing_revalidation_refused() {
+    let mut fixture = Fixture::new().await;
+    fixture.put("half", "apples grow on apple trees").await;
+    fixture.put("whole", "red apples taste sweet").await;
+    // The lexical search ranks `half` first, so fusion alone cites it first.
+    fixture.store.script_lexical(&["half", "whole"]);
+    let query = "red apples";
+    let off = HybridParams {
+        rerank: false,
+        embedding_weight: 0.0,
+        ..HybridParams::default()
+    };
+    let fused = passages(fixture.hybrid(query).params(off).lookup().await.unwrap());
+    assert_eq!(source_ids(&fused), ["half", "whole"]);
+    // `whole` holds both query words, `half` one of them: coverage decides, whichever way it weighs.
+    let more = passages(
+        fixture
+            .hybrid(query)
+            .params(by_coverage(1.0))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&more), ["whole", "half"]);
+    let fewer = passages(
+        fixture
+            .hybrid(query)
+            .params(by_coverage(-1.0))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&fewer), ["half", "whole"]);
+    // The scores are the stage's: coverage 1 and 0.5.
+    let scored = scores(
+        fixture
+            .hybrid(query)
+            .params(by_coverage(1.0))
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        scored,
+        [("whole".to_owned(), 1.0), ("half".to_owned(), 0.5)]
+    );
+
+    // Withdrawn in the store while the index and the lexical search still rank it: however much
+    // the stage would favour it, revalidation refused it first.
+    fixture.store.documents.withdraw("whole").await;
+    fixture.store.script_lexical(&["half", "whole"]);
+    let after = passages(
+        fixture
+            .hybrid(query)
+            .params(by_coverage(1_000.0))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&after), ["half"]);
+
+    // Weights out of range are refused before any search.
+    let invalid = HybridParams {
+        rerank_weights: RerankWeights {
+            speaker: f64::NAN,
+            ..by_coverage(1.0).rerank_weights
+        },
+        ..HybridParams::default()
+    };
+    assert!(matches!(
+        fixture.hybrid(query).params(invalid).lookup().await,
+        Err(RecallError::Source(MemoryError::InvalidInput { .. }))
+    ));
+}
+
 #[tokio::test]
 async fn hybrid_revalidates_with_one_read_per_source() {
     let mut fixture = Fixture::new().await;
@@ -596,8 +688,12 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
         "a partial match scores between min_score and 1: {partial:?}"
     );
     // Normalized score fusion (the default): each document is the best (so 1) of one list only, and
-    // scores that list's share of the weights.
-    let params = HybridParams::default();
+    // scores that list's share of the weights (the fused scores, so without the rerank stage, whose
+    // scores replace them).
+    let params = HybridParams {
+        rerank: false,
+        ..HybridParams::default()
+    };
     assert_eq!(
         params.method,
         semantic_index::FusionMethod::NormalizedScores
@@ -606,6 +702,7 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
     let fused = scores(
         fixture
             .hybrid("where does the cat sleep")
+            .params(params)
             .lookup_scored()
             .await
             .unwrap(),
@@ -628,6 +725,7 @@ async fn scored_lookups_report_cosine_and_fused_scores() {
     let both = scores(
         fixture
             .hybrid("the cat sleeps on the warm mat")
+            .params(params)
             .lookup_scored()
             .await
             .unwrap(),

@@ -11,7 +11,9 @@ use std::path::Path;
 use memory_core::{DynamicNamespace, MemoryAccess, MemoryScope};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{LexicalRules, is_stop_word};
-use semantic_index::{Embedder, FusionMethod, HybridParams, borrow_from_neighbours, fuse_rankings};
+use semantic_index::{
+    Embedder, Fused, FusionMethod, HybridParams, borrow_from_neighbours, fuse_rankings,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -418,6 +420,33 @@ pub fn fuse_in_context(
     lexical_depth: usize,
     embedding_depth: usize,
 ) -> Vec<String> {
+    fuse_in_context_scored(
+        fusion,
+        context_weight,
+        reach,
+        neighbours,
+        lexical,
+        embedding,
+        lexical_depth,
+        embedding_depth,
+    )
+    .into_iter()
+    .map(|fused| fused.item)
+    .collect()
+}
+
+/// [`fuse_in_context`] with each fused turn's scores (what the rerank stage reads).
+#[allow(clippy::too_many_arguments)]
+pub fn fuse_in_context_scored(
+    fusion: Fusion,
+    context_weight: f64,
+    reach: usize,
+    neighbours: &Neighbours,
+    lexical: &Ranking,
+    embedding: &Ranking,
+    lexical_depth: usize,
+    embedding_depth: usize,
+) -> Vec<Fused<String>> {
     let lexical = &lexical[..lexical.len().min(lexical_depth)];
     let embedding = &embedding[..embedding.len().min(embedding_depth)];
     let mut fused = fuse_rankings(&fusion.params(), lexical, embedding);
@@ -432,7 +461,7 @@ pub fn fuse_in_context(
         })
         .collect();
     borrow_from_neighbours(&mut fused, &around, context_weight);
-    fused.into_iter().map(|fused| fused.item).collect()
+    fused
 }
 
 /// Fuses the top `lexical_depth` and `embedding_depth` of two rankings into turn ids, best first, by

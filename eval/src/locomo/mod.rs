@@ -91,6 +91,7 @@ pub mod data;
 pub mod levers;
 pub mod metrics;
 pub mod report;
+pub mod rerank;
 pub mod run;
 pub mod tune;
 pub mod worker;

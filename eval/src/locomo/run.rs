@@ -51,7 +51,10 @@ pub fn harness_grant() -> Grant {
 }
 
 /// The recall modes, in report order.
-pub const MODES: [&str; 4] = ["lexical", "exact", "hnsw", "hybrid"];
+pub const MODES: [&str; 5] = ["lexical", "exact", "hnsw", "hybrid", NO_RERANK];
+/// The report's name for hybrid recall with its rerank stage off (`rerank: false`); the other modes
+/// have no such stage.
+pub const NO_RERANK: &str = "hybrid-no-rerank";
 
 /// The namespace of a conversation, as the wire takes it.
 pub fn namespace(conversation: &Conversation) -> Value {
@@ -200,7 +203,7 @@ pub struct Answer {
 
 /// The recall arguments of `question` in `mode`.
 pub fn recall_arguments(conversation: &Conversation, question: &str, mode: &str) -> Value {
-    json!({
+    let mut arguments = json!({
         "namespace": namespace(conversation),
         "scope": SCOPE,
         "query": question,
@@ -211,7 +214,12 @@ pub fn recall_arguments(conversation: &Conversation, question: &str, mode: &str)
             "max_tokens": MAX_TOKENS,
             "timeout_ms": TIMEOUT_MS,
         },
-    })
+    });
+    if mode == NO_RERANK {
+        arguments["mode"] = json!("hybrid");
+        arguments["rerank"] = json!(false);
+    }
+    arguments
 }
 
 /// The distinct source ids of a recall answer, in citation order.

@@ -7,7 +7,10 @@
 //!   goal's figures; hit@1 alone is too noisy on a few hundred questions).
 //! - Each lever is chosen in turn, the earlier ones fixed: lexical rules (stop words, speaker weight),
 //!   then BM25's `k1` and `b` (smoothed over their grid), then RM3 feedback on top of them, then the
-//!   embedded text, then the fusion and its depths, then the context weight.
+//!   embedded text, then the fusion and its depths, then the context weight, then the rerank
+//!   stage's weights ([`super::rerank`]; objective there the mean of hit@1, hit@5, hit@10 and
+//!   share@10, since the stage is there for the first places). The stage is on by default only
+//!   if it raised hit@1 and hit@5 on both the tuning and the held-out conversations.
 //! - A lever's challenger replaces the product's current setting only when it wins by at least
 //!   [`MARGIN`]: a change must buy something, not a hair that another corpus would not confirm.
 //! - The fusion is chosen among both of the product's methods: reciprocal rank fusion over `k`,
@@ -27,15 +30,19 @@ use std::collections::HashMap;
 
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{FTS5_B, FTS5_K1, LexicalRules};
-use semantic_index::{Embedder, FusionMethod, HybridParams, Preprocessing, SemanticProfile};
+use semantic_index::{
+    Embedder, FusionMethod, HybridParams, Preprocessing, RerankWeights, SemanticProfile,
+};
 use serde::{Deserialize, Serialize};
 
 use super::data::Conversation;
 use super::levers::{
     EmbeddedText, Fusion, Ranking, Scored, embed_cached, embedding_rankings, expanded_query, fuse,
-    fuse_in_context, lexical_rankings, scored_questions, written_neighbours,
+    fuse_in_context, fuse_in_context_scored, lexical_rankings, scored_questions,
+    written_neighbours,
 };
 use super::metrics::{RetrievalFigures, figures};
+use super::rerank;
 use crate::progress::Progress;
 
 /// Conversations (in file order) the parameters are chosen on.
@@ -102,6 +109,11 @@ pub struct Tuned {
     pub context_weight: f64,
     /// Written-order neighbours read on each side.
     pub context_reach: usize,
+    /// Whether hybrid recall reranks by default: the stage raised hit@1 and hit@5 on both the tuning
+    /// and the held-out conversations.
+    pub rerank: bool,
+    /// The rerank stage's weights, chosen on the tuning conversations.
+    pub rerank_weights: RerankWeights,
 }
 
 /// One setting's figures.
@@ -664,8 +676,69 @@ pub fn tune<E: Embedder>(
     let context_reach = CONTEXT_REACHES[chosen_context / CONTEXT_WEIGHTS.len()];
     let context_weight = CONTEXT_WEIGHTS[chosen_context % CONTEXT_WEIGHTS.len()];
     let chosen_ranked = in_context(context_weight, context_reach);
-    let chosen_all = split.figures(&chosen_ranked, |_| true);
     let params = chosen.fusion.params();
+
+    // The rerank stage over the chosen fusion and context: its weights by coordinate ascent on the
+    // tuning conversations (objective: mean of hit@1, hit@5, hit@10 and share@10, since the stage
+    // is there for the first places); on by default only if it raises hit@1 and hit@5 on both
+    // halves.
+    let fused: Vec<_> = questions
+        .iter()
+        .zip(lexical.iter().zip(&embedding))
+        .map(|(scored, (lexical, embedding))| {
+            fuse_in_context_scored(
+                chosen.fusion,
+                context_weight,
+                context_reach,
+                &neighbours[scored.conversation],
+                lexical,
+                embedding,
+                chosen.lexical_depth,
+                chosen.embedding_depth,
+            )
+        })
+        .collect();
+    // As many fused turns as the product's hybrid recall keeps, and so reranks, for the eval's
+    // recalls of `MAX_ITEMS` passages.
+    let kept = memory_service::recall_service::search_depth_for(super::run::MAX_ITEMS);
+    let candidates = rerank::candidates(conversations, questions, fused, kept);
+    let rerank_objective = |figures: &RetrievalFigures| {
+        (figures.hit_at_1 + figures.hit_at_5 + figures.hit_at_10 + figures.share_at_10) / 4.0
+    };
+    let bar = progress.bar("rerank weights", 1);
+    let (rerank_weights, _) = rerank::coordinate_ascent(|weights| {
+        rerank_objective(&split.figures(
+            &rerank::ranked(&candidates, Some(weights)),
+            |conversation| conversation < TUNING_CONVERSATIONS,
+        ))
+    });
+    bar.finish_and_clear();
+    let plain = split.row(
+        "rerank",
+        "without the stage".to_owned(),
+        &rerank::ranked(&candidates, None),
+    );
+    let reranked = split.row(
+        "rerank",
+        format!("with weights {:?}", rerank_weights.named()),
+        &rerank::ranked(&candidates, Some(&rerank_weights)),
+    );
+    let raises = |with: &RetrievalFigures, without: &RetrievalFigures| {
+        with.hit_at_1 > without.hit_at_1 && with.hit_at_5 > without.hit_at_5
+    };
+    let rerank =
+        raises(&reranked.tuning, &plain.tuning) && raises(&reranked.held_out, &plain.held_out);
+    for mut row in [plain, reranked] {
+        row.objective = rerank_objective(&row.tuning);
+        rows.push(row);
+    }
+    let chosen_all = if rerank {
+        split.figures(&rerank::ranked(&candidates, Some(&rerank_weights)), |_| {
+            true
+        })
+    } else {
+        split.figures(&chosen_ranked, |_| true)
+    };
     Ok(TuneReport {
         tuned: Tuned {
             tuned_on: format!(
@@ -686,6 +759,8 @@ pub fn tune<E: Embedder>(
             embedding_candidates: chosen.embedding_depth,
             context_weight,
             context_reach,
+            rerank,
+            rerank_weights,
         },
         rows,
         chosen_all,

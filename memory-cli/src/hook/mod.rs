@@ -494,6 +494,7 @@ async fn recall(
             max_tokens: limits.max_tokens,
             timeout_ms: args.timeout_ms,
         },
+        rerank: None,
     };
     Ok(Some(backend.recall(arguments).await?))
 }

@@ -491,6 +491,7 @@ mod tests {
                 // Wider than the namespace's chunks, so a search reads every row the graph holds
                 // (the test checks what the graph holds, not the walk's recall).
                 ef_search: 64,
+                width_grows: false,
                 max_layers: 4,
                 rebuild_tombstone_fraction: 0.2,
             },

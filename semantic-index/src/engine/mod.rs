@@ -316,7 +316,8 @@ pub struct IndexStats {
     pub identity_bytes: usize,
     /// Whether the HNSW graph answers.
     pub hnsw: HnswStatus,
-    /// The search width of HNSW queries ([`HnswParams::ef_search`]): every graph this index builds
+    /// The search width HNSW queries use now ([`HnswParams::width_for`] the live chunks: the
+    /// default width grows with the index, a chosen one does not): every graph this index builds
     /// or loads searches with it (it is not part of a graph, so a persisted graph stays fresh
     /// when it changes).
     pub hnsw_ef_search: usize,
@@ -710,7 +711,7 @@ impl<E: Embedder, S: VectorStore + 'static> SemanticIndex<E, S> {
             compact_vectors: state.exact.compact() != CompactVectors::F32,
             identity_bytes: state.identity_bytes,
             hnsw: graph.status(),
-            hnsw_ef_search: self.hnsw_params.ef_search,
+            hnsw_ef_search: self.hnsw_params.width_for(state.exact.live_chunks()),
             hnsw_origin: graph.current().and(graph.origin()),
             hnsw_rebuilding: graph.rebuilding(),
             hnsw_tombstones: graph.current().map_or(0, |current| current.tombstones()),

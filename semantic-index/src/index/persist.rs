@@ -396,6 +396,7 @@ mod tests {
             max_connections: 4,
             ef_construction: 16,
             ef_search: 16,
+            width_grows: false,
             max_layers: 4,
             rebuild_tombstone_fraction: 0.5,
         }

@@ -60,6 +60,7 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
+use super::rerank::{DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT, RerankWeights};
 use crate::error::SemanticError;
 
 /// How hybrid recall combines its two rankings (see the module docs).
@@ -124,7 +125,18 @@ pub struct HybridParams {
     /// Written-order neighbours read on each side, 0 to
     /// [`memory_core::storage::MAX_NEIGHBOUR_REACH`]; 0 turns context off.
     pub context_reach: usize,
+    /// Whether the revalidated passages are reordered by the rerank stage
+    /// ([`super::RerankWeights`], see the `rerank` module); off by default unless
+    /// [`DEFAULT_RERANK`] says otherwise.
+    pub rerank: bool,
+    /// The rerank stage's weights, each finite and at most [`super::MAX_RERANK_WEIGHT`] in
+    /// magnitude.
+    pub rerank_weights: RerankWeights,
 }
+
+/// Whether hybrid recall reranks by default: only if the stage raised hit@1 and hit@5 on both
+/// halves of LoCoMo (the `rerank` module's docs give the figures).
+pub const DEFAULT_RERANK: bool = true;
 
 impl Default for HybridParams {
     fn default() -> Self {
@@ -138,6 +150,8 @@ impl Default for HybridParams {
             max_documents: DEFAULT_MAX_DOCUMENTS,
             context_weight: DEFAULT_CONTEXT_WEIGHT,
             context_reach: DEFAULT_CONTEXT_REACH,
+            rerank: DEFAULT_RERANK,
+            rerank_weights: DEFAULT_RERANK_WEIGHTS,
         }
     }
 }
@@ -176,6 +190,12 @@ impl HybridParams {
                 ));
             }
         }
+        if !self.rerank_weights.is_valid() {
+            return Err(SemanticError::invalid(
+                "hybrid.rerank_weights",
+                format!("must be finite and at most {MAX_RERANK_WEIGHT} in magnitude"),
+            ));
+        }
         if self.context_reach > memory_core::storage::MAX_NEIGHBOUR_REACH {
             return Err(SemanticError::invalid(
                 "hybrid.context_reach",
@@ -202,6 +222,11 @@ pub struct Fused<K> {
     pub lexical_rank: Option<usize>,
     /// Its 1-based rank in the embedding list, if there.
     pub embedding_rank: Option<usize>,
+    /// Its lexical score min-max normalized over the list (as normalized score fusion weighs it),
+    /// 0 when the lexical list does not hold it; kept under either method for the rerank stage.
+    pub lexical_score: f64,
+    /// Its embedding score normalized the same way, 0 when the embedding list does not hold it.
+    pub embedding_score: f64,
 }
 
 impl<K> Fused<K> {
@@ -254,6 +279,8 @@ pub fn fuse_rankings<K: Clone + Eq + Hash + Ord>(
                         score: 0.0,
                         lexical_rank: None,
                         embedding_rank: None,
+                        lexical_score: 0.0,
+                        embedding_score: 0.0,
                     });
                     fused.len() - 1
                 }
@@ -269,11 +296,15 @@ pub fn fuse_rankings<K: Clone + Eq + Hash + Ord>(
             }
             rank += 1;
             *seen = Some(rank);
+            let share = normalized(*score, low, high);
+            if is_lexical {
+                entry.lexical_score = share;
+            } else {
+                entry.embedding_score = share;
+            }
             entry.score += match params.method {
                 FusionMethod::ReciprocalRank => weight / (params.k + rank as f64),
-                FusionMethod::NormalizedScores => {
-                    weight / total_weight * normalized(*score, low, high)
-                }
+                FusionMethod::NormalizedScores => weight / total_weight * share,
             };
         }
     }
@@ -500,6 +531,8 @@ mod tests {
                 score: *score,
                 lexical_rank: Some(rank + 1),
                 embedding_rank: None,
+                lexical_score: 0.0,
+                embedding_score: 0.0,
             })
             .collect();
         let neighbours = vec![
@@ -521,18 +554,24 @@ mod tests {
                 score: 1.0,
                 lexical_rank: Some(1),
                 embedding_rank: None,
+                lexical_score: 0.0,
+                embedding_score: 0.0,
             },
             Fused {
                 item: "elsewhere",
                 score: 0.5,
                 lexical_rank: Some(2),
                 embedding_rank: None,
+                lexical_score: 0.0,
+                embedding_score: 0.0,
             },
             Fused {
                 item: "answer",
                 score: 0.3,
                 lexical_rank: None,
                 embedding_rank: Some(1),
+                lexical_score: 0.0,
+                embedding_score: 0.0,
             },
         ];
         let neighbours = vec![

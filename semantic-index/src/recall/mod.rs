@@ -55,6 +55,7 @@
 mod excerpts;
 mod fusion;
 mod passages;
+mod rerank;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -75,10 +76,14 @@ pub use excerpts::{
 pub use fusion::{
     DEFAULT_CONTEXT_REACH, DEFAULT_CONTEXT_WEIGHT, DEFAULT_EMBEDDING_CANDIDATES,
     DEFAULT_EMBEDDING_WEIGHT, DEFAULT_FUSION, DEFAULT_LEXICAL_CANDIDATES, DEFAULT_LEXICAL_WEIGHT,
-    DEFAULT_MAX_DOCUMENTS, DEFAULT_RRF_K, Fused, FusionMethod, HybridParams, MAX_HYBRID_DOCUMENTS,
-    MAX_RRF_PARAMETER, borrow_from_neighbours, fuse_rankings,
+    DEFAULT_MAX_DOCUMENTS, DEFAULT_RERANK, DEFAULT_RRF_K, Fused, FusionMethod, HybridParams,
+    MAX_HYBRID_DOCUMENTS, MAX_RRF_PARAMETER, borrow_from_neighbours, fuse_rankings,
 };
 pub use passages::chunk_passage_id;
+pub use rerank::{
+    DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT, RerankQuery, RerankSignals, RerankWeights,
+    order_by_rerank,
+};
 
 use crate::embed::Embedder;
 use crate::engine::SemanticIndex;
@@ -432,6 +437,24 @@ where
             borrow_from_neighbours(&mut fused, &neighbours, params.context_weight);
         }
         fused.truncate(params.max_documents);
+        // The rerank stage reads each document's fusion signals by id once its passages are
+        // revalidated.
+        let signals: HashMap<String, RerankSignals> = if params.rerank {
+            fused
+                .iter()
+                .map(|item| {
+                    let signals = RerankSignals {
+                        fused: item.score,
+                        lexical: item.lexical_score,
+                        embedding: item.embedding_score,
+                        ..RerankSignals::default()
+                    };
+                    (item.item.id.as_str().to_owned(), signals)
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
             let score = item.score;
@@ -474,6 +497,11 @@ where
             unauthorized = excluded.unauthorized,
             "hybrid recall answered"
         );
+        let passages = if params.rerank {
+            rerank(query, &params.rerank_weights, &signals, passages)
+        } else {
+            passages
+        };
         // Near-equal relevance is judged on the lists' own scores: min-max normalization spreads
         // two statements that differ in one word far apart in the fused score.
         let raw: HashMap<&str, (Option<f64>, Option<f64>)> =
@@ -508,6 +536,48 @@ where
         })
     };
     deadline(limits.timeout_ms, work).await
+}
+
+/// The rerank stage ([`rerank`](self::rerank) module): each document scored by `weights` over its
+/// fusion `signals` and the current text of its first revalidated passage (its best excerpt), then
+/// its passages ordered by that score (a stable sort: a document's passages stay together and in
+/// their order, and equal scores keep the fused order). The score replaces the fused one, so the
+/// near-tie rule that follows compares reranked scores. Only passages revalidation kept are here:
+/// the stage can reorder them, never admit one.
+fn rerank(
+    query: &str,
+    weights: &RerankWeights,
+    signals: &HashMap<String, RerankSignals>,
+    passages: Vec<(MemoryPassage, f64)>,
+) -> Vec<(MemoryPassage, f64)> {
+    let parsed = RerankQuery::new(query);
+    let mut documents: HashMap<String, RerankSignals> = HashMap::new();
+    let items: Vec<(MemoryPassage, RerankSignals)> = passages
+        .into_iter()
+        .map(|(passage, fused)| {
+            let id = passage.source.id.as_str();
+            let signals = match documents.get(id) {
+                Some(signals) => *signals,
+                None => {
+                    let text = parsed.passage_signals(&passage);
+                    let own = signals.get(id).copied().unwrap_or(RerankSignals {
+                        fused,
+                        ..RerankSignals::default()
+                    });
+                    let signals = RerankSignals {
+                        coverage: text.coverage,
+                        speaker: text.speaker,
+                        brevity: text.brevity,
+                        ..own
+                    };
+                    documents.insert(id.to_owned(), signals);
+                    signals
+                }
+            };
+            (passage, signals)
+        })
+        .collect();
+    order_by_rerank(items, weights)
 }
 
 /// Each document's own scores in the lexical and the embedding ranking (its first occurrence), by
