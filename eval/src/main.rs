@@ -90,7 +90,7 @@ enum Command {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "10,12,14,16,20,24,32,40,64,96,128,256"
+            default_value = "10,12,14,16,20,24,32,40,64,96,128,256,384,512,768"
         )]
         ef: Vec<usize>,
     },

@@ -295,7 +295,7 @@ pub struct Cli {
     )]
     pub compact_vectors: bool,
     /// HNSW search width (ef_search, 1 to 10,000), fixed at every index size. Without it the
-    /// width follows the index: 128 up to 100,000 chunks, wider past that (so a large index keeps
+    /// width follows the index: 128 up to 100,000 chunks, wider past that up to 1,280 (so a large index keeps
     /// finding its true nearest chunks). `memory status` shows the width in effect; a persisted
     /// graph serves any width.
     #[arg(long, global = true, env = settings::HNSW_EF_SEARCH_ENV, value_name = "N")]

@@ -44,9 +44,11 @@ const MAX_EF: usize = 10_000;
 /// ([`HnswParams::width_for`]).
 pub const WIDTH_BASE_ROWS: usize = 100_000;
 /// How fast a growing search width follows the index past [`WIDTH_BASE_ROWS`]: the width is
-/// `ef_search * (rows / WIDTH_BASE_ROWS)^WIDTH_EXPONENT` (see [`HnswParams::width_for`] for what
-/// was measured).
-pub const WIDTH_EXPONENT: f64 = 1.0;
+/// `ef_search * (rows / WIDTH_BASE_ROWS)^WIDTH_EXPONENT`, at most [`WIDTH_MAX_FACTOR`] times
+/// `ef_search` (see [`HnswParams::width_for`] for what was measured).
+pub const WIDTH_EXPONENT: f64 = 1.5;
+/// The most a growing search width grows: this many times [`HnswParams::ef_search`].
+pub const WIDTH_MAX_FACTOR: usize = 10;
 
 /// HNSW parameters. The defaults reach recall@10 of at least 0.95 against the exact index on 10,000
 /// all-MiniLM-L6-v2 vectors (the crate's `hnsw_recall` test).
@@ -85,7 +87,9 @@ impl Default for HnswParams {
 impl HnswParams {
     /// The search width in effect over `rows` live rows: [`Self::ef_search`] up to
     /// [`WIDTH_BASE_ROWS`] rows or when the width does not grow, else `ef_search` times
-    /// `(rows / WIDTH_BASE_ROWS)^WIDTH_EXPONENT`, at most the parameters' upper bound.
+    /// `(rows / WIDTH_BASE_ROWS)^WIDTH_EXPONENT`, at most [`WIDTH_MAX_FACTOR`] times `ef_search`
+    /// (and the parameters' upper bound). By default: 128 up to 100,000 rows, 363 at 200,000 and
+    /// 1,280 from about 465,000 on.
     ///
     /// Why it grows: a graph walk of fixed width finds a shrinking share of the true neighbours as
     /// the graph grows. On real-model-derived vectors (`memory-eval dump-vectors`), recall@10 at
@@ -93,22 +97,29 @@ impl HnswParams {
     /// `ef_construction` level with it), so a large store quietly lost a third of its nearest
     /// neighbours at the old fixed default.
     ///
-    /// Why linearly (exponent 1): measured 2026-12-06 at 1,000,000 f32 rows on that file (480
-    /// real-model queries, one thread, 2 cores; `memory-eval bench-hnsw --vectors ... --ef ...`;
-    /// width: recall@10, p50 / p95 ms): 128: 0.724, 0.18 / 0.31; 512: 0.880, 0.44 / 1.31; 1,024:
-    /// 0.920, 0.79 / 2.85; **1,280 (the default at this size): 0.933, 0.99 / 3.20**; 2,048: 0.943,
-    /// 1.52 / 5.22; 3,072: 0.948, 2.56 / 6.39. Past 1,280 a doubled width buys a point of recall
-    /// and breaks the 5 ms p95 the issue asked for; the recall left over is the file's own: each of
-    /// its real vectors stands for about 1,700 derived ones, near-duplicates whose order only
-    /// noise decides, which no walk short of a scan of the cluster finds (the graph build was
-    /// tried, see `Graph::select`). So the default reaches 0.933, not 0.95, at a million rows of
-    /// this file; a caller who needs more searches `exact` or fixes a wider width.
+    /// How fast, and where it stops, measured 2026-12-06 on that file (480 real-model queries, one
+    /// thread, 2 cores; `memory-eval bench-hnsw --vectors ... --ef ...` and `scripts/compare.sh`;
+    /// width: recall@10, p50 / p95 ms):
+    /// - at 200,000 f32 rows (`COMPARE_SIZE=200000 scripts/compare.sh`): 256: 0.928; 384: 0.962;
+    ///   512: 0.974. Faster than linearly, then: a linear rule's 256 fell short of 0.95, the
+    ///   exponent 1.5 gives 363;
+    /// - at 1,000,000 f32 rows: 128: 0.724, 0.18 / 0.31; 512: 0.880, 0.44 / 1.31; 1,024: 0.920,
+    ///   0.79 / 2.85; **1,280 (the cap, the default at this size): 0.933, 0.99 / 3.20**; 2,048:
+    ///   0.943, 1.52 / 5.22; 3,072: 0.948, 2.56 / 6.39.
+    ///
+    /// Past 1,280 a doubled width buys about a point of recall and breaks the 5 ms p95 the issue
+    /// asked for, hence the cap; the recall left over is the file's own: each of its real vectors
+    /// stands for about 1,700 derived ones, near-duplicates whose order only noise decides, which
+    /// no walk short of a scan of the cluster finds (the graph build was tried, see
+    /// `Graph::select`). So the default reaches 0.933, not 0.95, at a million rows of this file; a
+    /// caller who needs more searches `exact` or fixes a wider width.
     pub fn width_for(&self, rows: usize) -> usize {
         if !self.width_grows || rows <= WIDTH_BASE_ROWS {
             return self.ef_search;
         }
         let scale = (rows as f64 / WIDTH_BASE_ROWS as f64).powf(WIDTH_EXPONENT);
-        ((self.ef_search as f64 * scale).ceil() as usize).clamp(self.ef_search, MAX_EF)
+        let most = self.ef_search.saturating_mul(WIDTH_MAX_FACTOR).min(MAX_EF);
+        ((self.ef_search as f64 * scale).ceil() as usize).clamp(self.ef_search, most)
     }
 
     /// Checks every parameter's range.
@@ -544,16 +555,16 @@ mod tests {
         assert_eq!(params.width_for(0), params.ef_search);
         assert_eq!(params.width_for(WIDTH_BASE_ROWS), params.ef_search);
         let larger = params.width_for(WIDTH_BASE_ROWS * 2);
-        let largest = params.width_for(WIDTH_BASE_ROWS * 10);
+        let largest = params.width_for(WIDTH_BASE_ROWS * 4);
         assert!(
             params.ef_search < larger && larger < largest,
             "{larger} {largest}"
         );
-        assert_eq!(
-            largest,
-            (params.ef_search as f64 * 10f64.powf(WIDTH_EXPONENT)).ceil() as usize
-        );
-        assert_eq!(params.width_for(usize::MAX), MAX_EF);
+        // 128 x 2^1.5 and 128 x 4^1.5, rounded up.
+        assert_eq!((larger, largest), (363, 1_024));
+        let cap = params.ef_search * WIDTH_MAX_FACTOR;
+        assert_eq!(params.width_for(WIDTH_BASE_ROWS * 5), cap);
+        assert_eq!(params.width_for(usize::MAX), cap);
         let chosen = HnswParams {
             ef_search: 40,
             width_grows: false,

@@ -23,7 +23,7 @@ use memory_core::vectors::SourceGeneration;
 use memory_core::{MemoryKey, NamespaceAddress, Revision};
 
 pub use exact::{EXACT_COMPACT_TOMBSTONE_FRACTION, ExactIndex};
-pub use hnsw::{HnswIndex, HnswParams, WIDTH_BASE_ROWS, WIDTH_EXPONENT};
+pub use hnsw::{HnswIndex, HnswParams, WIDTH_BASE_ROWS, WIDTH_EXPONENT, WIDTH_MAX_FACTOR};
 pub use quantized::{CompactVectors, DEFAULT_RESCORE_FACTOR, MAX_RESCORE_FACTOR, rescore};
 
 use crate::error::SemanticError;
