@@ -58,13 +58,8 @@ pub fn candidates(
                 .map(|item| {
                     let (text, speaker) =
                         turns.get(item.item.as_str()).copied().unwrap_or(("", ""));
-                    let text = query.text_signals(text, Some(speaker));
-                    let signals = RerankSignals {
-                        fused: item.score,
-                        lexical: item.lexical_score,
-                        embedding: item.embedding_score,
-                        ..text
-                    };
+                    let signals = RerankSignals::of_fused(&item)
+                        .with_text(query.text_signals(text, Some(speaker)));
                     (item.item, signals)
                 })
                 .collect();

@@ -443,13 +443,10 @@ where
             fused
                 .iter()
                 .map(|item| {
-                    let signals = RerankSignals {
-                        fused: item.score,
-                        lexical: item.lexical_score,
-                        embedding: item.embedding_score,
-                        ..RerankSignals::default()
-                    };
-                    (item.item.id.as_str().to_owned(), signals)
+                    (
+                        item.item.id.as_str().to_owned(),
+                        RerankSignals::of_fused(item),
+                    )
                 })
                 .collect()
         } else {
@@ -559,17 +556,11 @@ fn rerank(
             let signals = match documents.get(id) {
                 Some(signals) => *signals,
                 None => {
-                    let text = parsed.passage_signals(&passage);
                     let own = signals.get(id).copied().unwrap_or(RerankSignals {
                         fused,
                         ..RerankSignals::default()
                     });
-                    let signals = RerankSignals {
-                        coverage: text.coverage,
-                        speaker: text.speaker,
-                        brevity: text.brevity,
-                        ..own
-                    };
+                    let signals = own.with_text(parsed.passage_signals(&passage));
                     documents.insert(id.to_owned(), signals);
                     signals
                 }

@@ -52,6 +52,8 @@
 use std::collections::HashSet;
 
 use memory_core::MemoryPassage;
+
+use super::fusion::Fused;
 use memory_core::query::{StopWords, query_words, split_words};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
@@ -71,6 +73,29 @@ pub struct RerankSignals {
     pub speaker: f64,
     /// `1 / (1 + words / 8)` of the passage's text, in `(0, 1]`.
     pub brevity: f64,
+}
+
+impl RerankSignals {
+    /// A fused document's signals from fusion (its fused, lexical and embedding scores), the
+    /// text signals left at 0 for [`Self::with_text`].
+    pub fn of_fused<K>(item: &Fused<K>) -> Self {
+        Self {
+            fused: item.score,
+            lexical: item.lexical_score,
+            embedding: item.embedding_score,
+            ..Self::default()
+        }
+    }
+
+    /// These fusion signals with the text signals of `text` ([`RerankQuery::text_signals`]).
+    pub fn with_text(self, text: RerankSignals) -> Self {
+        Self {
+            coverage: text.coverage,
+            speaker: text.speaker,
+            brevity: text.brevity,
+            ..self
+        }
+    }
 }
 
 /// The stage's weights, one per signal.
