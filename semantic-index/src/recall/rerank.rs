@@ -52,11 +52,11 @@
 use std::collections::HashSet;
 
 use memory_core::MemoryPassage;
-
-use super::fusion::Fused;
 use memory_core::query::{StopWords, query_words, split_words};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
+
+use super::fusion::Fused;
 
 /// What the stage reads of one passage (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
