@@ -13,14 +13,7 @@ def _cited(answer: dict) -> set[str]:
     return {passage["source"]["id"] for passage in answer["passages"]}
 
 
-def test_rerank_is_taken_for_hybrid_and_refused_elsewhere(database: dict) -> None:
-    memory = Memory(
-        database["db"],
-        schema=database["schema"],
-        namespace={"name": "notes", "version": 1, "identity": {"user": "ana"}},
-        scope="assistant",
-        user="ana",
-    )
+def test_rerank_is_taken_for_hybrid_and_refused_elsewhere(memory: Memory) -> None:
     memory.put("bees", "Ana keeps bees in the garden behind the house.")
     memory.put("pears", "The orchard has twelve old pear trees that Ana planted.")
     memory.put("clocks", "Her brother repairs clocks in town.")

@@ -267,16 +267,21 @@ pub fn token_file(dir: &Path, token: &str) -> PathBuf {
 /// A tenant's grants-file entry (TOML): every operation in its own `notes` namespace (any identity
 /// whose `user` is `name`), its own scope, and defaults there; `token`'s digest holds it.
 pub fn tenant_grant(name: &str, token: &str) -> String {
+    scoped_grant(name, token, name)
+}
+
+/// [`tenant_grant`] whose scope is `scope` instead of the tenant's name.
+pub fn scoped_grant(name: &str, token: &str, scope: &str) -> String {
     format!(
         r#"
 [[grant]]
 name = "{name}"
 token_sha256 = "{digest}"
 operations = ["*"]
-read_scopes = ["{name}"]
-write_scopes = ["{name}"]
+read_scopes = ["{scope}"]
+write_scopes = ["{scope}"]
 default_namespace = {{ name = "notes", version = 1, identity = {{ user = "{name}" }} }}
-default_scope = "{name}"
+default_scope = "{scope}"
 
 [[grant.namespaces]]
 name = "notes"

@@ -4,7 +4,7 @@
 //! passages; `true` with another mode is refused before any work, `false` is accepted.
 
 use integration_tests::product::{Fixture, McpClient, cited_documents, put, recall};
-use integration_tests::serving::{HttpServer, default_flags};
+use integration_tests::serving::{HttpServer, default_flags, scoped_grant};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "rerank-door-token";
@@ -77,25 +77,7 @@ async fn mcp_over_stdio_and_http_take_rerank_as_the_command_does() {
     through(McpClient::stdio(&fixture, &default_flags(), &[]).await).await;
     // One grant holding the namespace and scope the documents were written to.
     let grants = fixture.dir.path().join("grants.toml");
-    std::fs::write(
-        &grants,
-        format!(
-            r#"
-[[grant]]
-name = "u1"
-token_sha256 = "{digest}"
-operations = ["*"]
-read_scopes = ["assistant"]
-write_scopes = ["assistant"]
-
-[[grant.namespaces]]
-name = "notes"
-identity = {{ user = "u1" }}
-"#,
-            digest = memory_cli::grants::token_digest(TOKEN)
-        ),
-    )
-    .expect("the grants file");
+    std::fs::write(&grants, scoped_grant("u1", TOKEN, "assistant")).expect("the grants file");
     let flags = vec![
         "--grants".to_owned(),
         grants.to_str().expect("UTF-8 path").to_owned(),

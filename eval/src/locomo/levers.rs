@@ -408,36 +408,10 @@ pub fn written_neighbours(
 
 /// [`fuse`], then each fused turn borrows from its written-order neighbours up to `reach` steps
 /// away (`context_weight` for the nearest, halved at each further step) through the product's
-/// [`borrow_from_neighbours`], as hybrid recall does.
+/// [`borrow_from_neighbours`], as hybrid recall does; each fused turn with its scores (what the
+/// rerank stage reads).
 #[allow(clippy::too_many_arguments)]
 pub fn fuse_in_context(
-    fusion: Fusion,
-    context_weight: f64,
-    reach: usize,
-    neighbours: &Neighbours,
-    lexical: &Ranking,
-    embedding: &Ranking,
-    lexical_depth: usize,
-    embedding_depth: usize,
-) -> Vec<String> {
-    fuse_in_context_scored(
-        fusion,
-        context_weight,
-        reach,
-        neighbours,
-        lexical,
-        embedding,
-        lexical_depth,
-        embedding_depth,
-    )
-    .into_iter()
-    .map(|fused| fused.item)
-    .collect()
-}
-
-/// [`fuse_in_context`] with each fused turn's scores (what the rerank stage reads).
-#[allow(clippy::too_many_arguments)]
-pub fn fuse_in_context_scored(
     fusion: Fusion,
     context_weight: f64,
     reach: usize,
@@ -473,7 +447,7 @@ pub fn fuse(
     lexical_depth: usize,
     embedding_depth: usize,
 ) -> Vec<String> {
-    fuse_in_context(
+    turn_ids(fuse_in_context(
         fusion,
         0.0,
         0,
@@ -482,5 +456,10 @@ pub fn fuse(
         embedding,
         lexical_depth,
         embedding_depth,
-    )
+    ))
+}
+
+/// The turn ids of a fused ranking, best first.
+pub fn turn_ids(fused: Vec<Fused<String>>) -> Vec<String> {
+    fused.into_iter().map(|fused| fused.item).collect()
 }

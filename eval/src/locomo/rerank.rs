@@ -98,10 +98,10 @@ pub const WEIGHT_GRID: [f64; 13] = [
     -1.0, -0.5, -0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0,
 ];
 
-/// Whether `field` (an index into [`RerankWeights::named`]) is a signal of relevance, whose
-/// weight stays at 0 or above.
-fn is_relevance(field: usize) -> bool {
-    (1..=4).contains(&field)
+/// Whether the weight named `name` is a signal of relevance, kept at 0 or above (every signal but
+/// `brevity`; `fused` is not searched).
+fn is_relevance(name: &str) -> bool {
+    name != "brevity"
 }
 
 /// Passes of coordinate ascent over the weights.
@@ -120,16 +120,19 @@ pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWe
         brevity: 0.0,
     };
     let mut best = objective(&weights);
+    // Field 0 is `fused`, fixed at 1.
+    let fields = weights.named().len();
     for _ in 0..PASSES {
         let mut changed = false;
-        for field in 1..weights.named().len() {
-            let mut choice = get(&weights, field);
+        for field in 1..fields {
+            let (name, current) = weights.named()[field];
+            let mut choice = current;
             for value in WEIGHT_GRID
                 .into_iter()
-                .filter(|value| *value >= 0.0 || !is_relevance(field))
+                .filter(|value| *value >= 0.0 || !is_relevance(name))
             {
                 let mut trial = weights;
-                set(&mut trial, field, value);
+                *trial.named_mut()[field].1 = value;
                 let score = objective(&trial);
                 let better = score > best + 1e-12
                     || ((score - best).abs() <= 1e-12 && value.abs() < choice.abs());
@@ -138,8 +141,8 @@ pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWe
                     choice = value;
                 }
             }
-            if choice != get(&weights, field) {
-                set(&mut weights, field, choice);
+            if choice != current {
+                *weights.named_mut()[field].1 = choice;
                 changed = true;
             }
         }
@@ -148,19 +151,4 @@ pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWe
         }
     }
     (weights, best)
-}
-
-fn get(weights: &RerankWeights, field: usize) -> f64 {
-    weights.named()[field].1
-}
-
-fn set(weights: &mut RerankWeights, field: usize, value: f64) {
-    match field {
-        0 => weights.fused = value,
-        1 => weights.lexical = value,
-        2 => weights.embedding = value,
-        3 => weights.coverage = value,
-        4 => weights.speaker = value,
-        _ => weights.brevity = value,
-    }
 }

@@ -31,15 +31,14 @@ use std::collections::HashMap;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{FTS5_B, FTS5_K1, LexicalRules};
 use semantic_index::{
-    Embedder, FusionMethod, HybridParams, Preprocessing, RerankWeights, SemanticProfile,
+    Embedder, Fused, FusionMethod, HybridParams, Preprocessing, RerankWeights, SemanticProfile,
 };
 use serde::{Deserialize, Serialize};
 
 use super::data::Conversation;
 use super::levers::{
     EmbeddedText, Fusion, Ranking, Scored, embed_cached, embedding_rankings, expanded_query, fuse,
-    fuse_in_context, fuse_in_context_scored, lexical_rankings, scored_questions,
-    written_neighbours,
+    fuse_in_context, lexical_rankings, scored_questions, turn_ids, written_neighbours,
 };
 use super::metrics::{RetrievalFigures, figures};
 use super::rerank;
@@ -601,7 +600,7 @@ pub fn tune<E: Embedder>(
     // setting stays unless it loses by the margin.
     let farthest = CONTEXT_REACHES.iter().copied().max().unwrap_or(1);
     let neighbours = written_neighbours(store, conversations, farthest)?;
-    let in_context = |weight: f64, reach: usize| -> Vec<Vec<String>> {
+    let in_context_scored = |weight: f64, reach: usize| -> Vec<Vec<Fused<String>>> {
         questions
             .iter()
             .zip(lexical.iter().zip(&embedding))
@@ -617,6 +616,12 @@ pub fn tune<E: Embedder>(
                     chosen.embedding_depth,
                 )
             })
+            .collect()
+    };
+    let in_context = |weight: f64, reach: usize| -> Vec<Vec<String>> {
+        in_context_scored(weight, reach)
+            .into_iter()
+            .map(turn_ids)
             .collect()
     };
     let bar = progress.bar(
@@ -675,29 +680,17 @@ pub fn tune<E: Embedder>(
     }
     let context_reach = CONTEXT_REACHES[chosen_context / CONTEXT_WEIGHTS.len()];
     let context_weight = CONTEXT_WEIGHTS[chosen_context % CONTEXT_WEIGHTS.len()];
-    let chosen_ranked = in_context(context_weight, context_reach);
+    let fused = in_context_scored(context_weight, context_reach);
+    let chosen_ranked: Vec<Vec<String>> = fused
+        .iter()
+        .map(|question| question.iter().map(|item| item.item.clone()).collect())
+        .collect();
     let params = chosen.fusion.params();
 
     // The rerank stage over the chosen fusion and context: its weights by coordinate ascent on the
     // tuning conversations (objective: mean of hit@1, hit@5, hit@10 and share@10, since the stage
     // is there for the first places); on by default only if it raises hit@1 and hit@5 on both
     // halves.
-    let fused: Vec<_> = questions
-        .iter()
-        .zip(lexical.iter().zip(&embedding))
-        .map(|(scored, (lexical, embedding))| {
-            fuse_in_context_scored(
-                chosen.fusion,
-                context_weight,
-                context_reach,
-                &neighbours[scored.conversation],
-                lexical,
-                embedding,
-                chosen.lexical_depth,
-                chosen.embedding_depth,
-            )
-        })
-        .collect();
     // As many fused turns as the product's hybrid recall keeps, and so reranks, for the eval's
     // recalls of `MAX_ITEMS` passages.
     let kept = memory_service::recall_service::search_depth_for(super::run::MAX_ITEMS);

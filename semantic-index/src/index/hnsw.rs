@@ -237,11 +237,6 @@ impl HnswIndex {
             > self.params.rebuild_tombstone_fraction
     }
 
-    /// The search width in effect now ([`HnswParams::width_for`] the live rows).
-    pub fn search_width(&self) -> usize {
-        self.params.width_for(self.table.live_count())
-    }
-
     /// Rows replaced or withdrawn but still in the graph (filtered out of every search).
     pub fn tombstones(&self) -> usize {
         self.table.tombstones()
@@ -576,7 +571,6 @@ mod tests {
             HnswIndex::new(2, IndexBounds::for_dimensions(2), HnswParams::default()).unwrap();
         index.set_ef_search(40).unwrap();
         assert_eq!(index.params.width_for(WIDTH_BASE_ROWS * 10), 40);
-        assert_eq!(index.search_width(), 40);
     }
 
     #[test]

@@ -439,22 +439,16 @@ where
         fused.truncate(params.max_documents);
         // The rerank stage reads each document's fusion signals by id once its passages are
         // revalidated.
-        let signals: HashMap<String, RerankSignals> = if params.rerank {
-            fused
-                .iter()
-                .map(|item| {
-                    (
-                        item.item.id.as_str().to_owned(),
-                        RerankSignals::of_fused(item),
-                    )
-                })
-                .collect()
-        } else {
-            HashMap::new()
-        };
+        let mut signals: HashMap<String, RerankSignals> = HashMap::new();
         let mut candidates = Vec::with_capacity(fused.len());
         for item in fused {
             let score = item.score;
+            if params.rerank {
+                signals.insert(
+                    item.item.id.as_str().to_owned(),
+                    RerankSignals::of_fused(&item),
+                );
+            }
             let document_chunks = chunks.remove(&item.item);
             if item.lexical_rank.is_some() {
                 candidates.push(ScoredCandidate {

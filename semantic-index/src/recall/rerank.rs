@@ -147,6 +147,19 @@ impl RerankWeights {
         ]
     }
 
+    /// The weights as `(name, value)` pairs to change, in [`Self::named`]'s order (the tuning
+    /// harness's search sets them one at a time).
+    pub fn named_mut(&mut self) -> [(&'static str, &mut f64); 6] {
+        [
+            ("fused", &mut self.fused),
+            ("lexical", &mut self.lexical),
+            ("embedding", &mut self.embedding),
+            ("coverage", &mut self.coverage),
+            ("speaker", &mut self.speaker),
+            ("brevity", &mut self.brevity),
+        ]
+    }
+
     /// A passage's score: the weighted sum of its signals.
     pub fn score(&self, signals: &RerankSignals) -> f64 {
         self.fused * signals.fused
