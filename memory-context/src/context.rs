@@ -15,12 +15,13 @@ use crate::ContextError;
 use crate::compaction::{self, CompactionPlan, CompactionRequest, check_summary};
 use crate::conversation::{Conversation, ConversationState};
 use crate::fold::{FoldRead, FoldReader, FoldReport, FoldScope};
-use crate::history::{self, HistoryPage, HistorySearch, Include};
+use crate::history::{self, Anchor, HistoryPage, HistorySearch, Include};
 use crate::references::{ReferenceCache, References};
 use crate::segment::{Message, Role, SegmentData};
-use crate::view::{View, ViewResult, check_budget};
+use crate::view::{MAX_BUDGET_TOKENS, View, ViewResult, check_budget};
+use crate::window::{self, WindowIdentity};
 
-use memory_core::activity::{CompactionRecord, SummarizerTokens};
+use memory_core::activity::{CompactionRecord, RolloverCause, RolloverRecord, SummarizerTokens};
 
 /// Most tokens [`memory_reserve`] keeps for a turn's recalled memory.
 pub const MAX_MEMORY_RESERVE_TOKENS: u64 = 2_000;
@@ -131,6 +132,41 @@ pub struct Compacted {
     pub compaction: CompactionRecord,
 }
 
+/// What a rollover appended.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RolledOver {
+    /// The rollover record's sequence: the new window's boundary.
+    pub sequence: Sequence,
+    /// The record.
+    pub rollover: RolloverRecord,
+}
+
+/// What is left of a thread's window under a budget (`memory_context_remaining`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Remaining {
+    /// The thread.
+    pub thread: String,
+    /// The window shown.
+    pub window: WindowIdentity,
+    /// The budget it was measured against.
+    pub budget: u64,
+    /// The model's context capacity, when the server knows it.
+    pub capacity: Option<u64>,
+    /// Estimated tokens of everything the window holds now, before any elision or drop (instructions,
+    /// marker, summary and segments).
+    pub live_tokens: u64,
+    /// Tokens of the budget the live window leaves (0 when it is over).
+    pub remaining_tokens: u64,
+    /// The view under the budget: what it elides and drops now, and whether it is over budget.
+    pub view: ViewResult,
+    /// The segments whose tool outputs a view elides first once the window is over its budget.
+    pub next_elided: Vec<String>,
+    /// The segment a view drops first once eliding is not enough (`null`: none can go).
+    pub next_dropped: Option<String>,
+    /// The newest record of the thread read.
+    pub through: Sequence,
+}
+
 /// The context layer over one thread log.
 pub struct Context {
     reader: FoldReader<Conversation>,
@@ -208,6 +244,40 @@ impl Context {
     /// leaves beyond it goes to the references too. A retry of an unchanged turn therefore gets the
     /// same history and the same references.
     pub fn prepare_turn(
+        &self,
+        thread: &ThreadId,
+        budget: u64,
+        query: Option<&str>,
+        memory_reserve: Option<u64>,
+    ) -> Result<TurnPlan, ContextError> {
+        self.prepare_turn_with(thread, budget, query, memory_reserve, false)
+    }
+
+    /// [`Context::prepare_turn`], rolling the window over first when `auto_rollover` says so and the
+    /// history view had to drop settled steps of the current turn to fit (eliding old tool outputs was
+    /// not enough): the rollover (cause `automatic`, with excerpts) is appended and the turn prepared
+    /// again from the new window, which then fits unless its kept part alone does not.
+    pub fn prepare_turn_with(
+        &self,
+        thread: &ThreadId,
+        budget: u64,
+        query: Option<&str>,
+        memory_reserve: Option<u64>,
+        auto_rollover: bool,
+    ) -> Result<TurnPlan, ContextError> {
+        let plan = self.prepare_once(thread, budget, query, memory_reserve)?;
+        if auto_rollover
+            && plan.history.view.dropped_in_turn > 0
+            && self
+                .roll_over(thread, None, RolloverCause::Automatic)?
+                .is_some()
+        {
+            return self.prepare_once(thread, budget, query, memory_reserve);
+        }
+        Ok(plan)
+    }
+
+    fn prepare_once(
         &self,
         thread: &ThreadId,
         budget: u64,
@@ -469,11 +539,78 @@ impl Context {
         })
     }
 
-    /// A page of the thread's records after `after` (see [`history::read`]).
+    /// Rolls the thread's window over (see [`crate::window`]): appends the boundary with `handoff` (or,
+    /// without one, excerpts of what it covers). `None` when the rollover would cover nothing, and
+    /// nothing is appended. A rollover the model asked for is refused when its step holds other calls
+    /// ([`window::check_only_call`]). Runs one at a time with compactions, against the state they
+    /// leave.
+    pub fn roll_over(
+        &self,
+        thread: &ThreadId,
+        handoff: Option<String>,
+        cause: RolloverCause,
+    ) -> Result<Option<RolledOver>, ContextError> {
+        if let Some(handoff) = &handoff {
+            memory_core::activity::rollover::check_handoff(handoff)?;
+        }
+        let _one_at_a_time = self
+            .compacting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let read = self.reader.read(thread)?;
+        if cause == RolloverCause::Model {
+            window::check_only_call(&read.state)?;
+        }
+        let Some(rollover) = window::plan_rollover(&read.state, read.through, handoff, cause)
+        else {
+            return Ok(None);
+        };
+        let record = NewRecord {
+            occurred_at: None,
+            speaker: COMPACTION_SPEAKER.to_owned(),
+            observers: Vec::new(),
+            body: RecordBody::Rollover(rollover.clone()),
+            opaque_cursor: None,
+        };
+        let stored = self.reader.log().append(thread, record)?;
+        Ok(Some(RolledOver {
+            sequence: stored.sequence,
+            rollover,
+        }))
+    }
+
+    /// What is left of the thread's window under `budget` (see [`Remaining`]).
+    pub fn remaining(
+        &self,
+        thread: &ThreadId,
+        budget: u64,
+        capacity: Option<u64>,
+    ) -> Result<Remaining, ContextError> {
+        let budget = check_budget(budget)?;
+        let read = self.reader.read(thread)?;
+        let live_tokens = self.view.apply(&read.state, MAX_BUDGET_TOKENS)?.tokens;
+        let view = self.view.apply(&read.state, budget)?;
+        // A budget of one token makes every strategy run: what each would take first.
+        let squeezed = self.view.apply(&read.state, 1)?;
+        Ok(Remaining {
+            thread: thread.as_str().to_owned(),
+            window: WindowIdentity::of(&read.state),
+            budget,
+            capacity,
+            live_tokens,
+            remaining_tokens: budget.saturating_sub(live_tokens),
+            view,
+            next_elided: squeezed.elided,
+            next_dropped: squeezed.dropped.into_iter().next(),
+            through: read.through,
+        })
+    }
+
+    /// A page of the thread's records from `anchor` (see [`history::read`]).
     pub fn history_read(
         &self,
         thread: &ThreadId,
-        after: Sequence,
+        anchor: impl Into<Anchor>,
         limit: usize,
         max_bytes: usize,
         include: Include,
@@ -483,7 +620,7 @@ impl Context {
             &**self.reader.log(),
             thread,
             &history::Shown::of(&read),
-            after,
+            anchor.into(),
             limit,
             max_bytes,
             include,
@@ -495,7 +632,7 @@ impl Context {
         &self,
         thread: &ThreadId,
         text: &str,
-        after: Sequence,
+        anchor: impl Into<Anchor>,
         limit: usize,
         scan: usize,
         include: Include,
@@ -506,7 +643,7 @@ impl Context {
             thread,
             &history::Shown::of(&read),
             text,
-            after,
+            anchor.into(),
             limit,
             scan,
             include,

@@ -12,6 +12,11 @@
 //! - `compaction` with outcome `folded` removes the segments it folded and puts its summary in place
 //!   of the earlier one; a compaction naming records at or after itself is skipped
 //!   (`invalid_compaction`). The folded records stay in the log.
+//! - `rollover` opens a new window (see [`crate::window`]): the segments before it leave the window
+//!   but for the system instructions, the current turn's prompt, the trailing user messages and the
+//!   steps still waiting for a result; the summary goes too (the handoff or excerpts stand in for
+//!   everything covered). A rollover covering records at or after itself is skipped
+//!   (`invalid_rollover`).
 //!
 //! Forgotten records come as their placeholders (see [`crate::fold`]) and fold like any record, so a
 //! forgotten call still pairs with its result. A folded compaction is **withdrawn** (not applied: the
@@ -31,6 +36,7 @@ use memory_core::activity::{
 
 use crate::fold::{Fold, SkipReason};
 use crate::segment::{Message, Role, Segment, SegmentData, SegmentKind, StepCall, StepResult};
+use crate::window::Window;
 
 /// The summary standing in for folded records, and the frame it is shown in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +114,11 @@ pub struct ConversationState {
     /// The newest folded compaction, applied or withdrawn: what an older compaction record, which does
     /// not name the summary it replaced, replaced.
     pub newest_folded_compaction: Option<Sequence>,
+    /// The window the segments belong to: `None` in the thread's first window, else the rollover that
+    /// opened the current one.
+    pub window: Option<Arc<Window>>,
+    /// Every rollover boundary of the thread, in log order (what says which window a record is in).
+    pub boundaries: Vec<Sequence>,
 }
 
 impl ConversationState {
@@ -118,6 +129,13 @@ impl ConversationState {
             .iter()
             .rposition(|segment| segment.kind() == SegmentKind::Prompt)
             .unwrap_or(0)
+    }
+
+    /// The number of the current window (1 until the first rollover).
+    pub fn window_number(&self) -> u64 {
+        self.window
+            .as_ref()
+            .map_or(1, |window| window.record.window)
     }
 
     /// The current turn's prompt segment.
@@ -223,6 +241,9 @@ impl Fold for Conversation {
             RecordBody::RunCompleted { .. } => {}
             RecordBody::Compaction(compaction) => {
                 apply_compaction(state, sequence, compaction, forgotten_at.is_some())?;
+            }
+            RecordBody::Rollover(rollover) => {
+                crate::window::apply_rollover(state, sequence, rollover, forgotten_at)?;
             }
         }
         Ok(())

@@ -41,6 +41,23 @@ pub enum ContextError {
         /// The records forgotten since the plan.
         records: Vec<memory_core::activity::Sequence>,
     },
+    /// A history anchor (`before`) that is not a record of the thread.
+    #[error("record {anchor} is not a record of this thread")]
+    AnchorNotFound {
+        /// The anchor.
+        anchor: memory_core::activity::Sequence,
+    },
+    /// A page read backward could not be established: the log did not produce these records.
+    #[error(
+        "a full page could not be established: records {first} to {last} of the thread could not be \
+         read"
+    )]
+    Gap {
+        /// The first record missing from the range read.
+        first: memory_core::activity::Sequence,
+        /// The last record of the range read.
+        last: memory_core::activity::Sequence,
+    },
 }
 
 impl ContextError {
@@ -59,6 +76,8 @@ impl ContextError {
             Self::Unmeasured | Self::Invalid { .. } => ErrorKind::InvalidInput,
             Self::Summarizer(_) | Self::Recall(_) => ErrorKind::Unavailable,
             Self::ForgottenSincePlan { .. } => ErrorKind::Conflict,
+            Self::AnchorNotFound { .. } => ErrorKind::NotFound,
+            Self::Gap { .. } => ErrorKind::Corrupt,
         }
     }
 }

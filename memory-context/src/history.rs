@@ -11,6 +11,13 @@
 //! on the wire): what an agent recovers is the conversation. Records that no longer decode are always
 //! shown (they say only that they are unreadable). A page reads at most [`MAX_READ_SCAN`] records
 //! looking for ones to show, and then answers where it stopped (`next_after`).
+//!
+//! Both read forward from an `after` anchor or backward from a `before` anchor ([`Anchor`]): before a
+//! record, they answer the records with smaller sequences, newest first, and where to continue
+//! (`next_before`). A `before` that is not a record of the thread is `not-found`; a backward page whose
+//! records the log cannot all produce (a gap in the sequence) fails ([`ContextError::Gap`]) instead of
+//! answering a page with holes. Every record says which window it belongs to (`window`: 1 until the
+//! thread's first rollover, see [`crate::window`]); a `rollover` record is operational.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,6 +33,7 @@ use crate::ContextError;
 use crate::conversation::{ConversationState, Summary};
 use crate::fold::FoldRead;
 use crate::segment::output_text;
+use crate::window::window_of;
 
 /// Records a history page returns by default.
 pub const DEFAULT_HISTORY_RECORDS: usize = 50;
@@ -94,7 +102,7 @@ impl Include {
     fn admits(self, kind: &str) -> bool {
         match kind {
             "system_message" => self.system,
-            "run_completed" | "compaction" => self.operational,
+            "run_completed" | "compaction" | "rollover" => self.operational,
             _ => true,
         }
     }
@@ -110,6 +118,8 @@ pub struct Shown {
     pub forgotten: ForgottenRecords,
     /// Every withdrawn compaction.
     pub withdrawn: BTreeSet<Sequence>,
+    /// The thread's rollover boundaries, in log order.
+    pub boundaries: Vec<Sequence>,
 }
 
 impl Shown {
@@ -119,6 +129,7 @@ impl Shown {
             summary: read.state.summary.clone(),
             forgotten: read.forgotten.clone(),
             withdrawn: read.state.withdrawn_all.clone(),
+            boundaries: read.state.boundaries.clone(),
         }
     }
 }
@@ -145,6 +156,9 @@ pub struct HistoryRecord {
     pub cut_bytes: u64,
     /// Whether a compaction folded it out of the window (it is still here, verbatim).
     pub folded: bool,
+    /// The window it belongs to (1 until the thread's first rollover; a rollover record opens the
+    /// window it names).
+    pub window: u64,
     /// A tool call's or result's call id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -176,9 +190,12 @@ fn is_zero(value: &u64) -> bool {
 pub struct HistoryPage {
     /// The records, in order.
     pub records: Vec<HistoryRecord>,
-    /// The `after` of the next page, when more records follow.
+    /// The `after` of the next page, when more records follow (a page read forward).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_after: Option<Sequence>,
+    /// The `before` of the next page, when older records remain (a page read backward).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<Sequence>,
 }
 
 /// Records of a thread that contain a text.
@@ -192,6 +209,9 @@ pub struct HistorySearch {
     /// bound reached).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_after: Option<Sequence>,
+    /// The `before` to continue from, when a backward search stopped before the thread's first record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<Sequence>,
 }
 
 /// The text of a record, as the history tools show and search it.
@@ -225,6 +245,19 @@ pub fn record_text(record: &ThreadRecord) -> (String, Option<String>) {
             ),
             (None, _) => ("compaction: nothing could fold".to_owned(), None),
         },
+        RecordBody::Rollover(rollover) => (
+            match &rollover.handoff {
+                Some(handoff) => format!(
+                    "window {} began (records {} to {} covered); handoff: {handoff}",
+                    rollover.window, rollover.covered.first, rollover.covered.last
+                ),
+                None => format!(
+                    "window {} began (records {} to {} covered); no handoff",
+                    rollover.window, rollover.covered.first, rollover.covered.last
+                ),
+            },
+            None,
+        ),
     }
 }
 
@@ -237,6 +270,7 @@ fn kind_of(body: &RecordBody) -> &'static str {
         RecordBody::RunCompleted { .. } => "run_completed",
         RecordBody::SystemMessage { .. } => "system_message",
         RecordBody::Compaction(_) => "compaction",
+        RecordBody::Rollover(_) => "rollover",
     }
 }
 
@@ -260,6 +294,7 @@ fn shown(entry: LogEntry, shown: &Shown) -> HistoryRecord {
                 text,
                 cut_bytes: 0,
                 folded: summary.is_some_and(|summary| summary.covers(record.sequence)),
+                window: window_of(&shown.boundaries, record.sequence),
                 call_id,
                 forgotten: forgotten_at.is_some(),
                 forgotten_at,
@@ -282,6 +317,7 @@ fn shown(entry: LogEntry, shown: &Shown) -> HistoryRecord {
             ),
             cut_bytes: 0,
             folded: summary.is_some_and(|summary| summary.covers(undecodable.sequence)),
+            window: window_of(&shown.boundaries, undecodable.sequence),
             call_id: None,
             forgotten: false,
             forgotten_at: None,
@@ -320,13 +356,152 @@ fn check_limits(limit: usize, max_bytes: usize) -> Result<(), ContextError> {
     Ok(())
 }
 
-/// Up to `limit` records after `after` that `include` admits, with at most `max_bytes` of text (the
-/// first record always comes, cut to fit), reading at most [`MAX_READ_SCAN`] records.
+/// Where a history answer starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    /// The records after this sequence, oldest first (0: from the thread's first record).
+    After(Sequence),
+    /// The records before this record, newest first.
+    Before(Sequence),
+}
+
+impl From<Sequence> for Anchor {
+    fn from(after: Sequence) -> Self {
+        Self::After(after)
+    }
+}
+
+/// The thread's entries from an anchor, one log page at a time, at most `max` of them.
+struct Scan<'a> {
+    log: &'a dyn ThreadLog,
+    thread: &'a ThreadId,
+    anchor: Anchor,
+    page: usize,
+    buffer: std::vec::IntoIter<LogEntry>,
+    /// The newest entry read going forward, the oldest going backward (the anchor before any).
+    cursor: Sequence,
+    scanned: usize,
+    max: usize,
+    ended: bool,
+}
+
+impl<'a> Scan<'a> {
+    fn new(
+        log: &'a dyn ThreadLog,
+        thread: &'a ThreadId,
+        anchor: Anchor,
+        page: usize,
+        max: usize,
+    ) -> Result<Self, ContextError> {
+        let cursor = match anchor {
+            Anchor::After(after) => after,
+            Anchor::Before(before) => {
+                if before == Sequence::ZERO || before > log.inspect_tail(thread)? {
+                    return Err(ContextError::AnchorNotFound { anchor: before });
+                }
+                before
+            }
+        };
+        Ok(Self {
+            log,
+            thread,
+            anchor,
+            page: page.clamp(1, PAGE),
+            buffer: Vec::new().into_iter(),
+            cursor,
+            scanned: 0,
+            max,
+            ended: false,
+        })
+    }
+
+    /// Whether the scan stopped at its bound with records left to read.
+    fn stopped_early(&self) -> bool {
+        !self.ended && self.scanned >= self.max
+    }
+
+    fn next_entry(&mut self) -> Result<Option<LogEntry>, ContextError> {
+        if let Some(entry) = self.buffer.next() {
+            self.scanned += 1;
+            self.cursor = entry_sequence(&entry);
+            return Ok(Some(entry));
+        }
+        if self.ended || self.scanned >= self.max {
+            return Ok(None);
+        }
+        let want = self.page.min(self.max - self.scanned);
+        let entries = match self.anchor {
+            Anchor::After(_) => {
+                let entries = self.log.read_entries(self.thread, self.cursor, want)?;
+                self.ended = entries.len() < want;
+                entries
+            }
+            Anchor::Before(_) => {
+                let below = (self.cursor.get() - 1) as usize;
+                let want = want.min(below);
+                if want == 0 {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                let first = self.cursor.get() - want as u64;
+                let mut entries =
+                    self.log
+                        .read_entries(self.thread, Sequence::new(first - 1), want)?;
+                let complete = entries.len() == want
+                    && entries
+                        .iter()
+                        .enumerate()
+                        .all(|(at, entry)| entry_sequence(entry).get() == first + at as u64);
+                if !complete {
+                    return Err(ContextError::Gap {
+                        first: Sequence::new(first),
+                        last: self.cursor.saturating_previous(),
+                    });
+                }
+                self.ended = first == 1;
+                entries.reverse();
+                entries
+            }
+        };
+        self.buffer = entries.into_iter();
+        match self.buffer.next() {
+            Some(entry) => {
+                self.scanned += 1;
+                self.cursor = entry_sequence(&entry);
+                Ok(Some(entry))
+            }
+            None => {
+                self.ended = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The anchor of the next page: `after`/`before` `at`.
+    fn next(&self, at: Sequence) -> (Option<Sequence>, Option<Sequence>) {
+        match self.anchor {
+            Anchor::After(_) => (Some(at), None),
+            Anchor::Before(_) => (None, Some(at)),
+        }
+    }
+}
+
+fn entry_sequence(entry: &LogEntry) -> Sequence {
+    match entry {
+        LogEntry::Record(record) => record.sequence,
+        LogEntry::Undecodable(undecodable) => undecodable.sequence,
+    }
+}
+
+/// Up to `limit` records from `anchor` that `include` admits (after it in order, or before it newest
+/// first), with at most `max_bytes` of text (the first record always comes, cut to fit), reading at
+/// most [`MAX_READ_SCAN`] records.
+#[allow(clippy::too_many_arguments)]
 pub fn read(
     log: &dyn ThreadLog,
     thread: &ThreadId,
     shown_as: &Shown,
-    after: Sequence,
+    anchor: Anchor,
     limit: usize,
     max_bytes: usize,
     include: Include,
@@ -334,60 +509,48 @@ pub fn read(
     check_limits(limit, max_bytes)?;
     let mut records: Vec<HistoryRecord> = Vec::new();
     let mut bytes = 0usize;
-    let mut cursor = after;
-    let mut scanned = 0usize;
-    loop {
-        let want = limit
-            .saturating_add(1)
-            .min(PAGE)
-            .min(MAX_READ_SCAN - scanned);
-        let entries = log.read_entries(thread, cursor, want)?;
-        let full = entries.len() == want;
-        for entry in entries {
-            let mut record = shown(entry, shown_as);
-            let sequence = record.sequence;
-            if include.admits(&record.kind) {
-                let last = records.last().map(|record| record.sequence);
-                if records.len() == limit
-                    || (!records.is_empty() && bytes + record.text.len() > max_bytes)
-                {
-                    return Ok(HistoryPage {
-                        records,
-                        next_after: last,
-                    });
-                }
-                record.cut_bytes = cut(&mut record.text, max_bytes);
-                bytes += record.text.len();
-                records.push(record);
-            }
-            cursor = sequence;
-            scanned += 1;
+    let mut scan = Scan::new(log, thread, anchor, limit.saturating_add(1), MAX_READ_SCAN)?;
+    while let Some(entry) = scan.next_entry()? {
+        let mut record = shown(entry, shown_as);
+        if !include.admits(&record.kind) {
+            continue;
         }
-        if !full {
+        if let Some(last) = records.last().map(|record| record.sequence)
+            && (records.len() == limit || bytes + record.text.len() > max_bytes)
+        {
+            let (next_after, next_before) = scan.next(last);
             return Ok(HistoryPage {
                 records,
-                next_after: None,
+                next_after,
+                next_before,
             });
         }
-        if scanned >= MAX_READ_SCAN {
-            return Ok(HistoryPage {
-                records,
-                next_after: Some(cursor),
-            });
-        }
+        record.cut_bytes = cut(&mut record.text, max_bytes);
+        bytes += record.text.len();
+        records.push(record);
     }
+    let (next_after, next_before) = if scan.stopped_early() {
+        scan.next(scan.cursor)
+    } else {
+        (None, None)
+    };
+    Ok(HistoryPage {
+        records,
+        next_after,
+        next_before,
+    })
 }
 
-/// Records after `after` that `include` admits whose text contains `text` (case-insensitive,
-/// literally: no query syntax), at most `limit`, reading at most `scan` records. A forgotten record
-/// and a withdrawn compaction never match.
+/// Records from `anchor` (after it in order, or before it newest first) that `include` admits whose
+/// text contains `text` (case-insensitive, literally: no query syntax), at most `limit`, reading at
+/// most `scan` records. A forgotten record and a withdrawn compaction never match.
 #[allow(clippy::too_many_arguments)]
 pub fn search(
     log: &dyn ThreadLog,
     thread: &ThreadId,
     shown_as: &Shown,
     text: &str,
-    after: Sequence,
+    anchor: Anchor,
     limit: usize,
     scan: usize,
     include: Include,
@@ -404,48 +567,39 @@ pub fn search(
     }
     let needle = text.to_lowercase();
     let mut matches = Vec::new();
-    let mut cursor = after;
-    let mut scanned = 0usize;
-    loop {
-        let want = PAGE.min(scan - scanned);
-        let page = log.read_entries(thread, cursor, want)?;
-        let full = page.len() == want;
-        for entry in page {
-            let mut record = shown(entry, shown_as);
-            cursor = record.sequence;
-            scanned += 1;
-            let searchable =
-                !record.forgotten && !record.summary_withdrawn && include.admits(&record.kind);
-            if !searchable {
-                continue;
-            }
-            if let Some(snippet) = snippet(&record.text, &needle) {
-                record.text = snippet;
-                matches.push(record);
-                if matches.len() == limit {
-                    return Ok(HistorySearch {
-                        matches,
-                        scanned_through: cursor,
-                        next_after: Some(cursor),
-                    });
-                }
-            }
+    let mut scanner = Scan::new(log, thread, anchor, PAGE, scan)?;
+    while let Some(entry) = scanner.next_entry()? {
+        let mut record = shown(entry, shown_as);
+        let searchable =
+            !record.forgotten && !record.summary_withdrawn && include.admits(&record.kind);
+        if !searchable {
+            continue;
         }
-        if !full {
-            return Ok(HistorySearch {
-                matches,
-                scanned_through: cursor,
-                next_after: None,
-            });
-        }
-        if scanned >= scan {
-            return Ok(HistorySearch {
-                matches,
-                scanned_through: cursor,
-                next_after: Some(cursor),
-            });
+        if let Some(snippet) = snippet(&record.text, &needle) {
+            record.text = snippet;
+            matches.push(record);
+            if matches.len() == limit {
+                let (next_after, next_before) = scanner.next(scanner.cursor);
+                return Ok(HistorySearch {
+                    matches,
+                    scanned_through: scanner.cursor,
+                    next_after,
+                    next_before,
+                });
+            }
         }
     }
+    let (next_after, next_before) = if scanner.stopped_early() {
+        scanner.next(scanner.cursor)
+    } else {
+        (None, None)
+    };
+    Ok(HistorySearch {
+        matches,
+        scanned_through: scanner.cursor,
+        next_after,
+        next_before,
+    })
 }
 
 /// The text around the first case-insensitive occurrence of `needle` (already lower case), or `None`.

@@ -8,6 +8,8 @@
 //! - [`view`]: a pure function of a state and a token budget: elide old tool outputs, drop the oldest
 //!   segments, keep the newest N; never a call without its result, never the current turn, never the
 //!   summary; and the split a compaction keeps.
+//! - [`window`]: a rollover starts the window again at a boundary record: the run's instructions
+//!   and input, a marker with the handoff or excerpts, the trailing user messages and pending calls.
 //! - [`compaction`]: compaction edits the window, never the log: a record appended to the thread names
 //!   the ranges it folded, the measured input tokens that asked for it, what refused, and the caller's
 //!   summary, refused (and recorded) when not smaller than what it replaces.
@@ -31,11 +33,12 @@ pub mod segment;
 pub mod summarize;
 pub mod tokens;
 pub mod view;
+pub mod window;
 
 pub use compaction::{CompactionPlan, CompactionRequest};
 pub use context::{
     AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MAX_MEMORY_RESERVE_TOKENS,
-    MemoryBlock, ThreadView, TurnPlan, memory_reserve,
+    MemoryBlock, Remaining, RolledOver, ThreadView, TurnPlan, memory_reserve,
 };
 pub use conversation::{Conversation, ConversationState, Summary};
 pub use error::ContextError;
@@ -44,3 +47,4 @@ pub use references::References;
 pub use segment::{Message, Role, Segment, SegmentData, SegmentKind};
 pub use tokens::Counter;
 pub use view::{Strategy, View, ViewResult};
+pub use window::{Window, WindowIdentity};

@@ -2,8 +2,12 @@
 //!
 //! A view counts the state's tokens and applies its strategies in order, each at most once and only
 //! while the state is over budget, recounting after each. Strategies work on whole segments, so a view
-//! never separates a tool call from its result; none drops a segment of the current turn (from the newest
-//! prompt on), a system segment or the summary. A view never changes the state it reads.
+//! never separates a tool call from its result; none drops a system segment, the summary, the window
+//! marker, the current turn's prompt, a step still waiting for a tool result or the newest segment.
+//! Inside the current turn (a long run of tool calls after one prompt), the settled steps and answers
+//! before the newest segment may go, oldest first, but only after every earlier turn has gone: that is
+//! the pruning that lets an hour-long run fit (the context's automatic rollover turns it into a
+//! window boundary instead; see [`crate::window`]). A view never changes the state it reads.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,6 +18,11 @@ use crate::ContextError;
 use crate::conversation::{ConversationState, Summary};
 use crate::segment::{Message, Segment, SegmentKind};
 use crate::tokens::Counter;
+use crate::window::{Window, WindowIdentity};
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
 
 /// Most tokens a budget may name (a budget of "no limit" in practice).
 pub const MAX_BUDGET_TOKENS: u64 = 1 << 40;
@@ -90,6 +99,14 @@ pub struct ViewResult {
     pub dropped: Vec<String>,
     /// Ids of the segments shown with elided tool outputs.
     pub elided: Vec<String>,
+    /// Of `dropped`, the segments of the current turn (settled steps and answers after its prompt).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_in_turn: u64,
+    /// The window shown (1 until the thread's first rollover).
+    pub window: WindowIdentity,
+    /// The window marker (after a rollover), shown after the system segments.
+    #[serde(skip)]
+    pub marker: Option<Arc<Window>>,
     /// The compactions whose summaries are withdrawn because they covered a record forgotten since
     /// (their records are shown again, under the same budget rules), until a compaction applies again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -104,6 +121,9 @@ impl ViewResult {
             if segment.kind() == SegmentKind::System {
                 messages.extend(segment.messages());
             }
+        }
+        if let Some(marker) = &self.marker {
+            messages.push(marker.message());
         }
         if let Some(summary) = &self.summary {
             messages.push(summary.message());
@@ -161,6 +181,11 @@ impl View {
         self.counter.count_messages(&[summary.message()]) as u64
     }
 
+    /// Tokens of a window marker's message.
+    pub fn marker_tokens(&self, window: &Window) -> u64 {
+        self.counter.count_messages(&[window.message()]) as u64
+    }
+
     /// Tokens of a segment.
     pub fn segment_tokens(&self, segment: &Segment) -> u64 {
         segment.tokens(&self.counter) as u64
@@ -180,15 +205,25 @@ impl View {
             .summary
             .as_deref()
             .map_or(0, |summary| self.summary_tokens(summary))
+            + state
+                .window
+                .as_deref()
+                .map_or(0, |window| self.marker_tokens(window))
             + segments
                 .iter()
                 .map(|(_, segment)| self.segment_tokens(segment))
                 .sum::<u64>();
         let mut dropped = Vec::new();
         let mut elided = Vec::new();
-        let droppable = |index: usize, segment: &Segment| {
-            index < protected_from && segment.kind() != SegmentKind::System
+        let newest = state.segments.len().saturating_sub(1);
+        let droppable = |index: usize, segment: &Segment| match segment.kind() {
+            SegmentKind::System => false,
+            _ if index < protected_from => true,
+            SegmentKind::Prompt => false,
+            SegmentKind::Step => index < newest && !segment.has_unresolved_call(),
+            SegmentKind::Answer => index < newest,
         };
+        let mut dropped_in_turn = 0u64;
         for strategy in &self.strategies {
             if tokens <= budget {
                 break;
@@ -214,6 +249,7 @@ impl View {
                     for (index, segment) in segments {
                         if tokens > budget && droppable(index, &segment) {
                             tokens -= self.segment_tokens(&segment);
+                            dropped_in_turn += u64::from(index >= protected_from);
                             dropped.push(segment.id().to_owned());
                         } else {
                             kept.push((index, segment));
@@ -227,6 +263,7 @@ impl View {
                     for (position, (index, segment)) in segments.into_iter().enumerate() {
                         if position < old && droppable(index, &segment) {
                             tokens -= self.segment_tokens(&segment);
+                            dropped_in_turn += u64::from(index >= protected_from);
                             dropped.push(segment.id().to_owned());
                         } else {
                             kept.push((index, segment));
@@ -249,6 +286,9 @@ impl View {
             fits: !over_budget && dropped.is_empty(),
             dropped,
             elided,
+            dropped_in_turn,
+            window: WindowIdentity::of(state),
+            marker: state.window.clone(),
             summary_withdrawn: state.withdrawn.clone(),
         })
     }

@@ -12,15 +12,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use memory_context::Strategy as ViewStrategy;
-use memory_context::history::{DEFAULT_SEARCH_SCAN, Include};
+use memory_context::history::{Anchor, DEFAULT_SEARCH_SCAN, Include};
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
     CompactionRequest, Context, ContextError, Conversation, ConversationState, Counter, FoldReader,
     FoldScope, Role, SegmentData, SegmentKind, View, ViewResult,
 };
 use memory_core::activity::{
-    CompactionOutcome, NewRecord, RecordBody, RememberingStore, Sequence, SourceId, ThreadId,
-    ThreadLog, ThreadRecord,
+    CompactionOutcome, NewRecord, RecordBody, RememberingStore, RolloverCause, Sequence, SourceId,
+    ThreadId, ThreadLog, ThreadRecord,
 };
 use memory_testkit::InMemoryActivity;
 use proptest::prelude::*;
@@ -78,6 +78,16 @@ enum Op {
     Forget {
         pick: u16,
     },
+    /// The model asks for a new context, with a handoff or not; `beside`: from a step that holds
+    /// another call too (refused).
+    Rollover {
+        handoff: bool,
+        beside: bool,
+    },
+    /// Prepares a turn with the automatic rollover on.
+    AutoTurn {
+        budget: u64,
+    },
 }
 
 fn output_size() -> impl Strategy<Value = usize> {
@@ -118,6 +128,9 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(keep_tokens, delay)| Op::PlanThenCommit { keep_tokens, delay }),
         2 => (1u64..20_000, any::<bool>()).prop_map(|(budget, panics)| Op::Retry { budget, panics }),
         2 => any::<u16>().prop_map(|pick| Op::Forget { pick }),
+        1 => (any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(handoff, beside)| Op::Rollover { handoff, beside }),
+        2 => (1u64..6_000).prop_map(|budget| Op::AutoTurn { budget }),
     ]
 }
 
@@ -158,6 +171,8 @@ struct Thread {
     folded: BTreeSet<Sequence>,
     /// Every record forgotten.
     forgotten: BTreeSet<Sequence>,
+    /// Every rollover boundary.
+    boundaries: Vec<Sequence>,
 }
 
 impl Thread {
@@ -247,7 +262,11 @@ fn check_view(
         + result
             .summary
             .as_deref()
-            .map_or(0, |summary| view.summary_tokens(summary));
+            .map_or(0, |summary| view.summary_tokens(summary))
+        + result
+            .marker
+            .as_deref()
+            .map_or(0, |window| view.marker_tokens(window));
     prop_assert_eq!(result.tokens, recount);
     prop_assert_eq!(
         result.tokens,
@@ -255,17 +274,38 @@ fn check_view(
         "tokens are the count of the messages shown"
     );
 
-    // Never the current turn, a system segment or the summary.
+    // Never a system segment, the current turn's prompt (the run's input), a step still waiting for a
+    // result inside the current turn, the newest segment or the summary; and a segment of the current
+    // turn goes only once every earlier segment that could go has gone.
     let shown: BTreeSet<&str> = result.segments.iter().map(|s| s.id()).collect();
+    let turn = state.current_turn_start();
+    let newest = state.segments.len().saturating_sub(1);
+    let mut in_turn_dropped = 0u64;
     for (index, segment) in state.segments.iter().enumerate() {
-        if index >= state.current_turn_start() || segment.kind() == SegmentKind::System {
+        let protected = segment.kind() == SegmentKind::System
+            || index == newest
+            || (index >= turn
+                && (segment.kind() == SegmentKind::Prompt || segment.has_unresolved_call()));
+        if protected {
             prop_assert!(
                 shown.contains(segment.id()),
-                "segment {} (current turn or system) was dropped",
+                "segment {} (instructions, input, pending call or newest) was dropped",
                 segment.id()
             );
         }
+        if index >= turn && !shown.contains(segment.id()) {
+            in_turn_dropped += 1;
+            for earlier in &state.segments[..turn] {
+                prop_assert!(
+                    earlier.kind() == SegmentKind::System || !shown.contains(earlier.id()),
+                    "{} of the current turn was dropped before {} of an earlier one",
+                    segment.id(),
+                    earlier.id()
+                );
+            }
+        }
     }
+    prop_assert_eq!(result.dropped_in_turn, in_turn_dropped);
     prop_assert_eq!(&result.summary, &state.summary);
     let all: BTreeSet<&str> = state.segments.iter().map(|s| s.id()).collect();
     let dropped: BTreeSet<&str> = result.dropped.iter().map(String::as_str).collect();
@@ -413,7 +453,56 @@ fn check_history(
         }
     }
     let expected: Vec<Sequence> = records.iter().map(|record| record.sequence).collect();
-    prop_assert_eq!(seen, expected, "history pages reach every record once");
+    prop_assert_eq!(
+        seen,
+        expected.clone(),
+        "history pages reach every record once"
+    );
+
+    // Backward from the newest record, newest first, each record in its window.
+    if let Some(&newest) = expected.last() {
+        let mut seen = Vec::new();
+        let mut before = newest;
+        loop {
+            let page = context
+                .history_read(
+                    &thread.thread,
+                    Anchor::Before(before),
+                    page_records,
+                    page_bytes,
+                    Include::ALL,
+                )
+                .expect("history page");
+            for record in &page.records {
+                prop_assert_eq!(
+                    record.window,
+                    1 + thread
+                        .boundaries
+                        .iter()
+                        .filter(|b| **b <= record.sequence)
+                        .count() as u64,
+                    "record {} window",
+                    record.sequence
+                );
+                seen.push(record.sequence);
+            }
+            prop_assert!(page.next_after.is_none());
+            match page.next_before {
+                Some(next) => {
+                    prop_assert!(next < before, "a page moves backward");
+                    before = next;
+                }
+                None => break,
+            }
+        }
+        let mut older: Vec<Sequence> = expected[..expected.len() - 1].to_vec();
+        older.reverse();
+        prop_assert_eq!(
+            seen,
+            older,
+            "pages before the newest reach every older record once"
+        );
+    }
 
     // A folded record's unique token finds it (a sample, so large threads stay quick).
     for sequence in thread.folded.iter().step_by(thread.folded.len() / 8 + 1) {
@@ -487,6 +576,7 @@ fn run(
         tokens: BTreeMap::new(),
         folded: BTreeSet::new(),
         forgotten: BTreeSet::new(),
+        boundaries: Vec::new(),
     };
     for op in ops {
         thread.tick();
@@ -692,6 +782,76 @@ fn run(
                     prop_assert!(retry.memory.is_none());
                 }
             }
+            Op::Rollover { handoff, beside } => {
+                if beside {
+                    for name in ["memory_new_context", "read_file"] {
+                        thread.next_call += 1;
+                        let call_id = format!("call-{}", thread.next_call);
+                        let token = thread.token();
+                        thread.append(
+                            "assistant",
+                            RecordBody::ToolCall {
+                                call_id: call_id.clone(),
+                                name: name.to_owned(),
+                                arguments: json!({ "note": token }),
+                            },
+                            token,
+                        );
+                        thread.pending.push((0, call_id, 10));
+                    }
+                }
+                let before = all_records(&*thread.log, &thread.thread);
+                let (text, token) = if handoff {
+                    let (text, token) = thread.text("handoff");
+                    (Some(text), Some(token))
+                } else {
+                    (None, None)
+                };
+                match context.roll_over(&thread.thread, text, RolloverCause::Model) {
+                    Err(ContextError::Invalid { field, .. }) => {
+                        prop_assert!(beside, "only a step with other calls refuses");
+                        prop_assert_eq!(field, "memory_new_context");
+                        let after = all_records(&*thread.log, &thread.thread);
+                        prop_assert_eq!(after, before, "a refused rollover appends nothing");
+                    }
+                    Ok(Some(rolled)) => {
+                        prop_assert!(!beside, "a step with other calls never rolls over");
+                        let after = all_records(&*thread.log, &thread.thread);
+                        assert_prefix(&before, &after)?;
+                        prop_assert_eq!(after.len(), before.len() + 1);
+                        prop_assert_eq!(after.last().map(|r| r.sequence), Some(rolled.sequence));
+                        roll(&mut thread, rolled.sequence, token);
+                    }
+                    Ok(None) => {
+                        prop_assert!(!beside, "a step with other calls is refused");
+                        let after = all_records(&*thread.log, &thread.thread);
+                        prop_assert_eq!(after, before, "a no-op rollover appends nothing");
+                    }
+                    Err(other) => prop_assert!(false, "unexpected rollover answer {}", other),
+                }
+            }
+            Op::AutoTurn { budget } => {
+                let before = all_records(&*thread.log, &thread.thread);
+                let plan = context
+                    .prepare_turn_with(&thread.thread, budget, None, None, true)
+                    .expect("turn");
+                let after = all_records(&*thread.log, &thread.thread);
+                assert_prefix(&before, &after)?;
+                if after.len() > before.len() {
+                    prop_assert_eq!(after.len(), before.len() + 1, "one rollover at most");
+                    let last = after.last().expect("the rollover");
+                    prop_assert!(matches!(
+                        &last.record.body,
+                        RecordBody::Rollover(rollover) if rollover.cause == RolloverCause::Automatic
+                    ));
+                    roll(&mut thread, last.sequence, None);
+                }
+                prop_assert_eq!(
+                    plan.history.view.dropped_in_turn,
+                    0,
+                    "the automatic rollover leaves nothing of the turn to drop"
+                );
+            }
             Op::Forget { pick } => {
                 let records = all_records(&*thread.log, &thread.thread);
                 if !records.is_empty() {
@@ -717,6 +877,24 @@ fn run(
         prop_assert_eq!(&cached.state, &rebuilt.state);
         prop_assert_eq!(cached.through, rebuilt.through);
         prop_assert_eq!(&cached.report, &rebuilt.report);
+
+        // The instructions and the current input are always in the state a view cuts.
+        let records = all_records(&*thread.log, &thread.thread);
+        let ids: BTreeSet<&str> = cached.state.segments.iter().map(|s| s.id()).collect();
+        for record in &records {
+            if matches!(record.record.body, RecordBody::SystemMessage { .. }) {
+                let id = format!("system:{}", record.sequence);
+                prop_assert!(ids.contains(id.as_str()), "instructions {} lost", id);
+            }
+        }
+        if let Some(prompt) = records
+            .iter()
+            .rfind(|record| matches!(record.record.body, RecordBody::UserInput { .. }))
+        {
+            let id = format!("prompt:{}", prompt.sequence);
+            prop_assert!(ids.contains(id.as_str()), "the current input {} lost", id);
+        }
+        prop_assert_eq!(&cached.state.boundaries, &thread.boundaries);
 
         let thread_view = context.view(&thread.thread, views[0].0).expect("view");
         check_view(context.view_rules(), &cached.state, &thread_view.view)?;
@@ -754,6 +932,15 @@ fn run(
     }
     check_history(&context, &thread, page.0, page.1)?;
     Ok(())
+}
+
+/// Notes a rollover at `sequence` (its handoff's `token`): the summary in place goes with it.
+fn roll(thread: &mut Thread, sequence: Sequence, token: Option<String>) {
+    thread.boundaries.push(sequence);
+    thread.folded.clear();
+    if let Some(token) = token {
+        thread.tokens.insert(sequence, token);
+    }
 }
 
 /// Checks a compaction's append and notes what it folded.

@@ -6,6 +6,8 @@
 //! - [`forgotten`]: forgotten thread records: which records of a thread are forgotten, and the
 //!   placeholder every read shows in their place.
 //! - [`suppression`]: source events (forget, edit, deletion, revocation) and read-time suppression.
+//! - [`rollover`]: the window boundary a rollover appends (the handoff or excerpts the next window
+//!   starts from).
 //! - [`rules`]: the stores' decisions as pure functions (claims, fences, admission, saved commands)
 //!   and the row codecs, so every backend keeps only its SQL, locks and transactions.
 //!
@@ -17,6 +19,7 @@ pub mod destination;
 pub mod forgotten;
 pub mod intents;
 pub mod progress;
+pub mod rollover;
 pub mod rules;
 pub mod suppression;
 pub mod thread;
@@ -43,6 +46,7 @@ pub use progress::{
     Claim, CorrectionCounts, ExtractionNote, ExtractionTotals, Lease, ModelUsage, PendingOutput,
     ProgressKey, ProgressStore, ProgressView,
 };
+pub use rollover::{RolloverCause, RolloverExcerpts, RolloverRecord};
 pub use thread::{
     DEFAULT_MAX_TOOL_OUTPUT_BYTES, LogEntry, NewRecord, PendingThread, RecordBody, RecordDigest,
     ThreadBinding, ThreadLog, ThreadOverview, ThreadRecord, ToolOutputBound, UndecodableReason,

@@ -159,6 +159,13 @@ pub fn forgotten_placeholder(record: &ThreadRecord, forgotten_at: EpochMillis) -
             summarizer: None,
             ..compaction.clone()
         }),
+        // The boundary stays (the window still starts there); what the model wrote and what was
+        // copied from the covered records do not.
+        RecordBody::Rollover(rollover) => RecordBody::Rollover(super::RolloverRecord {
+            handoff: rollover.handoff.as_ref().map(|_| text),
+            excerpts: None,
+            ..rollover.clone()
+        }),
     };
     let mut shown = record.clone();
     shown.record.body = body;

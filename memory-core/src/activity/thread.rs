@@ -69,6 +69,9 @@ pub enum RecordBody {
     /// A compaction of the model's window (see [`CompactionRecord`]): it names the records it folded
     /// and carries the summary that stands in for them; the folded records stay in the log.
     Compaction(CompactionRecord),
+    /// A window boundary (see [`super::RolloverRecord`]): the context assembles a fresh window from
+    /// here; the records before it stay in the log.
+    Rollover(super::RolloverRecord),
 }
 
 /// A record to append; the log assigns its sequence.
@@ -135,8 +138,10 @@ impl NewRecord {
         if let Some(cursor) = &self.opaque_cursor {
             check("opaque cursor bytes", cursor, MAX_OPAQUE_CURSOR_BYTES)?;
         }
-        if let RecordBody::Compaction(compaction) = &self.body {
-            compaction.validate()?;
+        match &self.body {
+            RecordBody::Compaction(compaction) => compaction.validate()?,
+            RecordBody::Rollover(rollover) => rollover.validate()?,
+            _ => {}
         }
         super::canonical_progress_json("record canonical JSON", &self.body)?;
         Ok(())
