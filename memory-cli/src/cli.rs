@@ -447,9 +447,65 @@ impl DestinationArgs {
 pub struct ContextArgs {
     /// The thread.
     pub thread: String,
-    /// Tokens the whole context (history and memory) may take.
-    #[arg(long, value_name = "TOKENS", required_unless_present = "compact")]
+    /// Tokens the whole context (history and memory) may take; with --remaining, the budget to
+    /// measure against.
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        required_unless_present_any = [
+            "compact", "new_context", "remaining", "read_notes", "write_notes", "history", "search"
+        ]
+    )]
     pub budget: Option<u64>,
+    /// Never roll the window over by itself: drop the current turn's oldest settled steps from the
+    /// view instead (memory_context with rollover: false).
+    #[arg(long)]
+    pub no_rollover: bool,
+    /// Start a new window (memory_new_context): prints the rollover appended, or rolled_over false
+    /// when there is nothing to cover.
+    #[arg(long, conflicts_with_all = ["budget", "query", "no_memory", "compact", "remaining", "read_notes", "write_notes", "history", "search"])]
+    pub new_context: bool,
+    /// With --new-context: what the next window should know (at most 20,000 characters).
+    #[arg(long, value_name = "TEXT", requires = "new_context")]
+    pub handoff: Option<String>,
+    /// Print what is left of the window (memory_context_remaining): under --budget, else
+    /// --context-budget.
+    #[arg(long, conflicts_with_all = ["query", "no_memory", "compact", "read_notes", "write_notes", "history", "search"])]
+    pub remaining: bool,
+    /// The budget --remaining measures against when --budget is not given.
+    #[arg(long, env = memory_service::settings::CONTEXT_BUDGET_ENV, value_name = "TOKENS")]
+    pub context_budget: Option<u64>,
+    /// The model's context capacity --remaining reports.
+    #[arg(long, env = memory_service::settings::CONTEXT_CAPACITY_ENV, value_name = "TOKENS")]
+    pub context_capacity: Option<u64>,
+    /// Print the thread's working notes (memory_read_notes).
+    #[arg(long, conflicts_with_all = ["budget", "query", "no_memory", "compact", "write_notes", "history", "search"])]
+    pub read_notes: bool,
+    /// Replace the thread's working notes with TEXT (memory_write_notes), expecting
+    /// --expected-revision (none: the first notes).
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["budget", "query", "no_memory", "compact", "history", "search"])]
+    pub write_notes: Option<String>,
+    /// With --write-notes: the revision --read-notes printed.
+    #[arg(long, value_name = "REVISION", requires = "write_notes")]
+    pub expected_revision: Option<String>,
+    /// The id of each thread's notes document (default `notes/{thread}`).
+    #[arg(long, env = memory_service::settings::NOTES_ID_ENV, value_name = "ID")]
+    pub notes_id: Option<String>,
+    /// Print a page of the thread's records (memory_history_read), after --after or before --before.
+    #[arg(long, conflicts_with_all = ["budget", "query", "no_memory", "compact", "search"])]
+    pub history: bool,
+    /// Print the thread's records containing TEXT (memory_history_search).
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["budget", "query", "no_memory", "compact"])]
+    pub search: Option<String>,
+    /// With --history or --search: records after this sequence, oldest first.
+    #[arg(long, value_name = "SEQUENCE", conflicts_with = "before")]
+    pub after: Option<u64>,
+    /// With --history or --search: records before this record, newest first.
+    #[arg(long, value_name = "SEQUENCE")]
+    pub before: Option<u64>,
+    /// With --history or --search: most records.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// Compact the thread instead, the model of --model-url writing the summary (memory_compact with
     /// summarize: true): prints the compaction record appended. Needs --measured-input-tokens.
     #[arg(long, requires = "measured_input_tokens", conflicts_with_all = ["budget", "query", "no_memory", "tokenizer"])]
@@ -473,6 +529,49 @@ pub struct ContextArgs {
     /// Where an unbound thread's memory is recalled from (a bound thread's comes from its binding).
     #[command(flatten)]
     pub destination: DestinationArgs,
+}
+
+impl ContextArgs {
+    /// The context tool call these flags ask for, other than assembling the turn or compacting:
+    /// its operation and its JSON arguments, as an MCP host would send them.
+    pub fn tool_call(
+        &self,
+    ) -> Option<(memory_service::context::ContextOperation, serde_json::Value)> {
+        use memory_service::context::ContextOperation;
+        let mut arguments = serde_json::json!({"thread": self.thread});
+        let mut set = |name: &str, value: serde_json::Value| {
+            if !value.is_null() {
+                arguments[name] = value;
+            }
+        };
+        let operation = if self.new_context {
+            set("handoff", serde_json::json!(self.handoff));
+            ContextOperation::NewContext
+        } else if self.remaining {
+            set("budget", serde_json::json!(self.budget));
+            ContextOperation::Remaining
+        } else if self.read_notes {
+            ContextOperation::ReadNotes
+        } else if let Some(text) = &self.write_notes {
+            set("text", serde_json::json!(text));
+            arguments["expected_revision"] = serde_json::json!(self.expected_revision);
+            ContextOperation::WriteNotes
+        } else if self.history || self.search.is_some() {
+            set("after", serde_json::json!(self.after));
+            set("before", serde_json::json!(self.before));
+            set("limit", serde_json::json!(self.limit));
+            match &self.search {
+                Some(text) => {
+                    set("text", serde_json::json!(text));
+                    ContextOperation::HistorySearch
+                }
+                None => ContextOperation::HistoryRead,
+            }
+        } else {
+            return None;
+        };
+        Some((operation, arguments))
+    }
 }
 
 /// The `thread` subcommands.
@@ -515,6 +614,17 @@ pub struct OperationArgs {
 /// The arguments of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// The budget memory_context_remaining measures against when a call names none (tokens).
+    #[arg(long, env = memory_service::settings::CONTEXT_BUDGET_ENV, value_name = "TOKENS")]
+    pub context_budget: Option<u64>,
+    /// The model's context capacity memory_context_remaining reports (tokens; null without it).
+    #[arg(long, env = memory_service::settings::CONTEXT_CAPACITY_ENV, value_name = "TOKENS")]
+    pub context_capacity: Option<u64>,
+    /// The id of each thread's notes document in the thread's destination (default
+    /// `notes/{thread}`; `{thread}` is the thread's id, and an id without it is one notes document
+    /// shared by every thread of a destination).
+    #[arg(long, env = memory_service::settings::NOTES_ID_ENV, value_name = "ID")]
+    pub notes_id: Option<String>,
     /// Serve MCP over streamable HTTP at ADDR (`IP:PORT`, e.g. `127.0.0.1:8181`; port 0 picks a free
     /// one) on the path `/mcp`, with `/healthz` and `/metrics` beside it, instead of standard input and
     /// output.

@@ -31,8 +31,8 @@ pub use memory_client::discovery;
 pub use memory_service::with_store;
 pub use memory_service::{
     blocking, context, database, destination, doctor, feed, grants, import, input, list,
-    model_settings, recall_service, refusal, semantic, service, settings, simple, thread, wire,
-    worker,
+    model_settings, notes, recall_service, refusal, semantic, service, settings, simple, thread,
+    wire, worker,
 };
 
 pub mod cli;

@@ -102,7 +102,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Context(arguments) if arguments.compact => {
             return run_compact(&database, model.as_ref(), &arguments);
         }
-        Command::Context(arguments) => return run_context(&database, settings, arguments),
+        Command::Context(arguments) => {
+            return match arguments.tool_call() {
+                Some(call) => run_context_tool(&database, &settings, &arguments, call),
+                None => run_context(&database, settings, arguments),
+            };
+        }
         Command::Hook(arguments) => {
             return Ok(memory_cli::hook::run(&database, settings, arguments));
         }
@@ -239,8 +244,49 @@ fn run_context(
             budget,
             arguments.query.clone(),
             memory,
+            !arguments.no_rollover,
         )))
         .and_then(|assembled| to_json(&assembled))
+    });
+    runtime.shutdown_background();
+    print_answer(answer)
+}
+
+/// `memory context THREAD --new-context | --remaining | --read-notes | --write-notes TEXT |
+/// --history | --search TEXT`: the context tool the flags name, run as the MCP tool runs it.
+fn run_context_tool(
+    database: &Database,
+    settings: &Settings,
+    arguments: &ContextArgs,
+    (operation, call): (memory_cli::context::ContextOperation, Value),
+) -> anyhow::Result<ExitCode> {
+    let context = match memory_cli::settings::ContextSettings::new(
+        arguments.context_budget,
+        arguments.context_capacity,
+        arguments.notes_id.clone(),
+    ) {
+        Ok(context) => context,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let defaults = match arguments.destination.defaults() {
+        Ok(defaults) => defaults,
+        Err(refusal) => return Ok(print_refusal(&refusal)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("could not start the async runtime")?;
+    let answer = database.open(Client::MEMORY).and_then(|opened| {
+        with_store!(opened, store => {
+            let service = MemoryService::open(Arc::clone(&store), settings, Indexing::None)?;
+            let tools = memory_cli::context::ContextTools::new(store, defaults).with_settings(context);
+            runtime.block_on(tools.execute_as(
+                &cli_grant(),
+                operation,
+                RawArguments::Json(call),
+                &service,
+            ))
+        })
     });
     runtime.shutdown_background();
     print_answer(answer)

@@ -112,7 +112,13 @@ pub struct ServerMetrics {
     model_tokens: Family<Label, Gauge>,
     model_latency: Gauge,
     model_failures: Family<Label, Gauge>,
+    /// What reads the context layer's fold cache (set once the server is built).
+    folds: OnceLock<FoldWatch>,
+    fold_cache: Family<Label, Gauge>,
 }
+
+/// Reads the context layer's fold cache counts at a scrape (`None` before the first context call).
+pub type FoldWatch = Arc<dyn Fn() -> Option<memory_context::fold::FoldStats> + Send + Sync>;
 
 impl std::fmt::Debug for ServerMetrics {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -260,6 +266,14 @@ impl ServerMetrics {
              refused, malformed, too_large, config), since start",
             model_failures.clone(),
         );
+        let fold_cache = Family::<Label, Gauge>::default();
+        registry.register(
+            "memory_fold_cache",
+            "The context layer's fold cache since start, by event: hits (warm reads), misses (cold \
+             reads), rebuilds (a forget since), evictions (bound or idle expiry), checkpoint_restores, \
+             checkpoints_ignored, checkpoint_saves; and cached (threads held now)",
+            fold_cache.clone(),
+        );
         Self {
             registry,
             recall_seconds,
@@ -288,6 +302,34 @@ impl ServerMetrics {
             model_tokens,
             model_latency,
             model_failures,
+            folds: OnceLock::new(),
+            fold_cache,
+        }
+    }
+
+    /// Shows the fold cache's counts `watch` reads at every scrape.
+    pub fn watch_folds(&self, watch: FoldWatch) {
+        let _ = self.folds.set(watch);
+    }
+
+    /// Sets the fold cache gauges (at a scrape).
+    fn set_folds(&self) {
+        let Some(stats) = self.folds.get().and_then(|watch| watch()) else {
+            return;
+        };
+        for (event, value) in [
+            ("hits", stats.hits),
+            ("misses", stats.misses),
+            ("rebuilds", stats.rebuilds),
+            ("evictions", stats.evictions),
+            ("checkpoint_restores", stats.checkpoint_restores),
+            ("checkpoints_ignored", stats.checkpoints_ignored),
+            ("checkpoint_saves", stats.checkpoint_saves),
+            ("cached", stats.cached),
+        ] {
+            self.fold_cache
+                .get_or_create(&[("event", event)])
+                .set(clamp(value));
         }
     }
 
@@ -395,6 +437,7 @@ impl ServerMetrics {
     /// Sets the gauges read at a scrape.
     pub fn set_index(&self, snapshot: &IndexSnapshot) {
         self.set_model();
+        self.set_folds();
         self.head.set(clamp(snapshot.head));
         self.model_loaded.set(i64::from(snapshot.index.is_some()));
         let Some(index) = &snapshot.index else {

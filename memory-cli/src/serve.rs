@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub tool_output: ToolOutputBound,
     /// The model memory_compact asks for a summary when a call says `summarize` (`--model-url`).
     pub summarizer: Option<Arc<dyn memory_model::ChatModel>>,
+    /// `--context-budget`, `--context-capacity`, `--notes-id`.
+    pub context: crate::settings::ContextSettings,
 }
 
 /// `--http`, its grants and its bounds.
@@ -138,6 +140,11 @@ impl ServeOptions {
             discovery_path: discovery::path_for(database),
             tool_output: ToolOutputBound::default(),
             summarizer: None,
+            context: crate::settings::ContextSettings::new(
+                arguments.context_budget,
+                arguments.context_capacity,
+                arguments.notes_id.clone(),
+            )?,
         })
     }
 
@@ -234,7 +241,12 @@ pub async fn serve<S: Store>(
         Arc::clone(&metrics),
     )
     .with_tool_output_bound(options.tool_output)
-    .with_summarizer(options.summarizer);
+    .with_summarizer(options.summarizer)
+    .with_context_settings(options.context);
+    {
+        let watched = server.clone();
+        metrics.watch_folds(Arc::new(move || watched.fold_stats()));
+    }
     // The graph the indexer keeps up to date is saved now and then (a no-op when unchanged), so a
     // restart after a crash loads a recent one rather than rebuilding; shutdown saves it too.
     let saver = {

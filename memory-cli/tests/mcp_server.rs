@@ -15,7 +15,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 15] = [
     "memory_put",
     "memory_withdraw",
     "memory_get",
@@ -27,6 +27,10 @@ const TOOLS: [&str; 11] = [
     "memory_compact",
     "memory_history_read",
     "memory_history_search",
+    "memory_new_context",
+    "memory_context_remaining",
+    "memory_read_notes",
+    "memory_write_notes",
 ];
 
 async fn connect(fixture: &Fixture) -> RunningService<RoleClient, ()> {

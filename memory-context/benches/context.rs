@@ -3,8 +3,12 @@
 //!
 //! `cargo bench -p memory-context --bench context` runs the full scale (a 10,000-record thread) and
 //! prints one JSON object on stdout (`fold_cold_ms`, `fold_incremental_ms`, `fold_incremental_ratio`,
-//! `assemble_100k_into_30k_cold_ms`, `assemble_100k_into_30k_warm_ms`, `records`, `thread_tokens`),
-//! then readable lines on stderr. With `--test` among the arguments, or without `--bench` (as
+//! `assemble_100k_into_30k_cold_ms`, `assemble_100k_into_30k_warm_ms`, `records`, `thread_tokens`,
+//! and for a 100,000-record run of tool calls whose window rolls over by itself:
+//! `checkpoint_records`, `cold_replay_ms` (a fresh process without checkpoints, folding from record 1:
+//! the code before checkpoints), `cold_checkpoint_ms` (a fresh process starting from the thread's
+//! checkpoint), `warm_tail_ms` (the cached state after the same ten new records),
+//! `cold_checkpoint_over_warm`, `cold_replay_over_warm`), then readable lines on stderr. With `--test` among the arguments, or without `--bench` (as
 //! `cargo test --benches` runs it), it runs at a tiny scale, as a smoke test. `CONTEXT_BENCH_RECORDS`
 //! overrides the record count.
 //!
@@ -16,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memory_context::Context;
+use memory_context::{Context, TurnOptions};
 use memory_core::activity::{NewRecord, RecordBody, ThreadId, ThreadLog};
 use memory_sqlite::thread_log::SqliteThreadLog;
 use serde_json::json;
@@ -26,6 +30,7 @@ const ASSEMBLE_THREAD_TOKENS: u64 = 100_000;
 
 struct Scale {
     records: usize,
+    checkpoint_records: usize,
     assemble_tokens: u64,
     cold_reps: usize,
     incremental_reps: usize,
@@ -40,6 +45,7 @@ impl Scale {
         let mut scale = if quick {
             Self {
                 records: 300,
+                checkpoint_records: 3_000,
                 assemble_tokens: 5_000,
                 cold_reps: 3,
                 incremental_reps: 5,
@@ -48,6 +54,7 @@ impl Scale {
         } else {
             Self {
                 records: 10_000,
+                checkpoint_records: 100_000,
                 assemble_tokens: ASSEMBLE_THREAD_TOKENS,
                 cold_reps: 15,
                 incremental_reps: 51,
@@ -312,6 +319,115 @@ fn main() {
     let assemble_cold_ms = median(assemble_cold);
     let assemble_warm_ms = median(assemble_warm);
 
+    // (d): a 100,000-record run (one prompt per 500 tool calls), assembled every 200 records with the
+    // automatic rollover on, as a host does; then cold against warm reads of the same tail.
+    let run_thread = ThreadId::new("checkpoint-thread").expect("thread id");
+    let writer = Context::new(Arc::clone(&dyn_log));
+    let (built_run, ()) = time(|| {
+        for index in 0..scale.checkpoint_records / 2 {
+            if index % 500 == 0 {
+                log.append(
+                    &run_thread,
+                    new_record(
+                        "ana",
+                        RecordBody::UserInput {
+                            text: format!("run {index}: fix every failing test"),
+                        },
+                    ),
+                )
+                .expect("append");
+            }
+            let call_id = format!("call-{index}");
+            log.append(
+                &run_thread,
+                new_record(
+                    "assistant",
+                    RecordBody::ToolCall {
+                        call_id: call_id.clone(),
+                        name: "run_tests".to_owned(),
+                        arguments: json!({ "shard": index % 16 }),
+                    },
+                ),
+            )
+            .expect("append");
+            let output = {
+                let bytes = rng.between(200, 2_000);
+                words(&mut rng, bytes)
+            };
+            log.append(
+                &run_thread,
+                new_record(
+                    "tool",
+                    RecordBody::ToolResult {
+                        call_id,
+                        output: json!(output),
+                        is_error: false,
+                    },
+                ),
+            )
+            .expect("append");
+            if index % 100 == 99 {
+                writer
+                    .prepare_turn_with(
+                        &run_thread,
+                        BUDGET,
+                        TurnOptions {
+                            auto_rollover: true,
+                            ..TurnOptions::default()
+                        },
+                    )
+                    .expect("turn");
+            }
+        }
+    });
+    let run_records = log.inspect_tail(&run_thread).expect("tail").get();
+    let append_tail = |rep: usize| {
+        for offset in 0..10 {
+            log.append(
+                &run_thread,
+                new_record(
+                    "ana",
+                    RecordBody::AssistantMessage {
+                        text: format!("note {rep}.{offset}"),
+                    },
+                ),
+            )
+            .expect("append");
+        }
+    };
+    let (mut cold_replay, mut cold_checkpoint, mut warm_tail) =
+        (Vec::new(), Vec::new(), Vec::new());
+    writer.view(&run_thread, BUDGET).expect("view");
+    for rep in 0..scale.cold_reps {
+        append_tail(rep);
+        let replaying = Context::new(Arc::clone(&dyn_log)).checkpointing(None);
+        let (elapsed, replayed) = time(|| replaying.view(&run_thread, BUDGET).expect("view"));
+        cold_replay.push(elapsed);
+        let restarted = Context::new(Arc::clone(&dyn_log));
+        let (elapsed, restored) = time(|| restarted.view(&run_thread, BUDGET).expect("view"));
+        cold_checkpoint.push(elapsed);
+        assert_eq!(
+            restarted.fold_stats().checkpoint_restores,
+            1,
+            "a checkpoint was used"
+        );
+        let (elapsed, warmed) = time(|| writer.view(&run_thread, BUDGET).expect("view"));
+        warm_tail.push(elapsed);
+        assert_eq!(
+            restored.state, replayed.state,
+            "the checkpoint is what the log says"
+        );
+        assert_eq!(warmed.state, replayed.state);
+    }
+    let cold_replay_ms = median(cold_replay);
+    let cold_checkpoint_ms = median(cold_checkpoint);
+    let warm_tail_ms = median(warm_tail);
+    let windows = writer
+        .read(&run_thread)
+        .expect("read")
+        .state
+        .window_number();
+
     let figures = json!({
         "fold_cold_ms": fold_cold_ms,
         "fold_incremental_ms": fold_incremental_ms,
@@ -320,6 +436,12 @@ fn main() {
         "assemble_100k_into_30k_warm_ms": assemble_warm_ms,
         "records": records,
         "thread_tokens": thread_tokens,
+        "checkpoint_records": run_records,
+        "cold_replay_ms": cold_replay_ms,
+        "cold_checkpoint_ms": cold_checkpoint_ms,
+        "warm_tail_ms": warm_tail_ms,
+        "cold_checkpoint_over_warm": cold_checkpoint_ms / warm_tail_ms,
+        "cold_replay_over_warm": cold_replay_ms / warm_tail_ms,
     });
     println!("{figures}");
     eprintln!(
@@ -346,5 +468,14 @@ fn main() {
         scale.assemble_reps,
         assembled.tokens,
         assembled.messages.len(),
+    );
+    eprintln!(
+        "a {run_records}-record run built in {:.1} s ({windows} windows): after ten more records, cold \
+         from record 1 {cold_replay_ms:.3} ms, cold from the checkpoint {cold_checkpoint_ms:.3} ms, \
+         warm {warm_tail_ms:.3} ms (medians of {}): cold/warm {:.2} with checkpoints, {:.1} without",
+        built_run.as_secs_f64(),
+        scale.cold_reps,
+        cold_checkpoint_ms / warm_tail_ms,
+        cold_replay_ms / warm_tail_ms,
     );
 }

@@ -34,12 +34,14 @@ use memory_core::activity::{
     CompactionOutcome, CompactionRecord, RecordBody, Sequence, SequenceRange, ThreadRecord,
 };
 
+use serde::{Deserialize, Serialize};
+
 use crate::fold::{Fold, SkipReason};
 use crate::segment::{Message, Role, Segment, SegmentData, SegmentKind, StepCall, StepResult};
 use crate::window::Window;
 
 /// The summary standing in for folded records, and the frame it is shown in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// The summary, verbatim as the caller supplied it.
     pub text: String,
@@ -170,11 +172,100 @@ fn open(state: &mut ConversationState, prefix: &str, sequence: Sequence, data: S
     )));
 }
 
+/// A segment as a checkpoint stores it.
+#[derive(Serialize, Deserialize)]
+struct StoredSegment {
+    id: String,
+    kind: SegmentKind,
+    records: Vec<Sequence>,
+    data: SegmentData,
+}
+
+/// The state as a checkpoint stores it (version [`CONVERSATION_VERSION`]).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredState {
+    summary: Option<Summary>,
+    segments: Vec<StoredSegment>,
+    forgotten: Vec<(Sequence, EpochMillis)>,
+    withdrawn: Vec<Sequence>,
+    withdrawn_all: Vec<Sequence>,
+    newest_folded_compaction: Option<Sequence>,
+    window: Option<Window>,
+    boundaries: Vec<Sequence>,
+}
+
+/// The conversation fold's name, what its checkpoints are stored by.
+pub const CONVERSATION_FOLD: &str = "conversation";
+/// The version of [`ConversationState`]'s shape: bump it whenever the state or its stored form
+/// changes, so no checkpoint of the old shape is ever read.
+pub const CONVERSATION_VERSION: u32 = 1;
+
 impl Fold for Conversation {
     type State = ConversationState;
 
     fn initial(&self) -> ConversationState {
         ConversationState::default()
+    }
+
+    fn name(&self) -> &'static str {
+        CONVERSATION_FOLD
+    }
+
+    fn version(&self) -> u32 {
+        CONVERSATION_VERSION
+    }
+
+    fn checkpoints(&self) -> bool {
+        true
+    }
+
+    fn encode(&self, state: &ConversationState) -> Option<String> {
+        let stored = StoredState {
+            summary: state.summary.as_deref().cloned(),
+            segments: state
+                .segments
+                .iter()
+                .map(|segment| StoredSegment {
+                    id: segment.id().to_owned(),
+                    kind: segment.kind(),
+                    records: segment.records().to_vec(),
+                    data: segment.data().clone(),
+                })
+                .collect(),
+            forgotten: state.forgotten.iter().map(|(k, v)| (*k, *v)).collect(),
+            withdrawn: state.withdrawn.clone(),
+            withdrawn_all: state.withdrawn_all.iter().copied().collect(),
+            newest_folded_compaction: state.newest_folded_compaction,
+            window: state.window.as_deref().cloned(),
+            boundaries: state.boundaries.clone(),
+        };
+        serde_json::to_string(&stored).ok()
+    }
+
+    fn decode(&self, encoded: &str) -> Option<ConversationState> {
+        let stored: StoredState = serde_json::from_str(encoded).ok()?;
+        Some(ConversationState {
+            summary: stored.summary.map(Arc::new),
+            segments: stored
+                .segments
+                .into_iter()
+                .map(|segment| {
+                    Arc::new(Segment::new(
+                        segment.id,
+                        segment.kind,
+                        segment.records,
+                        segment.data,
+                    ))
+                })
+                .collect(),
+            forgotten: stored.forgotten.into_iter().collect(),
+            withdrawn: stored.withdrawn,
+            withdrawn_all: stored.withdrawn_all.into_iter().collect(),
+            newest_folded_compaction: stored.newest_folded_compaction,
+            window: stored.window.map(Arc::new),
+            boundaries: stored.boundaries,
+        })
     }
 
     fn apply(

@@ -5,8 +5,8 @@
 //! appended since the previous one. The cache is bounded (least recently read threads are evicted, which
 //! costs only a rebuild) and single-flight: concurrent readers of one thread take turns on its entry, each
 //! continuing from where the previous one stopped, so no record is ever folded twice. The log is the
-//! source of truth; nothing but the log is persisted, and [`FoldReader::rebuild`] folds a thread from
-//! its first record again.
+//! source of truth; a state is persisted only as a checkpoint (below), a cache of the log, and
+//! [`FoldReader::rebuild`] folds a thread from its first record again.
 //!
 //! A record that no longer decodes, or that a fold cannot place, is skipped and counted in the read's
 //! [`FoldReport`], never a reason a thread cannot be read.
@@ -16,17 +16,38 @@
 //! (memory-core's `forgotten_placeholder`), telling the fold when it was forgotten. A cached state
 //! remembers the forgotten records it was folded with: when they changed (a forget since, rare), the
 //! read folds the thread from its first record again; otherwise it stays incremental.
+//!
+//! # Checkpoints
+//! A fold that encodes its state ([`Fold::encode`]) is checkpointed beside the log (the
+//! [`ThreadLog`] port's `save_checkpoint`): whenever a cached read has folded
+//! [`CHECKPOINT_EVERY`] records past the last checkpoint, the state is stored with the fold's name
+//! and version, the sequence it was folded through, what folding reported and the fingerprint of the
+//! forgotten records it was folded with. A cold read (after a restart, an eviction or a forget) starts
+//! from that checkpoint instead of record 1, and folds only what follows it. A checkpoint is a cache
+//! of the log, never a source: one of another version, one that does not decode, one folded through a
+//! record the log does not have, or one folded with other forgotten records is ignored (and counted),
+//! so a forget hides a checkpoint's copy of the record's text as it hides the record, and the next
+//! checkpoint replaces it. A state over memory-core's `MAX_CHECKPOINT_BYTES` is not stored.
+//!
+//! # The cache
+//! At most `max_threads` states (default [`DEFAULT_CACHED_THREADS`]); the least recently read is
+//! evicted first, and a state not read for [`DEFAULT_IDLE_EXPIRY_MS`] (30 minutes) is evicted on the
+//! next read of any thread (lazily, no timer). [`FoldReader::stats`] counts hits (warm reads), misses
+//! (cold reads), rebuilds (a forget since, or [`FoldReader::rebuild`]), evictions, and checkpoints
+//! restored, ignored and saved.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memory_core::EpochMillis;
+use memory_core::activity::FoldCheckpoint;
 use memory_core::activity::ThreadId;
 use memory_core::activity::forgotten::ForgottenRecords;
 use memory_core::activity::{
     LogEntry, RecordBody, RememberingStore, Sequence, ThreadLog, ThreadRecord,
 };
-use serde::Serialize;
+use memory_core::{Clock, EpochMillis, SystemClock};
+use serde::{Deserialize, Serialize};
 
 use crate::ContextError;
 
@@ -36,6 +57,11 @@ pub const FOLD_PAGE_RECORDS: usize = 1_000;
 pub const DEFAULT_CACHED_THREADS: usize = 1_000;
 /// Skipped records a report lists by sequence (all are counted).
 pub const MAX_REPORTED_SKIPS: usize = 32;
+/// Records a cached read folds past the last checkpoint before it stores a new one: a cold read
+/// then folds at most this many records past its checkpoint.
+pub const CHECKPOINT_EVERY: u64 = 128;
+/// Milliseconds a cached state may go unread before it is evicted.
+pub const DEFAULT_IDLE_EXPIRY_MS: i64 = 30 * 60 * 1_000;
 
 /// Why a fold left a record out.
 pub type SkipReason = &'static str;
@@ -60,6 +86,35 @@ pub trait Fold: Send + Sync {
         record: &ThreadRecord,
         forgotten_at: Option<EpochMillis>,
     ) -> Result<(), SkipReason>;
+
+    /// The fold's name: with [`Fold::version`], what its checkpoints are stored and found by.
+    fn name(&self) -> &'static str {
+        "fold"
+    }
+
+    /// The version of the state's shape. Bump it whenever the state (or its encoding) changes: a
+    /// checkpoint of another version is never read, so an old state is never misread.
+    fn version(&self) -> u32 {
+        1
+    }
+
+    /// Whether the fold keeps checkpoints (it encodes and decodes its state).
+    fn checkpoints(&self) -> bool {
+        false
+    }
+
+    /// The state as a checkpoint stores it (JSON text); `None` (the default): the fold keeps no
+    /// checkpoints.
+    fn encode(&self, state: &Self::State) -> Option<String> {
+        let _ = state;
+        None
+    }
+
+    /// A checkpoint's state; `None` when it does not decode (the checkpoint is then ignored).
+    fn decode(&self, encoded: &str) -> Option<Self::State> {
+        let _ = encoded;
+        None
+    }
 }
 
 /// Which records a fold reads.
@@ -73,7 +128,7 @@ pub enum FoldScope {
 }
 
 /// A record a fold left out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SkippedRecord {
     /// Its sequence.
     pub sequence: Sequence,
@@ -82,7 +137,7 @@ pub struct SkippedRecord {
 }
 
 /// What folding a thread left out: counted by reason, the first [`MAX_REPORTED_SKIPS`] listed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FoldReport {
     /// Records folded into the state since it was last built from scratch.
     pub records: u64,
@@ -115,8 +170,57 @@ impl FoldReport {
 pub enum ReadStart {
     /// Nothing was cached: folded from the thread's first record.
     Cold,
+    /// Nothing was cached: folded from a persisted checkpoint.
+    Checkpoint,
     /// Continued the cached state.
     Warm,
+}
+
+/// What a reader's cache did since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FoldStats {
+    /// Reads that continued a cached state.
+    pub hits: u64,
+    /// Reads that found nothing cached (restored from a checkpoint or folded from record 1).
+    pub misses: u64,
+    /// Cached states folded again from scratch: a forget since, or an explicit rebuild.
+    pub rebuilds: u64,
+    /// States evicted: the least recently read past the bound, or idle past the expiry.
+    pub evictions: u64,
+    /// Cold reads that started from a persisted checkpoint.
+    pub checkpoint_restores: u64,
+    /// Checkpoints found but not used: another forgotten set, a state that does not decode, a
+    /// sequence the log does not have.
+    pub checkpoints_ignored: u64,
+    /// Checkpoints stored.
+    pub checkpoint_saves: u64,
+    /// States cached now.
+    pub cached: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    rebuilds: AtomicU64,
+    evictions: AtomicU64,
+    checkpoint_restores: AtomicU64,
+    checkpoints_ignored: AtomicU64,
+    checkpoint_saves: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A checkpoint's header: the fold it belongs to and what folding reported. The stored form is the
+/// header's JSON, a line feed, then the fold's encoded state, so a restore parses the state once,
+/// straight into its type.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    fold: String,
+    version: u32,
+    report: FoldReport,
 }
 
 /// A fold's state as read.
@@ -141,12 +245,15 @@ struct Folded<S> {
     through: Sequence,
     report: FoldReport,
     forgotten: ForgottenRecords,
+    /// The newest record a stored checkpoint of this state was folded through.
+    checkpointed: Sequence,
 }
 
 type Entry<S> = Arc<Mutex<Option<Folded<S>>>>;
 
 struct Cache<S> {
-    entries: HashMap<ThreadId, (Entry<S>, u64)>,
+    /// Each thread's state, with the tick and the time it was last read.
+    entries: HashMap<ThreadId, (Entry<S>, u64, EpochMillis)>,
     tick: u64,
 }
 
@@ -157,6 +264,11 @@ pub struct FoldReader<F: Fold> {
     log: Arc<dyn ThreadLog>,
     suppressions: Option<Arc<dyn RememberingStore>>,
     max_threads: usize,
+    idle_expiry_ms: i64,
+    clock: Arc<dyn Clock>,
+    /// Records folded past a checkpoint before the next is stored; `None`: no checkpoints.
+    checkpoint_every: Option<u64>,
+    counters: Counters,
     cache: Mutex<Cache<F::State>>,
 }
 
@@ -196,6 +308,10 @@ impl<F: Fold> FoldReader<F> {
             log,
             suppressions: None,
             max_threads: max_threads.max(1),
+            idle_expiry_ms: DEFAULT_IDLE_EXPIRY_MS,
+            clock: Arc::new(SystemClock),
+            checkpoint_every: Some(CHECKPOINT_EVERY),
+            counters: Counters::default(),
             cache: Mutex::new(Cache {
                 entries: HashMap::new(),
                 tick: 0,
@@ -208,6 +324,37 @@ impl<F: Fold> FoldReader<F> {
     pub fn forgetting(mut self, store: Arc<dyn RememberingStore>) -> Self {
         self.suppressions = Some(store);
         self
+    }
+
+    /// The reader, evicting a state not read for `idle_expiry_ms` milliseconds of `clock`'s time.
+    #[must_use]
+    pub fn with_idle_expiry(mut self, idle_expiry_ms: i64, clock: Arc<dyn Clock>) -> Self {
+        self.idle_expiry_ms = idle_expiry_ms.max(0);
+        self.clock = clock;
+        self
+    }
+
+    /// The reader, storing a checkpoint every `records` records folded past the last (`None`:
+    /// neither storing nor reading checkpoints, so every cold read folds from record 1).
+    #[must_use]
+    pub fn checkpointing(mut self, records: Option<u64>) -> Self {
+        self.checkpoint_every = records.map(|records| records.max(1));
+        self
+    }
+
+    /// What the cache did since the reader was made.
+    pub fn stats(&self) -> FoldStats {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        FoldStats {
+            hits: load(&self.counters.hits),
+            misses: load(&self.counters.misses),
+            rebuilds: load(&self.counters.rebuilds),
+            evictions: load(&self.counters.evictions),
+            checkpoint_restores: load(&self.counters.checkpoint_restores),
+            checkpoints_ignored: load(&self.counters.checkpoints_ignored),
+            checkpoint_saves: load(&self.counters.checkpoint_saves),
+            cached: lock(&self.cache).entries.len() as u64,
+        }
     }
 
     /// The thread's forgotten records (none without a suppression store): one store call.
@@ -229,26 +376,37 @@ impl<F: Fold> FoldReader<F> {
     }
 
     fn entry(&self, thread: &ThreadId) -> Entry<F::State> {
+        let now = self.clock.now_millis();
         let mut cache = lock(&self.cache);
         cache.tick += 1;
         let tick = cache.tick;
-        if let Some((entry, used)) = cache.entries.get_mut(thread) {
+        let before = cache.entries.len();
+        let expiry = self.idle_expiry_ms;
+        cache
+            .entries
+            .retain(|_, (_, _, used_at)| now.saturating_sub(*used_at) <= expiry);
+        self.counters
+            .evictions
+            .fetch_add((before - cache.entries.len()) as u64, Ordering::Relaxed);
+        if let Some((entry, used, used_at)) = cache.entries.get_mut(thread) {
             *used = tick;
+            *used_at = now;
             return Arc::clone(entry);
         }
         if cache.entries.len() >= self.max_threads
             && let Some(oldest) = cache
                 .entries
                 .iter()
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, (_, used, _))| *used)
                 .map(|(thread, _)| thread.clone())
         {
             cache.entries.remove(&oldest);
+            bump(&self.counters.evictions);
         }
         let entry: Entry<F::State> = Arc::new(Mutex::new(None));
         cache
             .entries
-            .insert(thread.clone(), (Arc::clone(&entry), tick));
+            .insert(thread.clone(), (Arc::clone(&entry), tick, now));
         entry
     }
 
@@ -263,20 +421,26 @@ impl<F: Fold> FoldReader<F> {
             .is_some_and(|folded| !folded.forgotten.same_records(&forgotten))
         {
             *slot = None;
+            bump(&self.counters.rebuilds);
         }
-        let start = if slot.is_some() {
-            ReadStart::Warm
-        } else {
-            ReadStart::Cold
+        let start = match slot.as_ref() {
+            Some(_) => {
+                bump(&self.counters.hits);
+                ReadStart::Warm
+            }
+            None => {
+                bump(&self.counters.misses);
+                let (folded, start) = self.cold_start(thread, &forgotten)?;
+                *slot = Some(folded);
+                start
+            }
         };
-        let folded = slot.get_or_insert_with(|| Folded {
-            state: self.fold.initial(),
-            through: Sequence::ZERO,
-            report: FoldReport::default(),
-            forgotten: ForgottenRecords::none(),
-        });
+        let Some(folded) = slot.as_mut() else {
+            unreachable!("the slot was filled above")
+        };
         folded.forgotten = forgotten;
         let read_now = self.catch_up(thread, folded)?;
+        self.checkpoint(thread, folded)?;
         Ok(FoldRead {
             state: folded.state.clone(),
             through: folded.through,
@@ -287,10 +451,118 @@ impl<F: Fold> FoldReader<F> {
         })
     }
 
+    /// Where a read with nothing cached starts: the thread's checkpoint when one is usable, else
+    /// before its first record.
+    fn cold_start(
+        &self,
+        thread: &ThreadId,
+        forgotten: &ForgottenRecords,
+    ) -> Result<(Folded<F::State>, ReadStart), ContextError> {
+        let scratch = Folded {
+            state: self.fold.initial(),
+            through: Sequence::ZERO,
+            report: FoldReport::default(),
+            forgotten: ForgottenRecords::none(),
+            checkpointed: Sequence::ZERO,
+        };
+        if self.scope != FoldScope::Thread
+            || self.checkpoint_every.is_none()
+            || !self.fold.checkpoints()
+        {
+            return Ok((scratch, ReadStart::Cold));
+        }
+        let Some(checkpoint) =
+            self.log
+                .load_checkpoint(thread, self.fold.name(), self.fold.version())?
+        else {
+            return Ok((scratch, ReadStart::Cold));
+        };
+        let restored = (checkpoint.forgotten == forgotten.fingerprint()
+            && checkpoint.through <= self.log.inspect_tail(thread)?)
+        .then(|| checkpoint.state.split_once('\n'))
+        .flatten()
+        .and_then(|(header, state)| {
+            let header: Header = serde_json::from_str(header).ok()?;
+            (header.fold == self.fold.name() && header.version == self.fold.version())
+                .then(|| self.fold.decode(state).map(|state| (state, header.report)))
+                .flatten()
+        });
+        match restored {
+            Some((state, report)) => {
+                bump(&self.counters.checkpoint_restores);
+                Ok((
+                    Folded {
+                        state,
+                        through: checkpoint.through,
+                        report,
+                        forgotten: ForgottenRecords::none(),
+                        checkpointed: checkpoint.through,
+                    },
+                    ReadStart::Checkpoint,
+                ))
+            }
+            None => {
+                bump(&self.counters.checkpoints_ignored);
+                Ok((scratch, ReadStart::Cold))
+            }
+        }
+    }
+
+    /// Stores a checkpoint of `folded` when it is [`CHECKPOINT_EVERY`] records past the last one.
+    fn checkpoint(
+        &self,
+        thread: &ThreadId,
+        folded: &mut Folded<F::State>,
+    ) -> Result<(), ContextError> {
+        let Some(every) = self.checkpoint_every else {
+            return Ok(());
+        };
+        if self.scope != FoldScope::Thread
+            || folded.through.get() < folded.checkpointed.get().saturating_add(every)
+        {
+            return Ok(());
+        }
+        let Some(state) = self.fold.encode(&folded.state) else {
+            return Ok(());
+        };
+        let header = Header {
+            fold: self.fold.name().to_owned(),
+            version: self.fold.version(),
+            report: folded.report.clone(),
+        };
+        let mut encoded = serde_json::to_string(&header)
+            .map_err(|error| ContextError::invalid("checkpoint", error.to_string()))?;
+        encoded.push('\n');
+        encoded.push_str(&state);
+        // Either way this state is settled: a state too large to store is not encoded again for
+        // another CHECKPOINT_EVERY records.
+        folded.checkpointed = folded.through;
+        if encoded.len() > memory_core::activity::thread::MAX_CHECKPOINT_BYTES {
+            return Ok(());
+        }
+        let checkpoint = FoldCheckpoint {
+            through: folded.through,
+            forgotten: folded.forgotten.fingerprint(),
+            state: encoded,
+        };
+        self.log
+            .save_checkpoint(thread, self.fold.name(), self.fold.version(), &checkpoint)?;
+        bump(&self.counters.checkpoint_saves);
+        Ok(())
+    }
+
     /// Folds the thread from its first record again, replacing what was cached.
     pub fn rebuild(&self, thread: &ThreadId) -> Result<FoldRead<F::State>, ContextError> {
         let entry = self.entry(thread);
-        *lock(&entry) = None;
+        // From the first record, not from a checkpoint: a rebuild checks the log itself.
+        *lock(&entry) = Some(Folded {
+            state: self.fold.initial(),
+            through: Sequence::ZERO,
+            report: FoldReport::default(),
+            forgotten: ForgottenRecords::none(),
+            checkpointed: Sequence::ZERO,
+        });
+        bump(&self.counters.rebuilds);
         self.read(thread)
     }
 
@@ -301,6 +573,7 @@ impl<F: Fold> FoldReader<F> {
             through: Sequence::ZERO,
             report: FoldReport::default(),
             forgotten: self.forgotten(thread)?,
+            checkpointed: Sequence::ZERO,
         };
         let read_now = self.catch_up(thread, &mut folded)?;
         Ok(FoldRead {

@@ -38,7 +38,8 @@ pub mod window;
 pub use compaction::{CompactionPlan, CompactionRequest};
 pub use context::{
     AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MAX_MEMORY_RESERVE_TOKENS,
-    MemoryBlock, Remaining, RolledOver, ThreadView, TurnPlan, memory_reserve,
+    MemoryBlock, NotesBlock, Remaining, RolledOver, ThreadView, TurnNotes, TurnOptions, TurnPlan,
+    memory_reserve,
 };
 pub use conversation::{Conversation, ConversationState, Summary};
 pub use error::ContextError;

@@ -8,13 +8,13 @@
 use std::sync::{Arc, OnceLock};
 
 use memory_core::activity::Sequence;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::tokens::Counter;
 
 /// What kind of unit a segment is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SegmentKind {
     /// Instructions from a system record: pinned at the head of every view, never folded.
@@ -28,7 +28,7 @@ pub enum SegmentKind {
 }
 
 /// A tool call of a step.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepCall {
     /// The call's id.
     pub call_id: String,
@@ -41,7 +41,7 @@ pub struct StepCall {
 }
 
 /// A tool result attached to its step.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepResult {
     /// The call it answers.
     pub call_id: String,
@@ -56,7 +56,8 @@ pub struct StepResult {
 }
 
 /// What a segment holds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SegmentData {
     /// Instructions.
     System {

@@ -45,7 +45,7 @@ pub const EXCERPT_CALLS: usize = 8;
 const INVALID_ROLLOVER: SkipReason = "invalid_rollover";
 
 /// The window a state shows, as the rollover that opened it says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
 pub struct Window {
     /// The rollover record.
     pub boundary: Sequence,
@@ -243,8 +243,7 @@ fn excerpts(state: &ConversationState, kept: &[bool]) -> RolloverExcerpts {
         .collect();
     user_messages.drain(..user_messages.len().saturating_sub(EXCERPT_USER_MESSAGES));
     let last_tool_batch = covered()
-        .filter(|segment| segment.kind() == SegmentKind::Step)
-        .last()
+        .rfind(|segment| segment.kind() == SegmentKind::Step)
         .map(step_calls)
         .unwrap_or_default();
     RolloverExcerpts {

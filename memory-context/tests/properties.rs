@@ -16,7 +16,7 @@ use memory_context::history::{Anchor, DEFAULT_SEARCH_SCAN, Include};
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
     CompactionRequest, Context, ContextError, Conversation, ConversationState, Counter, FoldReader,
-    FoldScope, Role, SegmentData, SegmentKind, View, ViewResult,
+    FoldScope, Role, SegmentData, SegmentKind, TurnOptions, View, ViewResult,
 };
 use memory_core::activity::{
     CompactionOutcome, NewRecord, RecordBody, RememberingStore, RolloverCause, Sequence, SourceId,
@@ -88,6 +88,9 @@ enum Op {
     AutoTurn {
         budget: u64,
     },
+    /// A new process: a fresh context over the same log, whose first read starts from the thread's
+    /// checkpoint.
+    Restart,
 }
 
 fn output_size() -> impl Strategy<Value = usize> {
@@ -131,6 +134,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(handoff, beside)| Op::Rollover { handoff, beside }),
         2 => (1u64..6_000).prop_map(|budget| Op::AutoTurn { budget }),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -555,11 +559,19 @@ fn run(
     page: (usize, usize),
 ) -> Result<(), TestCaseError> {
     let log = log();
-    let context = Context::with_view(
-        log.clone(),
-        View::new(Counter::default(), context_strategies),
-    )
-    .forgetting(log.clone());
+    // Checkpoints every few records, so restarts start from them.
+    let fresh_context = {
+        let log = log.clone();
+        move || {
+            Context::with_view(
+                log.clone(),
+                View::new(Counter::default(), context_strategies.clone()),
+            )
+            .forgetting(log.clone())
+            .checkpointing(Some(3))
+        }
+    };
+    let mut context = fresh_context();
     let rebuild =
         FoldReader::new(Conversation, FoldScope::Thread, log.clone()).forgetting(log.clone());
     let views: Vec<(u64, View)> = views
@@ -833,7 +845,14 @@ fn run(
             Op::AutoTurn { budget } => {
                 let before = all_records(&*thread.log, &thread.thread);
                 let plan = context
-                    .prepare_turn_with(&thread.thread, budget, None, None, true)
+                    .prepare_turn_with(
+                        &thread.thread,
+                        budget,
+                        TurnOptions {
+                            auto_rollover: true,
+                            ..TurnOptions::default()
+                        },
+                    )
                     .expect("turn");
                 let after = all_records(&*thread.log, &thread.thread);
                 assert_prefix(&before, &after)?;
@@ -852,6 +871,7 @@ fn run(
                     "the automatic rollover leaves nothing of the turn to drop"
                 );
             }
+            Op::Restart => context = fresh_context(),
             Op::Forget { pick } => {
                 let records = all_records(&*thread.log, &thread.thread);
                 if !records.is_empty() {

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use memory_context::history::{Anchor, Include};
-use memory_context::{Context, ContextError, Role, memory_reserve};
+use memory_context::{Context, ContextError, Role, TurnOptions, memory_reserve};
 use memory_core::activity::{
     RecordBody, RememberingStore, RolloverCause, Sequence, SourceId, ThreadLog,
 };
@@ -35,7 +35,15 @@ fn an_hour_long_turn_fits_its_budget_by_pruning_and_automatic_rollovers() {
         }
         let before = log.inspect_tail(&thread).expect("tail");
         let plan = context
-            .prepare_turn_with(&thread, budget, None, Some(memory_reserve(budget)), true)
+            .prepare_turn_with(
+                &thread,
+                budget,
+                TurnOptions {
+                    memory_reserve: Some(memory_reserve(budget)),
+                    auto_rollover: true,
+                    ..TurnOptions::default()
+                },
+            )
             .expect("turn");
         let after = log.inspect_tail(&thread).expect("tail");
         rollovers += after.get() - before.get();
@@ -130,10 +138,7 @@ fn a_rollover_shows_instructions_input_handoff_trailing_messages_and_pending_cal
     assert!(texts[1].ends_with("Built it; deploy is next."));
     assert_eq!(texts[2], "deploy the service");
     assert!(!texts.iter().any(|text| text.contains("old question")));
-    assert!(
-        !texts.iter().any(|text| *text == "built"),
-        "a settled batch is covered"
-    );
+    assert!(!texts.contains(&"built"), "a settled batch is covered");
     // The pending call and its result, which arrived after the boundary, still pair.
     assert_eq!(
         messages[3].tool_calls[0].function.name,

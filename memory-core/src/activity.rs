@@ -48,9 +48,9 @@ pub use progress::{
 };
 pub use rollover::{RolloverCause, RolloverExcerpts, RolloverRecord};
 pub use thread::{
-    DEFAULT_MAX_TOOL_OUTPUT_BYTES, LogEntry, NewRecord, PendingThread, RecordBody, RecordDigest,
-    ThreadBinding, ThreadLog, ThreadOverview, ThreadRecord, ToolOutputBound, UndecodableReason,
-    UndecodableRecord, bound_tool_output, decode_stored_record,
+    DEFAULT_MAX_TOOL_OUTPUT_BYTES, FoldCheckpoint, LogEntry, NewRecord, PendingThread, RecordBody,
+    RecordDigest, ThreadBinding, ThreadLog, ThreadOverview, ThreadRecord, ToolOutputBound,
+    UndecodableReason, UndecodableRecord, bound_tool_output, decode_stored_record,
 };
 
 /// Most UTF-16 code units in the canonical JSON of saved progress (pending output, proposals, commands).

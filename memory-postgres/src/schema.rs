@@ -340,7 +340,22 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_5,
     MIGRATION_6,
     MIGRATION_7,
+    MIGRATION_8,
 ];
+
+/// The context layer's fold checkpoints (memory-context's `fold`): each thread's newest state of one
+/// fold at one version, a cache of what the log says, so a cold read starts from it.
+const MIGRATION_8: &str = r#"
+CREATE TABLE thread_fold_checkpoints (
+    thread TEXT NOT NULL,
+    fold TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    through BIGINT NOT NULL,
+    forgotten TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (thread, fold, version)
+);
+"#;
 
 /// The reverse of correction links (`crate::corrections`): the current documents whose `corrects`
 /// member names a document, by namespace and the named id. Partial, so documents without a link (all

@@ -10,8 +10,9 @@ use memory_core::activity::thread::{
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
-    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord, decode_stored_record,
+    ActivityError, FoldCheckpoint, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence,
+    ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    decode_stored_record,
 };
 
 use crate::db::{Handle, snapshot};
@@ -443,6 +444,81 @@ impl ThreadLog for PostgresThreadLog {
                 })
             },
         )
+    }
+
+    fn load_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+    ) -> Result<Option<FoldCheckpoint>, ActivityError> {
+        let key = (
+            thread.as_str().to_owned(),
+            fold.to_owned(),
+            i64::from(version),
+        );
+        self.handle.call_blocking(
+            "load checkpoint",
+            Idempotent::Yes,
+            key,
+            move |(thread, fold, version), client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT through, forgotten, state FROM thread_fold_checkpoints \
+                             WHERE thread = $1 AND fold = $2 AND version = $3",
+                        )
+                        .await?;
+                    let Some(row) = client
+                        .query_opt(&statement, &[&thread, &fold, &version])
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let through: i64 = row.try_get(0)?;
+                    Ok(Some(FoldCheckpoint {
+                        through: Sequence::new(
+                            to_u64(through, "checkpoint sequence").map_err(Fail::Model)?,
+                        ),
+                        forgotten: row.try_get(1)?,
+                        state: row.try_get(2)?,
+                    }))
+                })
+            },
+        )
+    }
+
+    fn save_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+        checkpoint: &FoldCheckpoint,
+    ) -> Result<(), ActivityError> {
+        checkpoint.check(fold)?;
+        let params: Params = vec![
+            Box::new(thread.as_str().to_owned()),
+            Box::new(fold.to_owned()),
+            Box::new(i64::from(version)),
+            Box::new(to_i64(checkpoint.through.get(), "checkpoint sequence")?),
+            Box::new(checkpoint.forgotten.clone()),
+            Box::new(checkpoint.state.clone()),
+        ];
+        self.handle
+            .call_blocking(
+                "save checkpoint",
+                Idempotent::Yes,
+                params,
+                execute(
+                    "INSERT INTO thread_fold_checkpoints \
+                     (thread, fold, version, through, forgotten, state) \
+                     VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (thread, fold, version) DO UPDATE SET \
+                     through = excluded.through, forgotten = excluded.forgotten, \
+                     state = excluded.state",
+                ),
+            )
+            .map(|_rows| ())
     }
 }
 

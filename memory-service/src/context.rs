@@ -1,6 +1,9 @@
-//! The context layer through the interfaces: `memory context THREAD --budget TOKENS [--query TEXT]`, the
-//! MCP tools `memory_context`, `memory_compact`, `memory_history_read` and `memory_history_search`, and
-//! the hook's `--context-budget` (see [`memory_context`] for the rules).
+//! The context layer through the interfaces: `memory context THREAD --budget TOKENS [--query TEXT]` (and
+//! its `--new-context`, `--remaining`, `--read-notes`, `--write-notes`, `--history`, `--search`), the
+//! MCP tools `memory_context`, `memory_compact`, `memory_history_read`, `memory_history_search`,
+//! `memory_new_context`, `memory_context_remaining`, `memory_read_notes` and `memory_write_notes`,
+//! the Python methods of the same names, and the hook's `--context-budget` (see [`memory_context`]
+//! for the rules).
 //!
 //! - **context** `{"thread", "budget", "query"?, "memory"?}` answers the thread's current turn as model
 //!   input: the history view's messages (system instructions, the compaction summary in its frame, the
@@ -22,11 +25,27 @@
 //!   With `"summarize": true` (and no summary, failure or `through`) the process's model writes the
 //!   summary in the same call ([`ContextService::compact_by_model`]); without a model endpoint it is
 //!   `unavailable`.
-//! - **history_read** `{"thread", "after"?, "limit"?, "max_bytes"?, "include"?}` and **history_search**
-//!   `{"thread", "text", "after"?, "limit"?, "scan"?, "include"?}` page through and search (literally,
-//!   case-insensitively) the thread's records, folded ones included. System instructions and
-//!   operational records (`run_completed`, `compaction`) are left out unless `include` names them
-//!   (`["system"]`, `["operational"]` or both).
+//! - **history_read** `{"thread", "after"? | "before"?, "limit"?, "max_bytes"?, "include"?}` and
+//!   **history_search** `{"thread", "text", "after"? | "before"?, "limit"?, "scan"?, "include"?}` page
+//!   through and search (literally, case-insensitively) the thread's records, folded and covered ones
+//!   included, each with the window it belongs to: forward from `after` (default 0), or backward from
+//!   the record `before`, newest first (`next_before` continues). `before` with `after` is
+//!   `invalid-input`; a `before` that is not a record of the thread is `not-found`. System
+//!   instructions and operational records (`run_completed`, `compaction`, `rollover`) are left out
+//!   unless `include` names them (`["system"]`, `["operational"]` or both).
+//! - **new_context** `{"thread", "handoff"?}` starts a new window (memory-context's `window`): a
+//!   `rollover` record with the handoff (at most 20,000 characters and 32 KiB of JSON) or, without
+//!   one, excerpts of what it covers. Refused (`invalid-input`, nothing written) when the thread's
+//!   newest step holds an unanswered `memory_new_context` call beside other calls; `rolled_over:
+//!   false` when there is nothing to cover. `memory_context` also rolls over by itself (`rollover`,
+//!   default true) when eliding old tool outputs is not enough for the current turn to fit; with
+//!   `rollover: false` the view drops the turn's oldest settled steps instead.
+//! - **context_remaining** `{"thread", "budget"?}`: the window, the budget (the call's, else the
+//!   server's `--context-budget`; one is needed), the capacity (`--context-capacity`, else null),
+//!   the live tokens, what is left and what a view elides or drops first.
+//! - **read_notes** `{"thread"}` and **write_notes** `{"thread", "text", "expected_revision"}`: the
+//!   thread's working notes ([`crate::notes`]), shown in every assembled context of the thread when
+//!   the caller's grant may read them (`notes_read` and the destination's read scope).
 //!
 //! Forgotten records (`memory thread forget`) are suppressed on every read, never erased: the context,
 //! the compaction plan and the history tools show each as a placeholder `{"forgotten": true,
@@ -38,23 +57,26 @@
 //!
 //! Decisions: the context tools read a thread only through a grant that admits its destination (the
 //! binding's namespace); an unbound thread is `forbidden` to a restricted grant, as for the thread
-//! tools. `memory_context`'s recall also needs the grant's `recall` operation and read scope.
+//! tools. `memory_context`'s recall also needs the grant's `recall` operation and read scope;
+//! `memory_new_context` needs `thread_rollover`, `memory_context_remaining` `thread_read`, and the
+//! notes `notes_read` or `notes_write` with the destination's read or write scope.
 //! `keep_tokens` defaults to [`DEFAULT_KEEP_TOKENS`].
 
 use std::sync::{Arc, OnceLock};
 
 use memory_context::history::{
-    DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage,
+    Anchor, DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_RECORDS, DEFAULT_SEARCH_SCAN, HistoryPage,
     HistorySearch, Include, IncludeKind,
 };
 use memory_context::summarize;
 use memory_context::tokens::MESSAGE_OVERHEAD_TOKENS;
 use memory_context::{
-    AssembledContext, Compacted, CompactionRequest, Context, ContextError, Counter, Message, View,
+    AssembledContext, Compacted, CompactionRequest, Context, ContextError, Counter, Message,
+    TurnOptions, View,
 };
 use memory_core::activity::{
-    CompactionOutcome, CompactionRecord, CompactionRefusal, RememberingStore, Sequence,
-    SequenceRange, SummarizerTokens, ThreadBinding, ThreadId, ThreadLog,
+    CompactionOutcome, CompactionRecord, CompactionRefusal, RememberingStore, RolloverCause,
+    RolloverRecord, Sequence, SequenceRange, SummarizerTokens, ThreadBinding, ThreadId, ThreadLog,
 };
 use memory_core::{DynamicNamespace, MemoryScope, TokenCounter};
 use memory_model::{ChatModel, ChatRequest};
@@ -66,10 +88,11 @@ use crate::blocking::blocking;
 use crate::database::Store;
 use crate::destination::{DestinationDefaults, DestinationRequest};
 use crate::grants::{Grant, GrantedOperation};
+use crate::notes::{ReadNotesArguments, WriteNotesArguments};
 use crate::recall_service::{RecallQuery, one_shot_recall, query_tail};
 use crate::refusal::{Refusal, to_json};
-use crate::service::RawArguments;
-use crate::settings::Settings;
+use crate::service::{MemoryService, RawArguments};
+use crate::settings::{ContextSettings, Settings};
 use crate::wire::{RecallArguments, RecallMode, RecallResult, WireRecallLimits};
 
 /// Tokens a compaction keeps verbatim when the call names none.
@@ -102,6 +125,14 @@ pub enum ContextOperation {
     HistoryRead,
     /// `memory_history_search`.
     HistorySearch,
+    /// `memory_new_context`.
+    NewContext,
+    /// `memory_context_remaining`.
+    Remaining,
+    /// `memory_read_notes`.
+    ReadNotes,
+    /// `memory_write_notes`.
+    WriteNotes,
 }
 
 impl ContextOperation {
@@ -112,13 +143,22 @@ impl ContextOperation {
             Self::Compact => "memory_compact",
             Self::HistoryRead => "memory_history_read",
             Self::HistorySearch => "memory_history_search",
+            Self::NewContext => "memory_new_context",
+            Self::Remaining => "memory_context_remaining",
+            Self::ReadNotes => "memory_read_notes",
+            Self::WriteNotes => "memory_write_notes",
         }
     }
 
     fn granted(self) -> GrantedOperation {
         match self {
             Self::Compact => GrantedOperation::ThreadCompact,
-            _ => GrantedOperation::ThreadRead,
+            Self::NewContext => GrantedOperation::ThreadRollover,
+            Self::ReadNotes => GrantedOperation::NotesRead,
+            Self::WriteNotes => GrantedOperation::NotesWrite,
+            Self::Context | Self::HistoryRead | Self::HistorySearch | Self::Remaining => {
+                GrantedOperation::ThreadRead
+            }
         }
     }
 }
@@ -141,6 +181,52 @@ pub struct ContextArguments {
     /// Whether to recall memory for the turn (default true).
     #[serde(default = "yes")]
     pub memory: bool,
+    /// Whether the window rolls over by itself (default true) when eliding old tool outputs is not
+    /// enough for the current turn to fit: false drops the turn's oldest settled steps from the view
+    /// instead.
+    #[serde(default = "yes")]
+    pub rollover: bool,
+}
+
+/// Arguments of `memory_new_context`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewContextArguments {
+    /// The thread.
+    pub thread: String,
+    /// What the next window should know (at most 20,000 characters and 32 KiB as JSON); without it
+    /// the window starts with short excerpts of what it covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<String>,
+}
+
+/// The answer of `memory_new_context`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct NewContextResult {
+    /// The thread.
+    pub thread: String,
+    /// Whether a new window began (false: there was nothing to cover, and nothing was appended).
+    pub rolled_over: bool,
+    /// The window shown from now on.
+    pub window: u64,
+    /// The boundary record's sequence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<Sequence>,
+    /// The boundary record appended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollover: Option<RolloverRecord>,
+}
+
+/// Arguments of `memory_context_remaining`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemainingArguments {
+    /// The thread.
+    pub thread: String,
+    /// The budget to measure against (default: the server's --context-budget; one of the two is
+    /// needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
 }
 
 /// Arguments of `memory_compact`.
@@ -235,9 +321,12 @@ pub struct CompactResult {
 pub struct HistoryReadArguments {
     /// The thread.
     pub thread: String,
-    /// Records after this sequence (default 0: from the first).
-    #[serde(default)]
-    pub after: u64,
+    /// Records after this sequence, oldest first (default 0: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// Instead of `after`: records before this record, newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
     /// Most records (1 to 500, default 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
@@ -258,9 +347,12 @@ pub struct HistorySearchArguments {
     pub thread: String,
     /// The text to find, literally and case-insensitively (1 to 1,024 bytes).
     pub text: String,
-    /// Records after this sequence (default 0).
-    #[serde(default)]
-    pub after: u64,
+    /// Records after this sequence, oldest first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// Instead of `after`: records before this record, newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
     /// Most matches (1 to 500, default 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
@@ -271,6 +363,18 @@ pub struct HistorySearchArguments {
     /// `memory_history_read`). Default: neither.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub include: Vec<IncludeKind>,
+}
+
+/// Where a history call starts: `after` (default 0) or `before`, never both.
+fn anchor(after: Option<u64>, before: Option<u64>) -> Result<Anchor, Refusal> {
+    match (after, before) {
+        (Some(_), Some(_)) => Err(Refusal::invalid_input(
+            "before and after: a history call reads forward from after or backward from before, \
+             not both",
+        )),
+        (None, Some(before)) => Ok(Anchor::Before(Sequence::new(before))),
+        (after, None) => Ok(Anchor::After(Sequence::new(after.unwrap_or(0)))),
+    }
 }
 
 /// A decoded and validated context call.
@@ -286,6 +390,36 @@ pub enum ContextRequest {
         query: Option<String>,
         /// Whether to recall memory.
         memory: bool,
+        /// Whether the window may roll over by itself.
+        rollover: bool,
+    },
+    /// `memory_new_context`.
+    NewContext {
+        /// The thread.
+        thread: ThreadId,
+        /// The handoff.
+        handoff: Option<String>,
+    },
+    /// `memory_context_remaining`.
+    Remaining {
+        /// The thread.
+        thread: ThreadId,
+        /// The call's budget.
+        budget: Option<u64>,
+    },
+    /// `memory_read_notes`.
+    ReadNotes {
+        /// The thread.
+        thread: ThreadId,
+    },
+    /// `memory_write_notes`.
+    WriteNotes {
+        /// The thread.
+        thread: ThreadId,
+        /// The new notes.
+        text: String,
+        /// The revision read.
+        expected_revision: Option<String>,
     },
     /// `memory_compact`.
     Compact {
@@ -302,6 +436,8 @@ pub enum ContextRequest {
     HistoryRead {
         /// The thread.
         thread: ThreadId,
+        /// Where it starts.
+        anchor: Anchor,
         /// The arguments.
         arguments: HistoryReadArguments,
     },
@@ -309,6 +445,8 @@ pub enum ContextRequest {
     HistorySearch {
         /// The thread.
         thread: ThreadId,
+        /// Where it starts.
+        anchor: Anchor,
         /// The arguments.
         arguments: HistorySearchArguments,
     },
@@ -329,6 +467,7 @@ impl ContextRequest {
                     budget: arguments.budget,
                     query: arguments.query.filter(|query| !query.trim().is_empty()),
                     memory: arguments.memory,
+                    rollover: arguments.rollover,
                 }
             }
             ContextOperation::Compact => {
@@ -384,6 +523,7 @@ impl ContextRequest {
                 let arguments: HistoryReadArguments = arguments.decode()?;
                 Self::HistoryRead {
                     thread: ThreadId::new(arguments.thread.clone())?,
+                    anchor: anchor(arguments.after, arguments.before)?,
                     arguments,
                 }
             }
@@ -391,7 +531,43 @@ impl ContextRequest {
                 let arguments: HistorySearchArguments = arguments.decode()?;
                 Self::HistorySearch {
                     thread: ThreadId::new(arguments.thread.clone())?,
+                    anchor: anchor(arguments.after, arguments.before)?,
                     arguments,
+                }
+            }
+            ContextOperation::NewContext => {
+                let arguments: NewContextArguments = arguments.decode()?;
+                if let Some(handoff) = &arguments.handoff {
+                    memory_core::activity::rollover::check_handoff(handoff)?;
+                }
+                Self::NewContext {
+                    thread: ThreadId::new(arguments.thread)?,
+                    handoff: arguments.handoff,
+                }
+            }
+            ContextOperation::Remaining => {
+                let arguments: RemainingArguments = arguments.decode()?;
+                if let Some(budget) = arguments.budget {
+                    memory_context::view::check_budget(budget)?;
+                }
+                Self::Remaining {
+                    thread: ThreadId::new(arguments.thread)?,
+                    budget: arguments.budget,
+                }
+            }
+            ContextOperation::ReadNotes => {
+                let arguments: ReadNotesArguments = arguments.decode()?;
+                Self::ReadNotes {
+                    thread: ThreadId::new(arguments.thread)?,
+                }
+            }
+            ContextOperation::WriteNotes => {
+                let arguments: WriteNotesArguments = arguments.decode()?;
+                crate::notes::check_notes(&arguments.text)?;
+                Self::WriteNotes {
+                    thread: ThreadId::new(arguments.thread)?,
+                    text: arguments.text,
+                    expected_revision: arguments.expected_revision,
                 }
             }
         })
@@ -402,7 +578,11 @@ impl ContextRequest {
             Self::Context { thread, .. }
             | Self::Compact { thread, .. }
             | Self::HistoryRead { thread, .. }
-            | Self::HistorySearch { thread, .. } => thread,
+            | Self::HistorySearch { thread, .. }
+            | Self::NewContext { thread, .. }
+            | Self::Remaining { thread, .. }
+            | Self::ReadNotes { thread }
+            | Self::WriteNotes { thread, .. } => thread,
         }
     }
 }
@@ -522,6 +702,11 @@ impl ContextService {
         }
     }
 
+    /// What the context's fold cache did since it was made.
+    pub fn fold_stats(&self) -> memory_context::fold::FoldStats {
+        self.context.fold_stats()
+    }
+
     /// The thread's binding.
     pub async fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, Refusal> {
         let log = Arc::clone(&self.log);
@@ -529,23 +714,24 @@ impl ContextService {
         Ok(blocking(move || log.binding(&thread)).await??)
     }
 
-    /// Assembles the thread's turn (see the module docs); `recall` answers a recall's arguments.
+    /// Assembles the thread's turn (see the module docs) with `options` (its query, the automatic
+    /// rollover, the notes; the memory reserve follows `source`); `recall` answers a recall's
+    /// arguments.
     pub async fn assemble(
         &self,
         thread: ThreadId,
         budget: u64,
-        query: Option<String>,
+        mut options: TurnOptions,
         source: Option<MemorySource>,
         recall: impl AsyncFnOnce(RecallArguments) -> Result<RecallResult, Refusal>,
     ) -> Result<AssembledContext, Refusal> {
         let context = Arc::clone(&self.context);
-        let reserve = source
+        options.memory_reserve = source
             .is_some()
             .then(|| memory_context::memory_reserve(budget));
         let plan = {
             let thread = thread.clone();
-            blocking(move || context.prepare_turn(&thread, budget, query.as_deref(), reserve))
-                .await??
+            blocking(move || context.prepare_turn_with(&thread, budget, options)).await??
         };
         // The header comes with the block, in the same message.
         let header_tokens = (self.context.view_rules().counter().count(MEMORY_HEADER)
@@ -662,9 +848,16 @@ impl ContextService {
         })
     }
 
-    /// Runs a compaction, history read or search (context calls go through [`Self::assemble`]).
-    pub async fn run_log_call(&self, request: ContextRequest) -> Result<Value, Refusal> {
+    /// Runs a compaction, rollover, remaining, history read or search (context calls go through
+    /// [`Self::assemble`], the notes through [`ContextTools`]); `settings` gives the budget and
+    /// capacity `memory_context_remaining` falls back to.
+    pub async fn run_log_call(
+        &self,
+        request: ContextRequest,
+        settings: &ContextSettings,
+    ) -> Result<Value, Refusal> {
         let context = Arc::clone(&self.context);
+        let settings = settings.clone();
         blocking(move || -> Result<Value, Refusal> {
             match request {
                 ContextRequest::Compact {
@@ -714,29 +907,63 @@ impl ContextService {
                     };
                     to_json(&answer)
                 }
-                ContextRequest::HistoryRead { thread, arguments } => {
+                ContextRequest::HistoryRead {
+                    thread,
+                    anchor,
+                    arguments,
+                } => {
                     let page: HistoryPage = context.history_read(
                         &thread,
-                        Sequence::new(arguments.after),
+                        anchor,
                         arguments.limit.unwrap_or(DEFAULT_HISTORY_RECORDS),
                         arguments.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES),
                         Include::of(&arguments.include),
                     )?;
                     to_json(&page)
                 }
-                ContextRequest::HistorySearch { thread, arguments } => {
+                ContextRequest::HistorySearch {
+                    thread,
+                    anchor,
+                    arguments,
+                } => {
                     let found: HistorySearch = context.history_search(
                         &thread,
                         &arguments.text,
-                        Sequence::new(arguments.after),
+                        anchor,
                         arguments.limit.unwrap_or(DEFAULT_HISTORY_RECORDS),
                         arguments.scan.unwrap_or(DEFAULT_SEARCH_SCAN),
                         Include::of(&arguments.include),
                     )?;
                     to_json(&found)
                 }
-                ContextRequest::Context { .. } => Err(Refusal::invalid_input(
-                    "memory_context is assembled with its recall, not as a log call",
+                ContextRequest::NewContext { thread, handoff } => {
+                    let rolled = context.roll_over(&thread, handoff, RolloverCause::Model)?;
+                    let window = match &rolled {
+                        Some(rolled) => rolled.rollover.window,
+                        None => context.read(&thread)?.state.window_number(),
+                    };
+                    to_json(&NewContextResult {
+                        thread: thread.as_str().to_owned(),
+                        rolled_over: rolled.is_some(),
+                        window,
+                        sequence: rolled.as_ref().map(|rolled| rolled.sequence),
+                        rollover: rolled.map(|rolled| rolled.rollover),
+                    })
+                }
+                ContextRequest::Remaining { thread, budget } => {
+                    let budget = budget.or(settings.budget).ok_or_else(|| {
+                        Refusal::invalid_input(
+                            "budget: name one, or start the server with --context-budget \
+                             (MEMORY_CONTEXT_BUDGET)",
+                        )
+                    })?;
+                    to_json(&context.remaining(&thread, budget, settings.capacity)?)
+                }
+                ContextRequest::Context { .. }
+                | ContextRequest::ReadNotes { .. }
+                | ContextRequest::WriteNotes { .. } => Err(Refusal::invalid_input(
+                    "memory_context and the notes are run with the memory service, not as log \
+                     calls",
                 )),
             }
         })
@@ -746,7 +973,10 @@ impl ContextService {
 
 /// `memory context` and the one-shot hook: the thread's turn over `store`'s database, counting with
 /// `tokenizer`, its memory recalled one-shot (as `memory recall` recalls) from the thread's destination,
-/// or for an unbound thread from `memory`'s defaults; `memory` `None` recalls nothing.
+/// or for an unbound thread from `memory`'s defaults; `memory` `None` recalls nothing. The thread's
+/// notes (at `settings`' notes id) are shown, and the window rolls over by itself when `rollover`
+/// says so (see [`ContextArguments::rollover`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn one_shot_context<S: Store>(
     store: Arc<S>,
     settings: Settings,
@@ -755,6 +985,7 @@ pub async fn one_shot_context<S: Store>(
     budget: u64,
     query: Option<String>,
     memory: Option<&DestinationDefaults>,
+    rollover: bool,
 ) -> Result<AssembledContext, Refusal> {
     let (log, suppressions) = {
         let store = Arc::clone(&store);
@@ -762,15 +993,20 @@ pub async fn one_shot_context<S: Store>(
             .await??
     };
     let service = ContextService::new(log, suppressions, tokenizer);
-    let source = match memory {
-        Some(defaults) => Some(MemorySource::of(
-            service.binding(&thread).await?.as_ref(),
-            defaults,
-        )?),
-        None => None,
+    let binding = service.binding(&thread).await?;
+    let defaults = memory.cloned().unwrap_or_default();
+    let notes_source = MemorySource::of(binding.as_ref(), &defaults)?;
+    let notes =
+        crate::notes::turn_notes(&store, &settings.context.notes, &thread, &notes_source).await?;
+    let source = memory.is_some().then_some(notes_source);
+    let options = TurnOptions {
+        query,
+        auto_rollover: rollover,
+        notes,
+        ..TurnOptions::default()
     };
     service
-        .assemble(thread, budget, query, source, async |arguments| {
+        .assemble(thread, budget, options, source, async |arguments| {
             one_shot_recall(store, settings, RecallQuery::new(arguments)?).await
         })
         .await
@@ -801,6 +1037,8 @@ pub struct ContextTools<S> {
     service: OnceLock<ContextService>,
     /// The model `memory_compact` asks when a call says `summarize`.
     summarizer: Option<Arc<dyn ChatModel>>,
+    /// The budget and capacity `memory_context_remaining` falls back to, and where notes live.
+    settings: ContextSettings,
 }
 
 impl<S> std::fmt::Debug for ContextTools<S> {
@@ -820,6 +1058,7 @@ impl<S: Store> ContextTools<S> {
             defaults,
             service: OnceLock::new(),
             summarizer: None,
+            settings: ContextSettings::default(),
         }
     }
 
@@ -829,6 +1068,19 @@ impl<S: Store> ContextTools<S> {
     pub fn with_summarizer(mut self, model: Option<Arc<dyn ChatModel>>) -> Self {
         self.summarizer = model;
         self
+    }
+
+    /// The same tools with the process's context settings (`--context-budget`,
+    /// `--context-capacity`, `--notes-id`).
+    #[must_use]
+    pub fn with_settings(mut self, settings: ContextSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// What the fold cache did since the first context call opened it (`None` before).
+    pub fn fold_stats(&self) -> Option<memory_context::fold::FoldStats> {
+        self.service.get().map(ContextService::fold_stats)
     }
 
     async fn service(&self) -> Result<ContextService, Refusal> {
@@ -848,20 +1100,26 @@ impl<S: Store> ContextTools<S> {
     }
 
     /// Runs a call as `grant`'s holder: the operation first, then the thread's binding, then (for
-    /// `memory_context` with memory) the recall operation and the read scope; `recall` runs a recall.
+    /// `memory_context` with memory) the recall operation and the read scope, and (for the notes) the
+    /// destination's read or write scope; `memory` recalls, and reads and writes the notes document.
     pub async fn execute_as(
         &self,
         grant: &Grant,
         operation: ContextOperation,
         arguments: RawArguments<'_>,
-        recall: impl AsyncFnOnce(RecallArguments) -> Result<RecallResult, Refusal>,
+        memory: &MemoryService<S>,
     ) -> Result<Value, Refusal> {
         grant.allow_operation(operation.granted())?;
         let request = ContextRequest::decode(operation, arguments)?;
         let service = self.service().await?;
-        let recalls = matches!(request, ContextRequest::Context { memory: true, .. });
+        let needs_source = matches!(
+            request,
+            ContextRequest::Context { .. }
+                | ContextRequest::ReadNotes { .. }
+                | ContextRequest::WriteNotes { .. }
+        );
         // One read of the binding serves the grant's check and the memory's source.
-        let binding = if recalls || !grant.is_unrestricted() {
+        let binding = if needs_source || !grant.is_unrestricted() {
             service.binding(request.thread()).await?
         } else {
             None
@@ -869,29 +1127,90 @@ impl<S: Store> ContextTools<S> {
         if !grant.is_unrestricted() {
             grant.allow_thread(binding.as_ref(), false)?;
         }
+        let source = || -> Result<MemorySource, Refusal> {
+            let defaults = grant.destination_defaults_or(&self.defaults);
+            let source = MemorySource::of(binding.as_ref(), &defaults)?;
+            grant.allow_namespace(
+                &source
+                    .namespace
+                    .address()
+                    .map_err(|error| Refusal::invalid_input(format!("namespace: {error}")))?,
+            )?;
+            Ok(source)
+        };
         match request {
             ContextRequest::Context {
                 thread,
                 budget,
                 query,
-                memory,
+                memory: recalls,
+                rollover,
             } => {
-                let source = if memory {
-                    let defaults = grant.destination_defaults_or(&self.defaults);
-                    let source = MemorySource::of(binding.as_ref(), &defaults)?;
-                    grant.allow_operation(GrantedOperation::Recall)?;
-                    grant.allow_namespace(&source.namespace.address().map_err(|error| {
-                        Refusal::invalid_input(format!("namespace: {error}"))
-                    })?)?;
-                    grant.allow_read_scope(&source.scope)?;
-                    Some(source)
+                // A turn without memory needs no destination: one that does not resolve (an unbound
+                // thread and no default namespace) has no notes either.
+                let source = if recalls {
+                    Some(source()?)
                 } else {
-                    None
+                    source().ok()
+                };
+                // The notes show when the grant may read them; without it the turn has none.
+                let notes = match &source {
+                    Some(source)
+                        if grant.allow_operation(GrantedOperation::NotesRead).is_ok()
+                            && grant.allow_read_scope(&source.scope).is_ok() =>
+                    {
+                        crate::notes::turn_notes(&self.store, &self.settings.notes, &thread, source)
+                            .await?
+                    }
+                    _ => None,
+                };
+                let recalled = match source {
+                    Some(source) if recalls => {
+                        grant.allow_operation(GrantedOperation::Recall)?;
+                        grant.allow_read_scope(&source.scope)?;
+                        Some(source)
+                    }
+                    _ => None,
+                };
+                let options = TurnOptions {
+                    query,
+                    auto_rollover: rollover,
+                    notes,
+                    ..TurnOptions::default()
                 };
                 to_json(
                     &service
-                        .assemble(thread, budget, query, source, recall)
+                        .assemble(thread, budget, options, recalled, async |arguments| {
+                            let query = RecallQuery::new(arguments)?;
+                            memory.recall().recall(query).await
+                        })
                         .await?,
+                )
+            }
+            ContextRequest::ReadNotes { thread } => {
+                let source = source()?;
+                grant.allow_read_scope(&source.scope)?;
+                let key = self.settings.notes.key(&thread, &source)?;
+                to_json(&crate::notes::read_notes(&self.store, &thread, &key).await?)
+            }
+            ContextRequest::WriteNotes {
+                thread,
+                text,
+                expected_revision,
+            } => {
+                let source = source()?;
+                grant.allow_write_scopes([&source.scope])?;
+                let key = self.settings.notes.key(&thread, &source)?;
+                to_json(
+                    &crate::notes::write_notes(
+                        memory,
+                        &thread,
+                        key,
+                        &source,
+                        text,
+                        expected_revision,
+                    )
+                    .await?,
                 )
             }
             ContextRequest::Compact {
@@ -905,7 +1224,7 @@ impl<S: Store> ContextTools<S> {
                 })?;
                 service.compact_by_model(thread, request, model).await
             }
-            request => service.run_log_call(request).await,
+            request => service.run_log_call(request, &self.settings).await,
         }
     }
 }

@@ -12,7 +12,8 @@
 //!   model, loaded lazily) and how it follows the store; [`feed`]: the change feed a server's
 //!   indexer follows.
 //! - [`thread`]: conversation activity (appending thread records, forgetting them); [`context`]: the
-//!   context layer's calls (a turn's model input, compaction, the history tools); [`worker`]: the
+//!   context layer's calls (a turn's model input, compaction, rollover, what is left, the history
+//!   tools); [`notes`]: each thread's working notes document; [`worker`]: the
 //!   remembering worker's pass.
 //! - [`simple`]: the simple operations in a default namespace and scope ([`defaults`]); [`list`]:
 //!   the listing they share; [`import`]: bulk import of `memory_put` arguments from JSON Lines.
@@ -36,6 +37,7 @@ pub mod import;
 pub mod input;
 pub mod list;
 pub mod model_settings;
+pub mod notes;
 mod recall_corrections;
 pub mod recall_service;
 pub mod refusal;

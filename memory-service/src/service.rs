@@ -339,9 +339,7 @@ impl<S: Store> MemoryService<S> {
     /// shows: what a write replaces (read on the blocking pool). Unchecked: the simple operations read
     /// through it after their own grant check.
     pub async fn read_current(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, Refusal> {
-        let store = Arc::clone(&self.store);
-        let key = key.clone();
-        Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
+        read_current(&self.store, key).await
     }
 
     /// `memory_get`: the current document of `key`, as recall would show it, and with `revisions`
@@ -443,4 +441,15 @@ impl<S: Store> MemoryService<S> {
             })
             .collect())
     }
+}
+
+/// The current document of `key` in `store` as stored (read on the blocking pool): what
+/// [`MemoryService::read_current`] reads, for a door that holds only the store (the one-shot context).
+pub async fn read_current<S: Store>(
+    store: &Arc<S>,
+    key: &MemoryKey,
+) -> Result<Option<MemoryDocument>, Refusal> {
+    let store = Arc::clone(store);
+    let key = key.clone();
+    Ok(on_blocking_pool(async move { store.read(&key).await }).await??)
 }

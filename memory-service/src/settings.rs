@@ -39,6 +39,52 @@ pub const HNSW_EF_SEARCH_ENV: &str = "MEMORY_HNSW_EF_SEARCH";
 pub const MAX_TOOL_OUTPUT_BYTES_ENV: &str = "MEMORY_MAX_TOOL_OUTPUT_BYTES";
 /// How the remembering worker links corrections (`remembering-worker --corrections`).
 pub const CORRECTIONS_ENV: &str = "MEMORY_CORRECTIONS";
+/// The budget `memory_context_remaining` measures against when a call names none
+/// (`memory serve --context-budget`).
+pub const CONTEXT_BUDGET_ENV: &str = "MEMORY_CONTEXT_BUDGET";
+/// The model's context capacity `memory_context_remaining` reports (`--context-capacity`).
+pub const CONTEXT_CAPACITY_ENV: &str = "MEMORY_CONTEXT_CAPACITY";
+/// The id of each thread's notes document (`--notes-id`; `{thread}` is the thread's id).
+pub const NOTES_ID_ENV: &str = "MEMORY_NOTES_ID";
+
+/// The context tools' settings: the budget `memory_context_remaining` measures against when a call
+/// names none, the model's capacity it reports, and where each thread's notes live.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextSettings {
+    /// `--context-budget`: tokens (1 to 2^40).
+    pub budget: Option<u64>,
+    /// `--context-capacity`: tokens (1 to 2^40).
+    pub capacity: Option<u64>,
+    /// `--notes-id`.
+    pub notes: crate::notes::NotesBinding,
+}
+
+impl ContextSettings {
+    /// The settings from their values, each checked: a budget or capacity between 1 and 2^40 tokens,
+    /// a notes id that makes a document id.
+    pub fn new(
+        budget: Option<u64>,
+        capacity: Option<u64>,
+        notes_id: Option<String>,
+    ) -> Result<Self, Refusal> {
+        let tokens = |value: Option<u64>, flag: &str| {
+            value
+                .map(|value| {
+                    memory_context::view::check_budget(value)
+                        .map_err(|error| Refusal::invalid_input(format!("{flag}: {error}")))
+                })
+                .transpose()
+        };
+        Ok(Self {
+            budget: tokens(budget, "--context-budget")?,
+            capacity: tokens(capacity, "--context-capacity")?,
+            notes: match notes_id {
+                Some(id) => crate::notes::NotesBinding::new(id)?,
+                None => crate::notes::NotesBinding::default(),
+            },
+        })
+    }
+}
 
 /// How the remembering worker judges what a correcting statement corrects
 /// ([`remembering::corrections`]): `words` (the default: shared words, no model), `model` (the
@@ -77,7 +123,7 @@ pub fn parse_corrections(value: &str) -> Result<Corrections, String> {
 
 /// The settings a caller gives in code (every field optional; a missing one is read from its
 /// variable by [`Settings::resolve`]). The Python package's `Memory` keyword arguments, as JSON.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettingValues {
     /// `--max-chunks` / `MEMORY_MAX_CHUNKS`.
@@ -95,10 +141,19 @@ pub struct SettingValues {
     /// `remembering-worker --corrections` / `MEMORY_CORRECTIONS`.
     #[serde(default)]
     pub corrections: Option<Corrections>,
+    /// `memory serve --context-budget` / `MEMORY_CONTEXT_BUDGET`.
+    #[serde(default)]
+    pub context_budget: Option<u64>,
+    /// `memory serve --context-capacity` / `MEMORY_CONTEXT_CAPACITY`.
+    #[serde(default)]
+    pub context_capacity: Option<u64>,
+    /// `memory serve --notes-id` / `MEMORY_NOTES_ID`.
+    #[serde(default)]
+    pub notes_id: Option<String>,
 }
 
 /// What a process's services are built with, checked.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// The semantic index's capacity, encoding and search width.
     pub index: IndexOptions,
@@ -106,6 +161,8 @@ pub struct Settings {
     pub tool_output: ToolOutputBound,
     /// How the worker links corrections (a process that runs no worker carries the default).
     pub corrections: Corrections,
+    /// The context tools' budget, capacity and notes.
+    pub context: ContextSettings,
 }
 
 impl Settings {
@@ -136,7 +193,15 @@ impl Settings {
             index,
             tool_output,
             corrections: Corrections::default(),
+            context: ContextSettings::default(),
         })
+    }
+
+    /// The same settings with the context tools' settings.
+    #[must_use]
+    pub fn with_context(mut self, context: ContextSettings) -> Self {
+        self.context = context;
+        self
     }
 
     /// The same settings with the worker's corrections setting.
@@ -205,13 +270,28 @@ impl Settings {
                 })?,
             },
         };
+        let tokens = |given: Option<u64>, name: &str| -> Result<Option<u64>, Refusal> {
+            match given {
+                Some(given) => Ok(Some(given)),
+                None => Ok(number(name)?.map(|value| value as u64)),
+            }
+        };
+        let context = ContextSettings::new(
+            tokens(given.context_budget, CONTEXT_BUDGET_ENV)?,
+            tokens(given.context_capacity, CONTEXT_CAPACITY_ENV)?,
+            match given.notes_id {
+                Some(id) => Some(id),
+                None => text(NOTES_ID_ENV)?,
+            },
+        )?;
         Ok(Self::new(
             or_env(given.max_chunks, MAX_CHUNKS_ENV)?,
             compact_vectors,
             or_env(given.hnsw_ef_search, HNSW_EF_SEARCH_ENV)?,
             or_env(given.max_tool_output_bytes, MAX_TOOL_OUTPUT_BYTES_ENV)?,
         )?
-        .with_corrections(corrections))
+        .with_corrections(corrections)
+        .with_context(context))
     }
 }
 
@@ -255,6 +335,9 @@ mod tests {
             hnsw_ef_search: None,
             max_tool_output_bytes: Some(4096),
             corrections: Some(Corrections::Off),
+            context_budget: Some(9_000),
+            context_capacity: None,
+            notes_id: None,
         };
         let settings = given(
             values,
@@ -264,9 +347,20 @@ mod tests {
                 (HNSW_EF_SEARCH_ENV, "32"),
                 (MAX_TOOL_OUTPUT_BYTES_ENV, "not even read"),
                 (CORRECTIONS_ENV, "model"),
+                (CONTEXT_BUDGET_ENV, "not even read"),
+                (CONTEXT_CAPACITY_ENV, "200000"),
+                (NOTES_ID_ENV, "scratch/{thread}"),
             ],
         )
         .expect("valid");
+        assert_eq!(settings.context.budget, Some(9_000));
+        assert_eq!(settings.context.capacity, Some(200_000));
+        assert_eq!(
+            settings.context.notes,
+            crate::notes::NotesBinding::new("scratch/{thread}").expect("valid")
+        );
+        assert!(from(&[(CONTEXT_CAPACITY_ENV, "0")]).is_err());
+        assert!(from(&[(NOTES_ID_ENV, "")]).is_err());
         assert_eq!(settings.index.max_chunks, Some(7));
         assert!(!settings.index.compact_vectors);
         assert_eq!(settings.index.hnsw_ef_search, Some(32));

@@ -415,20 +415,29 @@ impl ThreadService {
 
     /// `memory_thread_append`: binds an unbound thread without records to `destination`; refused as
     /// `conflict` (nothing written) when the thread is bound elsewhere. A tool result's output is
-    /// bounded first ([`Self::with_tool_output_bound`]). A `compaction` record is refused as
-    /// `invalid-input` with nothing written: compactions are appended by `memory_compact` (the
-    /// context layer, through the [`ThreadLog`] port), never by a caller.
+    /// bounded first ([`Self::with_tool_output_bound`]). A `compaction` or `rollover` record is
+    /// refused as `invalid-input` with nothing written: they are appended by `memory_compact` and
+    /// `memory_new_context` (the context layer, through the [`ThreadLog`] port), never by a caller.
     pub async fn append(
         &self,
         thread: ThreadId,
         destination: Option<ThreadDestination>,
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Refusal> {
-        if matches!(record.body, RecordBody::Compaction(_)) {
-            return Err(Refusal::invalid_input(
-                "record.body: compactions are appended by memory_compact, not by \
-                 memory_thread_append",
-            ));
+        match record.body {
+            RecordBody::Compaction(_) => {
+                return Err(Refusal::invalid_input(
+                    "record.body: compactions are appended by memory_compact, not by \
+                     memory_thread_append",
+                ));
+            }
+            RecordBody::Rollover(_) => {
+                return Err(Refusal::invalid_input(
+                    "record.body: a new window is started by memory_new_context (or by the context \
+                     itself), not by memory_thread_append",
+                ));
+            }
+            _ => {}
         }
         let record = bound_tool_output(record, self.tool_output);
         let log = Arc::clone(&self.log);

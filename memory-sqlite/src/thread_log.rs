@@ -17,8 +17,9 @@ use memory_core::activity::thread::{
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence, ThreadBinding,
-    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord, decode_stored_record,
+    ActivityError, FoldCheckpoint, LogEntry, NewRecord, PendingThread, RecordDigest, Sequence,
+    ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    decode_stored_record,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -412,6 +413,67 @@ impl ThreadLog for SqliteThreadLog {
             pending,
             parked,
         })
+    }
+
+    fn load_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+    ) -> Result<Option<FoldCheckpoint>, ActivityError> {
+        let connection = lock(&self.connection);
+        let row = connection
+            .query_row(
+                "SELECT through, forgotten, state FROM thread_fold_checkpoints
+                 WHERE thread = ?1 AND fold = ?2 AND version = ?3",
+                params![thread.as_str(), fold, i64::from(version)],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(sql_error("load checkpoint"))?;
+        row.map(|(through, forgotten, state)| {
+            Ok(FoldCheckpoint {
+                through: Sequence::new(to_u64(through, "checkpoint sequence")?),
+                forgotten,
+                state,
+            })
+        })
+        .transpose()
+    }
+
+    fn save_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+        checkpoint: &FoldCheckpoint,
+    ) -> Result<(), ActivityError> {
+        checkpoint.check(fold)?;
+        let through = to_i64(checkpoint.through.get(), "checkpoint sequence")?;
+        lock(&self.connection)
+            .execute(
+                "INSERT INTO thread_fold_checkpoints (thread, fold, version, through, forgotten, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (thread, fold, version) DO UPDATE SET
+                     through = excluded.through, forgotten = excluded.forgotten,
+                     state = excluded.state",
+                params![
+                    thread.as_str(),
+                    fold,
+                    i64::from(version),
+                    through,
+                    checkpoint.forgotten,
+                    checkpoint.state
+                ],
+            )
+            .map_err(sql_error("save checkpoint"))?;
+        Ok(())
     }
 }
 

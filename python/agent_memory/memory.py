@@ -116,7 +116,10 @@ class Memory:
     the semantic index's capacity), ``compact_vectors`` (``MEMORY_COMPACT_VECTORS``, int8 codes
     in memory), ``hnsw_ef_search`` (``MEMORY_HNSW_EF_SEARCH``, the HNSW search width) and
     ``max_tool_output_bytes`` (``MEMORY_MAX_TOOL_OUTPUT_BYTES``, the stored bound of a tool
-    result's output). ``corrections`` (``MEMORY_CORRECTIONS``, as ``remembering-worker
+    result's output). ``context_budget`` and ``context_capacity`` (``MEMORY_CONTEXT_BUDGET``,
+    ``MEMORY_CONTEXT_CAPACITY``, as ``memory serve --context-budget --context-capacity``) are what
+    :meth:`context_remaining` measures against and reports; ``notes_id`` (``MEMORY_NOTES_ID``) the
+    id of each thread's notes document (default ``notes/{thread}``). ``corrections`` (``MEMORY_CORRECTIONS``, as ``remembering-worker
     --corrections``: ``words``, ``model`` or ``off``) says how ``remember_once`` links a correcting
     statement to the memory it corrects. ``model_url`` and ``model`` (``MEMORY_MODEL_URL``,
     ``MEMORY_MODEL``, as ``remembering-worker --model-url --model``) name an OpenAI-compatible
@@ -149,6 +152,9 @@ class Memory:
         model_key_file: str | os.PathLike[str] | None = None,
         model_fallback: str | None = None,
         model_timeout_ms: int | None = None,
+        context_budget: int | None = None,
+        context_capacity: int | None = None,
+        notes_id: str | None = None,
     ) -> None:
         self.db = os.fspath(db)
         self._schema = schema
@@ -158,6 +164,9 @@ class Memory:
             "hnsw_ef_search": hnsw_ef_search,
             "max_tool_output_bytes": max_tool_output_bytes,
             "corrections": corrections,
+            "context_budget": context_budget,
+            "context_capacity": context_capacity,
+            "notes_id": notes_id,
             "model": {
                 "url": model_url,
                 "model": model,
@@ -484,17 +493,62 @@ class Memory:
         *,
         query: str | None = None,
         memory: bool = True,
+        rollover: bool = True,
     ) -> dict[str, Any]:
         """``memory_context``: ``thread``'s current turn as model input within ``budget`` tokens:
-        ``messages`` (system instructions, the summary of compacted records in its frame, the
-        newest segments that fit, never a tool call without its result; then the memory recalled
-        for ``query``, else the current prompt, as a last user message), ``memory``, ``view``
-        (``tokens``, ``dropped``, ``elided``, ``fits``), ``tokens`` and ``fold``. A retried turn
-        reuses the memory it loaded; ``memory=False`` skips the recall."""
-        arguments: dict[str, Any] = {"thread": thread, "budget": budget, "memory": memory}
+        ``messages`` (system instructions, a window marker after a rollover, the summary of
+        compacted records in its frame, the newest segments that fit, never a tool call without its
+        result; the thread's working notes; then the memory recalled for ``query``, else the current
+        prompt, as a last user message), ``memory``, ``notes``, ``view`` (``tokens``, ``dropped``,
+        ``elided``, ``fits``, ``window``), ``tokens`` and ``fold``. A retried turn reuses the memory
+        it loaded; ``memory=False`` skips the recall. When eliding old tool outputs is not enough for
+        a long current turn, the window rolls over by itself; ``rollover=False`` drops the turn's
+        oldest settled steps from the view instead."""
+        arguments: dict[str, Any] = {
+            "thread": thread,
+            "budget": budget,
+            "memory": memory,
+            "rollover": rollover,
+        }
         if query is not None:
             arguments["query"] = query
         return self.call("context", arguments)
+
+    def new_context(self, thread: str, *, handoff: str | None = None) -> dict[str, Any]:
+        """``memory_new_context``: starts a fresh window for ``thread``, with ``handoff`` (at most
+        20,000 characters) or, without one, short excerpts of what it covers. Returns
+        ``rolled_over``, ``window``, and the boundary's ``sequence`` and ``rollover`` record;
+        ``rolled_over`` is false (nothing appended) when there is nothing to cover."""
+        arguments: dict[str, Any] = {"thread": thread}
+        if handoff is not None:
+            arguments["handoff"] = handoff
+        return self.call("new_context", arguments)
+
+    def context_remaining(self, thread: str, *, budget: int | None = None) -> dict[str, Any]:
+        """``memory_context_remaining``: ``window``, ``budget`` (``budget``, else
+        ``context_budget=``), ``capacity`` (``context_capacity=``, else ``None``), ``live_tokens``,
+        ``remaining_tokens``, the ``view`` under the budget and what goes first when the window
+        grows (``next_elided``, ``next_dropped``)."""
+        arguments: dict[str, Any] = {"thread": thread}
+        if budget is not None:
+            arguments["budget"] = budget
+        return self.call("context_remaining", arguments)
+
+    def read_notes(self, thread: str) -> dict[str, Any]:
+        """``memory_read_notes``: ``thread``'s working notes: ``text`` ("" when none) and the
+        ``revision`` to pass back when writing them (``None`` when none yet)."""
+        return self.call("read_notes", {"thread": thread})
+
+    def write_notes(
+        self, thread: str, text: str, *, expected_revision: str | None
+    ) -> dict[str, Any]:
+        """``memory_write_notes``: replaces ``thread``'s notes with ``text`` (at most 20,000
+        characters), expecting ``expected_revision`` (``None`` for the first notes). Notes changed
+        since raise ``ConflictError``: read them again, merge, write with the new revision."""
+        return self.call(
+            "write_notes",
+            {"thread": thread, "text": text, "expected_revision": expected_revision},
+        )
 
     def compact(
         self,
@@ -544,22 +598,28 @@ class Memory:
         self,
         thread: str,
         *,
-        after: int = 0,
+        after: int | None = None,
+        before: int | None = None,
         limit: int | None = None,
         max_bytes: int | None = None,
         include: list[str] | None = None,
     ) -> dict[str, Any]:
-        """``memory_history_read``: ``thread``'s records after ``after``, folded ones included
-        (marked ``folded``); ``next_after`` continues. A forgotten record comes as its placeholder
-        (``forgotten``). System instructions and operational records (``run_completed``,
-        ``compaction``) are left out unless ``include`` names ``"system"`` or ``"operational"``."""
-        arguments: dict[str, Any] = {"thread": thread, "after": after}
-        if limit is not None:
-            arguments["limit"] = limit
-        if max_bytes is not None:
-            arguments["max_bytes"] = max_bytes
-        if include is not None:
-            arguments["include"] = include
+        """``memory_history_read``: ``thread``'s records after ``after`` (oldest first; default
+        from the first) or before the record ``before`` (newest first; not both), folded and covered
+        ones included (marked ``folded``, each with its ``window``); ``next_after`` or
+        ``next_before`` continues. A forgotten record comes as its placeholder (``forgotten``).
+        System instructions and operational records (``run_completed``, ``compaction``,
+        ``rollover``) are left out unless ``include`` names ``"system"`` or ``"operational"``."""
+        arguments: dict[str, Any] = {"thread": thread}
+        for name, value in (
+            ("after", after),
+            ("before", before),
+            ("limit", limit),
+            ("max_bytes", max_bytes),
+            ("include", include),
+        ):
+            if value is not None:
+                arguments[name] = value
         return self.call("history_read", arguments)
 
     def history_search(
@@ -567,21 +627,26 @@ class Memory:
         thread: str,
         text: str,
         *,
-        after: int = 0,
+        after: int | None = None,
+        before: int | None = None,
         limit: int | None = None,
         scan: int | None = None,
         include: list[str] | None = None,
     ) -> dict[str, Any]:
         """``memory_history_search``: ``thread``'s records containing ``text`` (literally,
-        case-insensitively), folded ones included; ``next_after`` continues. A forgotten record
-        never matches; ``include`` as for :meth:`history_read`."""
-        arguments: dict[str, Any] = {"thread": thread, "text": text, "after": after}
-        if limit is not None:
-            arguments["limit"] = limit
-        if scan is not None:
-            arguments["scan"] = scan
-        if include is not None:
-            arguments["include"] = include
+        case-insensitively), after ``after`` or before ``before`` (newest first), folded ones
+        included; ``next_after`` or ``next_before`` continues. A forgotten record never matches;
+        ``include`` as for :meth:`history_read`."""
+        arguments: dict[str, Any] = {"thread": thread, "text": text}
+        for name, value in (
+            ("after", after),
+            ("before", before),
+            ("limit", limit),
+            ("scan", scan),
+            ("include", include),
+        ):
+            if value is not None:
+                arguments[name] = value
         return self.call("history_search", arguments)
 
     def remember_once(self) -> dict[str, Any]:
@@ -623,6 +688,9 @@ class AsyncMemory:
         model_key_file: str | os.PathLike[str] | None = None,
         model_fallback: str | None = None,
         model_timeout_ms: int | None = None,
+        context_budget: int | None = None,
+        context_capacity: int | None = None,
+        notes_id: str | None = None,
     ) -> None:
         self.sync_memory = Memory(
             db,
@@ -640,6 +708,9 @@ class AsyncMemory:
             model_key_file=model_key_file,
             model_fallback=model_fallback,
             model_timeout_ms=model_timeout_ms,
+            context_budget=context_budget,
+            context_capacity=context_capacity,
+            notes_id=notes_id,
         )
         self.namespace = self.sync_memory.namespace
         self.scope = self.sync_memory.scope
@@ -721,9 +792,31 @@ class AsyncMemory:
         *,
         query: str | None = None,
         memory: bool = True,
+        rollover: bool = True,
     ) -> dict[str, Any]:
         return await asyncio.to_thread(
-            self.sync_memory.context, thread, budget, query=query, memory=memory
+            self.sync_memory.context,
+            thread,
+            budget,
+            query=query,
+            memory=memory,
+            rollover=rollover,
+        )
+
+    async def new_context(self, thread: str, *, handoff: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.new_context, thread, handoff=handoff)
+
+    async def context_remaining(self, thread: str, *, budget: int | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.context_remaining, thread, budget=budget)
+
+    async def read_notes(self, thread: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync_memory.read_notes, thread)
+
+    async def write_notes(
+        self, thread: str, text: str, *, expected_revision: str | None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.sync_memory.write_notes, thread, text, expected_revision=expected_revision
         )
 
     async def compact(
@@ -756,7 +849,8 @@ class AsyncMemory:
         self,
         thread: str,
         *,
-        after: int = 0,
+        after: int | None = None,
+        before: int | None = None,
         limit: int | None = None,
         max_bytes: int | None = None,
         include: list[str] | None = None,
@@ -765,6 +859,7 @@ class AsyncMemory:
             self.sync_memory.history_read,
             thread,
             after=after,
+            before=before,
             limit=limit,
             max_bytes=max_bytes,
             include=include,
@@ -775,7 +870,8 @@ class AsyncMemory:
         thread: str,
         text: str,
         *,
-        after: int = 0,
+        after: int | None = None,
+        before: int | None = None,
         limit: int | None = None,
         scan: int | None = None,
         include: list[str] | None = None,
@@ -785,6 +881,7 @@ class AsyncMemory:
             thread,
             text,
             after=after,
+            before=before,
             limit=limit,
             scan=scan,
             include=include,

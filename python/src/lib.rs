@@ -35,7 +35,7 @@ use memory_service::grants::Grant;
 use memory_service::input::decode_value;
 use memory_service::list::ListArguments;
 use memory_service::model_settings::{ModelSettings, ModelValues};
-use memory_service::recall_service::{Indexing, RecallQuery};
+use memory_service::recall_service::Indexing;
 use memory_service::refusal::{Refusal, to_json};
 use memory_service::service::{MemoryService, Operation, RawArguments};
 use memory_service::settings::{Corrections, SettingValues, Settings};
@@ -103,7 +103,8 @@ impl<S: Store> Services<S> {
         Ok(Self {
             threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
             contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default())
-                .with_summarizer(model.as_ref().map(ModelSettings::open).transpose()?),
+                .with_summarizer(model.as_ref().map(ModelSettings::open).transpose()?)
+                .with_settings(settings.context.clone()),
             memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
             corrections: settings.corrections,
@@ -142,6 +143,10 @@ impl<S: Store> Services<S> {
                 self.context(ContextOperation::HistorySearch, arguments)
                     .await
             }
+            "new_context" => self.context(ContextOperation::NewContext, arguments).await,
+            "context_remaining" => self.context(ContextOperation::Remaining, arguments).await,
+            "read_notes" => self.context(ContextOperation::ReadNotes, arguments).await,
+            "write_notes" => self.context(ContextOperation::WriteNotes, arguments).await,
             "remember_once" => self.remember_once().await,
             "status" => {
                 let SyncArguments {} = decode_value(arguments)?;
@@ -199,10 +204,7 @@ impl<S: Store> Services<S> {
                 &grant,
                 operation,
                 RawArguments::Json(arguments),
-                async |arguments| {
-                    let query = RecallQuery::new(arguments)?;
-                    self.memory.recall().recall(query).await
-                },
+                &self.memory,
             )
             .await
     }

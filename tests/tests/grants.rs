@@ -123,7 +123,7 @@ async fn each_token_sees_only_its_own_memory_through_every_tool() {
     let server = start(&fixture, &grants, &[]);
     let ana = McpClient::http(&server.url, Some(ANA)).await.expect("ana");
     let bob = McpClient::http(&server.url, Some(BOB)).await.expect("bob");
-    assert_eq!(ana.tools().await.len(), 15, "the simple tools are listed");
+    assert_eq!(ana.tools().await.len(), 19, "the simple tools are listed");
 
     // Each writes through the simple tools (the grant's defaults) and the precise ones.
     let ana_id = ana

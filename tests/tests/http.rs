@@ -43,7 +43,7 @@ async fn the_token_is_accepted_and_a_missing_or_wrong_one_refused() {
     let session = McpClient::http(&server.url, Some(TOKEN))
         .await
         .expect("the token is accepted");
-    assert_eq!(session.tools().await.len(), 15);
+    assert_eq!(session.tools().await.len(), 19);
     let remembered = session
         .success(
             "memory_remember",
@@ -249,7 +249,7 @@ async fn a_loopback_server_without_a_token_publishes_none() {
         .iter()
         .map(|tool| tool.name.to_string())
         .collect();
-    assert_eq!(names.len(), 11, "no defaults, no simple tools: {names:?}");
+    assert_eq!(names.len(), 15, "no defaults, no simple tools: {names:?}");
     session.close().await;
     assert!(server.stop().success());
 }

@@ -15,7 +15,7 @@ const SIMPLE_TOOLS: [&str; 4] = [
     "memory_forget",
     "memory_list",
 ];
-const PRECISE_TOOLS: [&str; 11] = [
+const PRECISE_TOOLS: [&str; 15] = [
     "memory_put",
     "memory_withdraw",
     "memory_get",
@@ -27,6 +27,10 @@ const PRECISE_TOOLS: [&str; 11] = [
     "memory_compact",
     "memory_history_read",
     "memory_history_search",
+    "memory_new_context",
+    "memory_context_remaining",
+    "memory_read_notes",
+    "memory_write_notes",
 ];
 
 fn ids_of(page: &Value) -> Vec<String> {
@@ -75,7 +79,8 @@ async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_de
                 | "memory_sync"
                 | "memory_search"
                 | "memory_list"
-                | "memory_context"
+                | "memory_context_remaining"
+                | "memory_read_notes"
                 | "memory_history_read"
                 | "memory_history_search"
         );

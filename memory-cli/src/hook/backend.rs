@@ -157,7 +157,9 @@ impl Backend {
             Self::OneShot { database, settings } => {
                 let query = RecallQuery::new(arguments)?;
                 let opened = database.open_async(Client::HOOK).await?;
-                Ok(with_store!(opened, store => one_shot_recall(store, *settings, query).await)?)
+                Ok(
+                    with_store!(opened, store => one_shot_recall(store, settings.clone(), query).await)?,
+                )
             }
         }
     }
@@ -183,9 +185,10 @@ impl Backend {
             }
             Self::OneShot { database, settings } => {
                 let opened = database.open_async(Client::HOOK).await?;
-                let (settings, thread) = (*settings, thread.clone());
+                let (settings, thread) = (settings.clone(), thread.clone());
+                // The served hook's memory_context rolls over by default: so does this one.
                 let assembled = with_store!(opened, store => one_shot_context(
-                    store, settings, None, thread, budget, query, Some(defaults),
+                    store, settings, None, thread, budget, query, Some(defaults), true,
                 )
                 .await)?;
                 Ok(to_json(&assembled)?)

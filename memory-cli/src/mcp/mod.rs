@@ -69,6 +69,10 @@ pub struct MemoryServer<S: Store> {
     local: Arc<Grant>,
     /// Whether the simple tools are listed.
     simple: bool,
+    /// The model memory_compact asks when a call says `summarize`.
+    summarizer: Option<Arc<dyn memory_model::ChatModel>>,
+    /// `--context-budget`, `--context-capacity`, `--notes-id`.
+    context_settings: crate::settings::ContextSettings,
     metrics: Arc<ServerMetrics>,
     tool_router: ToolRouter<Self>,
 }
@@ -83,6 +87,8 @@ impl<S: Store> Clone for MemoryServer<S> {
             user: self.user.clone(),
             local: Arc::clone(&self.local),
             simple: self.simple,
+            summarizer: self.summarizer.clone(),
+            context_settings: self.context_settings.clone(),
             metrics: Arc::clone(&self.metrics),
             tool_router: self.tool_router.clone(),
         }
@@ -183,18 +189,42 @@ impl<S: Store> MemoryServer<S> {
             defaults,
             user,
             simple,
+            summarizer: None,
+            context_settings: crate::settings::ContextSettings::default(),
             metrics,
             tool_router,
         }
     }
 
+    /// What the context tools' fold cache did (`None` before the first context call).
+    pub fn fold_stats(&self) -> Option<memory_context::fold::FoldStats> {
+        self.contexts.fold_stats()
+    }
+
+    /// Builds the context tools again with the server's summarizer and context settings.
+    fn rebuild_contexts(&mut self) {
+        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
+        self.contexts = Arc::new(
+            ContextTools::new(Arc::clone(self.service.store()), destination)
+                .with_summarizer(self.summarizer.clone())
+                .with_settings(self.context_settings.clone()),
+        );
+    }
+
+    /// Answers memory_context_remaining with `settings`' budget and capacity when a call names no
+    /// budget, and keeps each thread's notes where `settings` says; call it before the server is
+    /// cloned or serves.
+    pub fn with_context_settings(mut self, settings: crate::settings::ContextSettings) -> Self {
+        self.context_settings = settings;
+        self.rebuild_contexts();
+        self
+    }
+
     /// Has memory_compact ask `model` for the summary when a call says `summarize`; call it before
     /// the server is cloned or serves.
     pub fn with_summarizer(mut self, model: Option<Arc<dyn memory_model::ChatModel>>) -> Self {
-        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
-        self.contexts = Arc::new(
-            ContextTools::new(Arc::clone(self.service.store()), destination).with_summarizer(model),
-        );
+        self.summarizer = model;
+        self.rebuild_contexts();
         self
     }
 
@@ -302,17 +332,13 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> CallToolResult {
         let grant = self.caller(context);
-        let service = Arc::clone(&self.service);
         let answer = self
             .contexts
             .execute_as(
                 &grant,
                 operation,
                 RawArguments::Json(Value::Object(arguments)),
-                async move |arguments| {
-                    let query = crate::recall_service::RecallQuery::new(arguments)?;
-                    service.recall().recall(query).await
-                },
+                &self.service,
             )
             .await;
         self.counted(&grant, operation.tool_name(), &answer);
@@ -476,11 +502,11 @@ impl<S: Store> MemoryServer<S> {
     /// Assembles a thread's current turn as model input under a token budget.
     #[tool(
         name = "memory_context",
-        description = "Assemble a thread's current turn as model input within budget tokens: the history (system instructions, the summary of compacted records in its frame, the newest segments that fit; old tool outputs elided first, a tool call never without its result, the current turn never dropped) as chat messages, then the memory recalled for the turn (for query, else the current prompt) as a last user message. Reports tokens, dropped and elided segments, whether it fits, and records skipped. A retried turn reuses the memory it loaded. memory false skips the recall.",
+        description = "Assemble a thread's current turn as model input within budget tokens: the history (system instructions, the summary of compacted records in its frame, the newest segments that fit; old tool outputs elided first, a tool call never without its result, the current turn never dropped) as chat messages, then the memory recalled for the turn (for query, else the current prompt) as a last user message. Reports tokens, dropped and elided segments, whether it fits, and records skipped. A retried turn reuses the memory it loaded. memory false skips the recall. The thread's working notes (memory_write_notes) come before the memory. When eliding old tool outputs is not enough for a long current turn, the window rolls over by itself (a new window, as memory_new_context starts one, with excerpts of what it covers; view.window says which); rollover false drops the turn's oldest settled steps from the view instead.",
         input_schema = input_schema::<ContextArguments>(),
         output_schema = output_schema::<memory_context::AssembledContext>(),
         annotations(
-            read_only_hint = true,
+            read_only_hint = false,
             destructive_hint = false,
             idempotent_hint = true,
             open_world_hint = false
@@ -520,7 +546,7 @@ impl<S: Store> MemoryServer<S> {
     /// Pages through a thread's records.
     #[tool(
         name = "memory_history_read",
-        description = "Read a thread's records after a sequence (folded ones included, marked folded), up to limit records and max_bytes of text; next_after continues.",
+        description = "Read a thread's records after a sequence (after, oldest first) or before a record (before, newest first; not both), folded and covered ones included, each marked folded and with the window it belongs to, up to limit records and max_bytes of text; next_after or next_before continues. A before that is not a record of the thread is not-found.",
         input_schema = input_schema::<HistoryReadArguments>(),
         output_schema = output_schema::<memory_context::history::HistoryPage>(),
         annotations(
@@ -542,7 +568,7 @@ impl<S: Store> MemoryServer<S> {
     /// Searches a thread's records literally.
     #[tool(
         name = "memory_history_search",
-        description = "Find a thread's records containing text (literally, case-insensitively), folded ones included, each with the text around the match; next_after continues a search that stopped at limit or scan.",
+        description = "Find a thread's records containing text (literally, case-insensitively), after a sequence (oldest first) or before a record (before, newest first), folded and covered ones included, each with the text around the match and its window; next_after or next_before continues a search that stopped at limit or scan.",
         input_schema = input_schema::<HistorySearchArguments>(),
         output_schema = output_schema::<memory_context::history::HistorySearch>(),
         annotations(
@@ -558,6 +584,94 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> CallToolResult {
         self.respond_context(&context, ContextOperation::HistorySearch, arguments)
+            .await
+    }
+
+    /// Starts a new context window.
+    #[tool(
+        name = "memory_new_context",
+        description = "Start a fresh context window for a thread when this one is full or stale. Call it as the only tool call of its step (a step holding it beside other calls is refused, invalid-input). handoff (optional, at most 20,000 characters): what the next window must know; without it the window starts with short excerpts of what it covers. From the next turn on, the context shows the instructions, the current request, a window marker with the handoff, the user's latest messages and any tool call still waiting for its result; the covered records stay readable with memory_history_read (before) and memory_history_search. rolled_over false: there was nothing to cover.",
+        input_schema = input_schema::<crate::context::NewContextArguments>(),
+        output_schema = output_schema::<crate::context::NewContextResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_new_context(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::NewContext, arguments)
+            .await
+    }
+
+    /// What is left of a thread's window.
+    #[tool(
+        name = "memory_context_remaining",
+        description = "How much of the context budget a thread's window uses: the window (number, boundary), the budget (the call's, else the server's --context-budget), the capacity (--context-capacity, null when not set), the estimated live tokens, the tokens remaining, the view under the budget (what it elides and drops now) and what goes first when the window grows (next_elided, next_dropped). Appends nothing.",
+        input_schema = input_schema::<crate::context::RemainingArguments>(),
+        output_schema = output_schema::<memory_context::Remaining>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_context_remaining(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::Remaining, arguments)
+            .await
+    }
+
+    /// Reads a thread's working notes.
+    #[tool(
+        name = "memory_read_notes",
+        description = "Read this thread's working notes: text (empty when none) and the revision to pass back when writing them (null when none yet). The notes are shown in every assembled context of the thread.",
+        input_schema = input_schema::<crate::notes::ReadNotesArguments>(),
+        output_schema = output_schema::<crate::notes::NotesAnswer>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_read_notes(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::ReadNotes, arguments)
+            .await
+    }
+
+    /// Replaces a thread's working notes.
+    #[tool(
+        name = "memory_write_notes",
+        description = "Replace this thread's working notes with text (the whole notes, at most 20,000 characters), passing the revision memory_read_notes answered as expected_revision (null for the first notes). If the notes changed since, the write is refused (conflict): read them again, merge, and write with the new revision. A retried identical write answers replayed true.",
+        input_schema = input_schema::<crate::notes::WriteNotesArguments>(),
+        output_schema = output_schema::<crate::notes::NotesAnswer>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_write_notes(
+        &self,
+        context: RequestContext<RoleServer>,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        self.respond_context(&context, ContextOperation::WriteNotes, arguments)
             .await
     }
 }

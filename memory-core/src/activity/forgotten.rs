@@ -87,6 +87,24 @@ impl ForgottenRecords {
         self.records == other.records
     }
 
+    /// A fingerprint of the suppressions naming the thread's records: equal exactly when
+    /// [`ForgottenRecords::same_records`] holds (what a persisted fold checkpoint was folded with).
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for (sequence, revisions) in &self.records {
+            hasher.update(sequence.get().to_be_bytes());
+            hasher.update((revisions.len() as u64).to_be_bytes());
+            for (revision, at) in revisions {
+                let revision = revision.as_ref().map_or("", |revision| revision.as_str());
+                hasher.update((revision.len() as u64).to_be_bytes());
+                hasher.update(revision.as_bytes());
+                hasher.update(at.to_be_bytes());
+            }
+        }
+        crate::ids::lower_hex(&hasher.finalize())
+    }
+
     /// When `record` was forgotten (the earliest suppression that covers it), or `None`.
     pub fn forgotten_at(&self, record: &ThreadRecord) -> Option<EpochMillis> {
         let digest = SourceRevision::of_record(&record.digest);

@@ -533,6 +533,73 @@ pub trait ThreadLog: Send + Sync {
 
     /// Threads per destination, unbound, pending and parked threads.
     fn overview(&self) -> Result<ThreadOverview, ActivityError>;
+
+    /// The checkpoint of the fold named `fold` at `version` for `thread`, if one is stored. A log
+    /// that keeps no checkpoints answers `None` (the provided default): a cold read then folds the
+    /// thread from its first record.
+    fn load_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+    ) -> Result<Option<FoldCheckpoint>, ActivityError> {
+        let _ = (thread, fold, version);
+        Ok(None)
+    }
+
+    /// Stores `checkpoint` as the one of the fold named `fold` at `version` for `thread`, replacing
+    /// the one stored unless that one is folded further (`through` greater). A log that keeps no
+    /// checkpoints stores nothing (the provided default).
+    fn save_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+        checkpoint: &FoldCheckpoint,
+    ) -> Result<(), ActivityError> {
+        let _ = (thread, fold, version, checkpoint);
+        Ok(())
+    }
+}
+
+/// Most bytes of a checkpoint's encoded state: a larger state is not stored (its thread folds from
+/// its first record, or from an older checkpoint, after a restart).
+pub const MAX_CHECKPOINT_BYTES: usize = 16 * 1024 * 1024;
+/// Most bytes of a fold's name.
+pub const MAX_FOLD_NAME_BYTES: usize = 128;
+
+/// A fold's state as persisted beside the log, so a cold read starts from it instead of record 1.
+/// It is a cache of what the log says: a state that no longer decodes, or was folded with other
+/// forgotten records, is never used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldCheckpoint {
+    /// The newest record the state was folded through.
+    pub through: Sequence,
+    /// The fingerprint of the thread's forgotten records the state was folded with
+    /// ([`super::forgotten::ForgottenRecords::fingerprint`]).
+    pub forgotten: String,
+    /// The encoded state (the fold's own encoding), at most [`MAX_CHECKPOINT_BYTES`].
+    pub state: String,
+}
+
+impl FoldCheckpoint {
+    /// Checks the fold's name and the state's size before anything is stored.
+    pub fn check(&self, fold: &str) -> Result<(), ActivityError> {
+        if fold.is_empty() || fold.len() > MAX_FOLD_NAME_BYTES {
+            return Err(ActivityError::invalid(
+                "fold",
+                format!("a fold's name is 1 to {MAX_FOLD_NAME_BYTES} bytes"),
+            ));
+        }
+        if self.state.len() > MAX_CHECKPOINT_BYTES {
+            return Err(ActivityError::TooLarge {
+                limit: "checkpoint bytes",
+                max: MAX_CHECKPOINT_BYTES as u64,
+                actual: self.state.len() as u64,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// What an append does to the thread's binding: the one rule every store applies inside its append

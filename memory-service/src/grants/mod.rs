@@ -71,11 +71,17 @@ pub enum GrantedOperation {
     ThreadRead,
     /// `memory_compact`: append a compaction to such a thread.
     ThreadCompact,
+    /// `memory_new_context`: append a rollover (a new window) to such a thread.
+    ThreadRollover,
+    /// `memory_read_notes`: read such a thread's notes.
+    NotesRead,
+    /// `memory_write_notes`: replace such a thread's notes.
+    NotesWrite,
 }
 
 impl GrantedOperation {
     /// Every operation, in the order the documentation lists them.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 14] = [
         Self::Recall,
         Self::Get,
         Self::List,
@@ -87,6 +93,9 @@ impl GrantedOperation {
         Self::ThreadForget,
         Self::ThreadRead,
         Self::ThreadCompact,
+        Self::ThreadRollover,
+        Self::NotesRead,
+        Self::NotesWrite,
     ];
 
     /// The name a grants file uses.
@@ -103,6 +112,9 @@ impl GrantedOperation {
             Self::ThreadForget => "thread_forget",
             Self::ThreadRead => "thread_read",
             Self::ThreadCompact => "thread_compact",
+            Self::ThreadRollover => "thread_rollover",
+            Self::NotesRead => "notes_read",
+            Self::NotesWrite => "notes_write",
         }
     }
 

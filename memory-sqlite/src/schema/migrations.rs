@@ -2,7 +2,8 @@
 //! schema was versioned, in the order they appeared (their SQL is what those builds ran, so a file
 //! they wrote is recognised step by step, `super::legacy`); step 11 is the first of the versioned
 //! schema; step 12 keeps every revision's words readable as history, and drops a withdrawn
-//! document's; step 13 finds a thread's suppressions without reading every other's.
+//! document's; step 13 finds a thread's suppressions without reading every other's; step 14 reads
+//! corrections backwards; step 15 keeps the context layer's fold checkpoints.
 //!
 //! To change the schema, append a migration; never edit one that has shipped.
 
@@ -110,7 +111,27 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: CORRECTIONS_INDEX,
         rust: None,
     },
+    Migration {
+        version: 15,
+        name: "fold checkpoints",
+        sql: FOLD_CHECKPOINTS,
+        rust: None,
+    },
 ];
+
+/// The context layer's fold checkpoints (memory-context's `fold`): each thread's newest state of one
+/// fold at one version, a cache of what the log says, so a cold read starts from it.
+const FOLD_CHECKPOINTS: &str = "
+CREATE TABLE IF NOT EXISTS thread_fold_checkpoints (
+    thread TEXT NOT NULL,
+    fold TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    through INTEGER NOT NULL,
+    forgotten TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (thread, fold, version)
+) STRICT;
+";
 
 /// The reverse of correction links (`crate::corrections`): the current documents whose `corrects`
 /// member names a document, by namespace and the named id. Partial, so documents without a link (all

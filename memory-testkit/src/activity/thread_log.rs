@@ -7,8 +7,9 @@ use super::{ActivityBackend, destination, ok, refused, sync_suite, thread};
 use crate::fixtures::{Checked, Failure, ensure};
 use memory_core::activity::thread::{MAX_PAGE_RECORDS, MAX_PARK_KIND_BYTES, MAX_PARTICIPANT_BYTES};
 use memory_core::activity::{
-    ActivityError, DestinationCount, LogEntry, NewRecord, PendingThread, RecordBody, RecordDigest,
-    Sequence, ThreadBinding, ThreadDestination, ThreadLog, ThreadOverview,
+    ActivityError, DestinationCount, FoldCheckpoint, LogEntry, NewRecord, PendingThread,
+    RecordBody, RecordDigest, Sequence, ThreadBinding, ThreadDestination, ThreadLog,
+    ThreadOverview,
 };
 
 sync_suite! {
@@ -37,6 +38,57 @@ sync_suite! {
     "bad-park-kinds-are-refused-and-park-nothing" => bad_park_kinds_are_refused,
     "overview-counts-destinations-unbound-pending-and-parked" => overview_counts_threads,
     "concurrent-first-appends-bind-one-destination" => concurrent_first_appends_bind_one_destination,
+    "a-checkpoint-reads-back-per-thread-fold-and-version-and-is-replaced" => checkpoints_round_trip,
+}
+
+fn checkpoints_round_trip<B: ActivityBackend>(backend: &B) -> Checked {
+    let log = backend.thread_log();
+    let (t, u) = (thread("t")?, thread("u")?);
+    say(&log, "t", "hello")?;
+    let first = FoldCheckpoint {
+        through: Sequence::new(1),
+        forgotten: "f0".to_owned(),
+        state: "{\"segments\": [\"caf\u{e9} \u{1F600}\"]}".to_owned(),
+    };
+    ensure!(
+        ok(log.load_checkpoint(&t, "conversation", 1), "load")?.is_none(),
+        "a checkpoint before any was saved"
+    );
+    ok(log.save_checkpoint(&t, "conversation", 1, &first), "save")?;
+    let other = backend.thread_log();
+    ensure!(
+        ok(other.load_checkpoint(&t, "conversation", 1), "load")?.as_ref() == Some(&first),
+        "the checkpoint does not read back whole from another handle"
+    );
+    for (thread, fold, version) in [
+        (&u, "conversation", 1),
+        (&t, "other", 1),
+        (&t, "conversation", 2),
+    ] {
+        ensure!(
+            ok(log.load_checkpoint(thread, fold, version), "load")?.is_none(),
+            "a checkpoint of another thread, fold or version was found"
+        );
+    }
+    let second = FoldCheckpoint {
+        through: Sequence::new(7),
+        forgotten: "f1".to_owned(),
+        state: "{}".to_owned(),
+    };
+    ok(
+        log.save_checkpoint(&t, "conversation", 1, &second),
+        "save again",
+    )?;
+    ensure!(
+        ok(log.load_checkpoint(&t, "conversation", 1), "load")?.as_ref() == Some(&second),
+        "a saved checkpoint does not replace the one stored"
+    );
+    let refused = log.save_checkpoint(&t, "", 1, &second);
+    ensure!(
+        refused.as_ref().is_err_and(is_invalid),
+        "a checkpoint without a fold name was not refused: {refused:?}"
+    );
+    Ok(())
 }
 
 fn sequences(records: &[memory_core::activity::ThreadRecord]) -> Vec<u64> {

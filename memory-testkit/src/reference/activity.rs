@@ -10,10 +10,10 @@ use memory_core::activity::thread::{
     overview_destinations, rebinding,
 };
 use memory_core::activity::{
-    ActivityError, Claim, ExtractionNote, ExtractionTotals, FencingEpoch, Lease, LogEntry,
-    NewRecord, PendingOutput, PendingThread, ProcessorId, ProgressKey, ProgressStore, ProgressView,
-    RecordDigest, Sequence, ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview,
-    ThreadRecord, WorkerId,
+    ActivityError, Claim, ExtractionNote, ExtractionTotals, FencingEpoch, FoldCheckpoint, Lease,
+    LogEntry, NewRecord, PendingOutput, PendingThread, ProcessorId, ProgressKey, ProgressStore,
+    ProgressView, RecordDigest, Sequence, ThreadBinding, ThreadDestination, ThreadId, ThreadLog,
+    ThreadOverview, ThreadRecord, WorkerId,
 };
 use memory_core::document::EpochMillis;
 
@@ -43,6 +43,8 @@ pub(super) struct State {
     notes: BTreeSet<(ProcessorId, u64, ThreadId, Sequence)>,
     totals: ExtractionTotals,
     pub(super) remembering: RememberingState,
+    /// Fold checkpoints by thread, fold name and version.
+    checkpoints: BTreeMap<(ThreadId, String, u32), FoldCheckpoint>,
 }
 
 /// The thread log, progress store and remembering store, in process memory. Clones share one state.
@@ -260,6 +262,34 @@ impl ThreadLog for InMemoryActivity {
             pending: state.pending.len() as u64,
             parked: parked.into_iter().collect(),
         })
+    }
+
+    fn load_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+    ) -> Result<Option<FoldCheckpoint>, ActivityError> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(&(thread.clone(), fold.to_owned(), version))
+            .cloned())
+    }
+
+    fn save_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+        checkpoint: &FoldCheckpoint,
+    ) -> Result<(), ActivityError> {
+        checkpoint.check(fold)?;
+        self.lock().checkpoints.insert(
+            (thread.clone(), fold.to_owned(), version),
+            checkpoint.clone(),
+        );
+        Ok(())
     }
 }
 
