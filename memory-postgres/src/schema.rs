@@ -346,7 +346,7 @@ const MIGRATIONS: &[&str] = &[
 /// The context layer's fold checkpoints (memory-context's `fold`): each thread's newest state of one
 /// fold at one version, a cache of what the log says, so a cold read starts from it.
 const MIGRATION_8: &str = r#"
-CREATE TABLE thread_fold_checkpoints (
+CREATE TABLE IF NOT EXISTS thread_fold_checkpoints (
     thread TEXT NOT NULL,
     fold TEXT NOT NULL,
     version BIGINT NOT NULL,

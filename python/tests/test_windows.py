@@ -7,7 +7,14 @@ import asyncio
 
 import pytest
 
-from agent_memory import AsyncMemory, ConflictError, InvalidInputError, Memory, NotFoundError
+from agent_memory import (
+    AsyncMemory,
+    ConflictError,
+    InvalidInputError,
+    Memory,
+    NotFoundError,
+    TooLargeError,
+)
 
 
 def _record(kind: str, speaker: str, **body: object) -> dict:
@@ -74,7 +81,7 @@ def test_a_rollover_a_handoff_the_notes_and_history_before(database: dict) -> No
         memory.history_read("build", before=boundary, after=1)
     with pytest.raises(NotFoundError):
         memory.history_read("build", before=10_000)
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(TooLargeError):
         memory.new_context("build", handoff="x" * 20_001)
 
 
@@ -100,7 +107,23 @@ def test_the_async_memory_has_the_same_window_methods(database: dict) -> None:
         assert (await memory.read_notes("async"))["revision"] == notes["revision"]
         assert (await memory.new_context("async"))["rolled_over"] is True
         assert (await memory.context_remaining("async", budget=1000))["window"]["number"] == 2
-        page = await memory.history_read("async", before=3)
+        page = await memory.history_read("async", before=3, include=["system"])
         assert [record["sequence"] for record in page["records"]] == [2, 1]
 
     asyncio.run(run())
+
+
+def test_the_worker_never_remembers_a_handoff_or_the_notes(memory: Memory) -> None:
+    memory.append("w", "I moved to Porto last spring.")
+    memory.append("w", "noted", role="assistant")
+    memory.append("w", "Now book the movers.")
+    memory.write_notes("w", "My favourite colour is teal.", expected_revision=None)
+    rolled = memory.new_context("w", handoff="The user's sister is called Marta.")
+    assert rolled["rolled_over"] is True
+    assert memory.remember_once()["failed"] == 0
+    remembered = str(memory.search("Porto", mode="lexical")["results"])
+    assert "Porto" in remembered, "the user's own words are remembered"
+    for absent in ("Marta", "sister"):
+        assert absent not in str(memory.search(absent, mode="lexical")["results"])
+    found = memory.search("favourite colour teal", mode="lexical")["results"]
+    assert all(result["id"] == "notes/w" for result in found), found

@@ -35,6 +35,42 @@ pub fn claude_input(name: &str, session: &str, transcript: &Path, prompt: Option
     input.to_string()
 }
 
+/// `memory hook prompt --format json --context-budget BUDGET` of `user`'s `prompt` in the generic form
+/// (`--user USER --speaker USER`): the assembled context, one-shot, or through the server when one
+/// runs for the database. Asserts the hook succeeded.
+pub fn prompt_with_context(
+    fixture: &Fixture,
+    session: &str,
+    user: &str,
+    prompt: &str,
+    prompt_id: &str,
+    budget: u64,
+) -> Outcome {
+    let input = serde_json::json!({"session": session, "prompt": prompt, "prompt_id": prompt_id})
+        .to_string();
+    let budget = budget.to_string();
+    let outcome = run_hook(
+        fixture,
+        &[
+            "prompt",
+            "--format",
+            "json",
+            "--context-budget",
+            &budget,
+            "--user",
+            user,
+            "--speaker",
+            user,
+            "--timeout-ms",
+            "60000",
+        ],
+        &input,
+        &[],
+    );
+    assert_eq!(outcome.code, 0, "{outcome:#?}");
+    outcome
+}
+
 /// Runs `memory --db DB hook <args...>` with `input` on standard input and extra environment.
 pub fn run_hook(fixture: &Fixture, args: &[&str], input: &str, env: &[(&str, &OsStr)]) -> Outcome {
     run_hook_on(&fixture.db, args, input, env)

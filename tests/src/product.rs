@@ -331,3 +331,24 @@ pub fn cited_documents(result: &Value) -> Vec<String> {
     ids.dedup();
     ids
 }
+
+/// The chat messages of an assembled context (`messages`), asserting every tool call is followed by
+/// its result.
+pub fn paired(messages: &Value) -> &Vec<Value> {
+    let messages = messages.as_array().expect("messages");
+    for (index, message) in messages.iter().enumerate() {
+        for (offset, call) in message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            assert_eq!(
+                messages[index + 1 + offset]["tool_call_id"],
+                call["id"],
+                "a call without its result: {messages:#?}"
+            );
+        }
+    }
+    messages
+}

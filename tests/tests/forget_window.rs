@@ -15,8 +15,8 @@
 //!
 //! The log itself stays append-only: every record is still there.
 
-use integration_tests::hook::run_hook;
-use integration_tests::product::{Fixture, McpClient, Outcome};
+use integration_tests::hook::prompt_with_context;
+use integration_tests::product::{Fixture, McpClient, Outcome, paired};
 use integration_tests::serving::{HttpServer, ready};
 use serde_json::{Value, json};
 
@@ -47,26 +47,6 @@ fn placeholder(content: &Value, sequence: u64) {
     assert_eq!(parsed["forgotten"], true, "{parsed:#}");
     assert_eq!(parsed["sequence"], sequence, "{parsed:#}");
     assert!(parsed["forgotten_at"].as_i64().is_some(), "{parsed:#}");
-}
-
-/// Asserts every tool call is followed by its result, and answers the messages.
-fn paired(messages: &Value) -> &Vec<Value> {
-    let messages = messages.as_array().expect("messages");
-    for (index, message) in messages.iter().enumerate() {
-        for (offset, call) in message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            assert_eq!(
-                messages[index + 1 + offset]["tool_call_id"],
-                call["id"],
-                "{messages:#?}"
-            );
-        }
-    }
-    messages
 }
 
 async fn compact(client: &McpClient, forgotten: Value, summary: &str, through: u64) -> Value {
@@ -353,26 +333,8 @@ async fn a_forgotten_record_is_never_shown_again_in_any_view_tool_or_summary() {
     );
 }
 
-/// `memory hook prompt` of ana's in the generic form with an assembled context of 2,000 tokens: one-shot,
-/// or through the server when one runs for the database.
+/// `memory hook prompt` of ana's with an assembled context of 2,000 tokens: one-shot, or through the
+/// server when one runs for the database.
 fn hook_context(fixture: &Fixture, prompt: &str, prompt_id: &str) -> Outcome {
-    let input = json!({"session": THREAD, "prompt": prompt, "prompt_id": prompt_id}).to_string();
-    run_hook(
-        fixture,
-        &[
-            "prompt",
-            "--format",
-            "json",
-            "--context-budget",
-            "2000",
-            "--user",
-            "ana",
-            "--speaker",
-            "ana",
-            "--timeout-ms",
-            "60000",
-        ],
-        &input,
-        &[],
-    )
+    prompt_with_context(fixture, THREAD, "ana", prompt, prompt_id, 2000)
 }

@@ -16,8 +16,8 @@
 //!   tokens every 50 calls: it never goes over budget, the prompt is always there, every call is
 //!   followed by its result, and the window rolled over by itself.
 
-use integration_tests::hook::run_hook;
-use integration_tests::product::{Fixture, McpClient, Outcome};
+use integration_tests::hook::prompt_with_context;
+use integration_tests::product::{Fixture, McpClient, Outcome, paired};
 use integration_tests::serving::{HttpServer, get, parse_metrics, ready, sample};
 use serde_json::{Value, json};
 
@@ -49,30 +49,10 @@ fn said(kind: &str, speaker: &str, text: &str) -> Value {
            "body": {"kind": kind, "text": text}})
 }
 
-/// Asserts every tool call is followed by its result, and answers the messages.
-fn paired(assembled: &Value) -> &Vec<Value> {
-    let messages = assembled["messages"].as_array().expect("messages");
-    for (index, message) in messages.iter().enumerate() {
-        for (offset, tool_call) in message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            assert_eq!(
-                messages[index + 1 + offset]["tool_call_id"],
-                tool_call["id"],
-                "a call without its result: {assembled:#}"
-            );
-        }
-    }
-    messages
-}
-
 /// The second window as every door must show it: instructions first, the marker with the handoff,
 /// the run's input, and the notes.
 fn shows_the_second_window(assembled: &Value) {
-    let messages = paired(assembled);
+    let messages = paired(&assembled["messages"]);
     assert_eq!(messages[0]["content"], SYSTEM, "{assembled:#}");
     let marker = messages[1]["content"].as_str().expect("marker");
     assert!(marker.starts_with("[window 2: "), "{assembled:#}");
@@ -92,27 +72,7 @@ fn shows_the_second_window(assembled: &Value) {
 }
 
 fn hook_context(fixture: &Fixture, prompt: &str, prompt_id: &str) -> Outcome {
-    let input = json!({"session": THREAD, "prompt": prompt, "prompt_id": prompt_id}).to_string();
-    let outcome = run_hook(
-        fixture,
-        &[
-            "prompt",
-            "--format",
-            "json",
-            "--context-budget",
-            "3000",
-            "--user",
-            "ana",
-            "--speaker",
-            "ana",
-            "--timeout-ms",
-            "60000",
-        ],
-        &input,
-        &[],
-    );
-    assert_eq!(outcome.code, 0, "{outcome:#?}");
-    outcome
+    prompt_with_context(fixture, THREAD, "ana", prompt, prompt_id, 3000)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,7 +159,7 @@ async fn a_window_rolls_over_keeps_its_notes_and_survives_a_restart_through_ever
         .await;
     shows_the_second_window(&assembled);
     assert_eq!(
-        paired(&assembled)[3]["tool_calls"][0]["function"]["name"],
+        paired(&assembled["messages"])[3]["tool_calls"][0]["function"]["name"],
         "memory_new_context",
         "the pending call is kept: {assembled:#}"
     );
@@ -365,7 +325,7 @@ async fn an_hour_long_run_fits_its_budget_over_mcp_by_pruning_and_automatic_roll
             .await;
         assert_eq!(assembled["over_budget"], false, "{assembled:#}");
         assert!(assembled["tokens"].as_u64() <= Some(8000), "{assembled:#}");
-        let messages = paired(&assembled);
+        let messages = paired(&assembled["messages"]);
         assert_eq!(messages[0]["content"], SYSTEM);
         assert!(
             messages.iter().any(|message| message["content"] == INPUT),
@@ -393,4 +353,96 @@ async fn an_hour_long_run_fits_its_budget_over_mcp_by_pruning_and_automatic_roll
         .await;
     assert_eq!(first["matches"][0]["window"], 1, "{first:#}");
     client.close().await;
+}
+
+/// A grant that may read ana's threads but holds none of the new operations: its caller reads the
+/// window and what is left, and is refused the rollover and the notes; its context shows no notes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_operations_are_granted_one_by_one() {
+    const ANA: &str = "ana-token-9f1c";
+    const WATCHER: &str = "watcher-token-3b70";
+    let fixture = Fixture::new();
+    append(&fixture, said("system_message", "host", SYSTEM));
+    append(&fixture, said("user_input", "ana", INPUT));
+    append(&fixture, said("assistant_message", "assistant", "on it"));
+    append(&fixture, said("user_input", "ana", "and the cat?"));
+    let grant = |name: &str, token: &str, operations: &str| {
+        format!(
+            r#"
+[[grant]]
+name = "{name}"
+token_sha256 = "{digest}"
+operations = {operations}
+read_scopes = ["*"]
+write_scopes = ["*"]
+
+[[grant.namespaces]]
+name = "memory.user"
+fields = {{ user = "ana" }}
+"#,
+            digest = memory_cli::grants::token_digest(token),
+        )
+    };
+    let grants = fixture.dir.path().join("grants.toml");
+    std::fs::write(
+        &grants,
+        grant("ana", ANA, r#"["*"]"#) + &grant("watcher", WATCHER, r#"["thread_read"]"#),
+    )
+    .expect("grants file");
+    let server = HttpServer::start(
+        &fixture,
+        &[
+            "--grants".to_owned(),
+            grants.to_str().expect("UTF-8").to_owned(),
+        ],
+        &[],
+    );
+    ready(&server.base()).await;
+    let ana = McpClient::http(&server.url, Some(ANA)).await.expect("ana");
+    let watcher = McpClient::http(&server.url, Some(WATCHER))
+        .await
+        .expect("watcher");
+    ana.success(
+        "memory_write_notes",
+        json!({"thread": THREAD, "text": NOTES, "expected_revision": null}),
+    )
+    .await;
+    for (tool, arguments) in [
+        ("memory_new_context", json!({"thread": THREAD})),
+        ("memory_read_notes", json!({"thread": THREAD})),
+        (
+            "memory_write_notes",
+            json!({"thread": THREAD, "text": "mine now", "expected_revision": null}),
+        ),
+    ] {
+        watcher.refused(tool, arguments, "forbidden").await;
+    }
+    let remaining = watcher
+        .success(
+            "memory_context_remaining",
+            json!({"thread": THREAD, "budget": 2000}),
+        )
+        .await;
+    assert_eq!(remaining["window"]["number"], 1, "{remaining:#}");
+    let seen = watcher
+        .success(
+            "memory_context",
+            json!({"thread": THREAD, "budget": 2000, "memory": false}),
+        )
+        .await;
+    assert!(seen.get("notes").is_none(), "{seen:#}");
+    assert!(!seen.to_string().contains(NOTES), "{seen:#}");
+    let owned = ana
+        .success(
+            "memory_context",
+            json!({"thread": THREAD, "budget": 2000, "memory": false}),
+        )
+        .await;
+    assert_eq!(owned["notes"]["id"], format!("notes/{THREAD}"), "{owned:#}");
+    let rolled = ana
+        .success("memory_new_context", json!({"thread": THREAD}))
+        .await;
+    assert_eq!(rolled["rolled_over"], true, "{rolled:#}");
+    ana.close().await;
+    watcher.close().await;
 }
