@@ -208,7 +208,7 @@ pub struct Remaining {
     /// The model's context capacity, when the server knows it.
     pub capacity: Option<u64>,
     /// Estimated tokens of everything the window holds now, before any elision or drop (instructions,
-    /// marker, summary and segments).
+    /// marker, summary and segments; a turn's notes and recalled memory come on top).
     pub live_tokens: u64,
     /// Tokens of the budget the live window leaves (0 when it is over).
     pub remaining_tokens: u64,
