@@ -287,12 +287,73 @@ async fn a_window_rolls_over_keeps_its_notes_and_survives_a_restart_through_ever
         Value::Null,
         "{remaining:#?}"
     );
+    // The command line's own doors: notes, a rollover and the history before it.
+    let read = fixture.run(&["context", THREAD, "--read-notes"]);
+    let revision = read.success()["revision"]
+        .as_str()
+        .expect("revision")
+        .to_owned();
+    fixture
+        .run(&[
+            "context",
+            THREAD,
+            "--write-notes",
+            "checklist: all done",
+            "--expected-revision",
+            &revision,
+        ])
+        .success();
+    fixture
+        .run(&[
+            "context",
+            THREAD,
+            "--write-notes",
+            "stale",
+            "--expected-revision",
+            &revision,
+        ])
+        .refused("conflict");
+    let rolled = fixture.run(&[
+        "context",
+        THREAD,
+        "--new-context",
+        "--handoff",
+        "Day two is done.",
+    ]);
+    assert_eq!(rolled.success()["window"], 3, "{rolled:#?}");
+    let third = rolled.success()["sequence"].as_u64().expect("boundary");
+    let cli = fixture.run(&["context", THREAD, "--budget", "3000", "--no-memory"]);
+    let messages = paired(&cli.success()["messages"]);
+    assert!(
+        messages[1]["content"].as_str().is_some_and(
+            |marker| marker.starts_with("[window 3: ") && marker.ends_with("Day two is done.")
+        ),
+        "{cli:#?}"
+    );
+    assert!(cli.stdout.contains("checklist: all done"), "{cli:#?}");
+    let found = fixture.run(&[
+        "context",
+        THREAD,
+        "--search",
+        "Lisbon",
+        "--before",
+        &third.to_string(),
+    ]);
+    let matches = found.success()["matches"].as_array().expect("matches");
+    assert!(!matches.is_empty(), "{found:#?}");
+    assert!(
+        matches
+            .windows(2)
+            .all(|pair| pair[0]["sequence"].as_u64() > pair[1]["sequence"].as_u64()),
+        "{found:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hour_long_run_fits_its_budget_over_mcp_by_pruning_and_automatic_rollover() {
     const RUN: &str = "hour-three";
     let fixture = Fixture::new();
+
     let client = fixture
         .serve_with(&["--user".to_owned(), "ana".to_owned()], &[])
         .await;
