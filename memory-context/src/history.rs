@@ -423,7 +423,7 @@ impl<'a> Scan<'a> {
     fn next_entry(&mut self) -> Result<Option<LogEntry>, ContextError> {
         if let Some(entry) = self.buffer.next() {
             self.scanned += 1;
-            self.cursor = entry_sequence(&entry);
+            self.cursor = entry.sequence();
             return Ok(Some(entry));
         }
         if self.ended || self.scanned >= self.max {
@@ -451,7 +451,7 @@ impl<'a> Scan<'a> {
                     && entries
                         .iter()
                         .enumerate()
-                        .all(|(at, entry)| entry_sequence(entry).get() == first + at as u64);
+                        .all(|(at, entry)| entry.sequence().get() == first + at as u64);
                 if !complete {
                     return Err(ContextError::Gap {
                         first: Sequence::new(first),
@@ -467,7 +467,7 @@ impl<'a> Scan<'a> {
         match self.buffer.next() {
             Some(entry) => {
                 self.scanned += 1;
-                self.cursor = entry_sequence(&entry);
+                self.cursor = entry.sequence();
                 Ok(Some(entry))
             }
             None => {
@@ -483,13 +483,6 @@ impl<'a> Scan<'a> {
             Anchor::After(_) => (Some(at), None),
             Anchor::Before(_) => (None, Some(at)),
         }
-    }
-}
-
-fn entry_sequence(entry: &LogEntry) -> Sequence {
-    match entry {
-        LogEntry::Record(record) => record.sequence,
-        LogEntry::Undecodable(undecodable) => undecodable.sequence,
     }
 }
 

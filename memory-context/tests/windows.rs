@@ -318,3 +318,40 @@ fn history_before_is_bounded_newest_first_and_refuses_an_anchor_outside_the_thre
         );
     }
 }
+
+#[test]
+fn a_backward_page_the_log_cannot_give_whole_fails_instead_of_answering_with_a_hole() {
+    let log = log();
+    let thread = thread("gap");
+    for index in 0..6 {
+        user(&*log, &thread, &format!("message {index}"));
+    }
+    let gappy = memory_testkit::activity::GappyLog::new((*log).clone(), Sequence::new(3));
+    let context = Context::new(std::sync::Arc::new(gappy));
+    let refused = context.history_read(
+        &thread,
+        Anchor::Before(Sequence::new(6)),
+        10,
+        1 << 20,
+        Include::default(),
+    );
+    assert!(
+        matches!(refused, Err(ContextError::Gap { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.map(|_| ()).map_err(|error| error.kind()),
+        Err(memory_core::ErrorKind::Corrupt)
+    );
+    // Above the hole a page still reads.
+    let page = context
+        .history_read(
+            &thread,
+            Anchor::Before(Sequence::new(6)),
+            1,
+            1 << 20,
+            Include::default(),
+        )
+        .expect("page");
+    assert_eq!(page.records.len(), 1);
+}

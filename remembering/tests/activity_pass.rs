@@ -6,12 +6,12 @@ mod support;
 use std::sync::Arc;
 
 use memory_core::activity::{
-    ActivityError, LogEntry, NewRecord, PendingThread, ProgressStore, RecordBody, Sequence,
-    ThreadBinding, ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    ActivityError, NewRecord, ProgressStore, RecordBody, Sequence, ThreadId, ThreadLog,
 };
 use memory_core::{ManualClock, MemoryReader};
 use memory_sqlite::progress::SqliteProgressStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
+use memory_testkit::activity::GappyLog;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use remembering::{
@@ -191,83 +191,6 @@ async fn lost_acknowledgement_retries_the_saved_output_and_lands_once() {
     );
 }
 
-/// A log whose pages skip one record, as a damaged or misbehaving log would.
-struct GappyLog {
-    inner: SqliteThreadLog,
-    missing: Sequence,
-}
-
-impl ThreadLog for GappyLog {
-    fn append_to(
-        &self,
-        thread: &ThreadId,
-        destination: Option<&ThreadDestination>,
-        record: NewRecord,
-    ) -> Result<ThreadRecord, ActivityError> {
-        self.inner.append_to(thread, destination, record)
-    }
-
-    fn inspect_tail(&self, thread: &ThreadId) -> Result<Sequence, ActivityError> {
-        self.inner.inspect_tail(thread)
-    }
-
-    fn read_entries(
-        &self,
-        thread: &ThreadId,
-        after: Sequence,
-        limit: usize,
-    ) -> Result<Vec<LogEntry>, ActivityError> {
-        let mut page = self.inner.read_entries(thread, after, limit + 1)?;
-        page.retain(|entry| entry.sequence() != self.missing);
-        page.truncate(limit);
-        Ok(page)
-    }
-
-    fn binding(&self, thread: &ThreadId) -> Result<Option<ThreadBinding>, ActivityError> {
-        self.inner.binding(thread)
-    }
-
-    fn rebind(
-        &self,
-        thread: &ThreadId,
-        destination: &ThreadDestination,
-    ) -> Result<ThreadBinding, ActivityError> {
-        self.inner.rebind(thread, destination)
-    }
-
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadId>, ActivityError> {
-        self.inner.threads(after, limit)
-    }
-
-    fn pending_threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<PendingThread>, ActivityError> {
-        self.inner.pending_threads(after, limit)
-    }
-
-    fn mark_all_pending(&self) -> Result<u64, ActivityError> {
-        self.inner.mark_all_pending()
-    }
-
-    fn settle(&self, thread: &ThreadId, tail: Sequence) -> Result<bool, ActivityError> {
-        self.inner.settle(thread, tail)
-    }
-
-    fn park(&self, thread: &ThreadId, sequence: Sequence, kind: &str) -> Result<(), ActivityError> {
-        self.inner.park(thread, sequence, kind)
-    }
-
-    fn overview(&self) -> Result<ThreadOverview, ActivityError> {
-        self.inner.overview()
-    }
-}
-
 #[tokio::test]
 async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
     let db = temp_db();
@@ -276,10 +199,10 @@ async fn noncontiguous_pending_work_stops_the_pass_before_the_gap() {
     let clock = Arc::new(ManualClock::new(1_000));
     let writer = Arc::new(FaultyWriter::new(clock.clone()));
     let worker = remembering::ActivityProcessor::new(remembering::ActivityProcessorParts {
-        log: Arc::new(GappyLog {
-            inner: SqliteThreadLog::open(&db.path).unwrap(),
-            missing: Sequence::new(3),
-        }),
+        log: Arc::new(GappyLog::new(
+            SqliteThreadLog::open(&db.path).unwrap(),
+            Sequence::new(3),
+        )),
         progress: Arc::new(SqliteProgressStore::open(&db.path).unwrap()),
         references: Arc::new(
             memory_sqlite::remembering_store::SqliteRememberingStore::open(&db.path).unwrap(),

@@ -18,10 +18,12 @@
 //! Every rule runs on a fresh backend from the factory; the report names each broken rule. The suites
 //! are synchronous, like the ports: call them from a plain `#[test]`, not inside an async runtime.
 
+mod gappy;
 mod progress;
 mod remembering;
 mod thread_log;
 
+pub use gappy::GappyLog;
 pub use progress::{PROGRESS_RULES, run_progress_suite};
 pub use remembering::{REMEMBERING_RULES, run_remembering_suite};
 pub use thread_log::{THREAD_LOG_RULES, run_thread_log_suite};
