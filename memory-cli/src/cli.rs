@@ -638,7 +638,7 @@ pub struct ServeArgs {
     /// Per-tenant grants (TOML, or JSON when the name ends in .json): each token (by its SHA-256)
     /// may use only its namespaces, scopes and operations, and brings the simple tools' defaults.
     /// Over HTTP it is re-read on SIGHUP; a faulty file refuses to start (a faulty re-read keeps the
-    /// old grants). On standard input and output, --grant NAME picks the grant. The README shows an
+    /// old grants). On standard input and output, --grant NAME picks the grant. docs/grants.md shows an
     /// example.
     #[arg(long, value_name = "FILE")]
     pub grants: Option<PathBuf>,

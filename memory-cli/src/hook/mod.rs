@@ -1,7 +1,7 @@
 //! `memory hook`: the memory of agent runs wired to the turn lifecycle of agent hosts.
 //!
 //! A host runs the hook as a command around each turn; it reads one JSON object on standard input and
-//! writes context on standard output ([`args::HOOK_HELP`] is the reference, the README walks through
+//! writes context on standard output ([`args::HOOK_HELP`] is the reference, docs/hooks.md walks through
 //! Claude Code's settings):
 //!
 //! - `prompt` (Claude Code's `UserPromptSubmit`): appends the prompt to the thread log as a user record
