@@ -271,7 +271,7 @@ impl ServerMetrics {
             "memory_fold_cache",
             "The context layer's fold cache since start, by event: hits (warm reads), misses (cold \
              reads), rebuilds (a forget since), evictions (bound or idle expiry), checkpoint_restores, \
-             checkpoints_ignored, checkpoint_saves; and cached (threads held now)",
+             checkpoints_ignored, checkpoint_saves, checkpoints_unsaved; and cached (threads held now)",
             fold_cache.clone(),
         );
         Self {
@@ -325,6 +325,7 @@ impl ServerMetrics {
             ("checkpoint_restores", stats.checkpoint_restores),
             ("checkpoints_ignored", stats.checkpoints_ignored),
             ("checkpoint_saves", stats.checkpoint_saves),
+            ("checkpoints_unsaved", stats.checkpoints_unsaved),
             ("cached", stats.cached),
         ] {
             self.fold_cache

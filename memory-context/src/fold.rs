@@ -27,7 +27,9 @@
 //! of the log, never a source: one of another version, one that does not decode, one folded through a
 //! record the log does not have, or one folded with other forgotten records is ignored (and counted),
 //! so a forget hides a checkpoint's copy of the record's text as it hides the record, and the next
-//! checkpoint replaces it. A state over memory-core's `MAX_CHECKPOINT_BYTES` is not stored.
+//! checkpoint replaces it. A state over memory-core's `MAX_CHECKPOINT_BYTES` is not stored, and a
+//! checkpoint the log fails to load or store is counted (`checkpoints_ignored`,
+//! `checkpoints_unsaved`): the read answers from the log all the same.
 //!
 //! # The cache
 //! At most `max_threads` states (default [`DEFAULT_CACHED_THREADS`]); the least recently read is
@@ -190,10 +192,12 @@ pub struct FoldStats {
     /// Cold reads that started from a persisted checkpoint.
     pub checkpoint_restores: u64,
     /// Checkpoints found but not used: another forgotten set, a state that does not decode, a
-    /// sequence the log does not have.
+    /// sequence the log does not have, or a load that failed.
     pub checkpoints_ignored: u64,
     /// Checkpoints stored.
     pub checkpoint_saves: u64,
+    /// Checkpoints not stored: too large (memory-core's `MAX_CHECKPOINT_BYTES`), or the log failed.
+    pub checkpoints_unsaved: u64,
     /// States cached now.
     pub cached: u64,
 }
@@ -207,6 +211,7 @@ struct Counters {
     checkpoint_restores: AtomicU64,
     checkpoints_ignored: AtomicU64,
     checkpoint_saves: AtomicU64,
+    checkpoints_unsaved: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -353,6 +358,7 @@ impl<F: Fold> FoldReader<F> {
             checkpoint_restores: load(&self.counters.checkpoint_restores),
             checkpoints_ignored: load(&self.counters.checkpoints_ignored),
             checkpoint_saves: load(&self.counters.checkpoint_saves),
+            checkpoints_unsaved: load(&self.counters.checkpoints_unsaved),
             cached: lock(&self.cache).entries.len() as u64,
         }
     }
@@ -423,24 +429,20 @@ impl<F: Fold> FoldReader<F> {
             *slot = None;
             bump(&self.counters.rebuilds);
         }
-        let start = match slot.as_ref() {
-            Some(_) => {
+        let (folded, start) = match slot.take() {
+            Some(folded) => {
                 bump(&self.counters.hits);
-                ReadStart::Warm
+                (folded, ReadStart::Warm)
             }
             None => {
                 bump(&self.counters.misses);
-                let (folded, start) = self.cold_start(thread, &forgotten)?;
-                *slot = Some(folded);
-                start
+                self.cold_start(thread, &forgotten)?
             }
         };
-        let Some(folded) = slot.as_mut() else {
-            unreachable!("the slot was filled above")
-        };
+        let folded = slot.insert(folded);
         folded.forgotten = forgotten;
         let read_now = self.catch_up(thread, folded)?;
-        self.checkpoint(thread, folded)?;
+        self.checkpoint(thread, folded);
         Ok(FoldRead {
             state: folded.state.clone(),
             through: folded.through,
@@ -451,32 +453,44 @@ impl<F: Fold> FoldReader<F> {
         })
     }
 
-    /// Where a read with nothing cached starts: the thread's checkpoint when one is usable, else
-    /// before its first record.
-    fn cold_start(
-        &self,
-        thread: &ThreadId,
-        forgotten: &ForgottenRecords,
-    ) -> Result<(Folded<F::State>, ReadStart), ContextError> {
-        let scratch = Folded {
+    /// A state before the thread's first record.
+    fn scratch(&self) -> Folded<F::State> {
+        Folded {
             state: self.fold.initial(),
             through: Sequence::ZERO,
             report: FoldReport::default(),
             forgotten: ForgottenRecords::none(),
             checkpointed: Sequence::ZERO,
-        };
+        }
+    }
+
+    /// Where a read with nothing cached starts: the thread's checkpoint when one is usable, else
+    /// before its first record. A checkpoint the log fails to load is counted as ignored: it is a
+    /// cache, and the log itself still answers.
+    fn cold_start(
+        &self,
+        thread: &ThreadId,
+        forgotten: &ForgottenRecords,
+    ) -> Result<(Folded<F::State>, ReadStart), ContextError> {
+        let scratch = self.scratch();
         if self.scope != FoldScope::Thread
             || self.checkpoint_every.is_none()
             || !self.fold.checkpoints()
         {
             return Ok((scratch, ReadStart::Cold));
         }
-        let Some(checkpoint) =
-            self.log
-                .load_checkpoint(thread, self.fold.name(), self.fold.version())?
-        else {
-            return Ok((scratch, ReadStart::Cold));
-        };
+        let checkpoint =
+            match self
+                .log
+                .load_checkpoint(thread, self.fold.name(), self.fold.version())
+            {
+                Ok(Some(checkpoint)) => checkpoint,
+                Ok(None) => return Ok((scratch, ReadStart::Cold)),
+                Err(_) => {
+                    bump(&self.counters.checkpoints_ignored);
+                    return Ok((scratch, ReadStart::Cold));
+                }
+            };
         let restored = (checkpoint.forgotten == forgotten.fingerprint()
             && checkpoint.through <= self.log.inspect_tail(thread)?)
         .then(|| checkpoint.state.split_once('\n'))
@@ -508,60 +522,55 @@ impl<F: Fold> FoldReader<F> {
         }
     }
 
-    /// Stores a checkpoint of `folded` when it is [`CHECKPOINT_EVERY`] records past the last one.
-    fn checkpoint(
-        &self,
-        thread: &ThreadId,
-        folded: &mut Folded<F::State>,
-    ) -> Result<(), ContextError> {
+    /// Stores a checkpoint of `folded` when it is [`CHECKPOINT_EVERY`] records past the last one. A
+    /// checkpoint is a cache: one too large to store, or one the log fails to store, is counted
+    /// (`checkpoints_unsaved`) and the read answers all the same.
+    fn checkpoint(&self, thread: &ThreadId, folded: &mut Folded<F::State>) {
         let Some(every) = self.checkpoint_every else {
-            return Ok(());
+            return;
         };
         if self.scope != FoldScope::Thread
             || folded.through.get() < folded.checkpointed.get().saturating_add(every)
         {
-            return Ok(());
+            return;
         }
         let Some(state) = self.fold.encode(&folded.state) else {
-            return Ok(());
+            return;
         };
+        // Either way this state is settled: one that cannot be stored is not encoded again for
+        // another CHECKPOINT_EVERY records.
+        folded.checkpointed = folded.through;
         let header = Header {
             fold: self.fold.name().to_owned(),
             version: self.fold.version(),
             report: folded.report.clone(),
         };
-        let mut encoded = serde_json::to_string(&header)
-            .map_err(|error| ContextError::invalid("checkpoint", error.to_string()))?;
+        let Ok(mut encoded) = serde_json::to_string(&header) else {
+            bump(&self.counters.checkpoints_unsaved);
+            return;
+        };
         encoded.push('\n');
         encoded.push_str(&state);
-        // Either way this state is settled: a state too large to store is not encoded again for
-        // another CHECKPOINT_EVERY records.
-        folded.checkpointed = folded.through;
-        if encoded.len() > memory_core::activity::thread::MAX_CHECKPOINT_BYTES {
-            return Ok(());
-        }
         let checkpoint = FoldCheckpoint {
             through: folded.through,
             forgotten: folded.forgotten.fingerprint(),
             state: encoded,
         };
-        self.log
-            .save_checkpoint(thread, self.fold.name(), self.fold.version(), &checkpoint)?;
-        bump(&self.counters.checkpoint_saves);
-        Ok(())
+        // The log checks the size (memory-core's MAX_CHECKPOINT_BYTES) before it stores anything.
+        match self
+            .log
+            .save_checkpoint(thread, self.fold.name(), self.fold.version(), &checkpoint)
+        {
+            Ok(()) => bump(&self.counters.checkpoint_saves),
+            Err(_) => bump(&self.counters.checkpoints_unsaved),
+        }
     }
 
     /// Folds the thread from its first record again, replacing what was cached.
     pub fn rebuild(&self, thread: &ThreadId) -> Result<FoldRead<F::State>, ContextError> {
         let entry = self.entry(thread);
         // From the first record, not from a checkpoint: a rebuild checks the log itself.
-        *lock(&entry) = Some(Folded {
-            state: self.fold.initial(),
-            through: Sequence::ZERO,
-            report: FoldReport::default(),
-            forgotten: ForgottenRecords::none(),
-            checkpointed: Sequence::ZERO,
-        });
+        *lock(&entry) = Some(self.scratch());
         bump(&self.counters.rebuilds);
         self.read(thread)
     }
@@ -569,11 +578,8 @@ impl<F: Fold> FoldReader<F> {
     /// Folds the thread from its first record without touching the cache.
     pub fn read_uncached(&self, thread: &ThreadId) -> Result<FoldRead<F::State>, ContextError> {
         let mut folded = Folded {
-            state: self.fold.initial(),
-            through: Sequence::ZERO,
-            report: FoldReport::default(),
             forgotten: self.forgotten(thread)?,
-            checkpointed: Sequence::ZERO,
+            ..self.scratch()
         };
         let read_now = self.catch_up(thread, &mut folded)?;
         Ok(FoldRead {

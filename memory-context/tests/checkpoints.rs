@@ -177,3 +177,28 @@ fn the_cache_counts_rebuilds_and_evicts_by_its_bound_and_when_idle() {
     context.view(&a, 1_000).expect("view");
     assert_eq!(context.fold_stats().misses, 1);
 }
+
+#[test]
+fn a_state_too_large_to_store_is_counted_and_the_read_still_answers() {
+    let log = log();
+    let thread = thread("large");
+    // Two records of 9 MB each: together more than a checkpoint may hold.
+    for index in 0..2 {
+        user(
+            &*log,
+            &thread,
+            &format!("{index} {}", "x".repeat(9_000_000)),
+        );
+    }
+    let reader =
+        FoldReader::new(Conversation, FoldScope::Thread, log.clone()).checkpointing(Some(1));
+    let read = reader.read(&thread).expect("the read answers");
+    assert_eq!(read.state.segments.len(), 2);
+    let stats = reader.stats();
+    assert_eq!((stats.checkpoint_saves, stats.checkpoints_unsaved), (0, 1));
+    assert!(
+        log.load_checkpoint(&thread, Conversation.name(), Conversation.version())
+            .expect("load")
+            .is_none()
+    );
+}

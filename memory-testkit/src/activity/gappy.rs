@@ -2,8 +2,8 @@
 //! stops before the gap; a history page read backward fails instead of answering with a hole).
 
 use memory_core::activity::{
-    ActivityError, LogEntry, NewRecord, PendingThread, Sequence, ThreadBinding, ThreadDestination,
-    ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
+    ActivityError, FoldCheckpoint, LogEntry, NewRecord, PendingThread, Sequence, ThreadBinding,
+    ThreadDestination, ThreadId, ThreadLog, ThreadOverview, ThreadRecord,
 };
 
 /// A log whose pages skip one record, as a damaged or misbehaving log would: every other call goes to
@@ -89,5 +89,25 @@ impl<L: ThreadLog> ThreadLog for GappyLog<L> {
 
     fn overview(&self) -> Result<ThreadOverview, ActivityError> {
         self.inner.overview()
+    }
+
+    fn load_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+    ) -> Result<Option<FoldCheckpoint>, ActivityError> {
+        self.inner.load_checkpoint(thread, fold, version)
+    }
+
+    fn save_checkpoint(
+        &self,
+        thread: &ThreadId,
+        fold: &str,
+        version: u32,
+        checkpoint: &FoldCheckpoint,
+    ) -> Result<(), ActivityError> {
+        self.inner
+            .save_checkpoint(thread, fold, version, checkpoint)
     }
 }
