@@ -13,4 +13,9 @@ cargo test --workspace --all-features
 # The Python package (python/): build and install it into a venv, then its pytest suite (SQLite always,
 # PostgreSQL too when MEMORY_TEST_POSTGRES_URL is set; the real model from assets/).
 PYTHON="$(bash scripts/python-setup.sh | tail -n 1)"
+# The inspector's browser test: Debian's Chromium and axe-core (npm), both provisioned by the script.
+BROWSER="$(bash scripts/browser-setup.sh)"
+MEMORY_CHROMIUM="$(sed -n 1p <<<"$BROWSER")"
+MEMORY_AXE_CORE="$(sed -n 2p <<<"$BROWSER")"
+export MEMORY_CHROMIUM MEMORY_AXE_CORE
 MEMORY_ASSETS_DIR="${MEMORY_ASSETS_DIR:-$PWD/assets}" "$PYTHON" -m pytest -q python/tests

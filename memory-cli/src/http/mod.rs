@@ -9,6 +9,7 @@
 //!   token is the guard and every host name is accepted.
 //! - `/metrics`: [`ServerMetrics`] as OpenMetrics text, for the server's own token or one granted
 //!   everything.
+//! - `/ui`: the web inspector ([`ui`]), signed in with a token exchanged for a session cookie.
 //! - `/healthz`: open to anyone (probes), telling no more than readiness: `200 {"status":"ready"}`
 //!   once the store is open (it is before the socket is bound) and the model and index are loaded;
 //!   `503 {"status":"starting"}` while they load, `503 {"status":"degraded"}` when the load failed
@@ -21,6 +22,7 @@
 
 mod accept;
 pub mod gate;
+pub mod ui;
 
 pub use gate::Limits;
 
@@ -248,6 +250,7 @@ pub async fn serve_http<S: Store>(
     } else {
         server
     };
+    let inspector = ui::Inspector::new(server.clone(), Arc::clone(&grants));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
     let gate = gate::Gate::new(grants, limits, sessions, Arc::clone(&state.metrics));
     let admit = {
@@ -278,6 +281,7 @@ pub async fn serve_http<S: Store>(
             }),
         )
         .merge(protected)
+        .nest("/ui", ui::router(inspector))
         .fallback(|| async { (StatusCode::NOT_FOUND, Body::empty()) })
         .layer(RequestBodyTimeoutLayer::new(limits.body_timeout()));
     accept::serve(listener, app, limits.header_timeout(), async move {

@@ -196,6 +196,11 @@ impl<S: Store> MemoryServer<S> {
         }
     }
 
+    /// The memory operations the server answers with.
+    pub(crate) fn service(&self) -> &Arc<MemoryService<S>> {
+        &self.service
+    }
+
     /// What the context tools' fold cache did (`None` before the first context call).
     pub fn fold_stats(&self) -> Option<memory_context::fold::FoldStats> {
         self.contexts.fold_stats()

@@ -44,7 +44,20 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> (Arc<Grant>, SimpleCall<T>) {
         let grant = self.caller(context);
-        let call = grant
+        let call = self
+            .simple_defaults(&grant, operation)
+            .and_then(|defaults| Ok((defaults, decode_value(Value::Object(arguments))?)));
+        (grant, call)
+    }
+
+    /// The namespace and scope `grant`'s simple operations work in (its own defaults, else the
+    /// server's), once `operation` is checked: what the simple tools and the inspector both use.
+    pub(crate) fn simple_defaults(
+        &self,
+        grant: &Grant,
+        operation: GrantedOperation,
+    ) -> Result<Arc<Defaults>, Refusal> {
+        grant
             .allow_operation(operation)
             .and_then(|()| grant.defaults_or(self.defaults.as_ref()))
             .and_then(|defaults| {
@@ -54,8 +67,6 @@ impl<S: Store> MemoryServer<S> {
                     )
                 })
             })
-            .and_then(|defaults| Ok((defaults, decode_value(Value::Object(arguments))?)));
-        (grant, call)
     }
 }
 

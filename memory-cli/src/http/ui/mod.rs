@@ -1,0 +1,415 @@
+//! The web inspector at `/ui` of `memory serve --http`: the same process and port as `/mcp`, pages
+//! rendered on the server with no script, and nothing fetched from elsewhere (the one style sheet is
+//! in the binary), so it works offline.
+//!
+//! - **Sign-in.** A token is required even on loopback: it is entered once in the page, checked
+//!   against the grants (`--grants`, or the server's own token) and exchanged for a session cookie
+//!   ([`session`]); it never appears in a URL. A server that admits callers without a token
+//!   (loopback, none set) keeps the inspector closed and says how to open it. A wrong token, an expired session and a session from
+//!   before a restart are each answered with the sign-in page and a plain message.
+//! - **What a caller sees.** Every page reads through the signed-in grant, by the same functions the
+//!   simple MCP tools call: the memories of the grant's namespace and scope (its defaults, else the
+//!   server's `--namespace`/`--scope`), newest first or searched in a recall mode, each with its
+//!   provenance and citation; forgetting one, with a reason, is `memory_forget`.
+//! - **Untrusted text.** Memory text is rendered escaped, under a strict Content-Security-Policy (no
+//!   script at all, styles from this origin only, no framing), `nosniff` and `no-store`.
+//! - **State changes** are `POST` forms whose `Origin` (or `Sec-Fetch-Site`) must be this server's
+//!   own: a cross-origin form post is refused (`403`) before anything is read.
+//!
+//! Decisions: server-rendered HTML (maud) and one CSS file are the smallest stack that does this well:
+//! no build step, no JavaScript to audit, and every page works with the keyboard and at any zoom. The
+//! threads and overview pages are not here yet.
+
+mod pages;
+pub mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, Query, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, LOCATION, ORIGIN, REFERRER_POLICY,
+    SET_COOKIE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use serde::Deserialize;
+
+use crate::database::Store;
+use crate::grants::{Grant, GrantedOperation, Grants};
+use crate::list::ListArguments;
+use crate::mcp::MemoryServer;
+use crate::simple::{self, ForgetArguments, SearchArguments};
+use crate::wire::RecallMode;
+use session::{Lookup, Sessions};
+
+/// The policy every inspector response carries: no script, styles and forms of this origin only.
+pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; style-src 'self'; \
+     img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Passages a search shows.
+const SEARCH_LIMIT: u32 = 20;
+/// Documents the list shows.
+const LIST_LIMIT: u32 = 50;
+
+/// What the inspector's handlers share.
+pub struct Inspector<S: Store> {
+    server: MemoryServer<S>,
+    grants: Arc<Grants>,
+    sessions: Sessions,
+}
+
+/// What the sign-in page says on a server that needs no token.
+const NO_TOKEN: &str = "This server needs no token, so the inspector is closed: a token is required \
+     even on loopback. Start the server with --token-file (or MEMORY_TOKEN) or --grants.";
+
+impl<S: Store> Inspector<S> {
+    /// Whether the server admits callers without a token (loopback, no token set): then the
+    /// inspector admits nobody.
+    fn open(&self) -> bool {
+        self.grants.caller(None).is_some()
+    }
+
+    /// The inspector of `server`, whose callers sign in with a token `grants` knows.
+    pub fn new(server: MemoryServer<S>, grants: Arc<Grants>) -> Arc<Self> {
+        Arc::new(Self {
+            server,
+            grants,
+            sessions: Sessions::default(),
+        })
+    }
+}
+
+/// The inspector's routes, to nest at `/ui`.
+pub fn router<S: Store>(inspector: Arc<Inspector<S>>) -> Router {
+    Router::new()
+        .route("/", get(index::<S>))
+        .route("/style.css", get(style))
+        .route("/login", post(login::<S>))
+        .route("/logout", post(logout::<S>))
+        .route("/memories", get(memories::<S>))
+        .route("/forget", post(forget::<S>))
+        .with_state(inspector)
+        .layer(axum::middleware::map_response(secured))
+}
+
+/// Adds the inspector's security headers to a response.
+async fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY_VALUE),
+        (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (X_FRAME_OPTIONS, "DENY"),
+        // Not `no-referrer`: under it a browser sends `Origin: null` on this page's own form posts.
+        (REFERRER_POLICY, "same-origin"),
+        (CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn page(status: StatusCode, markup: Markup) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        markup.into_string(),
+    )
+        .into_response()
+}
+
+fn redirect(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(LOCATION, to.to_owned())]).into_response()
+}
+
+/// Whether a state-changing request comes from this server's own pages: its `Origin` names this
+/// host (or, without one or with an opaque `null`, the browser says `Sec-Fetch-Site: same-origin`).
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(HOST).and_then(|host| host.to_str().ok()) else {
+        return false;
+    };
+    match headers.get(ORIGIN).and_then(|origin| origin.to_str().ok()) {
+        Some(origin) if origin != "null" => {
+            origin == format!("http://{host}") || origin == format!("https://{host}")
+        }
+        // No origin, or an opaque one: only the browser's own word that the post is same-origin.
+        _ => headers
+            .get("sec-fetch-site")
+            .is_some_and(|site| site == "same-origin"),
+    }
+}
+
+fn cross_origin() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        pages::problem(
+            "Refused",
+            "This form was not sent from this inspector's own pages, so nothing was done.",
+        ),
+    )
+}
+
+/// The signed-in grant, or where a caller without one is sent.
+fn signed_in<S: Store>(
+    inspector: &Inspector<S>,
+    headers: &HeaderMap,
+) -> Result<(String, Arc<Grant>), &'static str> {
+    match inspector.sessions.lookup(headers) {
+        Lookup::Live(id, grant) => Ok((id, grant)),
+        Lookup::Expired => Err("/ui?expired=1"),
+        Lookup::None => Err("/ui"),
+    }
+}
+
+#[derive(Deserialize)]
+struct IndexQuery {
+    #[serde(default)]
+    expired: Option<String>,
+}
+
+async fn index<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Query(query): Query<IndexQuery>,
+) -> Response {
+    if let Lookup::Live(..) = inspector.sessions.lookup(&headers) {
+        return redirect("/ui/memories");
+    }
+    if inspector.open() {
+        return page(StatusCode::FORBIDDEN, pages::sign_in(Some(NO_TOKEN)));
+    }
+    let message = query.expired.map(|_| {
+        "Your session has ended (it expired, you signed out, or the server restarted). Sign in again."
+    });
+    page(StatusCode::OK, pages::sign_in(message))
+}
+
+async fn style() -> Response {
+    (
+        [(CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("style.css"),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_origin();
+    }
+    if inspector.open() {
+        return page(StatusCode::FORBIDDEN, pages::sign_in(Some(NO_TOKEN)));
+    }
+    let token = form.token.trim();
+    // An empty token is no token, even on a server whose loopback callers need none over /mcp.
+    let grant = (!token.is_empty())
+        .then(|| inspector.grants.caller(Some(token)))
+        .flatten();
+    let Some(grant) = grant else {
+        return page(
+            StatusCode::UNAUTHORIZED,
+            pages::sign_in(Some("That token holds no grant on this server.")),
+        );
+    };
+    let id = inspector.sessions.open(grant);
+    let mut response = redirect("/ui/memories");
+    if let Ok(cookie) = HeaderValue::from_str(&session::set_cookie(&id, session::SESSION_TTL)) {
+        response.headers_mut().insert(SET_COOKIE, cookie);
+    }
+    response
+}
+
+async fn logout<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_origin();
+    }
+    if let Lookup::Live(id, _) = inspector.sessions.lookup(&headers) {
+        inspector.sessions.close(&id);
+    }
+    let mut response = redirect("/ui");
+    if let Ok(cookie) = HeaderValue::from_str(&session::clear_cookie()) {
+        response.headers_mut().insert(SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+struct MemoriesQuery {
+    #[serde(default)]
+    q: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    forgotten: Option<String>,
+}
+
+fn mode_of(name: &str) -> Option<RecallMode> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+async fn memories<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Query(query): Query<MemoriesQuery>,
+) -> Response {
+    let (_, grant) = match signed_in(&inspector, &headers) {
+        Ok(signed) => signed,
+        Err(to) => return redirect(to),
+    };
+    let search = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    let operation = if search.is_some() {
+        GrantedOperation::Recall
+    } else {
+        GrantedOperation::List
+    };
+    let defaults = match inspector.server.simple_defaults(&grant, operation) {
+        Ok(defaults) => defaults,
+        Err(refusal) => {
+            return page(
+                status_of(refusal.kind()),
+                pages::problem("Not allowed", refusal.message()),
+            );
+        }
+    };
+    let mode_name = query.mode.as_deref().unwrap_or("hybrid");
+    let Some(mode) = pages::MODES
+        .contains(&mode_name)
+        .then(|| mode_of(mode_name))
+        .flatten()
+    else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            pages::problem(
+                "Unknown mode",
+                "Choose one of the recall modes the form offers.",
+            ),
+        );
+    };
+    let service = inspector.server.service();
+    let mut notice = query.forgotten.map(|id| {
+        (
+            false,
+            format!("Forgotten: {id}. It is no longer read, searched or listed."),
+        )
+    });
+    let (found, listed) = match search {
+        Some(text) => {
+            let arguments = SearchArguments {
+                query: text.to_owned(),
+                limit: Some(SEARCH_LIMIT),
+            };
+            match simple::search_in_mode(service, &defaults, arguments, mode).await {
+                Ok(found) => (Some(found), None),
+                Err(refusal) => {
+                    notice = Some((true, refusal.message().to_owned()));
+                    (None, None)
+                }
+            }
+        }
+        None => {
+            let arguments = ListArguments {
+                cursor: None,
+                limit: Some(LIST_LIMIT),
+            };
+            match simple::list(service, &defaults, &grant, arguments).await {
+                Ok(listed) => (None, Some(listed)),
+                Err(refusal) => {
+                    notice = Some((true, refusal.message().to_owned()));
+                    (None, None)
+                }
+            }
+        }
+    };
+    let namespace = defaults.address().as_str().to_owned();
+    page(
+        StatusCode::OK,
+        pages::memories(pages::MemoriesView {
+            grant: grant.name(),
+            namespace: &namespace,
+            scope: defaults.scope().as_str(),
+            query: search,
+            mode: mode_name,
+            found,
+            listed,
+            notice,
+        }),
+    )
+}
+
+/// The status a refusal is answered with on a page.
+fn status_of(kind: memory_core::ErrorKind) -> StatusCode {
+    use memory_core::ErrorKind;
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+#[derive(Deserialize)]
+struct ForgetForm {
+    id: String,
+    reason: String,
+}
+
+async fn forget<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Form(form): Form<ForgetForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_origin();
+    }
+    let (_, grant) = match signed_in(&inspector, &headers) {
+        Ok(signed) => signed,
+        Err(to) => return redirect(to),
+    };
+    let answer = match inspector
+        .server
+        .simple_defaults(&grant, GrantedOperation::Forget)
+    {
+        Ok(defaults) => {
+            simple::forget(
+                inspector.server.service(),
+                &defaults,
+                &grant,
+                ForgetArguments {
+                    id: form.id.clone(),
+                    reason: form.reason,
+                },
+            )
+            .await
+        }
+        Err(refusal) => Err(refusal),
+    };
+    match answer {
+        Ok(_) => {
+            let id: String = form
+                .id
+                .chars()
+                .filter(|character| {
+                    character.is_ascii_alphanumeric() || "-_.:".contains(*character)
+                })
+                .collect();
+            redirect(&format!("/ui/memories?forgotten={id}"))
+        }
+        Err(refusal) => page(
+            status_of(refusal.kind()),
+            pages::problem("Not forgotten", refusal.message()),
+        ),
+    }
+}

@@ -1,0 +1,198 @@
+//! The inspector's pages, rendered on the server (maud escapes every value it interpolates, so memory
+//! text, thread records and tool output are shown as text, never run). No page loads a script.
+
+use maud::{DOCTYPE, Markup, html};
+
+use crate::list::ListResult;
+use crate::wire::{RecallResult, WireDocument};
+
+/// The recall modes the search offers.
+pub const MODES: [&str; 5] = ["hybrid", "lexical", "exact", "hnsw", "recent"];
+
+/// A page: its title, who is signed in (with a sign-out button), and its content.
+pub fn layout(title: &str, signed_in: Option<&str>, content: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · memory inspector" }
+                link rel="stylesheet" href="/ui/style.css";
+            }
+            body {
+                header {
+                    nav aria-label="Inspector" {
+                        a href="/ui/memories" { "Memories" }
+                    }
+                    @if let Some(grant) = signed_in {
+                        form.inline method="post" action="/ui/logout" {
+                            span { "Signed in as grant " strong { (grant) } " " }
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { h1 { (title) } (content) }
+            }
+        }
+    }
+}
+
+/// The sign-in page, with a message when there is one (a wrong token, an expired session).
+pub fn sign_in(message: Option<&str>) -> Markup {
+    layout(
+        "Sign in",
+        None,
+        html! {
+            @if let Some(message) = message {
+                p.notice.error role="alert" { (message) }
+            }
+            p { "Enter the server's token, or the token of your grant. It is exchanged for a session here and never shown again." }
+            form method="post" action="/ui/login" {
+                label for="token" { "Token" }
+                input id="token" name="token" type="password" autocomplete="off" required;
+                " "
+                button type="submit" { "Sign in" }
+            }
+        },
+    )
+}
+
+/// What the memories page shows.
+pub struct MemoriesView<'a> {
+    /// The grant signed in.
+    pub grant: &'a str,
+    /// The namespace's canonical address.
+    pub namespace: &'a str,
+    /// The scope searched.
+    pub scope: &'a str,
+    /// The search, when one was asked.
+    pub query: Option<&'a str>,
+    /// Its mode.
+    pub mode: &'a str,
+    /// What the search found.
+    pub found: Option<RecallResult>,
+    /// The newest documents, without a search.
+    pub listed: Option<ListResult>,
+    /// A notice (a forget done) or an error.
+    pub notice: Option<(bool, String)>,
+}
+
+fn attributions(content: &memory_core::MemoryContent) -> Markup {
+    html! {
+        @for attribution in &content.attributions {
+            dt { "Said by" } dd { (attribution.speaker) }
+            dt { "Record" } dd { (attribution.origin_id) " at " (attribution.locator) }
+            @if let Some(at) = attribution.activity_at {
+                dt { "When" } dd { (at) " (epoch ms)" }
+            }
+            dt { "Taken as" } dd { (attribution.interpretation) }
+        }
+    }
+}
+
+fn forget_form(id: &str) -> Markup {
+    html! {
+        form method="post" action="/ui/forget" {
+            input type="hidden" name="id" value=(id);
+            label for={"reason-" (id)} { "Why forget it" }
+            input id={"reason-" (id)} name="reason" type="text" required;
+            " "
+            button type="submit" { "Forget" }
+        }
+    }
+}
+
+fn document_item(document: &WireDocument) -> Markup {
+    html! {
+        li {
+            p.text { (document.content.text) }
+            dl.provenance {
+                dt { "Id" } dd { (document.id) }
+                dt { "Revision" } dd { (document.revision) }
+                dt { "Written" } dd { (document.modified_at) " (epoch ms)" }
+                dt { "Locator" } dd { (document.locator) }
+                (attributions(&document.content))
+            }
+            (forget_form(&document.id))
+        }
+    }
+}
+
+/// The memories of the grant's namespace: a search, or the newest documents.
+pub fn memories(view: MemoriesView<'_>) -> Markup {
+    layout(
+        "Memories",
+        Some(view.grant),
+        html! {
+            p { "Namespace " code { (view.namespace) } ", scope " code { (view.scope) } "." }
+            @if let Some((error, message)) = &view.notice {
+                @if *error {
+                    p.notice.error role="alert" { (message) }
+                } @else {
+                    p.notice role="status" { (message) }
+                }
+            }
+            form method="get" action="/ui/memories" role="search" {
+                label for="q" { "Search" }
+                input id="q" name="q" type="search" value=(view.query.unwrap_or(""));
+                label for="mode" { "Mode" }
+                select id="mode" name="mode" {
+                    @for mode in MODES {
+                        option value=(mode) selected[mode == view.mode] { (mode) }
+                    }
+                }
+                " "
+                button type="submit" { "Search" }
+            }
+            @if let Some(found) = &view.found {
+                h2 { "Found for “" (view.query.unwrap_or("")) "”" }
+                @if found.passages.is_empty() {
+                    p { "Nothing found." }
+                }
+                ol.memories {
+                    @for passage in &found.passages {
+                        li {
+                            p.text { (passage.content.text) }
+                            dl.provenance {
+                                dt { "Citation" } dd { (passage.citation) }
+                                dt { "Score" } dd { (passage.score) }
+                                dt { "Document" } dd { (passage.source.id) }
+                                dt { "Revision" } dd { (passage.source.revision.as_deref().unwrap_or("unknown")) }
+                                dt { "Locator" } dd { (passage.source.locator) }
+                                @if let Some(correction) = &passage.corrected_by {
+                                    dt { "Corrected by" } dd { (correction) }
+                                }
+                                (attributions(&passage.content))
+                            }
+                            (forget_form(&passage.source.id))
+                        }
+                    }
+                }
+            }
+            @if let Some(listed) = &view.listed {
+                h2 { "Newest memories" }
+                @if listed.documents.is_empty() {
+                    p { "No memories yet." }
+                }
+                ol.memories {
+                    @for document in &listed.documents {
+                        (document_item(document))
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A page that says what went wrong, with a way back.
+pub fn problem(title: &str, message: &str) -> Markup {
+    layout(
+        title,
+        None,
+        html! {
+            p.notice.error role="alert" { (message) }
+            p { a href="/ui" { "Back to the inspector" } }
+        },
+    )
+}

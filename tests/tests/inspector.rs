@@ -1,0 +1,237 @@
+//! The web inspector (`/ui` of `memory serve --http`) over HTTP, as a browser would drive it: sign in
+//! with a token exchanged for a session cookie (HttpOnly, SameSite=Strict, never in a URL); ana
+//! searches and sees her passage with its provenance, its `<script>` shown as text under a policy
+//! that runs no script; bob's token sees none of it and forgets none of it; ana forgets it from the
+//! page, and `memory recall` finds it no more; a wrong token, a cross-origin form post, a session
+//! from before a restart and a server without a token are each answered plainly.
+
+use integration_tests::product::Fixture;
+use integration_tests::serving::{HttpServer, ready, tenant_grant};
+use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
+use reqwest::redirect::Policy;
+use serde_json::{Value, json};
+
+const ANA: &str = "ana-ui-token-71c2";
+const BOB: &str = "bob-ui-token-0d4e";
+const TEXT: &str = "<script>alert(1)</script> Ana grows tomatoes in Porto.";
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .expect("a client")
+}
+
+fn put(fixture: &Fixture) {
+    let argument = json!({
+        "namespace": {"name": "notes", "version": 1, "identity": {"user": "ana"}},
+        "id": "tomatoes", "operation_id": "tomatoes-1", "expected_revision": null,
+        "locator": "thread:chat-1#4", "scopes": ["ana"],
+        "content": {"text": TEXT, "attributions": [{"origin_id": "thread-record/chat-1/4",
+            "speaker": "ana", "observers": [], "locator": "thread:chat-1#4",
+            "activity_at": 1_760_000_000_000i64, "interpretation": "stated"}],
+            "metadata": {}, "recorded_at": 0, "extracted_at": 0}
+    });
+    fixture.call("put", &argument).success();
+}
+
+/// Signs in with `token`; answers the session cookie (`name=value`).
+async fn sign_in(base: &str, token: &str) -> String {
+    let response = client()
+        .post(format!("{base}/ui/login"))
+        .header(ORIGIN, base)
+        .form(&[("token", token)])
+        .send()
+        .await
+        .expect("the server answers");
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()[LOCATION], "/ui/memories");
+    let cookie = response.headers()[SET_COOKIE]
+        .to_str()
+        .expect("a cookie")
+        .to_owned();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        !cookie.contains(token)
+            && !response.headers()[LOCATION]
+                .to_str()
+                .unwrap_or("")
+                .contains(token)
+    );
+    cookie.split(';').next().expect("name=value").to_owned()
+}
+
+async fn page(base: &str, path: &str, cookie: &str) -> (u16, String, Option<String>) {
+    let response = client()
+        .get(format!("{base}{path}"))
+        .header(COOKIE, cookie)
+        .send()
+        .await
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .map(|location| location.to_str().unwrap_or("").to_owned());
+    (status, response.text().await.expect("a body"), location)
+}
+
+async fn forget(base: &str, cookie: &str, origin: &str, id: &str) -> reqwest::Response {
+    client()
+        .post(format!("{base}/ui/forget"))
+        .header(COOKIE, cookie)
+        .header(ORIGIN, origin)
+        .form(&[("id", id), ("reason", "the user asked")])
+        .send()
+        .await
+        .expect("the server answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page() {
+    let fixture = Fixture::new();
+    put(&fixture);
+    let grants = fixture.dir.path().join("grants.toml");
+    std::fs::write(
+        &grants,
+        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB),
+    )
+    .expect("grants");
+    let args = [
+        "--grants".to_owned(),
+        grants.to_str().expect("UTF-8").to_owned(),
+    ];
+    let server = HttpServer::start(&fixture, &args, &[]);
+    ready(&server.base()).await;
+    let base = server.base();
+
+    // The sign-in page, under a policy that runs no script.
+    let response = client()
+        .get(format!("{base}/ui"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 200);
+    let policy = response.headers()[CONTENT_SECURITY_POLICY]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(policy.starts_with("default-src 'none'"), "{policy}");
+    assert!(!policy.contains("script-src"), "{policy}");
+    assert!(
+        response
+            .text()
+            .await
+            .expect("body")
+            .contains("name=\"token\"")
+    );
+
+    // A wrong token, and a form posted from another site.
+    let wrong = client()
+        .post(format!("{base}/ui/login"))
+        .header(ORIGIN, &base)
+        .form(&[("token", "not-a-token")])
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.text().await.expect("body").contains("holds no grant"));
+    let forged = client()
+        .post(format!("{base}/ui/login"))
+        .header(ORIGIN, "http://evil.example")
+        .form(&[("token", ANA)])
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(forged.status(), 403);
+    assert!(forged.headers().get(SET_COOKIE).is_none());
+
+    // Ana sees her passage with its provenance, its markup as text.
+    let ana = sign_in(&base, ANA).await;
+    let (status, found, _) = page(&base, "/ui/memories?q=tomatoes&mode=lexical", &ana).await;
+    assert_eq!(status, 200);
+    assert!(
+        found.contains("&lt;script&gt;alert(1)&lt;/script&gt; Ana grows tomatoes in Porto."),
+        "{found}"
+    );
+    assert!(!found.contains("<script>"), "{found}");
+    assert!(found.contains("<dt>Said by</dt><dd>ana</dd>"), "{found}");
+    assert!(found.contains("memory:1"), "{found}");
+
+    // Bob sees none of it and cannot forget it by naming it.
+    let bob = sign_in(&base, BOB).await;
+    let (_, listed, _) = page(&base, "/ui/memories", &bob).await;
+    assert!(listed.contains("No memories yet."), "{listed}");
+    assert!(!listed.contains("tomatoes"), "{listed}");
+    let (_, searched, _) = page(&base, "/ui/memories?q=tomatoes&mode=lexical", &bob).await;
+    assert!(!searched.contains("Porto"), "{searched}");
+    let refused = forget(&base, &bob, &base, "tomatoes").await;
+    assert_eq!(refused.status(), 404);
+
+    // A forget posted from another site does nothing; from the page it forgets for good.
+    assert_eq!(
+        forget(&base, &ana, "http://evil.example", "tomatoes")
+            .await
+            .status(),
+        403
+    );
+    let (_, still, _) = page(&base, "/ui/memories", &ana).await;
+    assert!(still.contains("Ana grows tomatoes"), "{still}");
+    let done = forget(&base, &ana, &base, "tomatoes").await;
+    assert_eq!(done.status(), 303);
+    let (_, after, _) = page(&base, "/ui/memories?forgotten=tomatoes", &ana).await;
+    assert!(after.contains("Forgotten: tomatoes"), "{after}");
+    assert!(after.contains("No memories yet."), "{after}");
+    let recalled = fixture.call(
+        "recall",
+        &json!({"namespace": {"name": "notes", "version": 1, "identity": {"user": "ana"}},
+                "scope": "ana", "query": "tomatoes Porto", "mode": "lexical",
+                "limits": {"max_items": 5, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000}}),
+    );
+    assert_eq!(
+        recalled.success()["passages"],
+        Value::Array(Vec::new()),
+        "{recalled:#?}"
+    );
+
+    // A session from before a restart is answered with the sign-in page and a plain message.
+    drop(server);
+    let server = HttpServer::start(&fixture, &args, &[]);
+    ready(&server.base()).await;
+    let base = server.base();
+    let (status, _, location) = page(&base, "/ui/memories", &ana).await;
+    assert_eq!((status, location.as_deref()), (303, Some("/ui?expired=1")));
+    let (_, message, _) = page(&base, "/ui?expired=1", &ana).await;
+    assert!(message.contains("Your session has ended"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_needs_no_token_keeps_the_inspector_closed() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &[], &[]);
+    ready(&server.base()).await;
+    let base = server.base();
+    let response = client()
+        .get(format!("{base}/ui"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 403);
+    assert!(
+        response
+            .text()
+            .await
+            .expect("body")
+            .contains("--token-file")
+    );
+    let login = client()
+        .post(format!("{base}/ui/login"))
+        .header(ORIGIN, &base)
+        .form(&[("token", "anything")])
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(login.status(), 403);
+    assert!(login.headers().get(SET_COOKIE).is_none());
+}
