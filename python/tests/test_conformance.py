@@ -21,7 +21,10 @@ import pytest
 from agent_memory import Memory
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-MEMORY_BIN = pathlib.Path(os.environ.get("MEMORY_BIN", REPO / "target" / "debug" / "memory"))
+MEMORY_BIN = pathlib.Path(
+    os.environ.get("MEMORY_BIN")
+    or pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "memory"
+)
 WORKER_BIN = MEMORY_BIN.with_name("remembering-worker")
 NAMESPACE = {"name": "notes", "version": 1, "identity": {"user": "u1"}}
 MODES = ["lexical", "recent", "exact", "hnsw", "hybrid"]

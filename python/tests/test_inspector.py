@@ -19,7 +19,10 @@ from collections.abc import Iterator
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-MEMORY_BIN = pathlib.Path(os.environ.get("MEMORY_BIN") or REPO / "target" / "debug" / "memory")
+MEMORY_BIN = pathlib.Path(
+    os.environ.get("MEMORY_BIN")
+    or pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "memory"
+)
 CHROMIUM = os.environ.get("MEMORY_CHROMIUM") or "/usr/bin/chromium"
 AXE_CORE = pathlib.Path(
     os.environ.get("MEMORY_AXE_CORE")
