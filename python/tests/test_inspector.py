@@ -6,7 +6,8 @@ npm registry injected into each page for an accessibility scan. Both come from
 
 Sign in with a wrong token and then the right one; search and see ana's passage with its
 provenance, its `<script>` shown as text and run never; forget it from the page and see it gone from
-the page and from `memory recall`; every page scanned with no serious accessibility violation."""
+the page and from `memory recall`; a thread with a long tool run and its context preview; every page
+scanned with no serious accessibility violation."""
 
 from __future__ import annotations
 
@@ -93,6 +94,18 @@ def inspector(tmp_path: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
         },
     }
     _memory(db, "put", "-", stdin=json.dumps(put))
+    # A long tool run on ana's thread.
+    def append(body: dict, speaker: str) -> None:
+        record = {"speaker": speaker, "observers": [], "occurred_at": None, "body": body}
+        argument = {"thread": "run-1", "record": record, "namespace": NAMESPACE, "scope": "assistant"}
+        _memory(db, "thread", "append", json.dumps(argument))
+
+    append({"kind": "user_input", "text": "Run the whole test suite."}, "ana")
+    for index in range(25):
+        call = {"kind": "tool_call", "call_id": f"c{index}", "name": "run_tests", "arguments": {}}
+        append(call, "assistant")
+        output = f"shard {index}: " + "ok " * 200
+        append({"kind": "tool_result", "call_id": f"c{index}", "output": output, "is_error": False}, "tool")
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     server = subprocess.Popen(
@@ -172,6 +185,14 @@ def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) ->
             page.screenshot(path=str(SCREENSHOTS / "forgotten.png"), full_page=True)
             assert dialogs == [], "no script ran"
 
+            page.get_by_role("link", name="Threads").click()
+            page.get_by_label("Thread").fill("run-1")
+            page.get_by_label("Budget (tokens) of the context preview").fill("1500")
+            page.get_by_role("button", name="Show").click()
+            assert "Context preview" in page.content()
+            assert page.get_by_text("#51 tool_result").is_visible()
+            page.screenshot(path=str(SCREENSHOTS / "thread.png"), full_page=True)
+
             # The scan injects axe-core, so its page ignores the policy that forbids every script.
             scanner = browser.new_context(bypass_csp=True).new_page()
             for path in ("/ui", "/ui?expired=1"):
@@ -180,7 +201,12 @@ def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) ->
             scanner.goto(f"{base}/ui")
             scanner.get_by_label("Token").fill(TOKEN)
             scanner.get_by_role("button", name="Sign in").click()
-            for path in ("/ui/memories", "/ui/memories?q=tomatoes&mode=hybrid"):
+            for path in (
+                "/ui/memories",
+                "/ui/memories?q=tomatoes&mode=hybrid",
+                "/ui/threads",
+                "/ui/threads?thread=run-1&budget=1500",
+            ):
                 scanner.goto(f"{base}{path}")
                 assert _serious(scanner, axe) == [], path
         finally:

@@ -169,6 +169,46 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
     let refused = forget(&base, &bob, &base, "tomatoes").await;
     assert_eq!(refused.status(), 404);
 
+    // Ana's thread: a long tool run, each call beside its result, and a preview that writes nothing.
+    let append = |record: Value| {
+        let argument = json!({"thread": "run-1", "record": record,
+            "namespace": {"name": "notes", "version": 1, "identity": {"user": "ana"}}, "scope": "ana"});
+        fixture
+            .run(&["thread", "append", &argument.to_string()])
+            .success();
+    };
+    append(
+        json!({"speaker": "ana", "observers": [], "occurred_at": null,
+        "body": {"kind": "user_input", "text": "Run the whole test suite."}}),
+    );
+    for index in 0..30 {
+        append(
+            json!({"speaker": "assistant", "observers": [], "occurred_at": null,
+            "body": {"kind": "tool_call", "call_id": format!("c{index}"), "name": "run_tests", "arguments": {}}}),
+        );
+        append(
+            json!({"speaker": "tool", "observers": [], "occurred_at": null,
+            "body": {"kind": "tool_result", "call_id": format!("c{index}"),
+                     "output": format!("<b>shard {index}</b> ok"), "is_error": false}}),
+        );
+    }
+    let (status, run, _) = page(&base, "/ui/threads?thread=run-1&budget=600", &ana).await;
+    assert_eq!(status, 200, "{run}");
+    assert!(run.contains("#2 tool_call"), "{run}");
+    assert!(run.contains("&lt;b&gt;shard 29&lt;/b&gt; ok"), "{run}");
+    assert!(!run.contains("<b>shard"), "{run}");
+    assert!(run.contains("Context preview"), "{run}");
+    assert!(run.contains("segments dropped"), "{run}");
+    let tail = fixture.run(&["context", "run-1", "--remaining", "--budget", "600"]);
+    assert_eq!(
+        tail.success()["through"],
+        61,
+        "the preview appended nothing"
+    );
+    assert_eq!(tail.success()["window"]["number"], 1, "{tail:#?}");
+    let (status, _, _) = page(&base, "/ui/threads?thread=run-1", &bob).await;
+    assert_eq!(status, 403, "bob reaches none of ana's threads");
+
     // A forget posted from another site does nothing; from the page it forgets for good.
     assert_eq!(
         forget(&base, &ana, "http://evil.example", "tomatoes")

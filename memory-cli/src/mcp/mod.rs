@@ -201,6 +201,24 @@ impl<S: Store> MemoryServer<S> {
         &self.service
     }
 
+    /// Runs a context call as `grant`'s holder: what the MCP context tools and the inspector's
+    /// threads page both run.
+    pub(crate) async fn context_call(
+        &self,
+        grant: &Grant,
+        operation: ContextOperation,
+        arguments: Value,
+    ) -> Result<Value, Refusal> {
+        self.contexts
+            .execute_as(
+                grant,
+                operation,
+                RawArguments::Json(arguments),
+                &self.service,
+            )
+            .await
+    }
+
     /// What the context tools' fold cache did (`None` before the first context call).
     pub fn fold_stats(&self) -> Option<memory_context::fold::FoldStats> {
         self.contexts.fold_stats()
@@ -338,13 +356,7 @@ impl<S: Store> MemoryServer<S> {
     ) -> CallToolResult {
         let grant = self.caller(context);
         let answer = self
-            .contexts
-            .execute_as(
-                &grant,
-                operation,
-                RawArguments::Json(Value::Object(arguments)),
-                &self.service,
-            )
+            .context_call(&grant, operation, Value::Object(arguments))
             .await;
         self.counted(&grant, operation.tool_name(), &answer);
         if operation == ContextOperation::Compact

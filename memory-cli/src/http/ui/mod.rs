@@ -10,7 +10,10 @@
 //! - **What a caller sees.** Every page reads through the signed-in grant, by the same functions the
 //!   simple MCP tools call: the memories of the grant's namespace and scope (its defaults, else the
 //!   server's `--namespace`/`--scope`), newest first or searched in a recall mode, each with its
-//!   provenance and citation; forgetting one, with a reason, is `memory_forget`.
+//!   provenance and citation; forgetting one, with a reason, is `memory_forget`. A thread's records
+//!   (tool calls beside their results, forgotten ones as placeholders, compactions and rollovers) are
+//!   `memory_history_read`'s, and its context preview is `memory_context` with no memory and no
+//!   rollover, so it recalls nothing, fills no cache and writes nothing.
 //! - **Untrusted text.** Memory text is rendered escaped, under a strict Content-Security-Policy (no
 //!   script at all, styles from this origin only, no framing), `nosniff` and `no-store`.
 //! - **State changes** are `POST` forms whose `Origin` (or `Sec-Fetch-Site`) must be this server's
@@ -18,7 +21,7 @@
 //!
 //! Decisions: server-rendered HTML (maud) and one CSS file are the smallest stack that does this well:
 //! no build step, no JavaScript to audit, and every page works with the keyboard and at any zoom. The
-//! threads and overview pages are not here yet.
+//! overview page is not here yet.
 
 mod pages;
 pub mod session;
@@ -37,6 +40,7 @@ use axum::routing::{get, post};
 use maud::Markup;
 use serde::Deserialize;
 
+use crate::context::ContextOperation;
 use crate::database::Store;
 use crate::grants::{Grant, GrantedOperation, Grants};
 use crate::list::ListArguments;
@@ -90,6 +94,7 @@ pub fn router<S: Store>(inspector: Arc<Inspector<S>>) -> Router {
         .route("/logout", post(logout::<S>))
         .route("/memories", get(memories::<S>))
         .route("/forget", post(forget::<S>))
+        .route("/threads", get(threads::<S>))
         .with_state(inspector)
         .layer(axum::middleware::map_response(secured))
 }
@@ -412,4 +417,79 @@ async fn forget<S: Store>(
             pages::problem("Not forgotten", refusal.message()),
         ),
     }
+}
+
+#[derive(Deserialize)]
+struct ThreadsQuery {
+    #[serde(default)]
+    thread: Option<String>,
+    #[serde(default)]
+    budget: Option<u64>,
+    #[serde(default)]
+    after: Option<u64>,
+}
+
+/// The preview's budget when the form names none.
+const PREVIEW_BUDGET: u64 = 8_000;
+/// Records a threads page shows.
+const THREAD_RECORDS: u64 = 100;
+
+async fn threads<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Query(query): Query<ThreadsQuery>,
+) -> Response {
+    let (_, grant) = match signed_in(&inspector, &headers) {
+        Ok(signed) => signed,
+        Err(to) => return redirect(to),
+    };
+    let budget = query.budget.unwrap_or(PREVIEW_BUDGET);
+    let thread = query
+        .thread
+        .as_deref()
+        .map(str::trim)
+        .filter(|thread| !thread.is_empty());
+    let mut view = pages::ThreadView {
+        grant: grant.name(),
+        thread,
+        budget,
+        history: None,
+        preview: None,
+        error: None,
+    };
+    if let Some(thread) = thread {
+        let history = inspector
+            .server
+            .context_call(
+                &grant,
+                ContextOperation::HistoryRead,
+                serde_json::json!({
+                    "thread": thread, "after": query.after.unwrap_or(0), "limit": THREAD_RECORDS,
+                    "include": ["system", "operational"],
+                }),
+            )
+            .await;
+        let preview = inspector
+            .server
+            .context_call(
+                &grant,
+                ContextOperation::Context,
+                serde_json::json!({
+                    "thread": thread, "budget": budget, "memory": false, "rollover": false,
+                }),
+            )
+            .await;
+        match (history, preview) {
+            (Ok(history), Ok(preview)) => {
+                view.history = Some(history);
+                view.preview = Some(preview);
+            }
+            (Err(refusal), _) | (_, Err(refusal)) => {
+                let status = status_of(refusal.kind());
+                view.error = Some(refusal.message().to_owned());
+                return page(status, pages::thread(view));
+            }
+        }
+    }
+    page(StatusCode::OK, pages::thread(view))
 }

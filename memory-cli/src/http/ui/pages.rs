@@ -2,6 +2,7 @@
 //! text, thread records and tool output are shown as text, never run). No page loads a script.
 
 use maud::{DOCTYPE, Markup, html};
+use serde_json::Value;
 
 use crate::list::ListResult;
 use crate::wire::{RecallResult, WireDocument};
@@ -24,6 +25,7 @@ pub fn layout(title: &str, signed_in: Option<&str>, content: Markup) -> Markup {
                 header {
                     nav aria-label="Inspector" {
                         a href="/ui/memories" { "Memories" }
+                        a href="/ui/threads" { "Threads" }
                     }
                     @if let Some(grant) = signed_in {
                         form.inline method="post" action="/ui/logout" {
@@ -195,4 +197,122 @@ pub fn problem(title: &str, message: &str) -> Markup {
             p { a href="/ui" { "Back to the inspector" } }
         },
     )
+}
+
+/// Characters of a record's or a message's text a page shows (the rest is counted, not shown).
+pub const SHOWN_CHARS: usize = 2_000;
+
+/// `text` cut to [`SHOWN_CHARS`], with how many characters were left out.
+fn shown(text: &str) -> (String, usize) {
+    let total = text.chars().count();
+    (
+        text.chars().take(SHOWN_CHARS).collect(),
+        total.saturating_sub(SHOWN_CHARS),
+    )
+}
+
+fn shown_text(text: &str) -> Markup {
+    let (text, left) = shown(text);
+    html! {
+        p.text { (text) }
+        @if left > 0 { p { small { "… " (left) " more characters (memory_history_read shows them all)" } } }
+    }
+}
+
+/// What the threads page shows.
+pub struct ThreadView<'a> {
+    /// The grant signed in.
+    pub grant: &'a str,
+    /// The thread asked for, if any.
+    pub thread: Option<&'a str>,
+    /// The preview's budget.
+    pub budget: u64,
+    /// `memory_history_read`'s page (records of every kind).
+    pub history: Option<Value>,
+    /// `memory_context`'s preview (no memory recalled, no rollover).
+    pub preview: Option<Value>,
+    /// Why the thread could not be read.
+    pub error: Option<String>,
+}
+
+/// A thread's records, and the context a budget would assemble from them.
+pub fn thread(view: ThreadView<'_>) -> Markup {
+    layout(
+        "Threads",
+        Some(view.grant),
+        html! {
+            form method="get" action="/ui/threads" {
+                label for="thread" { "Thread" }
+                input id="thread" name="thread" type="text" required value=(view.thread.unwrap_or(""));
+                label for="budget" { "Budget (tokens) of the context preview" }
+                input id="budget" name="budget" type="number" min="1" value=(view.budget);
+                " "
+                button type="submit" { "Show" }
+            }
+            @if let Some(error) = &view.error {
+                p.notice.error role="alert" { (error) }
+            }
+            @if let Some(preview) = &view.preview {
+                h2 { "Context preview" }
+                p {
+                    "A preview: it recalls no memory, fills no cache and writes nothing. "
+                    (preview["tokens"]) " tokens of " (preview["budget"])
+                    @if preview["over_budget"] == Value::Bool(true) { ", over budget" }
+                    "; window " (preview["view"]["window"]["number"])
+                    "; " (preview["view"]["dropped"].as_array().map_or(0, Vec::len)) " segments dropped, "
+                    (preview["view"]["elided"].as_array().map_or(0, Vec::len)) " with elided tool output."
+                }
+                ol.memories {
+                    @for message in preview["messages"].as_array().into_iter().flatten() {
+                        li {
+                            p { strong { (message["role"].as_str().unwrap_or("")) }
+                                @if let Some(calls) = message["tool_calls"].as_array() {
+                                    @for call in calls {
+                                        " calls " code { (call["function"]["name"].as_str().unwrap_or("")) }
+                                    }
+                                }
+                                @if let Some(answered) = message["tool_call_id"].as_str() {
+                                    " answers " code { (answered) }
+                                }
+                            }
+                            (shown_text(message["content"].as_str().unwrap_or("")))
+                        }
+                    }
+                }
+            }
+            @if let Some(history) = &view.history {
+                h2 { "Records" }
+                ol.memories {
+                    @for record in history["records"].as_array().into_iter().flatten() {
+                        li {
+                            p {
+                                strong { "#" (record["sequence"]) " " (record["kind"].as_str().unwrap_or("")) }
+                                " by " (record["speaker"].as_str().unwrap_or(""))
+                                @if let Some(call) = record["call_id"].as_str() { ", call " code { (call) } }
+                                ", window " (record["window"])
+                                @if record["folded"] == Value::Bool(true) { ", folded by a compaction" }
+                                @if record["forgotten"] == Value::Bool(true) { ", forgotten" }
+                            }
+                            (shown_text(record["text"].as_str().unwrap_or("")))
+                        }
+                    }
+                }
+                @if let (Some(thread), Some(next)) = (view.thread, history["next_after"].as_u64()) {
+                    p { a href={"/ui/threads?thread=" (encode(thread)) "&budget=" (view.budget) "&after=" (next)} { "Later records" } }
+                }
+            }
+        },
+    )
+}
+
+/// `text` as a URL query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(byte).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
