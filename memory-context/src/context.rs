@@ -742,9 +742,10 @@ impl Context {
     }
 }
 
-/// A summarizer error as a record's `failure`: on one line, cut to the record's bound at a character
-/// boundary, never empty.
-fn failure_reason(error: &impl std::fmt::Display) -> String {
+/// A summarizer's failure as a compaction record keeps it: on one line, cut to the record's bound
+/// (memory-core's `MAX_FAILURE_BYTES`) at a character boundary, never empty. Every door that records
+/// a failure writes it through this.
+pub fn failure_reason(error: &impl std::fmt::Display) -> String {
     let line: String = error
         .to_string()
         .chars()

@@ -33,8 +33,8 @@
 //!
 //! # The cache
 //! At most `max_threads` states (default [`DEFAULT_CACHED_THREADS`]); the least recently read is
-//! evicted first, and a state not read for [`DEFAULT_IDLE_EXPIRY_MS`] (30 minutes) is evicted on the
-//! next read of any thread (lazily, no timer). [`FoldReader::stats`] counts hits (warm reads), misses
+//! evicted first, and a state not read for [`DEFAULT_IDLE_EXPIRY_MS`] (30 minutes) is evicted by the
+//! next sweep, which a read of any thread runs at most once a minute (lazily, no timer). [`FoldReader::stats`] counts hits (warm reads), misses
 //! (cold reads), rebuilds (a forget since, or [`FoldReader::rebuild`]), evictions, and checkpoints
 //! restored, ignored and saved.
 
@@ -260,7 +260,12 @@ struct Cache<S> {
     /// Each thread's state, with the tick and the time it was last read.
     entries: HashMap<ThreadId, (Entry<S>, u64, EpochMillis)>,
     tick: u64,
+    /// When a read next looks for idle states: not on every read, which would walk every entry.
+    next_sweep: EpochMillis,
 }
+
+/// Most milliseconds between two sweeps for idle states.
+const MAX_SWEEP_INTERVAL_MS: i64 = 60_000;
 
 /// Reads a fold's state per thread, incrementally, through a bounded single-flight cache.
 pub struct FoldReader<F: Fold> {
@@ -320,6 +325,7 @@ impl<F: Fold> FoldReader<F> {
             cache: Mutex::new(Cache {
                 entries: HashMap::new(),
                 tick: 0,
+                next_sweep: EpochMillis::MIN,
             }),
         }
     }
@@ -386,14 +392,17 @@ impl<F: Fold> FoldReader<F> {
         let mut cache = lock(&self.cache);
         cache.tick += 1;
         let tick = cache.tick;
-        let before = cache.entries.len();
         let expiry = self.idle_expiry_ms;
-        cache
-            .entries
-            .retain(|_, (_, _, used_at)| now.saturating_sub(*used_at) <= expiry);
-        self.counters
-            .evictions
-            .fetch_add((before - cache.entries.len()) as u64, Ordering::Relaxed);
+        if now >= cache.next_sweep {
+            let before = cache.entries.len();
+            cache
+                .entries
+                .retain(|_, (_, _, used_at)| now.saturating_sub(*used_at) <= expiry);
+            self.counters
+                .evictions
+                .fetch_add((before - cache.entries.len()) as u64, Ordering::Relaxed);
+            cache.next_sweep = now.saturating_add(expiry.clamp(1, MAX_SWEEP_INTERVAL_MS));
+        }
         if let Some((entry, used, used_at)) = cache.entries.get_mut(thread) {
             *used = tick;
             *used_at = now;

@@ -39,7 +39,7 @@ pub use compaction::{CompactionPlan, CompactionRequest};
 pub use context::{
     AssembledContext, COMPACTION_SPEAKER, Compacted, Context, MAX_MEMORY_RESERVE_TOKENS,
     MemoryBlock, NotesBlock, Remaining, RolledOver, ThreadView, TurnNotes, TurnOptions, TurnPlan,
-    memory_reserve,
+    failure_reason, memory_reserve,
 };
 pub use conversation::{Conversation, ConversationState, Summary};
 pub use error::ContextError;

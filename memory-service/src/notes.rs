@@ -20,14 +20,12 @@ use std::sync::Arc;
 
 use memory_context::TurnNotes;
 use memory_core::activity::ThreadId;
-use memory_core::ids::lower_hex;
 use memory_core::{Clock, ErrorKind};
 use memory_core::{
     DocumentId, MemoryAttribution, MemoryContent, MemoryKey, MemoryWrite, OperationId, Revision,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::context::MemorySource;
 use crate::database::Store;
@@ -183,19 +181,12 @@ pub async fn write_notes<S: Store>(
     expected: Option<String>,
 ) -> Result<NotesAnswer, Refusal> {
     check_notes(&text)?;
-    let digest = {
-        let mut hasher = Sha256::new();
-        for part in [
-            key.namespace.as_str(),
-            key.id.as_str(),
-            expected.as_deref().unwrap_or(""),
-            &text,
-        ] {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part.as_bytes());
-        }
-        lower_hex(&hasher.finalize())
-    };
+    let digest = crate::simple::hex_digest(&[
+        key.namespace.as_str().as_bytes(),
+        key.id.as_str().as_bytes(),
+        expected.as_deref().unwrap_or("").as_bytes(),
+        text.as_bytes(),
+    ]);
     let operation_id = OperationId::new(format!("notes-{}", &digest[..32]))?;
     let locator = format!("thread:{}#notes", thread.as_str());
     let now = memory_core::SystemClock.now_millis();

@@ -289,7 +289,9 @@ pub async fn forget<S: Store>(
         .await
 }
 
-fn hex_digest(parts: &[&[u8]]) -> String {
+/// The lower-case hex SHA-256 of `parts`, each prefixed by its length (so no two lists of parts
+/// share a digest): the operation ids the simple tools and the notes derive.
+pub(crate) fn hex_digest(parts: &[&[u8]]) -> String {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update((part.len() as u64).to_be_bytes());

@@ -35,15 +35,20 @@ fn put(fixture: &Fixture) {
     fixture.call("put", &argument).success();
 }
 
-/// Signs in with `token`; answers the session cookie (`name=value`).
-async fn sign_in(base: &str, token: &str) -> String {
-    let response = client()
+/// The sign-in form posted with `token`, as a page of `origin` sends it.
+async fn post_login(base: &str, origin: &str, token: &str) -> reqwest::Response {
+    client()
         .post(format!("{base}/ui/login"))
-        .header(ORIGIN, base)
+        .header(ORIGIN, origin)
         .form(&[("token", token)])
         .send()
         .await
-        .expect("the server answers");
+        .expect("the server answers")
+}
+
+/// Signs in with `token`; answers the session cookie (`name=value`).
+async fn sign_in(base: &str, token: &str) -> String {
+    let response = post_login(base, base, token).await;
     assert_eq!(response.status(), 303);
     assert_eq!(response.headers()[LOCATION], "/ui/memories");
     let cookie = response.headers()[SET_COOKIE]
@@ -128,22 +133,10 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
     );
 
     // A wrong token, and a form posted from another site.
-    let wrong = client()
-        .post(format!("{base}/ui/login"))
-        .header(ORIGIN, &base)
-        .form(&[("token", "not-a-token")])
-        .send()
-        .await
-        .expect("answers");
+    let wrong = post_login(&base, &base, "not-a-token").await;
     assert_eq!(wrong.status(), 401);
     assert!(wrong.text().await.expect("body").contains("holds no grant"));
-    let forged = client()
-        .post(format!("{base}/ui/login"))
-        .header(ORIGIN, "http://evil.example")
-        .form(&[("token", ANA)])
-        .send()
-        .await
-        .expect("answers");
+    let forged = post_login(&base, "http://evil.example", ANA).await;
     assert_eq!(forged.status(), 403);
     assert!(forged.headers().get(SET_COOKIE).is_none());
 
@@ -265,13 +258,7 @@ async fn a_server_that_needs_no_token_keeps_the_inspector_closed() {
             .expect("body")
             .contains("--token-file")
     );
-    let login = client()
-        .post(format!("{base}/ui/login"))
-        .header(ORIGIN, &base)
-        .form(&[("token", "anything")])
-        .send()
-        .await
-        .expect("answers");
+    let login = post_login(&base, &base, "anything").await;
     assert_eq!(login.status(), 403);
     assert!(login.headers().get(SET_COOKIE).is_none());
 }

@@ -118,23 +118,6 @@ impl From<ContextError> for Refusal {
     }
 }
 
-/// A model's failure as the ledger keeps it: control characters as spaces, cut to the bound
-/// ([`memory_core::activity::compaction::MAX_FAILURE_BYTES`]) at a character boundary.
-fn failure_text(failure: &str) -> String {
-    let mut text: String = failure
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let mut end = text
-        .len()
-        .min(memory_core::activity::compaction::MAX_FAILURE_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text
-}
-
 /// Where a turn's memory is recalled from.
 #[derive(Debug, Clone)]
 pub struct MemorySource {
@@ -342,14 +325,16 @@ impl ContextService {
                         Err(refused) => context.record_summarizer_failure(
                             &thread,
                             &request,
-                            failure_text(&format!("the model's summary was refused: {refused}")),
+                            memory_context::failure_reason(&format!(
+                                "the model's summary was refused: {refused}"
+                            )),
                         )?,
                     }
                 }
                 Some(Err(error)) => context.record_summarizer_failure(
                     &thread,
                     &request,
-                    failure_text(&format!("the model endpoint failed: {error}")),
+                    memory_context::failure_reason(&format!("the model endpoint failed: {error}")),
                 )?,
             })
         })

@@ -159,9 +159,9 @@ fn cross_origin() -> Response {
 fn signed_in<S: Store>(
     inspector: &Inspector<S>,
     headers: &HeaderMap,
-) -> Result<(String, Arc<Grant>), &'static str> {
+) -> Result<Arc<Grant>, &'static str> {
     match inspector.sessions.lookup(headers) {
-        Lookup::Live(id, grant) => Ok((id, grant)),
+        Lookup::Live(_, grant) => Ok(grant),
         Lookup::Expired => Err("/ui?expired=1"),
         Lookup::None => Err("/ui"),
     }
@@ -269,7 +269,7 @@ async fn memories<S: Store>(
     headers: HeaderMap,
     Query(query): Query<MemoriesQuery>,
 ) -> Response {
-    let (_, grant) = match signed_in(&inspector, &headers) {
+    let grant = match signed_in(&inspector, &headers) {
         Ok(signed) => signed,
         Err(to) => return redirect(to),
     };
@@ -379,7 +379,7 @@ async fn forget<S: Store>(
     if !same_origin(&headers) {
         return cross_origin();
     }
-    let (_, grant) = match signed_in(&inspector, &headers) {
+    let grant = match signed_in(&inspector, &headers) {
         Ok(signed) => signed,
         Err(to) => return redirect(to),
     };
@@ -439,7 +439,7 @@ async fn threads<S: Store>(
     headers: HeaderMap,
     Query(query): Query<ThreadsQuery>,
 ) -> Response {
-    let (_, grant) = match signed_in(&inspector, &headers) {
+    let grant = match signed_in(&inspector, &headers) {
         Ok(signed) => signed,
         Err(to) => return redirect(to),
     };

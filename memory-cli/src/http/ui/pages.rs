@@ -298,21 +298,18 @@ pub fn thread(view: ThreadView<'_>) -> Markup {
                     }
                 }
                 @if let (Some(thread), Some(next)) = (view.thread, history["next_after"].as_u64()) {
-                    p { a href={"/ui/threads?thread=" (encode(thread)) "&budget=" (view.budget) "&after=" (next)} { "Later records" } }
+                    p { a href={"/ui/threads?" (later(thread, view.budget, next))} { "Later records" } }
                 }
             }
         },
     )
 }
 
-/// `text` as a URL query value.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(byte).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
+/// The query of the threads page's next page.
+fn later(thread: &str, budget: u64, after: u64) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("thread", thread)
+        .append_pair("budget", &budget.to_string())
+        .append_pair("after", &after.to_string())
+        .finish()
 }
