@@ -97,7 +97,19 @@ async fn closed_by_server(stream: &mut TcpStream) -> bool {
 #[tokio::test]
 async fn a_token_over_its_requests_in_flight_gets_429_with_retry_after() {
     let fixture = Fixture::new();
-    let server = start(&fixture, &["--max-in-flight", "1", "--body-timeout", "600"]);
+    // Sessions unbounded in effect: the polling below opens one per answered initialize until the
+    // held request reaches the gate, and a slow machine must not run into that bound instead.
+    let server = start(
+        &fixture,
+        &[
+            "--max-in-flight",
+            "1",
+            "--body-timeout",
+            "600",
+            "--max-sessions",
+            "1000000",
+        ],
+    );
     // One request in flight: its headers are in, its body never finishes.
     let mut held = TcpStream::connect(authority(&server))
         .await
