@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub user: Option<String>,
     /// Where the discovery file goes while HTTP is served.
     pub discovery_path: PathBuf,
+    /// The folder of `memory hook`'s error log for the database (the inspector's overview reads it).
+    pub hook_dir: PathBuf,
     /// How much of a tool result's output memory_thread_append stores (`--max-tool-output-bytes`).
     pub tool_output: ToolOutputBound,
     /// The model memory_compact asks for a summary when a call says `summarize` (`--model-url`).
@@ -138,6 +140,7 @@ impl ServeOptions {
             local,
             user,
             discovery_path: discovery::path_for(database),
+            hook_dir: crate::hook::state::dir_for(database),
             tool_output: ToolOutputBound::default(),
             summarizer: None,
             context: crate::settings::ContextSettings::new(
@@ -275,6 +278,7 @@ pub async fn serve<S: Store>(
                 metrics,
                 http,
                 options.discovery_path,
+                options.hook_dir,
             )
             .await
         }
@@ -291,6 +295,7 @@ async fn serve_http<S: Store>(
     metrics: Arc<ServerMetrics>,
     options: HttpOptions,
     discovery_path: PathBuf,
+    hook_dir: PathBuf,
 ) -> Result<(), ServeError> {
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
@@ -319,7 +324,7 @@ async fn serve_http<S: Store>(
             }
         });
     }
-    let state = HttpState::new(store, Arc::clone(semantic), metrics);
+    let state = HttpState::new(store, Arc::clone(semantic), metrics, Some(hook_dir));
     // The socket answers (/healthz says "starting") while the model loads.
     state.start_loading();
     let url = http::mcp_url(local);

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{Fixture, get, put, recall, run_with_stdin, withdraw};
 use serde_json::{Value, json};

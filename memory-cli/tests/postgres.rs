@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::Path;

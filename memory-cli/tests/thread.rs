@@ -10,8 +10,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod thread_support;
+use crate::common;
+use crate::thread_support;
 
 use std::process::Stdio;
 

@@ -8,8 +8,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod thread_support;
+use crate::common;
+use crate::thread_support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

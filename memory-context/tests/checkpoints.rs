@@ -3,7 +3,7 @@
 //! unknown sequence is never used, and the cache counts hits, misses, rebuilds and evictions (by its
 //! bound and by idle expiry on an injected clock).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The context layer over a thread log: folds, views, compaction, history and references.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

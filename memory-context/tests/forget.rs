@@ -1,6 +1,6 @@
 //! Forgotten records: suppressed on every read of the context layer, never erased from the log.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! record shows unless it is withdrawn), calls and results still pair, and a commit from a plan that
 //! showed a record forgotten since is refused.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,7 +1,7 @@
 //! Windows: pruning inside a long turn, the rollover boundary (by the model, or automatic), what a
 //! new window shows, and history read backward with each record's window.
 
-mod common;
+use crate::common;
 
 use common::*;
 use memory_context::history::{Anchor, Include};

@@ -1,7 +1,7 @@
 //! Deadline and failure behaviour of recall. Time is paused (tokio test-util), so nothing waits for real.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use std::time::Duration;
 

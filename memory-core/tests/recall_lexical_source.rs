@@ -1,7 +1,7 @@
 //! The lexical recall source, over a tiny in-test lexical index that can lag the store.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use std::sync::Mutex;
 

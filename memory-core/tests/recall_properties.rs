@@ -3,7 +3,7 @@
 //! more cases.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use std::collections::HashSet;
 

@@ -2,7 +2,7 @@
 //! that cannot close the block or forge a header or citation.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use memory_core::recall::render::{RENDERED_CLOSING, RENDERED_PREAMBLE};
 use recall_support::*;

@@ -1,7 +1,7 @@
 //! One or more tests per recall rule of SPEC §2.3; each fails if its rule is broken.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use memory_core::recall::{
     DEFAULT_MAX_INPUT_BYTES, MemoryLookup, RecallLimits, SourceStatus, render::RENDERED_CLOSING,

@@ -1,7 +1,7 @@
 //! Revalidation rules of SPEC §2.4, against the in-memory store.
 #![allow(clippy::unwrap_used)]
 
-mod recall_support;
+use crate::recall_support;
 
 use std::sync::Mutex;
 

@@ -3,7 +3,7 @@
 //! have); and the append-only trigger below the port.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestStore, server_url, store_blocking};
 use memory_core::activity::{NewRecord, ThreadId, ThreadLog};

@@ -2,7 +2,7 @@
 //! store, dropped afterwards).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestStore, server_url, store_at};
 use memory_core::{MemoryError, MemoryReceipt};

@@ -2,7 +2,7 @@
 //! writes run: no acknowledged write is lost, none is applied twice, and the database stays consistent.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! host would have) recallable on this one.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

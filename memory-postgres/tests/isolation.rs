@@ -3,7 +3,7 @@
 //! per case.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{NOW, server_url, store_at};
 use memory_testkit::store::run_isolation_property;

@@ -1,7 +1,7 @@
 //! The memory-core listing suite, run against PostgreSQL (one fresh schema per store, dropped after).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestStore, server_url, store_at};
 use memory_core::listing::{ListCursor, ListPage, MemoryLister};

@@ -10,7 +10,7 @@
 //! `MEMORY_SKIP_POSTGRES=1` skips loudly; otherwise missing binaries fail the test, naming the script.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

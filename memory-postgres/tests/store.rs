@@ -3,7 +3,7 @@
 //! schema migrations, revision races between several pools, notifications and blocking callers.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

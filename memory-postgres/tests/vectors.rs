@@ -1,7 +1,7 @@
 //! The memory-core vector store suite against PostgreSQL, one fresh schema per rule.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestStore, server_url, store_at};
 use memory_core::vectors::{

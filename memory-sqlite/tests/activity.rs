@@ -2,7 +2,7 @@
 //! rule gets a fresh file, and every handle a rule opens is its own connection to it.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! no query text, FTS5 syntax included, makes the search fail) against SQLite files.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{Break, NOW, suited};
 use memory_testkit::store::run_isolation_property;

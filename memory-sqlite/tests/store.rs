@@ -3,7 +3,7 @@
 //! own tables, corrupt rows and the files a refused write leaves unchanged.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use memory_core::canonical::{to_canonical_string, utf16_len};

@@ -1,7 +1,7 @@
 //! The memory-core vector store suite against SQLite files, one fresh file per rule.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use memory_sqlite::vectors::SqliteVectorStore;
 use memory_testkit::vectors::run_vector_suite;

@@ -1,7 +1,7 @@
 //! Committed-activity passes: save-apply-advance, fencing, lost acknowledgements, noncontiguous work.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

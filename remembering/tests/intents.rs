@@ -1,7 +1,7 @@
 //! Admission, intent passes, rebases on conflict, lost acknowledgements and source withdrawal.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -4,7 +4,7 @@
 //! extracts statements instead; a saved proposal is replayed after a crash, never asked again.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

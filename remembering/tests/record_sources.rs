@@ -4,7 +4,7 @@
 //! action) replay their saved command unchanged and rebase only on a definite conflict.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! without a build or an embedder call, rejected when stale or corrupt).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! thresholds, not timing ones. Needs the assets of `scripts/fetch-assets.sh`.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! `scripts/fetch-assets.sh` (embedding 10,000 short sentences takes a few minutes on two cores).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 

@@ -3,7 +3,7 @@
 //! the candidate limit, and the store's generation fence between two indexes sharing one file.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

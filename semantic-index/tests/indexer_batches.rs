@@ -2,7 +2,7 @@
 //! documents while keeping per-source fencing and atomic replacement.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

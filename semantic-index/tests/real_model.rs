@@ -2,7 +2,7 @@
 //! them these tests fail with the missing-asset error, which names that script.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! SQLite vector store.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //! reach was reached, so a path that stops calling the store cannot pass by saying nothing.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

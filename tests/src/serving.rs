@@ -270,6 +270,25 @@ pub fn tenant_grant(name: &str, token: &str) -> String {
     scoped_grant(name, token, name)
 }
 
+/// A grant to everything (every namespace, scope and operation) for `token`, in a grants file: it
+/// reads `/metrics` and the inspector's overview.
+pub fn everything_grant(name: &str, token: &str) -> String {
+    format!(
+        r#"
+[[grant]]
+name = "{name}"
+token_sha256 = "{digest}"
+operations = ["*"]
+read_scopes = ["*"]
+write_scopes = ["*"]
+
+[[grant.namespaces]]
+name = "*"
+"#,
+        digest = memory_cli::grants::token_digest(token),
+    )
+}
+
 /// [`tenant_grant`] whose scope is `scope` instead of the tenant's name.
 pub fn scoped_grant(name: &str, token: &str, scope: &str) -> String {
     format!(

@@ -2,8 +2,9 @@
 //! relative link in it and in `docs/` reaches a file; and every shell snippet runs against the built
 //! binaries, in a fresh directory with a fresh home, and prints what its page says it prints (each
 //! `<!-- expect: TEXT -->` line right after the snippet), unless a visible line right before it says why
-//! it is not run (`*Not run by the docs test: REASON.*`). The counts of snippets run and not run are
-//! printed, so what the docs promise without a test is visible too.
+//! it is not run (`*Not run by the docs test: REASON.*`). A snippet may start servers and workers in
+//! the background (`&`), as a reader would: they are stopped when it ends. The counts of snippets run
+//! and not run are printed, so what the docs promise without a test is visible too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -161,15 +162,14 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
             continue;
         }
         let home = tempfile::tempdir().expect("a home");
+        // What a snippet left running in the background stops with it (`timeout` stops the whole
+        // process group if the snippet itself hangs).
+        let script = format!(
+            "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}",
+            snippet.code
+        );
         let output = Command::new("timeout")
-            .args([
-                SNIPPET_SECONDS,
-                "bash",
-                "-euo",
-                "pipefail",
-                "-c",
-                &snippet.code,
-            ])
+            .args([SNIPPET_SECONDS, "bash", "-euo", "pipefail", "-c", &script])
             .current_dir(home.path())
             .env_clear()
             .env("PATH", &path)

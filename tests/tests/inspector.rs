@@ -6,13 +6,14 @@
 //! from before a restart and a server without a token are each answered plainly.
 
 use integration_tests::product::Fixture;
-use integration_tests::serving::{HttpServer, ready, tenant_grant};
+use integration_tests::serving::{HttpServer, everything_grant, ready, tenant_grant};
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use reqwest::redirect::Policy;
 use serde_json::{Value, json};
 
 const ANA: &str = "ana-ui-token-71c2";
 const BOB: &str = "bob-ui-token-0d4e";
+const OPS: &str = "ops-ui-token-5a90";
 const TEXT: &str = "<script>alert(1)</script> Ana grows tomatoes in Porto.";
 
 fn client() -> reqwest::Client {
@@ -100,7 +101,7 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
     let grants = fixture.dir.path().join("grants.toml");
     std::fs::write(
         &grants,
-        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB),
+        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB) + &everything_grant("ops", OPS),
     )
     .expect("grants");
     let args = [
@@ -226,6 +227,35 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
         recalled.success()["passages"],
         Value::Array(Vec::new()),
         "{recalled:#?}"
+    );
+
+    // The overview: for a grant to everything (it names every namespace), with this run's traffic;
+    // a tenant is told it is not theirs, with a way back.
+    let (status, refused, _) = page(&base, "/ui/overview", &ana).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.contains("Back to the inspector"), "{refused}");
+    let ops = sign_in(&base, OPS).await;
+    let (status, overview, _) = page(&base, "/ui/overview?hours=24", &ops).await;
+    assert_eq!(status, 200, "{overview}");
+    assert!(overview.contains("<dt>Latest change</dt>"), "{overview}");
+    assert!(
+        overview.contains("<dt>Threads pending</dt><dd>1</dd>"),
+        "{overview}"
+    );
+    assert!(
+        overview.contains("(ana): 1 threads"),
+        "ana's thread under its destination: {overview}"
+    );
+    assert!(overview.contains("No hook errors logged."), "{overview}");
+    assert!(
+        overview.contains("<rect class=\"bar\""),
+        "a chart of this run's writes: {overview}"
+    );
+    // This server's traffic: ana's forget (bob's was refused as not-found; the cross-origin one
+    // never reached the store) and the two searches.
+    assert!(
+        overview.contains("<td>1</td><td>1</td><td>2</td><td>0</td>"),
+        "{overview}"
     );
 
     // A session from before a restart is answered with the sign-in page and a plain message.

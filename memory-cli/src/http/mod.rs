@@ -137,21 +137,71 @@ pub struct HttpState<S: Store> {
     metrics: Arc<ServerMetrics>,
     /// Set once the first load of the model and index has finished, loaded or not.
     load_finished: AtomicBool,
+    /// The folder whose log holds `memory hook`'s errors for this database (the overview shows them).
+    hook_dir: Option<std::path::PathBuf>,
 }
 
 impl<S: Store> HttpState<S> {
-    /// The state over the server's store, semantic index and metrics.
+    /// The state over the server's store, semantic index and metrics, and the folder of the hook's
+    /// error log for its database (`None`: no hook errors are shown).
     pub fn new(
         store: Arc<S>,
         semantic: Arc<SemanticBackend<S>>,
         metrics: Arc<ServerMetrics>,
+        hook_dir: Option<std::path::PathBuf>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             semantic,
             metrics,
             load_finished: AtomicBool::new(false),
+            hook_dir,
         })
+    }
+
+    /// The server's store.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// The server's metrics.
+    pub fn server_metrics(&self) -> &Arc<ServerMetrics> {
+        &self.metrics
+    }
+
+    /// The folder of the hook's error log, when known.
+    pub fn hook_dir(&self) -> Option<&std::path::Path> {
+        self.hook_dir.as_deref()
+    }
+
+    /// The store's head and the loaded index's counts (`None` for the index before the model is
+    /// loaded), as `/metrics` reports them; `None` when the store cannot be read.
+    pub async fn index_snapshot(&self) -> Option<IndexSnapshot> {
+        let store = Arc::clone(&self.store);
+        let head = match on_blocking_pool(async move { store.head().await }).await {
+            Ok(Ok(head)) => head.get(),
+            _ => return None,
+        };
+        let index = match self.semantic.loaded_index() {
+            Some(index) => match index.status().await {
+                Ok(status) => Some(LoadedIndex {
+                    indexed: status.indexed_position,
+                    chunks: status.stats.live_chunks as u64,
+                    capacity: status.stats.max_chunks as u64,
+                    unindexed: status
+                        .unindexed
+                        .into_iter()
+                        .map(|(reason, count)| (reason.to_string(), count))
+                        .collect(),
+                    hnsw: status.stats.hnsw.as_str(),
+                    compact_vectors: status.stats.compact_vectors,
+                    ef_search: status.stats.hnsw_ef_search as u64,
+                }),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        Some(IndexSnapshot { head, index })
     }
 
     /// Loads the model and the index (in the background, while the socket already answers).
@@ -174,38 +224,15 @@ impl<S: Store> HttpState<S> {
         json_response(status, &serde_json::json!({ "status": state }))
     }
 
-    async fn metrics(&self) -> Response {
-        let store = Arc::clone(&self.store);
-        let head = match on_blocking_pool(async move { store.head().await }).await {
-            Ok(Ok(head)) => head.get(),
-            _ => {
-                return (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the store could not be read",
-                )
-                    .into_response();
-            }
+    async fn scrape(&self) -> Response {
+        let Some(snapshot) = self.index_snapshot().await else {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store could not be read",
+            )
+                .into_response();
         };
-        let index = match self.semantic.loaded_index() {
-            Some(index) => match index.status().await {
-                Ok(status) => Some(LoadedIndex {
-                    indexed: status.indexed_position,
-                    chunks: status.stats.live_chunks as u64,
-                    capacity: status.stats.max_chunks as u64,
-                    unindexed: status
-                        .unindexed
-                        .into_iter()
-                        .map(|(reason, count)| (reason.to_string(), count))
-                        .collect(),
-                    hnsw: status.stats.hnsw.as_str(),
-                    compact_vectors: status.stats.compact_vectors,
-                    ef_search: status.stats.hnsw_ef_search as u64,
-                }),
-                Err(_) => None,
-            },
-            None => None,
-        };
-        self.metrics.set_index(&IndexSnapshot { head, index });
+        self.metrics.set_index(&snapshot);
         let mut response = self.metrics.encode().into_response();
         response
             .headers_mut()
@@ -250,7 +277,7 @@ pub async fn serve_http<S: Store>(
     } else {
         server
     };
-    let inspector = ui::Inspector::new(server.clone(), Arc::clone(&grants));
+    let inspector = ui::Inspector::new(server.clone(), Arc::clone(&grants), Arc::clone(&state));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
     let gate = gate::Gate::new(grants, limits, sessions, Arc::clone(&state.metrics));
     let admit = {
@@ -267,7 +294,7 @@ pub async fn serve_http<S: Store>(
                 let gate = Arc::clone(&gate);
                 async move {
                     state.metrics.set_sessions(gate.open_sessions().await);
-                    state.metrics().await
+                    state.scrape().await
                 }
             }),
         )

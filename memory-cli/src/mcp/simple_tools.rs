@@ -50,6 +50,44 @@ impl<S: Store> MemoryServer<S> {
         (grant, call)
     }
 
+    /// `memory_search` for `grant` in `mode` (the tool asks `hybrid`; the inspector any mode), timed
+    /// into the metrics: the operation is checked first, then a missing default, then `arguments`.
+    pub(crate) async fn search_as(
+        &self,
+        grant: &Grant,
+        arguments: Result<SearchArguments, Refusal>,
+        mode: RecallMode,
+    ) -> Result<RecallResult, Refusal> {
+        let started = Instant::now();
+        let defaults = self.simple_defaults(grant, GrantedOperation::Recall)?;
+        let answer = simple::search_in_mode(&self.service, &defaults, arguments?, mode).await;
+        let outcome = answer.as_ref().err().map(Refusal::kind);
+        self.metrics
+            .observe_recall(mode, outcome, started.elapsed());
+        answer
+    }
+
+    /// `memory_forget` for `grant` (the tool's and the inspector's), counted into the metrics as a
+    /// write: the operation is checked first, then a missing default, then `arguments`.
+    pub(crate) async fn forget_as(
+        &self,
+        grant: &Grant,
+        arguments: Result<ForgetArguments, Refusal>,
+    ) -> Result<Value, Refusal> {
+        let call = self
+            .simple_defaults(grant, GrantedOperation::Forget)
+            .and_then(|defaults| Ok((defaults, arguments?)));
+        let answer = match call {
+            Ok((defaults, arguments)) => {
+                encoded(simple::forget(&self.service, &defaults, grant, arguments).await)
+            }
+            Err(refusal) => Err(refusal),
+        };
+        self.counted(grant, "memory_forget", &answer);
+        self.metrics.count_write(write_result(&answer));
+        answer
+    }
+
     /// The namespace and scope `grant`'s simple operations work in (its own defaults, else the
     /// server's), once `operation` is checked: what the simple tools and the inspector both use.
     pub(crate) fn simple_defaults(
@@ -121,19 +159,15 @@ impl<S: Store> MemoryServer<S> {
         context: RequestContext<RoleServer>,
         arguments: JsonObject,
     ) -> CallToolResult {
-        let started = Instant::now();
-        let (grant, call) =
-            self.simple_call::<SearchArguments>(&context, GrantedOperation::Recall, arguments);
-        let answer = match call {
-            Ok((defaults, arguments)) => {
-                let answer = simple::search(&self.service, &defaults, arguments).await;
-                let outcome = answer.as_ref().err().map(Refusal::kind);
-                self.metrics
-                    .observe_recall(RecallMode::Hybrid, outcome, started.elapsed());
-                encoded(answer)
-            }
-            Err(refusal) => Err(refusal),
-        };
+        let grant = self.caller(&context);
+        let answer = encoded(
+            self.search_as(
+                &grant,
+                decode_value(Value::Object(arguments)),
+                RecallMode::Hybrid,
+            )
+            .await,
+        );
         self.counted(&grant, "memory_search", &answer);
         tool_result(answer)
     }
@@ -156,16 +190,10 @@ impl<S: Store> MemoryServer<S> {
         context: RequestContext<RoleServer>,
         arguments: JsonObject,
     ) -> CallToolResult {
-        let (grant, call) =
-            self.simple_call::<ForgetArguments>(&context, GrantedOperation::Forget, arguments);
-        let answer = match call {
-            Ok((defaults, arguments)) => {
-                encoded(simple::forget(&self.service, &defaults, &grant, arguments).await)
-            }
-            Err(refusal) => Err(refusal),
-        };
-        self.counted(&grant, "memory_forget", &answer);
-        self.metrics.count_write(write_result(&answer));
+        let grant = self.caller(&context);
+        let answer = self
+            .forget_as(&grant, decode_value(Value::Object(arguments)))
+            .await;
         tool_result(answer)
     }
 

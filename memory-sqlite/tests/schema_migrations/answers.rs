@@ -16,12 +16,12 @@ use memory_sqlite::remembering_store::SqliteRememberingStore;
 use memory_sqlite::thread_log::SqliteThreadLog;
 use memory_sqlite::vectors::SqliteVectorStore;
 
-use crate::common::{self, access, key, put, said};
-use crate::formats::{
+use super::formats::{
     Format, MEMORY_1, MEMORY_2, Opener, PROGRESS_1, PROGRESS_EXTRACTION, REMEMBERING_1,
     THREAD_LOG_1, THREAD_LOG_PENDING, VECTORS_1, VECTORS_UNINDEXED_GRAPHS,
 };
-use crate::source::{PROFILE, limits, remember};
+use super::source::{PROFILE, limits, remember};
+use crate::common::{self, access, key, put, said};
 
 /// Queries whose answers are compared, per tenant.
 pub const QUERIES: &[&str] = &[

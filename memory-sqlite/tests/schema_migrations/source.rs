@@ -19,9 +19,9 @@ use memory_sqlite::thread_log::SqliteThreadLog;
 use memory_sqlite::vectors::SqliteVectorStore;
 use rusqlite::Connection;
 
+use super::files::{columns, our_tables};
+use super::formats::{Format, MEMORY_1};
 use crate::common::{self, NOW, key, put, said, scope, withdraw};
-use crate::files::{columns, our_tables};
-use crate::formats::{Format, MEMORY_1};
 
 pub const PROFILE: ProfileDigest = ProfileDigest::from_bytes([1; 32]);
 

@@ -20,9 +20,11 @@
 //!   own: a cross-origin form post is refused (`403`) before anything is read.
 //!
 //! Decisions: server-rendered HTML (maud) and one CSS file are the smallest stack that does this well:
-//! no build step, no JavaScript to audit, and every page works with the keyboard and at any zoom. The
-//! overview page is not here yet.
+//! no build step, no JavaScript to audit, and every page works with the keyboard and at any zoom.
+//! - **Overview** (`overview.rs`): the store, the index, the worker, the hook's errors and charts of
+//!   the last day's writes and recall latency, for the grants that read `/metrics`.
 
+mod overview;
 mod pages;
 pub mod session;
 
@@ -43,6 +45,7 @@ use serde::Deserialize;
 use crate::context::ContextOperation;
 use crate::database::Store;
 use crate::grants::{Grant, GrantedOperation, Grants};
+use crate::http::HttpState;
 use crate::list::ListArguments;
 use crate::mcp::MemoryServer;
 use crate::simple::{self, ForgetArguments, SearchArguments};
@@ -62,6 +65,8 @@ pub struct Inspector<S: Store> {
     server: MemoryServer<S>,
     grants: Arc<Grants>,
     sessions: Sessions,
+    /// What `/healthz` and `/metrics` read: the overview shows the same.
+    state: Arc<HttpState<S>>,
 }
 
 /// What the sign-in page says on a server that needs no token.
@@ -75,12 +80,18 @@ impl<S: Store> Inspector<S> {
         self.grants.caller(None).is_some()
     }
 
-    /// The inspector of `server`, whose callers sign in with a token `grants` knows.
-    pub fn new(server: MemoryServer<S>, grants: Arc<Grants>) -> Arc<Self> {
+    /// The inspector of `server`, whose callers sign in with a token `grants` knows; its overview
+    /// reads `state`.
+    pub fn new(
+        server: MemoryServer<S>,
+        grants: Arc<Grants>,
+        state: Arc<HttpState<S>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             server,
             grants,
             sessions: Sessions::default(),
+            state,
         })
     }
 }
@@ -92,6 +103,7 @@ pub fn router<S: Store>(inspector: Arc<Inspector<S>>) -> Router {
         .route("/style.css", get(style))
         .route("/login", post(login::<S>))
         .route("/logout", post(logout::<S>))
+        .route("/overview", get(overview::overview::<S>))
         .route("/memories", get(memories::<S>))
         .route("/forget", post(forget::<S>))
         .route("/threads", get(threads::<S>))
@@ -315,7 +327,11 @@ async fn memories<S: Store>(
                 query: text.to_owned(),
                 limit: Some(SEARCH_LIMIT),
             };
-            match simple::search_in_mode(service, &defaults, arguments, mode).await {
+            match inspector
+                .server
+                .search_as(&grant, Ok(arguments), mode)
+                .await
+            {
                 Ok(found) => (Some(found), None),
                 Err(refusal) => {
                     notice = Some((true, refusal.message().to_owned()));
@@ -383,24 +399,16 @@ async fn forget<S: Store>(
         Ok(signed) => signed,
         Err(to) => return redirect(to),
     };
-    let answer = match inspector
+    let answer = inspector
         .server
-        .simple_defaults(&grant, GrantedOperation::Forget)
-    {
-        Ok(defaults) => {
-            simple::forget(
-                inspector.server.service(),
-                &defaults,
-                &grant,
-                ForgetArguments {
-                    id: form.id.clone(),
-                    reason: form.reason,
-                },
-            )
-            .await
-        }
-        Err(refusal) => Err(refusal),
-    };
+        .forget_as(
+            &grant,
+            Ok(ForgetArguments {
+                id: form.id.clone(),
+                reason: form.reason,
+            }),
+        )
+        .await;
     match answer {
         Ok(_) => {
             let id: String = form

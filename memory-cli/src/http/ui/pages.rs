@@ -24,6 +24,7 @@ pub fn layout(title: &str, signed_in: Option<&str>, content: Markup) -> Markup {
             body {
                 header {
                     nav aria-label="Inspector" {
+                        a href="/ui/overview" { "Overview" }
                         a href="/ui/memories" { "Memories" }
                         a href="/ui/threads" { "Threads" }
                     }

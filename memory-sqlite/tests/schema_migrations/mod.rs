@@ -6,8 +6,7 @@
 //! changes nothing. A file of a newer version is refused by every store and reader, untouched.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod answers;
 mod files;

@@ -22,6 +22,9 @@
 //!   `session_idle_timeout_seconds`); `memory_mcp_sessions` and `memory_http_in_flight` beside them.
 //! - `memory_grants` (grants in force) and `memory_grants_reloads_total{outcome}` (`ok`, `failed`).
 //!
+//! The same writes and recalls are also kept minute by minute for the last day ([`history`]), which
+//! the inspector's overview charts.
+//!
 //! Every label value comes from a fixed set or the operator's grants file (grant names); no
 //! namespace, identity, id, query or text is ever a label.
 
@@ -37,6 +40,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::wire::RecallMode;
+
+pub mod history;
+
+use history::MetricsHistory;
 
 /// The content type of [`ServerMetrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -115,6 +122,7 @@ pub struct ServerMetrics {
     /// What reads the context layer's fold cache (set once the server is built).
     folds: OnceLock<FoldWatch>,
     fold_cache: Family<Label, Gauge>,
+    history: MetricsHistory,
 }
 
 /// Reads the context layer's fold cache counts at a scrape (`None` before the first context call).
@@ -304,7 +312,14 @@ impl ServerMetrics {
             model_failures,
             folds: OnceLock::new(),
             fold_cache,
+            history: MetricsHistory::default(),
         }
+    }
+
+    /// The same metrics, their minute-by-minute history on `clock` (tests step through minutes).
+    pub fn with_history_clock(mut self, clock: Arc<dyn memory_core::Clock>) -> Self {
+        self.history = MetricsHistory::new(clock);
+        self
     }
 
     /// Shows the fold cache's counts `watch` reads at every scrape.
@@ -423,10 +438,12 @@ impl ServerMetrics {
         self.recall_seconds
             .get_or_create(&[("mode", mode.as_str()), ("outcome", outcome)])
             .observe(elapsed.as_secs_f64());
+        self.history.record_recall(outcome == "ok", elapsed);
     }
 
     /// Counts one write by its result: `Ok(replayed)` or the refusal's kind.
     pub fn count_write(&self, result: Result<bool, ErrorKind>) {
+        self.history.record_write(result.is_ok());
         let result = match result {
             Ok(false) => "written",
             Ok(true) => "replayed",
@@ -474,6 +491,11 @@ impl ServerMetrics {
                 .get_or_create(&[("state", state)])
                 .set(i64::from(state == index.hnsw));
         }
+    }
+
+    /// The writes and recalls of the last day, minute by minute.
+    pub fn history(&self) -> &MetricsHistory {
+        &self.history
     }
 
     /// The metrics as OpenMetrics text.
