@@ -53,7 +53,8 @@ impl Defaults {
         &self.scope
     }
 
-    pub(crate) fn key(&self, id: &str) -> Result<MemoryKey, Refusal> {
+    /// The key of document `id` in the default namespace (`invalid-input` for an id the store refuses).
+    pub fn key(&self, id: &str) -> Result<MemoryKey, Refusal> {
         Ok(MemoryKey {
             namespace: self.address.clone(),
             id: DocumentId::new(id)?,

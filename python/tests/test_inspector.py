@@ -6,8 +6,10 @@ npm registry injected into each page for an accessibility scan. Both come from
 
 Sign in with a wrong token and then the right one; search and see ana's passage with its
 provenance, its `<script>` shown as text and run never; forget it from the page and see it gone from
-the page and from `memory recall`; a thread with a long tool run and its context preview; every page
-scanned with no serious accessibility violation."""
+the page and from `memory recall`; correct another memory and read its revisions; a form posted from
+another site refused; the overview; a thread with a long tool run and its context preview; a server
+restart answered with a plain message; every page scanned with no serious accessibility violation and
+readable at 400% zoom (a 320-pixel-wide viewport, with nothing scrolling sideways)."""
 
 from __future__ import annotations
 
@@ -63,9 +65,49 @@ def _memory(db: pathlib.Path, *args: str, stdin: str | None = None) -> dict:
     return json.loads(done.stdout)
 
 
+class Server:
+    """A `memory serve --http` with a token over `db`; `restart()` stops it and starts another."""
+
+    def __init__(self, db: pathlib.Path, token: pathlib.Path) -> None:
+        self.db, self.token = db, token
+        self.process: subprocess.Popen | None = None
+        self.base = ""
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                str(MEMORY_BIN), "--db", str(self.db), "serve", "--http", "127.0.0.1:0",
+                "--token-file", str(self.token), "--namespace", json.dumps(NAMESPACE), "--scope", "assistant",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        assert self.process.stderr is not None
+        url = None
+        for line in self.process.stderr:
+            if line.startswith("memory: serving MCP at "):
+                url = line.removeprefix("memory: serving MCP at ").strip()
+                break
+        assert url, "the server announced its URL"
+        self.base = url.removesuffix("/mcp")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture
-def inspector(tmp_path: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
-    """A `memory serve --http` with a token and ana's passage; yields its base URL and database."""
+def inspector(tmp_path: pathlib.Path) -> Iterator[Server]:
+    """A `memory serve --http` with a token, ana's passages and a thread with a long tool run."""
     for needed in (MEMORY_BIN, pathlib.Path(CHROMIUM), AXE_CORE):
         assert needed.is_file(), f"{needed} is missing: run `bash scripts/browser-setup.sh` (and build)"
     db = tmp_path / "memory.sqlite"
@@ -93,6 +135,10 @@ def inspector(tmp_path: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
             "extracted_at": 0,
         },
     }
+    tea = json.loads(json.dumps(put))
+    tea.update(id="tea", operation_id="tea-1")
+    tea["content"]["text"] = "Ana prefers green tea."
+    _memory(db, "put", "-", stdin=json.dumps(tea))
     _memory(db, "put", "-", stdin=json.dumps(put))
     # A long tool run on ana's thread.
     def append(body: dict, speaker: str) -> None:
@@ -108,28 +154,16 @@ def inspector(tmp_path: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
         append({"kind": "tool_result", "call_id": f"c{index}", "output": output, "is_error": False}, "tool")
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
-    server = subprocess.Popen(
-        [
-            str(MEMORY_BIN), "--db", str(db), "serve", "--http", "127.0.0.1:0",
-            "--token-file", str(token), "--namespace", json.dumps(NAMESPACE), "--scope", "assistant",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
+    server = Server(db, token)
     try:
-        assert server.stderr is not None
-        url = None
-        for line in server.stderr:
-            if line.startswith("memory: serving MCP at "):
-                url = line.removeprefix("memory: serving MCP at ").strip()
-                break
-        assert url, "the server announced its URL"
-        yield url.removesuffix("/mcp"), db
+        yield server
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
+
+
+def _reflows(page) -> bool:  # noqa: ANN001 - Playwright's Page
+    """Whether the page fits its viewport's width (nothing scrolls sideways)."""
+    return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
 
 def _serious(page, axe: str) -> list[str]:  # noqa: ANN001 - Playwright's Page
@@ -142,10 +176,10 @@ def _serious(page, axe: str) -> list[str]:  # noqa: ANN001 - Playwright's Page
     ]
 
 
-def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) -> None:
+def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
     from playwright.sync_api import sync_playwright
 
-    base, db = inspector
+    base, db = inspector.base, inspector.db
     axe = AXE_CORE.read_text()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     dialogs: list[str] = []
@@ -181,9 +215,47 @@ def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) ->
             passage.get_by_label("Why forget it").fill("the user asked")
             passage.get_by_role("button", name="Forget").click()
             assert "Forgotten: tomatoes" in page.get_by_role("status").inner_text()
-            assert page.get_by_text("No memories yet.").is_visible()
+            assert page.get_by_text("Ana grows tomatoes").count() == 0
             page.screenshot(path=str(SCREENSHOTS / "forgotten.png"), full_page=True)
             assert dialogs == [], "no script ran"
+
+            # A person's correction, then the memory's revisions.
+            tea = page.locator("ol.memories li", has_text="green tea")
+            tea.get_by_text("Correct it").click()
+            tea.get_by_label("Corrected text").fill("Ana prefers black coffee.")
+            tea.get_by_role("button", name="Save the correction").click()
+            assert "Corrected: revision" in page.get_by_role("status").inner_text()
+            corrected = page.locator("ol.memories li", has_text="black coffee")
+            assert "grant:" in corrected.locator("dl.provenance").inner_text()
+            corrected.get_by_role("link", name="Every revision of tea").click()
+            revisions = page.locator("ol.memories li")
+            assert revisions.nth(0).locator("p.text").inner_text() == "Ana prefers black coffee."
+            assert revisions.nth(1).locator("p.text").inner_text() == "Ana prefers green tea."
+            page.screenshot(path=str(SCREENSHOTS / "revisions.png"), full_page=True)
+            page.get_by_role("link", name="Back to the memories").click()
+
+            # A form posted from another site is refused, and forgets nothing.
+            evil = browser.new_page()
+            evil.route(
+                "http://evil.test/**",
+                lambda route: route.fulfill(
+                    content_type="text/html",
+                    body=f'<form method="post" action="{base}/ui/forget"><input name="id" value="tea">'
+                    '<input name="reason" value="x"><button>Win a prize</button></form>',
+                ),
+            )
+            evil.goto("http://evil.test/")
+            evil.get_by_role("button", name="Win a prize").click()
+            evil.wait_for_load_state()
+            assert "was not sent from this inspector" in evil.content()
+            evil.close()
+            page.reload()
+            assert page.locator("p.text", has_text="Ana prefers black coffee.").is_visible()
+
+            page.get_by_role("link", name="Overview").click()
+            assert "Latest change" in page.content()
+            assert page.locator("figure svg").count() == 2
+            page.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
 
             page.get_by_role("link", name="Threads").click()
             page.get_by_label("Thread").fill("run-1")
@@ -192,6 +264,25 @@ def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) ->
             assert "Context preview" in page.content()
             assert page.get_by_text("#51 tool_result").is_visible()
             page.screenshot(path=str(SCREENSHOTS / "thread.png"), full_page=True)
+
+            # At 400% zoom (320 CSS pixels wide) every page reflows: nothing scrolls sideways.
+            narrow = browser.new_context(viewport={"width": 320, "height": 640})
+            small = narrow.new_page()
+            small.goto(f"{base}/ui")
+            assert _reflows(small), "/ui"
+            small.get_by_label("Token").fill(TOKEN)
+            small.get_by_role("button", name="Sign in").click()
+            for path in (
+                "/ui/memories",
+                "/ui/memories?q=tea&mode=lexical",
+                "/ui/revisions?id=tea",
+                "/ui/overview?hours=24",
+                "/ui/threads?thread=run-1&budget=1500",
+            ):
+                small.goto(f"{base}{path}")
+                assert _reflows(small), path
+            small.screenshot(path=str(SCREENSHOTS / "overview-400-percent.png"), full_page=True)
+            narrow.close()
 
             # The scan injects axe-core, so its page ignores the policy that forbids every script.
             scanner = browser.new_context(bypass_csp=True).new_page()
@@ -204,11 +295,20 @@ def test_the_inspector_in_a_real_browser(inspector: tuple[str, pathlib.Path]) ->
             for path in (
                 "/ui/memories",
                 "/ui/memories?q=tomatoes&mode=hybrid",
+                "/ui/revisions?id=tea",
+                "/ui/overview",
                 "/ui/threads",
                 "/ui/threads?thread=run-1&budget=1500",
             ):
                 scanner.goto(f"{base}{path}")
                 assert _serious(scanner, axe) == [], path
+
+            # A server restart ends every session: the next page says so plainly.
+            inspector.restart()
+            base = inspector.base
+            page.goto(f"{base}/ui/memories")
+            assert "Your session has ended" in page.get_by_role("alert").inner_text()
+            page.screenshot(path=str(SCREENSHOTS / "session-ended.png"), full_page=True)
         finally:
             browser.close()
 

@@ -292,3 +292,129 @@ async fn a_server_that_needs_no_token_keeps_the_inspector_closed() {
     assert_eq!(login.status(), 403);
     assert!(login.headers().get(SET_COOKIE).is_none());
 }
+
+async fn edit(base: &str, cookie: &str, id: &str, revision: &str, text: &str) -> reqwest::Response {
+    client()
+        .post(format!("{base}/ui/edit"))
+        .header(COOKIE, cookie)
+        .header(ORIGIN, base)
+        .form(&[("id", id), ("expected_revision", revision), ("text", text)])
+        .send()
+        .await
+        .expect("the server answers")
+}
+
+/// A person corrects what the worker remembered, from the page, with the revision the page showed:
+/// a stale revision is a conflict that writes nothing, and the correction outlives the forget of the
+/// words it came from (the worker's cleanup withdraws only what the source still stated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correction_from_the_page_is_a_persons_and_the_cleanup_keeps_it() {
+    let fixture = Fixture::new();
+    let grants = fixture.dir.path().join("grants.toml");
+    std::fs::write(
+        &grants,
+        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB),
+    )
+    .expect("grants");
+    let argument = json!({"thread": "chat-7", "record": {"speaker": "ana", "observers": [],
+        "occurred_at": null, "body": {"kind": "user_input", "text": "My sister grows tomatoes in Porto."}},
+        "namespace": {"name": "notes", "version": 1, "identity": {"user": "ana"}}, "scope": "ana"});
+    fixture
+        .run(&["thread", "append", &argument.to_string()])
+        .success();
+    fixture.worker_pass();
+
+    let args = [
+        "--grants".to_owned(),
+        grants.to_str().expect("UTF-8").to_owned(),
+    ];
+    let server = HttpServer::start(&fixture, &args, &[]);
+    ready(&server.base()).await;
+    let base = server.base();
+    let ana = sign_in(&base, ANA).await;
+    let (_, listed, _) = page(&base, "/ui/memories", &ana).await;
+    assert!(
+        listed.contains("My sister grows tomatoes in Porto."),
+        "{listed}"
+    );
+    let field = |name: &str| -> String {
+        let at = listed
+            .find(&format!("name=\"{name}\" value=\""))
+            .unwrap_or_else(|| panic!("{name} in the edit form: {listed}"));
+        let rest = &listed[at + name.len() + 15..];
+        rest[..rest.find('"').expect("a closing quote")].to_owned()
+    };
+    let (id, revision) = (field("id"), field("expected_revision"));
+
+    // A stale revision is refused as the tools refuse it, and writes nothing.
+    let stale = edit(
+        &base,
+        &ana,
+        &id,
+        "r-stale",
+        "My sister grows peppers in Porto.",
+    )
+    .await;
+    assert_eq!(stale.status(), 409, "{}", stale.text().await.expect("body"));
+    let corrected = edit(
+        &base,
+        &ana,
+        &id,
+        &revision,
+        "My sister grows peppers in Braga.",
+    )
+    .await;
+    assert_eq!(corrected.status(), 303);
+    let location = corrected.headers()[LOCATION]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let (_, after, _) = page(&base, &location, &ana).await;
+    assert!(after.contains("Corrected: revision"), "{after}");
+    assert!(
+        after.contains("My sister grows peppers in Braga."),
+        "{after}"
+    );
+    assert!(!after.contains("tomatoes"), "{after}");
+    assert!(
+        after.contains("<dt>Said by</dt><dd>grant:ana</dd>"),
+        "{after}"
+    );
+    let (status, history, _) = page(&base, &format!("/ui/revisions?id={id}"), &ana).await;
+    assert_eq!(status, 200, "{history}");
+    let (corrected_at, remembered_at) = (
+        history
+            .find("My sister grows peppers in Braga.")
+            .expect("the correction"),
+        history
+            .find("My sister grows tomatoes in Porto.")
+            .expect("what the worker remembered"),
+    );
+    assert!(corrected_at < remembered_at, "newest first: {history}");
+    assert!(history.contains("Back to the memories"), "{history}");
+
+    // Ana's words are forgotten; the worker's cleanup keeps the person's correction.
+    fixture
+        .run(&[
+            "thread",
+            "forget",
+            &json!({"thread": "chat-7", "sequence": 1, "reason": "asked"}).to_string(),
+        ])
+        .success();
+    fixture.worker_pass();
+    let (_, kept, _) = page(&base, "/ui/memories?q=peppers+Braga&mode=lexical", &ana).await;
+    assert!(kept.contains("My sister grows peppers in Braga."), "{kept}");
+    let (_, history, _) = page(&base, &format!("/ui/revisions?id={id}"), &ana).await;
+    assert!(
+        !history.contains("tomatoes"),
+        "the forgotten words are no longer shown: {history}"
+    );
+    // Another token reaches none of it by URL.
+    let (status, _, _) = page(
+        &base,
+        &format!("/ui/revisions?id={id}"),
+        &sign_in(&base, BOB).await,
+    )
+    .await;
+    assert_eq!(status, 404);
+}

@@ -44,10 +44,20 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> (Arc<Grant>, SimpleCall<T>) {
         let grant = self.caller(context);
-        let call = self
-            .simple_defaults(&grant, operation)
-            .and_then(|defaults| Ok((defaults, decode_value(Value::Object(arguments))?)));
+        let call = self.checked(&grant, operation, decode_value(Value::Object(arguments)));
         (grant, call)
+    }
+
+    /// `grant`'s defaults for `operation` and the call's `arguments`, in the order a refusal is
+    /// answered: the operation, a missing default, then the arguments.
+    fn checked<T>(
+        &self,
+        grant: &Grant,
+        operation: GrantedOperation,
+        arguments: Result<T, Refusal>,
+    ) -> SimpleCall<T> {
+        self.simple_defaults(grant, operation)
+            .and_then(|defaults| Ok((defaults, arguments?)))
     }
 
     /// `memory_search` for `grant` in `mode` (the tool asks `hybrid`; the inspector any mode), timed
@@ -59,11 +69,31 @@ impl<S: Store> MemoryServer<S> {
         mode: RecallMode,
     ) -> Result<RecallResult, Refusal> {
         let started = Instant::now();
-        let defaults = self.simple_defaults(grant, GrantedOperation::Recall)?;
-        let answer = simple::search_in_mode(&self.service, &defaults, arguments?, mode).await;
+        let (defaults, arguments) = self.checked(grant, GrantedOperation::Recall, arguments)?;
+        let answer = simple::search_in_mode(&self.service, &defaults, arguments, mode).await;
         let outcome = answer.as_ref().err().map(Refusal::kind);
         self.metrics
             .observe_recall(mode, outcome, started.elapsed());
+        answer
+    }
+
+    /// `memory_remember` for `grant` (the tool's, and the inspector's edit of a memory), counted into
+    /// the metrics as a write: the operation is checked first, then a missing default, then
+    /// `arguments`.
+    pub(crate) async fn remember_as(
+        &self,
+        grant: &Grant,
+        arguments: Result<RememberArguments, Refusal>,
+    ) -> Result<Value, Refusal> {
+        let call = self.checked(grant, GrantedOperation::Remember, arguments);
+        let answer = match call {
+            Ok((defaults, arguments)) => {
+                encoded(simple::remember(&self.service, &defaults, grant, arguments).await)
+            }
+            Err(refusal) => Err(refusal),
+        };
+        self.counted(grant, "memory_remember", &answer);
+        self.metrics.count_write(write_result(&answer));
         answer
     }
 
@@ -74,9 +104,7 @@ impl<S: Store> MemoryServer<S> {
         grant: &Grant,
         arguments: Result<ForgetArguments, Refusal>,
     ) -> Result<Value, Refusal> {
-        let call = self
-            .simple_defaults(grant, GrantedOperation::Forget)
-            .and_then(|defaults| Ok((defaults, arguments?)));
+        let call = self.checked(grant, GrantedOperation::Forget, arguments);
         let answer = match call {
             Ok((defaults, arguments)) => {
                 encoded(simple::forget(&self.service, &defaults, grant, arguments).await)
@@ -128,16 +156,10 @@ impl<S: Store> MemoryServer<S> {
         context: RequestContext<RoleServer>,
         arguments: JsonObject,
     ) -> CallToolResult {
-        let (grant, call) =
-            self.simple_call::<RememberArguments>(&context, GrantedOperation::Remember, arguments);
-        let answer = match call {
-            Ok((defaults, arguments)) => {
-                encoded(simple::remember(&self.service, &defaults, &grant, arguments).await)
-            }
-            Err(refusal) => Err(refusal),
-        };
-        self.counted(&grant, "memory_remember", &answer);
-        self.metrics.count_write(write_result(&answer));
+        let grant = self.caller(&context);
+        let answer = self
+            .remember_as(&grant, decode_value(Value::Object(arguments)))
+            .await;
         tool_result(answer)
     }
 

@@ -48,7 +48,7 @@ use crate::grants::{Grant, GrantedOperation, Grants};
 use crate::http::HttpState;
 use crate::list::ListArguments;
 use crate::mcp::MemoryServer;
-use crate::simple::{self, ForgetArguments, SearchArguments};
+use crate::simple::{self, ForgetArguments, RememberArguments, SearchArguments};
 use crate::wire::RecallMode;
 use session::{Lookup, Sessions};
 
@@ -106,6 +106,8 @@ pub fn router<S: Store>(inspector: Arc<Inspector<S>>) -> Router {
         .route("/overview", get(overview::overview::<S>))
         .route("/memories", get(memories::<S>))
         .route("/forget", post(forget::<S>))
+        .route("/edit", post(edit::<S>))
+        .route("/revisions", get(revisions::<S>))
         .route("/threads", get(threads::<S>))
         .with_state(inspector)
         .layer(axum::middleware::map_response(secured))
@@ -270,6 +272,8 @@ struct MemoriesQuery {
     mode: Option<String>,
     #[serde(default)]
     forgotten: Option<String>,
+    #[serde(default)]
+    edited: Option<String>,
 }
 
 fn mode_of(name: &str) -> Option<RecallMode> {
@@ -315,12 +319,25 @@ async fn memories<S: Store>(
         );
     };
     let service = inspector.server.service();
-    let mut notice = query.forgotten.map(|id| {
-        (
-            false,
-            format!("Forgotten: {id}. It is no longer read, searched or listed."),
-        )
-    });
+    let mut notice = query
+        .forgotten
+        .map(|id| {
+            (
+                false,
+                format!("Forgotten: {id}. It is no longer read, searched or listed."),
+            )
+        })
+        .or_else(|| {
+            query.edited.map(|revision| {
+                (
+                    false,
+                    format!(
+                        "Corrected: revision {revision}, yours. The worker's cleanup keeps it even \
+                         when the words it came from are forgotten."
+                    ),
+                )
+            })
+        });
     let (found, listed) = match search {
         Some(text) => {
             let arguments = SearchArguments {
@@ -410,19 +427,117 @@ async fn forget<S: Store>(
         )
         .await;
     match answer {
-        Ok(_) => {
-            let id: String = form
-                .id
-                .chars()
-                .filter(|character| {
-                    character.is_ascii_alphanumeric() || "-_.:".contains(*character)
-                })
-                .collect();
-            redirect(&format!("/ui/memories?forgotten={id}"))
-        }
+        Ok(_) => redirect(&format!("/ui/memories?forgotten={}", shown_id(&form.id))),
         Err(refusal) => page(
             status_of(refusal.kind()),
             pages::problem("Not forgotten", refusal.message()),
+        ),
+    }
+}
+
+/// An id or revision as a redirect's query shows it back: its plain characters only.
+fn shown_id(id: &str) -> String {
+    id.chars()
+        .filter(|character| character.is_ascii_alphanumeric() || "-_.:".contains(*character))
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct RevisionsQuery {
+    id: String,
+}
+
+/// Revisions a page shows, newest first.
+const REVISIONS_SHOWN: usize = 100;
+
+/// A memory's revisions, newest first, as `memory_get`'s `revisions` reads them for the grant.
+async fn revisions<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Query(query): Query<RevisionsQuery>,
+) -> Response {
+    let grant = match signed_in(&inspector, &headers) {
+        Ok(signed) => signed,
+        Err(to) => return redirect(to),
+    };
+    let read = match inspector
+        .server
+        .simple_defaults(&grant, GrantedOperation::Get)
+        .and_then(|defaults| defaults.key(&query.id))
+    {
+        Ok(key) => {
+            inspector
+                .server
+                .service()
+                .history(&key, REVISIONS_SHOWN, Some(&grant))
+                .await
+        }
+        Err(refusal) => Err(refusal),
+    };
+    match read {
+        Ok(revisions) if revisions.is_empty() => page(
+            StatusCode::NOT_FOUND,
+            pages::problem("No such memory", "No memory you may read has this id."),
+        ),
+        Ok(revisions) => page(
+            StatusCode::OK,
+            pages::revisions(grant.name(), &query.id, &revisions),
+        ),
+        Err(refusal) => page(
+            status_of(refusal.kind()),
+            pages::problem("Not shown", refusal.message()),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct EditForm {
+    id: String,
+    expected_revision: String,
+    text: String,
+}
+
+/// A person's correction of a memory: `memory_remember` with the document's id and the revision the
+/// page showed, said by the signed-in grant's principal. A memory changed since is a `conflict`,
+/// and nothing is written; the new revision is not the worker's, so its cleanup never undoes it.
+async fn edit<S: Store>(
+    State(inspector): State<Arc<Inspector<S>>>,
+    headers: HeaderMap,
+    Form(form): Form<EditForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_origin();
+    }
+    let grant = match signed_in(&inspector, &headers) {
+        Ok(signed) => signed,
+        Err(to) => return redirect(to),
+    };
+    let mut metadata = serde_json::Map::new();
+    metadata.insert(
+        "correction".to_owned(),
+        serde_json::json!({"by": grant.principal(), "of_revision": form.expected_revision, "via": "inspector"}),
+    );
+    let answer = inspector
+        .server
+        .remember_as(
+            &grant,
+            Ok(RememberArguments {
+                text: form.text,
+                id: Some(form.id),
+                expected_revision: Some(form.expected_revision),
+                speaker: Some(grant.principal()),
+                metadata: Some(metadata),
+            }),
+        )
+        .await;
+    match answer {
+        Ok(receipt) => {
+            let revision = receipt["revision"].as_str().unwrap_or_default();
+            redirect(&format!("/ui/memories?edited={}", shown_id(revision)))
+        }
+        Err(refusal) => page(
+            status_of(refusal.kind()),
+            pages::problem("Not corrected", refusal.message()),
         ),
     }
 }

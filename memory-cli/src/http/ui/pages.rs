@@ -5,7 +5,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
 use crate::list::ListResult;
-use crate::wire::{RecallResult, WireDocument};
+use crate::wire::{RecallResult, WireDocument, WireRevision};
 
 /// The recall modes the search offers.
 pub const MODES: [&str; 5] = ["hybrid", "lexical", "exact", "hnsw", "recent"];
@@ -61,6 +61,46 @@ pub fn sign_in(message: Option<&str>) -> Markup {
     )
 }
 
+/// `name=value`, encoded for a URL's query.
+fn query_of(name: &str, value: &str) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair(name, value)
+        .finish()
+}
+
+/// A memory's revisions, newest first: each one's text while the store keeps its words, who said it,
+/// and a withdrawal's reason and author.
+pub fn revisions(grant: &str, id: &str, revisions: &[WireRevision]) -> Markup {
+    layout(
+        "Revisions",
+        Some(grant),
+        html! {
+            p { "Memory " code { (id) } ", newest revision first. " a href="/ui/memories" { "Back to the memories" } }
+            ol.memories {
+                @for revision in revisions {
+                    li {
+                        @match (&revision.content, &revision.withdrawn) {
+                            (_, Some(withdrawal)) => p { strong { "Forgotten" } ": " (withdrawal.reason)
+                                @if let Some(by) = &withdrawal.by { " (by " (by) ")" } },
+                            (Some(content), None) => p.text { (content.text) },
+                            (None, None) => p { em { "Its words are no longer kept." } },
+                        }
+                        dl.provenance {
+                            dt { "Revision" } dd { (revision.revision) }
+                            dt { "Replaced" } dd { (revision.predecessor.as_deref().unwrap_or("nothing: the first")) }
+                            dt { "Written" } dd { (revision.modified_at) " (epoch ms)" }
+                            dt { "Locator" } dd { (revision.locator) }
+                            @if let Some(content) = &revision.content {
+                                (attributions(content))
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
 /// What the memories page shows.
 pub struct MemoriesView<'a> {
     /// The grant signed in.
@@ -106,6 +146,24 @@ fn forget_form(id: &str) -> Markup {
     }
 }
 
+/// A person's correction: the text to replace, sent with the revision shown (a memory changed since
+/// is refused, not overwritten).
+fn edit_form(id: &str, revision: &str, text: &str) -> Markup {
+    html! {
+        details {
+            summary { "Correct it" }
+            form method="post" action="/ui/edit" {
+                input type="hidden" name="id" value=(id);
+                input type="hidden" name="expected_revision" value=(revision);
+                label for={"text-" (id)} { "Corrected text" }
+                textarea id={"text-" (id)} name="text" rows="3" required { (text) }
+                " "
+                button type="submit" { "Save the correction" }
+            }
+        }
+    }
+}
+
 fn document_item(document: &WireDocument) -> Markup {
     html! {
         li {
@@ -117,6 +175,8 @@ fn document_item(document: &WireDocument) -> Markup {
                 dt { "Locator" } dd { (document.locator) }
                 (attributions(&document.content))
             }
+            p { a href={"/ui/revisions?" (query_of("id", &document.id))} { "Every revision of " (document.id) } }
+            (edit_form(&document.id, &document.revision, &document.content.text))
             (forget_form(&document.id))
         }
     }
