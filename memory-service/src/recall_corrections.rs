@@ -115,10 +115,7 @@ async fn place<R: MemoryReader + CorrectionIndex>(
                 excerpt_passages(passage, &rules)
                     .into_iter()
                     .take(1)
-                    .map(|passage| ScoredPassage {
-                        passage,
-                        score: 0.0,
-                    }),
+                    .map(|passage| ScoredPassage::new(passage, 0.0)),
             );
         }
     }

@@ -68,7 +68,7 @@ use memory_core::{
     RecallCandidate, RevalidationLimits, revalidate,
 };
 use semantic_index::recall::{
-    ExcerptRules, HybridParams, ScoredLookup, ScoredPassage, excerpt_passages,
+    ExcerptRules, HybridParams, RankingScores, ScoredLookup, ScoredPassage, excerpt_passages,
 };
 use semantic_index::{ChunkingConfig, Embedder, ProfileDigest, SemanticIndex, SemanticProfile};
 use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
@@ -81,7 +81,7 @@ use crate::semantic::SemanticBackend;
 use crate::settings::Settings;
 use crate::wire::{
     AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
-    WirePassageSource, address_of,
+    WirePassageSource, WireRankings, address_of,
 };
 use memory_core::blocking::on_blocking_pool;
 
@@ -233,10 +233,11 @@ impl<S: Store> std::fmt::Debug for RecallService<S> {
     }
 }
 
-/// Passage scores by (document id, passage id), as the answering source computed them.
+/// Passage scores (and a hybrid recall's ranking scores) by (document id, passage id), as the
+/// answering source computed them.
 #[derive(Debug, Default)]
 struct Scores {
-    by_passage: HashMap<(String, String), f64>,
+    by_passage: HashMap<(String, String), (f64, Option<RankingScores>)>,
 }
 
 /// Records `lookup`'s scores in `scores` and hands on its passages.
@@ -249,17 +250,30 @@ fn take_scores(scores: &Mutex<Scores>, lookup: ScoredLookup) -> Result<MemoryLoo
 
 impl Scores {
     /// Records a score; the first (best-ranked) one of a passage wins.
-    fn record(&mut self, document: &str, passage: &str, score: f64) {
+    fn record(
+        &mut self,
+        document: &str,
+        passage: &str,
+        score: f64,
+        rankings: Option<RankingScores>,
+    ) {
         self.by_passage
             .entry((document.to_owned(), passage.to_owned()))
-            .or_insert(score);
+            .or_insert((score, rankings));
     }
 
-    fn of(&self, document: &str, passage: &str) -> f64 {
+    fn of(&self, document: &str, passage: &str) -> (f64, Option<WireRankings>) {
         self.by_passage
             .get(&(document.to_owned(), passage.to_owned()))
-            .copied()
-            .unwrap_or(0.0)
+            .map_or((0.0, None), |(score, rankings)| {
+                (
+                    *score,
+                    rankings.map(|rankings| WireRankings {
+                        lexical: rankings.lexical,
+                        embedding: rankings.embedding,
+                    }),
+                )
+            })
     }
 
     /// Records the scores of `passages` and answers them as a lookup.
@@ -273,6 +287,7 @@ impl Scores {
                             scored.passage.source.id.as_str(),
                             scored.passage.passage_id.as_str(),
                             scored.score,
+                            scored.rankings,
                         );
                         scored.passage
                     })
@@ -667,7 +682,7 @@ async fn lexical_lookup<S: Store>(
                         .get(passage.source.id.as_str())
                         .copied()
                         .unwrap_or(0.0);
-                    ScoredPassage { passage, score }
+                    ScoredPassage::new(passage, score)
                 })
                 .collect(),
         );
@@ -721,10 +736,7 @@ async fn recent_lookup<S: Store>(
                             .get(passage.source.id.as_str())
                             .copied()
                             .unwrap_or(usize::MAX - 1);
-                        ScoredPassage {
-                            passage,
-                            score: 1.0 / (rank as f64 + 1.0),
-                        }
+                        ScoredPassage::new(passage, 1.0 / (rank as f64 + 1.0))
                     })
                     .collect(),
             )
@@ -881,15 +893,22 @@ fn injected_stall() {
 #[cfg(not(feature = "fault-injection"))]
 fn injected_stall() {}
 
-/// The wire form of a recall result; `score_of` gives the score of a (document id, passage id).
-fn to_wire(recalled: RecalledMemory, score_of: impl Fn(&str, &str) -> f64) -> RecallResult {
+/// The wire form of a recall result; `score_of` gives the score (and a hybrid recall's ranking
+/// scores) of a (document id, passage id).
+fn to_wire(
+    recalled: RecalledMemory,
+    score_of: impl Fn(&str, &str) -> (f64, Option<WireRankings>),
+) -> RecallResult {
     let passages = recalled
         .passages
         .into_iter()
         .map(|recalled| {
             let passage = recalled.passage;
+            let (score, rankings) =
+                score_of(passage.source.id.as_str(), passage.passage_id.as_str());
             WirePassage {
-                score: score_of(passage.source.id.as_str(), passage.passage_id.as_str()),
+                score,
+                rankings,
                 source: WirePassageSource {
                     id: passage.source.id.as_str().to_owned(),
                     locator: passage.source.locator,
@@ -1006,21 +1025,34 @@ mod tests {
     #[test]
     fn scores_are_kept_per_document_and_passage() {
         let mut scores = Scores::default();
-        scores.record("doc", "chunk:0", 0.7);
-        scores.record("doc", "chunk:1", 0.4);
-        scores.record("doc", "chunk:1", 0.1);
-        scores.record("other", "chunk:0", 0.2);
-        assert_eq!(scores.of("doc", "chunk:0"), 0.7);
+        let rankings = RankingScores {
+            lexical: Some(3.5),
+            embedding: None,
+        };
+        scores.record("doc", "chunk:0", 0.7, Some(rankings));
+        scores.record("doc", "chunk:1", 0.4, None);
+        scores.record("doc", "chunk:1", 0.1, Some(rankings));
+        scores.record("other", "chunk:0", 0.2, None);
+        assert_eq!(
+            scores.of("doc", "chunk:0"),
+            (
+                0.7,
+                Some(WireRankings {
+                    lexical: Some(3.5),
+                    embedding: None
+                })
+            )
+        );
         assert_eq!(
             scores.of("doc", "chunk:1"),
-            0.4,
+            (0.4, None),
             "the first, best-ranked score wins"
         );
         assert_eq!(
             scores.of("other", "chunk:0"),
-            0.2,
+            (0.2, None),
             "the same chunk ordinal of another document has its own score"
         );
-        assert_eq!(scores.of("missing", "missing"), 0.0);
+        assert_eq!(scores.of("missing", "missing"), (0.0, None));
     }
 }

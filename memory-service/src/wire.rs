@@ -302,6 +302,16 @@ pub struct WirePassageSource {
     pub revision: Option<String>,
 }
 
+/// What the two rankings of a hybrid recall gave a passage's document, each in its own scale.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WireRankings {
+    /// Its lexical (BM25) score; `null` when the lexical ranking did not hold it.
+    pub lexical: Option<f64>,
+    /// Its best chunk's cosine similarity with the query; `null` when the embedding ranking did
+    /// not hold it.
+    pub embedding: Option<f64>,
+}
+
 /// One recalled passage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +327,10 @@ pub struct WirePassage {
     /// Relevance as the finding index reported it (higher is better; scales differ between modes;
     /// 0 for a correction the search did not find, brought in by the passage it corrects).
     pub score: f64,
+    /// Hybrid recall: what each ranking gave the passage's document before fusion (`score` is the
+    /// fused, reranked score). Absent in the other modes, whose `score` is their one ranking's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rankings: Option<WireRankings>,
     /// The citation (`memory:N`) of the passage that corrects this one, cited ahead of it: the
     /// speaker said, in words, that this is no longer so. Derived at read time from the correction's
     /// `corrects` member; absent when nothing cited corrects it.

@@ -405,7 +405,9 @@ class Memory:
         """``memory_recall`` with every limit: the rendered, cited ``text``, the ``passages`` in
         citation order, each source's ``outcomes`` and ``answered_by``. A passage that a statement
         corrects in words ("actually ...") comes right after its correction and names it in
-        ``corrected_by`` (``memory:N``). ``rerank`` turns hybrid recall's rerank stage on or off
+        ``corrected_by`` (``memory:N``). A hybrid recall's passage also says what each ranking gave
+        its document, ``rankings: {"lexical": BM25 or None, "embedding": cosine or None}``, beside
+        its fused ``score``. ``rerank`` turns hybrid recall's rerank stage on or off
         (``None``: the default, on for hybrid); ``True`` with another mode is refused."""
         limits: dict[str, Any] = {
             "max_items": max_items,

@@ -159,6 +159,9 @@ def test_precise_put_withdraw_read_recall(memory: Memory) -> None:
     assert answer["text"].startswith("<recalled-memory>")
     both = memory.recall("seats", mode="lexical", max_items=5)
     assert {p["source"]["id"] for p in both["passages"]} == {"doc-1", "doc-2"}
+    assert all("rankings" not in p for p in both["passages"]), "one ranking: its score says it"
+    fused = memory.recall("seats", mode="hybrid", max_items=5)["passages"]
+    assert fused and all(p["rankings"]["lexical"] is not None for p in fused), fused
     one_source = memory.recall("seats", mode="lexical", max_items=5, max_sources=1)
     assert len({p["source"]["id"] for p in one_source["passages"]}) == 1
     small = memory.recall("seats", mode="lexical", max_items=5, max_bytes=400)

@@ -813,3 +813,48 @@ async fn the_deadline_bounds_a_lookup_whose_store_call_does_not_return() {
         "{hybrid:?}"
     );
 }
+
+#[tokio::test]
+async fn hybrid_passages_carry_what_each_ranking_gave_their_document() {
+    let mut fixture = Fixture::new().await;
+    fixture.put("lexical", "zebra quartz umbrella").await;
+    fixture
+        .put("semantic", "the cat sleeps on the warm mat")
+        .await;
+    fixture.store.script_lexical(&["lexical"]);
+    let query = "where does the cat sleep";
+    let rankings = |lookup: ScoredLookup| match lookup {
+        ScoredLookup::Found(passages) => passages
+            .into_iter()
+            .map(|scored| {
+                (
+                    scored.passage.source.id.to_string(),
+                    (scored.score, scored.rankings),
+                )
+            })
+            .collect::<std::collections::HashMap<_, _>>(),
+        other => panic!("expected passages, got {other:?}"),
+    };
+    let exact = rankings(
+        fixture
+            .semantic(query, IndexKind::Exact)
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    let (cosine, none) = exact["semantic"];
+    assert_eq!(none, None, "one ranking: its score says it all");
+    let hybrid = rankings(fixture.hybrid(query).lookup_scored().await.unwrap());
+    let semantic = hybrid["semantic"].1.expect("a hybrid passage's rankings");
+    assert_eq!(
+        semantic.lexical, None,
+        "the lexical ranking did not hold it"
+    );
+    let embedding = semantic.embedding.expect("the embedding ranking held it");
+    assert!(
+        (embedding - cosine).abs() < 1e-6,
+        "{embedding} against {cosine}"
+    );
+    let lexical = hybrid["lexical"].1.expect("a hybrid passage's rankings");
+    assert!(lexical.lexical.is_some(), "{lexical:?}");
+}

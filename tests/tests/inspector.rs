@@ -152,6 +152,24 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
     assert!(!found.contains("<script>"), "{found}");
     assert!(found.contains("<dt>Said by</dt><dd>ana</dd>"), "{found}");
     assert!(found.contains("memory:1"), "{found}");
+    assert!(found.contains("<dt>Score (lexical)</dt>"), "{found}");
+    assert!(
+        found.contains(
+            "<li>notes (every version), identities with {&quot;user&quot;:&quot;ana&quot;}</li>"
+        ),
+        "what ana's grant reaches: {found}"
+    );
+    let (status, refused, _) = page(&base, "/ui/memories?q=tomatoes&limit=51", &ana).await;
+    assert_eq!(status, 200, "{refused}");
+    assert!(
+        refused.contains("role=\"alert\""),
+        "a limit past 50 is refused on the page: {refused}"
+    );
+    assert!(!refused.contains("Porto"), "{refused}");
+    let (_, hybrid, _) = page(&base, "/ui/memories?q=tomatoes&mode=hybrid", &ana).await;
+    assert!(hybrid.contains("<dt>Lexical (BM25)</dt>"), "{hybrid}");
+    assert!(hybrid.contains("<dt>Embedding (cosine)</dt>"), "{hybrid}");
+    assert!(hybrid.contains("<dt>Fused</dt>"), "{hybrid}");
 
     // Bob sees none of it and cannot forget it by naming it.
     let bob = sign_in(&base, BOB).await;
@@ -252,9 +270,9 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
         "a chart of this run's writes: {overview}"
     );
     // This server's traffic: ana's forget (bob's was refused as not-found; the cross-origin one
-    // never reached the store) and the two searches.
+    // never reached the store), three searches and the one refused for its limit.
     assert!(
-        overview.contains("<td>1</td><td>1</td><td>2</td><td>0</td>"),
+        overview.contains("<td>1</td><td>1</td><td>3</td><td>1</td>"),
         "{overview}"
     );
 

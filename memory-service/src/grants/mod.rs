@@ -136,6 +136,15 @@ pub enum ScopeSet {
 }
 
 impl ScopeSet {
+    /// The set in words: `every scope`, or the scopes, comma-separated.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Any => "every scope".to_owned(),
+            Self::Only(scopes) if scopes.is_empty() => "none".to_owned(),
+            Self::Only(scopes) => scopes.iter().cloned().collect::<Vec<_>>().join(", "),
+        }
+    }
+
     /// Whether `scope` is in the set.
     pub fn contains(&self, scope: &str) -> bool {
         match self {
@@ -178,6 +187,25 @@ impl NamespaceRule {
             version: Some(version),
             identity: IdentityRule::Exact(identity),
         })
+    }
+
+    /// The rule in words, as a page shows it: `notes (version 1), identities with {"user":"ana"}`.
+    pub fn describe(&self) -> String {
+        let Some(name) = &self.name else {
+            return "every namespace".to_owned();
+        };
+        let version = self.version.map_or_else(
+            || "every version".to_owned(),
+            |version| format!("version {version}"),
+        );
+        let identity = match &self.identity {
+            IdentityRule::Any => "any identity".to_owned(),
+            IdentityRule::Exact(identity) => format!("identity {identity}"),
+            IdentityRule::Fields(fields) => {
+                format!("identities with {}", Value::Object(fields.clone()))
+            }
+        };
+        format!("{name} ({version}), {identity}")
     }
 
     /// Whether the namespace `name`/`version`/`identity` is admitted.
@@ -335,6 +363,28 @@ impl Grant {
     /// The simple tools' namespace and scope for this grant's calls.
     pub fn defaults(&self) -> Option<&Arc<Defaults>> {
         self.defaults.as_ref()
+    }
+
+    /// The namespace rules it admits; `None` is every namespace.
+    pub fn namespace_rules(&self) -> Option<&[NamespaceRule]> {
+        self.namespaces.as_deref()
+    }
+
+    /// The scopes it reads through.
+    pub fn read_scopes(&self) -> &ScopeSet {
+        &self.read_scopes
+    }
+
+    /// The scopes it writes to.
+    pub fn write_scopes(&self) -> &ScopeSet {
+        &self.write_scopes
+    }
+
+    /// The operations it allows, in the order the documentation lists them.
+    pub fn operations(&self) -> impl Iterator<Item = GrantedOperation> + '_ {
+        GrantedOperation::ALL
+            .into_iter()
+            .filter(|operation| self.operations.contains(operation))
     }
 
     /// Whether it allows everything (then no document is filtered).

@@ -134,6 +134,30 @@ pub struct ScoredPassage {
     /// Cosine similarity with the query (embedding source) or the document's fused score (hybrid
     /// recall, see [`fuse_rankings`]); higher is better.
     pub score: f64,
+    /// Hybrid recall: what each ranking gave the passage's document before fusion.
+    pub rankings: Option<RankingScores>,
+}
+
+/// What the two rankings of a hybrid recall gave a document, in their own scales: a person reading
+/// why a passage was recalled sees which side found it and how strongly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankingScores {
+    /// Its lexical (BM25) score; `None` when the lexical ranking did not hold it.
+    pub lexical: Option<f64>,
+    /// Its best chunk's cosine similarity with the query; `None` when the embedding ranking did
+    /// not hold it.
+    pub embedding: Option<f64>,
+}
+
+impl ScoredPassage {
+    /// A passage with its score and no ranking scores (every mode but hybrid).
+    pub fn new(passage: MemoryPassage, score: f64) -> Self {
+        Self {
+            passage,
+            score,
+            rankings: None,
+        }
+    }
 }
 
 /// A lookup's answer with each passage's score; [`ScoredLookup::into_lookup`] drops the scores.
@@ -155,7 +179,7 @@ impl ScoredLookup {
         Self::ranked(
             passages
                 .into_iter()
-                .map(|(passage, score)| ScoredPassage { passage, score })
+                .map(|(passage, score)| ScoredPassage::new(passage, score))
                 .collect(),
         )
     }
@@ -505,7 +529,19 @@ where
         let lookup = ScoredLookup::ranked_with(
             passages
                 .into_iter()
-                .map(|(passage, score)| ScoredPassage { passage, score })
+                .map(|(passage, score)| {
+                    let rankings =
+                        raw.get(passage.source.id.as_str())
+                            .map(|(lexical, embedding)| RankingScores {
+                                lexical: *lexical,
+                                embedding: *embedding,
+                            });
+                    ScoredPassage {
+                        passage,
+                        score,
+                        rankings,
+                    }
+                })
                 .collect(),
             |head, item| {
                 if near(head.score, item.score) {

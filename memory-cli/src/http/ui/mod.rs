@@ -55,7 +55,7 @@ use session::{Lookup, Sessions};
 /// The policy every inspector response carries: no script, styles and forms of this origin only.
 pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; style-src 'self'; \
      img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-/// Passages a search shows.
+/// Passages a search shows unless the form asks another number.
 const SEARCH_LIMIT: u32 = 20;
 /// Documents the list shows.
 const LIST_LIMIT: u32 = 50;
@@ -274,6 +274,8 @@ struct MemoriesQuery {
     forgotten: Option<String>,
     #[serde(default)]
     edited: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
 }
 
 fn mode_of(name: &str) -> Option<RecallMode> {
@@ -319,6 +321,8 @@ async fn memories<S: Store>(
         );
     };
     let service = inspector.server.service();
+    // Checked as memory_search checks it (1 to 50): a bad number is answered on the page.
+    let limit = query.limit.unwrap_or(SEARCH_LIMIT);
     let mut notice = query
         .forgotten
         .map(|id| {
@@ -342,7 +346,7 @@ async fn memories<S: Store>(
         Some(text) => {
             let arguments = SearchArguments {
                 query: text.to_owned(),
-                limit: Some(SEARCH_LIMIT),
+                limit: Some(limit),
             };
             match inspector
                 .server
@@ -375,6 +379,8 @@ async fn memories<S: Store>(
         StatusCode::OK,
         pages::memories(pages::MemoriesView {
             grant: grant.name(),
+            reach: reach(&grant),
+            limit,
             namespace: &namespace,
             scope: defaults.scope().as_str(),
             query: search,
@@ -383,6 +389,25 @@ async fn memories<S: Store>(
             listed,
             notice,
         }),
+    )
+}
+
+/// What `grant` reaches, in words.
+fn reach(grant: &Grant) -> (Vec<String>, String, String, Vec<&'static str>) {
+    let namespaces = grant.namespace_rules().map_or_else(
+        || vec!["every namespace".to_owned()],
+        |rules| {
+            rules
+                .iter()
+                .map(crate::grants::NamespaceRule::describe)
+                .collect()
+        },
+    );
+    (
+        namespaces,
+        grant.read_scopes().describe(),
+        grant.write_scopes().describe(),
+        grant.operations().map(GrantedOperation::as_str).collect(),
     )
 }
 

@@ -105,6 +105,10 @@ pub fn revisions(grant: &str, id: &str, revisions: &[WireRevision]) -> Markup {
 pub struct MemoriesView<'a> {
     /// The grant signed in.
     pub grant: &'a str,
+    /// What it reaches, in words: `(namespace rules, read scopes, write scopes, operations)`.
+    pub reach: (Vec<String>, String, String, Vec<&'static str>),
+    /// The search's most passages.
+    pub limit: u32,
     /// The namespace's canonical address.
     pub namespace: &'a str,
     /// The scope searched.
@@ -182,13 +186,32 @@ fn document_item(document: &WireDocument) -> Markup {
     }
 }
 
+/// A score as a person reads it: three decimals.
+fn score(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+/// A ranking's score, or that the ranking did not find the document.
+fn ranking(value: Option<f64>) -> String {
+    value.map_or_else(|| "not found by it".to_owned(), score)
+}
+
 /// The memories of the grant's namespace: a search, or the newest documents.
 pub fn memories(view: MemoriesView<'_>) -> Markup {
     layout(
         "Memories",
         Some(view.grant),
         html! {
-            p { "Namespace " code { (view.namespace) } ", scope " code { (view.scope) } "." }
+            p { "Namespace " code { (view.namespace) } ", scope " code { (view.scope) } " (your grant's defaults)." }
+            details {
+                summary { "What your grant reaches" }
+                dl.provenance {
+                    dt { "Namespaces" } dd { ul { @for rule in &view.reach.0 { li { (rule) } } } }
+                    dt { "Reads through" } dd { (view.reach.1) }
+                    dt { "Writes to" } dd { (view.reach.2) }
+                    dt { "Operations" } dd { (view.reach.3.join(", ")) }
+                }
+            }
             @if let Some((error, message)) = &view.notice {
                 @if *error {
                     p.notice.error role="alert" { (message) }
@@ -205,6 +228,8 @@ pub fn memories(view: MemoriesView<'_>) -> Markup {
                         option value=(mode) selected[mode == view.mode] { (mode) }
                     }
                 }
+                label for="limit" { "Most passages" }
+                input id="limit" name="limit" type="number" min="1" max="50" value=(view.limit);
                 " "
                 button type="submit" { "Search" }
             }
@@ -219,7 +244,14 @@ pub fn memories(view: MemoriesView<'_>) -> Markup {
                             p.text { (passage.content.text) }
                             dl.provenance {
                                 dt { "Citation" } dd { (passage.citation) }
-                                dt { "Score" } dd { (passage.score) }
+                                @match &passage.rankings {
+                                    Some(rankings) => {
+                                        dt { "Lexical (BM25)" } dd { (ranking(rankings.lexical)) }
+                                        dt { "Embedding (cosine)" } dd { (ranking(rankings.embedding)) }
+                                        dt { "Fused" } dd { (score(passage.score)) }
+                                    }
+                                    None => { dt { "Score (" (view.mode) ")" } dd { (score(passage.score)) } }
+                                }
                                 dt { "Document" } dd { (passage.source.id) }
                                 dt { "Revision" } dd { (passage.source.revision.as_deref().unwrap_or("unknown")) }
                                 dt { "Locator" } dd { (passage.source.locator) }
