@@ -3,7 +3,9 @@
 //! binaries, in a fresh directory with a fresh home, and prints what its page says it prints (each
 //! `<!-- expect: TEXT -->` line right after the snippet), unless a visible line right before it says why
 //! it is not run (`*Not run by the docs test: REASON.*`). A snippet may start servers and workers in
-//! the background (`&`), as a reader would: they are stopped when it ends. The counts of snippets run
+//! the background (`&`), as a reader would: they are stopped when it ends. A snippet that names
+//! `$DATABASE_URL` runs against the tests' PostgreSQL server (`MEMORY_TEST_POSTGRES_URL`), and is
+//! counted as not run without one. The counts of snippets run
 //! and not run are printed, so what the docs promise without a test is visible too.
 
 use std::path::{Path, PathBuf};
@@ -161,6 +163,14 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
             not_run.push(format!("{at} ({reason})"));
             continue;
         }
+        let database = std::env::var("MEMORY_TEST_POSTGRES_URL").ok();
+        let needs_database = snippet.code.contains("$DATABASE_URL");
+        if needs_database && database.is_none() {
+            not_run.push(format!(
+                "{at} (no PostgreSQL server: MEMORY_TEST_POSTGRES_URL is unset)"
+            ));
+            continue;
+        }
         let home = tempfile::tempdir().expect("a home");
         // What a snippet left running in the background stops with it (`timeout` stops the whole
         // process group if the snippet itself hangs).
@@ -178,6 +188,11 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
             .env("LOGNAME", "ana")
             .env("MEMORY_ASSETS_DIR", &assets)
             .env("MEMORY_LOG", "warn")
+            .envs(
+                database
+                    .filter(|_| needs_database)
+                    .map(|url| ("DATABASE_URL", url)),
+            )
             .output()
             .expect("bash runs");
         let stdout = String::from_utf8_lossy(&output.stdout);
