@@ -4,15 +4,17 @@ npm registry injected into each page for an accessibility scan. Both come from
 `scripts/browser-setup.sh`, which the README's test command runs (its paths in `MEMORY_CHROMIUM` and
 `MEMORY_AXE_CORE`). Screenshots of each page are written to `target/inspector-screenshots/`.
 
-Sign in with a wrong token and then the right one; search and see ana's passage with its
-provenance, its `<script>` shown as text and run never; forget it from the page and see it gone from
-the page and from `memory recall`; correct another memory and read its revisions; a form posted from
-another site refused; the overview; a thread with a long tool run and its context preview; a server
-restart answered with a plain message; every page scanned with no serious accessibility violation and
+Sign in with a wrong token and then ana's; search and see her passage with its provenance, its
+`<script>` shown as text and run never; forget it from the page and see it gone from the page, from
+the assembled context and from `memory recall`; correct another memory and read its revisions; a form
+posted from another site refused; bob's token sees none of ana's memory and reaches none of it by URL;
+the overview for the operator's token only; a thread with a long tool run and its context preview; a
+server restart answered with a plain message; every page scanned with no serious accessibility violation and
 readable at 400% zoom (a 320-pixel-wide viewport, with nothing scrolling sideways)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -34,6 +36,8 @@ AXE_CORE = pathlib.Path(
 SCREENSHOTS = REPO / "target" / "inspector-screenshots"
 NAMESPACE = {"name": "notes", "version": 1, "identity": {"user": "ana"}}
 TOKEN = "ana-browser-token-5e1f"
+BOB = "bob-browser-token-92c4"
+OPS = "ops-browser-token-7d03"
 TEXT = "<script>alert(1)</script> Ana grows tomatoes in Porto."
 # As the machine's notes say: a closed network, so no background connections.
 CHROMIUM_ARGS = [
@@ -65,11 +69,27 @@ def _memory(db: pathlib.Path, *args: str, stdin: str | None = None) -> dict:
     return json.loads(done.stdout)
 
 
-class Server:
-    """A `memory serve --http` with a token over `db`; `restart()` stops it and starts another."""
+def _grant(name: str, token: str, user: str | None) -> str:
+    """A grants-file entry: `user`'s own namespace and the scope `assistant`, or everything."""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    head = f'[[grant]]\nname = "{name}"\ntoken_sha256 = "{digest}"\noperations = ["*"]\n'
+    if user is None:
+        return head + 'read_scopes = ["*"]\nwrite_scopes = ["*"]\n\n[[grant.namespaces]]\nname = "*"\n\n'
+    return (
+        head
+        + 'read_scopes = ["assistant"]\nwrite_scopes = ["assistant"]\n'
+        + f'default_namespace = {{ name = "notes", version = 1, identity = {{ user = "{user}" }} }}\n'
+        + 'default_scope = "assistant"\n\n[[grant.namespaces]]\nname = "notes"\n'
+        + f'fields = {{ user = "{user}" }}\n\n'
+    )
 
-    def __init__(self, db: pathlib.Path, token: pathlib.Path) -> None:
-        self.db, self.token = db, token
+
+class Server:
+    """A `memory serve --http` with ana's, bob's and an operator's tokens (`--grants`) over `db`;
+    `restart()` stops it and starts another."""
+
+    def __init__(self, db: pathlib.Path, grants: pathlib.Path) -> None:
+        self.db, self.grants = db, grants
         self.process: subprocess.Popen | None = None
         self.base = ""
         self.start()
@@ -78,7 +98,7 @@ class Server:
         self.process = subprocess.Popen(
             [
                 str(MEMORY_BIN), "--db", str(self.db), "serve", "--http", "127.0.0.1:0",
-                "--token-file", str(self.token), "--namespace", json.dumps(NAMESPACE), "--scope", "assistant",
+                "--grants", str(self.grants),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -152,13 +172,18 @@ def inspector(tmp_path: pathlib.Path) -> Iterator[Server]:
         append(call, "assistant")
         output = f"shard {index}: " + "ok " * 200
         append({"kind": "tool_result", "call_id": f"c{index}", "output": output, "is_error": False}, "tool")
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    server = Server(db, token)
+    grants = tmp_path / "grants.toml"
+    grants.write_text(_grant("ana", TOKEN, "ana") + _grant("bob", BOB, "bob") + _grant("ops", OPS, None))
+    server = Server(db, grants)
     try:
         yield server
     finally:
         server.stop()
+
+
+def _context(db: pathlib.Path) -> dict:
+    """ana's turn on `run-1` as `memory context` assembles it, recalling for her tomatoes."""
+    return _memory(db, "context", "run-1", "--budget", "4000", "--query", "tomatoes Porto", "--no-rollover")
 
 
 def _reflows(page) -> bool:  # noqa: ANN001 - Playwright's Page
@@ -212,9 +237,11 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
             assert "memory:1" in passage.locator("dl.provenance").inner_text()
             page.screenshot(path=str(SCREENSHOTS / "search.png"), full_page=True)
 
+            assert "Ana grows tomatoes" in json.dumps(_context(db)), "recalled into the turn before"
             passage.get_by_label("Why forget it").fill("the user asked")
             passage.get_by_role("button", name="Forget").click()
             assert "Forgotten: tomatoes" in page.get_by_role("status").inner_text()
+            assert "Ana grows tomatoes" not in json.dumps(_context(db)), "gone from the assembled context"
             assert page.get_by_text("Ana grows tomatoes").count() == 0
             page.screenshot(path=str(SCREENSHOTS / "forgotten.png"), full_page=True)
             assert dialogs == [], "no script ran"
@@ -252,10 +279,36 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
             page.reload()
             assert page.locator("p.text", has_text="Ana prefers black coffee.").is_visible()
 
+            # Ana's grant is not the operator's: the overview says so, with a way back.
             page.get_by_role("link", name="Overview").click()
-            assert "Latest change" in page.content()
-            assert page.locator("figure svg").count() == 2
-            page.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
+            assert "only the server's own token or a grant to everything" in page.content()
+            page.get_by_role("link", name="Back to the inspector").click()
+
+            # Bob's token sees none of ana's memory, and reaches none of it by URL.
+            other = browser.new_context().new_page()
+            other.goto(f"{base}/ui")
+            other.get_by_label("Token").fill(BOB)
+            other.get_by_role("button", name="Sign in").click()
+            assert other.get_by_text("No memories yet.").is_visible()
+            other.get_by_label("Search").fill("coffee")
+            other.get_by_label("Mode").select_option("lexical")
+            other.get_by_role("button", name="Search").click()
+            assert other.get_by_text("Nothing found.").is_visible()
+            other.goto(f"{base}/ui/revisions?id=tea")
+            assert "No such memory" in other.content() and "coffee" not in other.content()
+            other.goto(f"{base}/ui/threads?thread=run-1")
+            assert "run_tests" not in other.content()
+            other.screenshot(path=str(SCREENSHOTS / "second-token.png"), full_page=True)
+
+            # The operator's token sees the overview.
+            operator = browser.new_context().new_page()
+            operator.goto(f"{base}/ui")
+            operator.get_by_label("Token").fill(OPS)
+            operator.get_by_role("button", name="Sign in").click()
+            operator.get_by_role("link", name="Overview").click()
+            assert "Latest change" in operator.content()
+            assert operator.locator("figure svg").count() == 2
+            operator.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
 
             page.get_by_role("link", name="Threads").click()
             page.get_by_label("Thread").fill("run-1")
@@ -276,7 +329,6 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
                 "/ui/memories",
                 "/ui/memories?q=tea&mode=lexical",
                 "/ui/revisions?id=tea",
-                "/ui/overview?hours=24",
                 "/ui/threads?thread=run-1&budget=1500",
             ):
                 small.goto(f"{base}{path}")
@@ -296,12 +348,23 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
                 "/ui/memories",
                 "/ui/memories?q=tomatoes&mode=hybrid",
                 "/ui/revisions?id=tea",
-                "/ui/overview",
                 "/ui/threads",
                 "/ui/threads?thread=run-1&budget=1500",
             ):
                 scanner.goto(f"{base}{path}")
                 assert _serious(scanner, axe) == [], path
+            ops_scanner = browser.new_context(bypass_csp=True).new_page()
+            ops_scanner.goto(f"{base}/ui")
+            ops_scanner.get_by_label("Token").fill(OPS)
+            ops_scanner.get_by_role("button", name="Sign in").click()
+            ops_scanner.goto(f"{base}/ui/overview?hours=24")
+            assert _serious(ops_scanner, axe) == [], "/ui/overview"
+            narrow_ops = browser.new_context(viewport={"width": 320, "height": 640}).new_page()
+            narrow_ops.goto(f"{base}/ui")
+            narrow_ops.get_by_label("Token").fill(OPS)
+            narrow_ops.get_by_role("button", name="Sign in").click()
+            narrow_ops.goto(f"{base}/ui/overview?hours=24")
+            assert _reflows(narrow_ops), "/ui/overview"
 
             # A server restart ends every session: the next page says so plainly.
             inspector.restart()
