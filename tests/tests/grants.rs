@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use integration_tests::product::{Fixture, MODES, McpClient, cited_documents};
-use integration_tests::serving::{HttpServer, get, parse_metrics, sample, tenant_grant};
+use integration_tests::serving::{
+    HttpServer, everything_grant, get, parse_metrics, sample, tenant_grant,
+};
 use memory_cli::grants::token_digest;
 use serde_json::{Value, json};
 
@@ -37,20 +39,10 @@ default_scope = "ana"
 [[grant.namespaces]]
 name = "notes"
 identity = {{ user = "ana" }}
-
-[[grant]]
-name = "ops"
-token_sha256 = "{ops}"
-operations = ["*"]
-read_scopes = ["*"]
-write_scopes = ["*"]
-
-[[grant.namespaces]]
-name = "*"
 "#,
         reader = token_digest(READER),
-        ops = token_digest(OPS),
     ));
+    text.push_str(&everything_grant("ops", OPS));
     text
 }
 

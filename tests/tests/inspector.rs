@@ -83,15 +83,33 @@ async fn page(base: &str, path: &str, cookie: &str) -> (u16, String, Option<Stri
     (status, response.text().await.expect("a body"), location)
 }
 
-async fn forget(base: &str, cookie: &str, origin: &str, id: &str) -> reqwest::Response {
+/// Posts a form of the inspector's `path` with the session `cookie`, from `origin`.
+async fn post_form(
+    base: &str,
+    path: &str,
+    cookie: &str,
+    origin: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
     client()
-        .post(format!("{base}/ui/forget"))
+        .post(format!("{base}{path}"))
         .header(COOKIE, cookie)
         .header(ORIGIN, origin)
-        .form(&[("id", id), ("reason", "the user asked")])
+        .form(fields)
         .send()
         .await
         .expect("the server answers")
+}
+
+async fn forget(base: &str, cookie: &str, origin: &str, id: &str) -> reqwest::Response {
+    post_form(
+        base,
+        "/ui/forget",
+        cookie,
+        origin,
+        &[("id", id), ("reason", "the user asked")],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,14 +330,8 @@ async fn a_server_that_needs_no_token_keeps_the_inspector_closed() {
 }
 
 async fn edit(base: &str, cookie: &str, id: &str, revision: &str, text: &str) -> reqwest::Response {
-    client()
-        .post(format!("{base}/ui/edit"))
-        .header(COOKIE, cookie)
-        .header(ORIGIN, base)
-        .form(&[("id", id), ("expected_revision", revision), ("text", text)])
-        .send()
-        .await
-        .expect("the server answers")
+    let fields = [("id", id), ("expected_revision", revision), ("text", text)];
+    post_form(base, "/ui/edit", cookie, base, &fields).await
 }
 
 /// A person corrects what the worker remembered, from the page, with the revision the page showed:

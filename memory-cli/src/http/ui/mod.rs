@@ -181,6 +181,18 @@ fn signed_in<S: Store>(
     }
 }
 
+/// The grant behind a state-changing form: refused unless it was posted from this inspector's own
+/// pages by a signed-in session.
+fn form_grant<S: Store>(
+    inspector: &Inspector<S>,
+    headers: &HeaderMap,
+) -> Result<Arc<Grant>, Response> {
+    if !same_origin(headers) {
+        return Err(cross_origin());
+    }
+    signed_in(inspector, headers).map_err(redirect)
+}
+
 #[derive(Deserialize)]
 struct IndexQuery {
     #[serde(default)]
@@ -434,12 +446,9 @@ async fn forget<S: Store>(
     headers: HeaderMap,
     Form(form): Form<ForgetForm>,
 ) -> Response {
-    if !same_origin(&headers) {
-        return cross_origin();
-    }
-    let grant = match signed_in(&inspector, &headers) {
-        Ok(signed) => signed,
-        Err(to) => return redirect(to),
+    let grant = match form_grant(&inspector, &headers) {
+        Ok(grant) => grant,
+        Err(refused) => return refused,
     };
     let answer = inspector
         .server
@@ -530,12 +539,9 @@ async fn edit<S: Store>(
     headers: HeaderMap,
     Form(form): Form<EditForm>,
 ) -> Response {
-    if !same_origin(&headers) {
-        return cross_origin();
-    }
-    let grant = match signed_in(&inspector, &headers) {
-        Ok(signed) => signed,
-        Err(to) => return redirect(to),
+    let grant = match form_grant(&inspector, &headers) {
+        Ok(grant) => grant,
+        Err(refused) => return refused,
     };
     let mut metadata = serde_json::Map::new();
     metadata.insert(
