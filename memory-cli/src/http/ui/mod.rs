@@ -181,16 +181,33 @@ fn signed_in<S: Store>(
     }
 }
 
+/// Why a state-changing form was not taken.
+enum FormRefused {
+    /// It was not posted from this inspector's own pages.
+    CrossOrigin,
+    /// No live session posted it: where to sign in.
+    SignIn(&'static str),
+}
+
+impl IntoResponse for FormRefused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::CrossOrigin => cross_origin(),
+            Self::SignIn(to) => redirect(to),
+        }
+    }
+}
+
 /// The grant behind a state-changing form: refused unless it was posted from this inspector's own
 /// pages by a signed-in session.
 fn form_grant<S: Store>(
     inspector: &Inspector<S>,
     headers: &HeaderMap,
-) -> Result<Arc<Grant>, Response> {
+) -> Result<Arc<Grant>, FormRefused> {
     if !same_origin(headers) {
-        return Err(cross_origin());
+        return Err(FormRefused::CrossOrigin);
     }
-    signed_in(inspector, headers).map_err(redirect)
+    signed_in(inspector, headers).map_err(FormRefused::SignIn)
 }
 
 #[derive(Deserialize)]
@@ -448,7 +465,7 @@ async fn forget<S: Store>(
 ) -> Response {
     let grant = match form_grant(&inspector, &headers) {
         Ok(grant) => grant,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let answer = inspector
         .server
@@ -541,7 +558,7 @@ async fn edit<S: Store>(
 ) -> Response {
     let grant = match form_grant(&inspector, &headers) {
         Ok(grant) => grant,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let mut metadata = serde_json::Map::new();
     metadata.insert(
