@@ -5,13 +5,16 @@
 //! it is not run (`*Not run by the docs test: REASON.*`). A snippet may start servers and workers in
 //! the background (`&`), as a reader would: they are stopped when it ends. A snippet that names
 //! `$DATABASE_URL` runs against the tests' PostgreSQL server (`MEMORY_TEST_POSTGRES_URL`), and is
-//! counted as not run without one. The counts of snippets run
-//! and not run are printed, so what the docs promise without a test is visible too.
+//! counted as not run without one. The counts of snippets run and not run are printed, so what the
+//! docs promise without a test is visible too. Every JSON block is a host's configuration: each
+//! parses, each MCP server it configures over stdio starts with its arguments and environment and
+//! lists the tools the page promises, and each hook command it configures runs and answers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use integration_tests::product::{memory_binary, worker_binary};
+use integration_tests::product::{Fixture, McpClient, memory_binary, worker_binary};
+use serde_json::Value;
 
 const NOT_RUN: &str = "*Not run by the docs test:";
 const EXPECT: &str = "<!-- expect: ";
@@ -47,7 +50,7 @@ struct Snippet {
     expected: Vec<String>,
 }
 
-fn snippets(page: &Path) -> Vec<Snippet> {
+fn snippets(page: &Path, wanted: &str) -> Vec<Snippet> {
     let text = std::fs::read_to_string(page).expect("a page");
     let lines: Vec<&str> = text.lines().collect();
     let mut found = Vec::new();
@@ -64,7 +67,7 @@ fn snippets(page: &Path) -> Vec<Snippet> {
         }
         let code = lines[start + 1..index.min(lines.len())].join("\n");
         index += 1;
-        if language.trim() != "sh" {
+        if language.trim() != wanted {
             continue;
         }
         let before = lines[..start]
@@ -148,7 +151,7 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
     )))
     .expect("PATH");
     let (mut run, mut not_run) = (0, Vec::new());
-    for snippet in pages().iter().flat_map(|page| snippets(page)) {
+    for snippet in pages().iter().flat_map(|page| snippets(page, "sh")) {
         let at = format!(
             "{}:{}",
             snippet
@@ -225,4 +228,148 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
         not_run.join("\n  ")
     );
     assert!(run >= 1, "at least one snippet runs");
+}
+
+/// The arguments after `serve` and the environment of a stdio MCP server configuration, or `None`
+/// for another kind of block (HTTP servers, hooks).
+fn stdio_server(config: &Value) -> Option<(Vec<String>, Vec<(String, String)>)> {
+    let servers = config
+        .get("mcpServers")
+        .or_else(|| config.get("servers"))?
+        .as_object()?;
+    let server = servers.get("memory")?;
+    if server.get("command")?.as_str()? != "memory" {
+        return None;
+    }
+    let args: Vec<String> = server["args"]
+        .as_array()?
+        .iter()
+        .map(|arg| arg.as_str().map(str::to_owned))
+        .collect::<Option<_>>()?;
+    let serve = args.iter().position(|arg| arg == "serve")?;
+    let env = server
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|env| {
+            env.iter()
+                .map(|(name, value)| (name.clone(), value.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((args[serve + 1..].to_vec(), env))
+}
+
+/// Every `command` of a hooks configuration (Claude Code's `settings.json`), by event.
+fn hook_commands(config: &Value) -> Vec<(String, String)> {
+    let Some(events) = config.get("hooks").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    events
+        .iter()
+        .flat_map(|(event, matchers)| {
+            matchers
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|matcher| matcher["hooks"].as_array().into_iter().flatten())
+                .filter_map(move |hook| Some((event.clone(), hook["command"].as_str()?.to_owned())))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_json_configuration_of_the_docs_parses_and_what_it_starts_runs() {
+    let bin = memory_binary()
+        .parent()
+        .expect("the binaries' folder")
+        .to_owned();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let (mut servers, mut hooks, mut parsed) = (0, 0, 0);
+    for block in pages().iter().flat_map(|page| snippets(page, "json")) {
+        let at = format!("{}:{}", block.page.display(), block.line);
+        // `${VAR}` placeholders are the host's to expand; they sit inside strings.
+        let config: Value = serde_json::from_str(&block.code)
+            .unwrap_or_else(|error| panic!("{at} is not JSON: {error}"));
+        parsed += 1;
+        if let Some((args, env)) = stdio_server(&config) {
+            let fixture = Fixture::new();
+            let env: Vec<(&str, &std::ffi::OsStr)> = env
+                .iter()
+                .map(|(name, value)| (name.as_str(), std::ffi::OsStr::new(value.as_str())))
+                .collect();
+            let client = McpClient::stdio(&fixture, &args, &env).await;
+            let tools: Vec<String> = client
+                .tools()
+                .await
+                .into_iter()
+                .map(|tool| tool.name.to_string())
+                .collect();
+            for promised in [
+                "memory_remember",
+                "memory_search",
+                "memory_forget",
+                "memory_list",
+            ] {
+                assert!(
+                    tools.iter().any(|tool| tool == promised),
+                    "{at}: the configured server lists {promised}: {tools:?}"
+                );
+            }
+            client.close().await;
+            servers += 1;
+        }
+        for (event, command) in hook_commands(&config) {
+            let home = tempfile::tempdir().expect("a home");
+            std::fs::create_dir_all(home.path().join(".local/share")).expect("the data folder");
+            let input = serde_json::json!({"session_id": "docs", "transcript_path": "/tmp/docs.jsonl",
+                "cwd": "/tmp", "hook_event_name": event, "prompt": "What do I like?"});
+            let mut child = Command::new("bash")
+                .args(["-c", &command])
+                .current_dir(home.path())
+                .env_clear()
+                .env("PATH", &path)
+                .env("HOME", home.path())
+                .env("USER", "ana")
+                .env("MEMORY_LOG", "warn")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("the hook command starts");
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.to_string().as_bytes())
+                .expect("the hook reads its input");
+            let output = child.wait_with_output().expect("the hook ends");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "{at}: {command} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(
+                stdout.trim().is_empty() || serde_json::from_str::<Value>(&stdout).is_ok(),
+                "{at}: {command} answers JSON or nothing: {stdout}"
+            );
+            assert!(
+                !home.path().join(".memory").exists()
+                    && home.path().join(".local/share/memory.sqlite").exists(),
+                "{at}: {command} used the database it names"
+            );
+            hooks += 1;
+        }
+    }
+    println!(
+        "docs JSON: {parsed} parsed, {servers} stdio servers started, {hooks} hook commands run"
+    );
+    assert!(
+        servers >= 3 && hooks >= 3,
+        "{servers} servers, {hooks} hooks"
+    );
 }
