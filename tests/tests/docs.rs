@@ -230,9 +230,15 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
     assert!(run >= 1, "at least one snippet runs");
 }
 
-/// The arguments after `serve` and the environment of a stdio MCP server configuration, or `None`
-/// for another kind of block (HTTP servers, hooks).
-fn stdio_server(config: &Value) -> Option<(Vec<String>, Vec<(String, String)>)> {
+/// A stdio MCP server configuration: the arguments after `serve`, and the environment.
+struct StdioServer {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+/// The stdio MCP server a block configures, or `None` for another kind of block (HTTP servers,
+/// hooks).
+fn stdio_server(config: &Value) -> Option<StdioServer> {
     let servers = config
         .get("mcpServers")
         .or_else(|| config.get("servers"))?
@@ -256,7 +262,10 @@ fn stdio_server(config: &Value) -> Option<(Vec<String>, Vec<(String, String)>)> 
                 .collect()
         })
         .unwrap_or_default();
-    Some((args[serve + 1..].to_vec(), env))
+    Some(StdioServer {
+        args: args[serve + 1..].to_vec(),
+        env,
+    })
 }
 
 /// Every `command` of a hooks configuration (Claude Code's `settings.json`), by event.
@@ -294,7 +303,7 @@ async fn every_json_configuration_of_the_docs_parses_and_what_it_starts_runs() {
         let config: Value = serde_json::from_str(&block.code)
             .unwrap_or_else(|error| panic!("{at} is not JSON: {error}"));
         parsed += 1;
-        if let Some((args, env)) = stdio_server(&config) {
+        if let Some(StdioServer { args, env }) = stdio_server(&config) {
             let fixture = Fixture::new();
             let env: Vec<(&str, &std::ffi::OsStr)> = env
                 .iter()
