@@ -177,13 +177,23 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
         ),
         "what ana's grant reaches: {found}"
     );
-    let (status, refused, _) = page(&base, "/ui/memories?q=tomatoes&limit=51", &ana).await;
+    let (status, refused, _) = page(&base, "/ui/memories?q=tomatoes&limit=0", &ana).await;
     assert_eq!(status, 200, "{refused}");
     assert!(
-        refused.contains("role=\"alert\""),
-        "a limit past 50 is refused on the page: {refused}"
+        refused.contains("invalid recall limit") && refused.contains("must be positive"),
+        "memory_recall's own refusal, on the page: {refused}"
     );
     assert!(!refused.contains("Porto"), "{refused}");
+    let (_, small, _) = page(
+        &base,
+        "/ui/memories?q=tomatoes&mode=lexical&max_bytes=30",
+        &ana,
+    )
+    .await;
+    assert!(
+        !small.contains("Ana grows tomatoes in Porto."),
+        "a passage past the bytes asked for is not shown: {small}"
+    );
     let (_, hybrid, _) = page(&base, "/ui/memories?q=tomatoes&mode=hybrid", &ana).await;
     assert!(hybrid.contains("<dt>Lexical (BM25)</dt>"), "{hybrid}");
     assert!(hybrid.contains("<dt>Embedding (cosine)</dt>"), "{hybrid}");
@@ -288,9 +298,9 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
         "a chart of this run's writes: {overview}"
     );
     // This server's traffic: ana's forget (bob's was refused as not-found; the cross-origin one
-    // never reached the store), three searches and the one refused for its limit.
+    // never reached the store), four searches (one refused for its limits before it ran is no recall, as over MCP).
     assert!(
-        overview.contains("<td>1</td><td>1</td><td>3</td><td>1</td>"),
+        overview.contains("<td>1</td><td>1</td><td>4</td><td>0</td>"),
         "{overview}"
     );
 

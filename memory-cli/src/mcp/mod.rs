@@ -300,15 +300,29 @@ impl<S: Store> MemoryServer<S> {
         arguments: JsonObject,
     ) -> CallToolResult {
         let grant = self.caller(context);
+        tool_result(
+            self.operation_call(&grant, operation, Value::Object(arguments))
+                .await,
+        )
+    }
+
+    /// A memory operation for `grant` with JSON `arguments`, as its MCP tool runs it (the inspector's
+    /// search calls it too): decoded, checked against the grant, counted (refusals outside the grant,
+    /// writes) and timed (recalls) into the metrics.
+    pub(crate) async fn operation_call(
+        &self,
+        grant: &Grant,
+        operation: Operation,
+        arguments: Value,
+    ) -> Result<Value, Refusal> {
         let is_write = matches!(operation, Operation::Put | Operation::Withdraw);
-        let request = match Request::decode(operation, RawArguments::Json(Value::Object(arguments)))
-        {
+        let request = match Request::decode(operation, RawArguments::Json(arguments)) {
             Ok(request) => request,
             Err(refusal) => {
                 if is_write {
                     self.metrics.count_write(Err(refusal.kind()));
                 }
-                return tool_result(Err(refusal));
+                return Err(refusal);
             }
         };
         let mode = match &request {
@@ -316,8 +330,8 @@ impl<S: Store> MemoryServer<S> {
             _ => None,
         };
         let started = Instant::now();
-        let answer = self.service.run_as(&grant, request).await;
-        self.counted(&grant, operation.tool_name(), &answer);
+        let answer = self.service.run_as(grant, request).await;
+        self.counted(grant, operation.tool_name(), &answer);
         if let Some(mode) = mode {
             let outcome = answer.as_ref().err().map(Refusal::kind);
             self.metrics
@@ -326,7 +340,7 @@ impl<S: Store> MemoryServer<S> {
         if is_write {
             self.metrics.count_write(write_result(&answer));
         }
-        tool_result(answer)
+        answer
     }
 
     async fn respond_thread(

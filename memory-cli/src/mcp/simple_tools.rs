@@ -60,9 +60,9 @@ impl<S: Store> MemoryServer<S> {
             .and_then(|defaults| Ok((defaults, arguments?)))
     }
 
-    /// `memory_search` for `grant` in `mode` (the tool asks `hybrid`; the inspector any mode), timed
-    /// into the metrics: the operation is checked first, then a missing default, then `arguments`.
-    pub(crate) async fn search_as(
+    /// `memory_search` for `grant` in `mode`, timed into the metrics: the operation is checked first,
+    /// then a missing default, then `arguments`.
+    async fn search_as(
         &self,
         grant: &Grant,
         arguments: Result<SearchArguments, Refusal>,

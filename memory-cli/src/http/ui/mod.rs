@@ -48,15 +48,22 @@ use crate::grants::{Grant, GrantedOperation, Grants};
 use crate::http::HttpState;
 use crate::list::ListArguments;
 use crate::mcp::MemoryServer;
-use crate::simple::{self, ForgetArguments, RememberArguments, SearchArguments};
+use crate::refusal::Refusal;
+use crate::service::Operation;
+use crate::simple::{self, ForgetArguments, RememberArguments};
 use crate::wire::RecallMode;
+use crate::wire::RecallResult;
 use session::{Lookup, Sessions};
 
 /// The policy every inspector response carries: no script, styles and forms of this origin only.
 pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; style-src 'self'; \
      img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-/// Passages a search shows unless the form asks another number.
-const SEARCH_LIMIT: u32 = 20;
+/// A search's limits unless the form asks others: a page has room for more than a model's turn
+/// (`memory_search`'s are 5 passages, 8,000 bytes, 2,000 tokens, 10 s).
+const SEARCH_ITEMS: u64 = 20;
+const SEARCH_BYTES: u64 = 32_000;
+const SEARCH_TOKENS: u64 = 8_000;
+const SEARCH_TIMEOUT_MS: u64 = 10_000;
 /// Documents the list shows.
 const LIST_LIMIT: u32 = 50;
 
@@ -304,7 +311,13 @@ struct MemoriesQuery {
     #[serde(default)]
     edited: Option<String>,
     #[serde(default)]
-    limit: Option<u32>,
+    limit: Option<u64>,
+    #[serde(default)]
+    max_bytes: Option<u64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
 }
 
 fn mode_of(name: &str) -> Option<RecallMode> {
@@ -350,8 +363,13 @@ async fn memories<S: Store>(
         );
     };
     let service = inspector.server.service();
-    // Checked as memory_search checks it (1 to 50): a bad number is answered on the page.
-    let limit = query.limit.unwrap_or(SEARCH_LIMIT);
+    // memory_recall checks them (a bad one is answered on the page); the inspector adds no rule.
+    let limits = pages::SearchLimits {
+        items: query.limit.unwrap_or(SEARCH_ITEMS),
+        bytes: query.max_bytes.unwrap_or(SEARCH_BYTES),
+        tokens: query.max_tokens.unwrap_or(SEARCH_TOKENS),
+        timeout_ms: query.timeout_ms.unwrap_or(SEARCH_TIMEOUT_MS),
+    };
     let mut notice = query
         .forgotten
         .map(|id| {
@@ -373,15 +391,24 @@ async fn memories<S: Store>(
         });
     let (found, listed) = match search {
         Some(text) => {
-            let arguments = SearchArguments {
-                query: text.to_owned(),
-                limit: Some(limit),
-            };
-            match inspector
-                .server
-                .search_as(&grant, Ok(arguments), mode)
-                .await
-            {
+            let recalled = match recall_arguments(&defaults, text, mode, &limits) {
+                Ok(arguments) => {
+                    inspector
+                        .server
+                        .operation_call(&grant, Operation::Recall, arguments)
+                        .await
+                }
+                Err(refusal) => Err(refusal),
+            }
+            .and_then(|answer| {
+                serde_json::from_value::<RecallResult>(answer).map_err(|error| {
+                    Refusal::new(
+                        memory_core::ErrorKind::Corrupt,
+                        format!("the recall's answer did not decode: {error}"),
+                    )
+                })
+            });
+            match recalled {
                 Ok(found) => (Some(found), None),
                 Err(refusal) => {
                     notice = Some((true, refusal.message().to_owned()));
@@ -409,7 +436,7 @@ async fn memories<S: Store>(
         pages::memories(pages::MemoriesView {
             grant: grant.name(),
             reach: reach(&grant),
-            limit,
+            limits,
             namespace: &namespace,
             scope: defaults.scope().as_str(),
             query: search,
@@ -419,6 +446,32 @@ async fn memories<S: Store>(
             notice,
         }),
     )
+}
+
+/// `memory_recall`'s arguments for a search of the page: the grant's default namespace and scope,
+/// the query, the mode and the form's limits.
+fn recall_arguments(
+    defaults: &simple::Defaults,
+    query: &str,
+    mode: RecallMode,
+    limits: &pages::SearchLimits,
+) -> Result<serde_json::Value, Refusal> {
+    let (name, version, identity) = defaults.address().parts().map_err(|error| {
+        Refusal::new(
+            memory_core::ErrorKind::Corrupt,
+            format!("the default namespace does not split: {error}"),
+        )
+    })?;
+    Ok(serde_json::json!({
+        "namespace": {"name": name, "version": version, "identity": identity},
+        "scope": defaults.scope().as_str(),
+        "query": query,
+        "mode": mode,
+        "limits": {
+            "max_items": limits.items, "max_bytes": limits.bytes,
+            "max_tokens": limits.tokens, "timeout_ms": limits.timeout_ms,
+        },
+    }))
 }
 
 /// What `grant` reaches, in words.

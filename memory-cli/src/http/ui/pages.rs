@@ -101,14 +101,26 @@ pub fn revisions(grant: &str, id: &str, revisions: &[WireRevision]) -> Markup {
     )
 }
 
+/// A search's limits, as `memory_recall` takes them.
+pub struct SearchLimits {
+    /// Most passages (`max_items`).
+    pub items: u64,
+    /// Most bytes of the cited text (`max_bytes`).
+    pub bytes: u64,
+    /// Most tokens of it (`max_tokens`).
+    pub tokens: u64,
+    /// Most milliseconds (`timeout_ms`).
+    pub timeout_ms: u64,
+}
+
 /// What the memories page shows.
 pub struct MemoriesView<'a> {
     /// The grant signed in.
     pub grant: &'a str,
     /// What it reaches, in words: `(namespace rules, read scopes, write scopes, operations)`.
     pub reach: (Vec<String>, String, String, Vec<&'static str>),
-    /// The search's most passages.
-    pub limit: u32,
+    /// The search's limits.
+    pub limits: SearchLimits,
     /// The namespace's canonical address.
     pub namespace: &'a str,
     /// The scope searched.
@@ -228,8 +240,17 @@ pub fn memories(view: MemoriesView<'_>) -> Markup {
                         option value=(mode) selected[mode == view.mode] { (mode) }
                     }
                 }
-                label for="limit" { "Most passages" }
-                input id="limit" name="limit" type="number" min="1" max="50" value=(view.limit);
+                details {
+                    summary { "Limits" }
+                    label for="limit" { "Most passages" }
+                    input id="limit" name="limit" type="number" min="1" value=(view.limits.items);
+                    label for="max_bytes" { "Most bytes" }
+                    input id="max_bytes" name="max_bytes" type="number" min="1" value=(view.limits.bytes);
+                    label for="max_tokens" { "Most tokens" }
+                    input id="max_tokens" name="max_tokens" type="number" min="1" value=(view.limits.tokens);
+                    label for="timeout_ms" { "Time limit (ms)" }
+                    input id="timeout_ms" name="timeout_ms" type="number" min="1" value=(view.limits.timeout_ms);
+                }
                 " "
                 button type="submit" { "Search" }
             }
