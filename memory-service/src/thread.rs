@@ -318,6 +318,25 @@ impl ThreadRequest {
     }
 }
 
+/// Most threads one listing answers ([`ThreadService::threads_as`]).
+pub const MAX_LISTED_THREADS: usize = 100;
+/// Most thread ids one listing reads, the grant's or not: a log of many tenants is walked a piece at
+/// a time, and each answer says where the next piece starts.
+pub const MAX_SCANNED_THREADS: usize = 10_000;
+/// Thread ids read from the log per call while listing.
+const LISTING_PAGE: usize = 256;
+
+/// A page of the threads a grant reads ([`ThreadService::threads_as`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadsPage {
+    /// The grant's threads, in id order.
+    pub threads: Vec<String>,
+    /// Thread ids read to find them (another tenant's included).
+    pub scanned: usize,
+    /// Where the next page starts (pass it as `after`); `None` at the end of the log.
+    pub next_after: Option<String>,
+}
+
 /// The thread operations over one database's thread log and remembering store.
 #[derive(Clone)]
 pub struct ThreadService {
@@ -386,6 +405,61 @@ impl ThreadService {
             grant.allow_thread(binding.as_ref(), appending)?;
         }
         self.run(request).await
+    }
+
+    /// The threads `grant` reads (bound to one of its namespaces; every thread for a grant to
+    /// everything), in id order after `after`: at most `limit` (1 to [`MAX_LISTED_THREADS`]), reading
+    /// at most [`MAX_SCANNED_THREADS`] ids of the log, so a listing never walks a whole large log.
+    /// Needs the `thread_read` operation, as reading a thread does; the binding rule is
+    /// [`Grant::allow_thread`]'s, the one every thread call is checked by.
+    pub async fn threads_as(
+        &self,
+        grant: &Grant,
+        after: Option<ThreadId>,
+        limit: usize,
+    ) -> Result<ThreadsPage, Refusal> {
+        grant.allow_operation(GrantedOperation::ThreadRead)?;
+        if !(1..=MAX_LISTED_THREADS).contains(&limit) {
+            return Err(Refusal::invalid_input(format!(
+                "limit must be 1 to {MAX_LISTED_THREADS}"
+            )));
+        }
+        let log = Arc::clone(&self.log);
+        let grant = grant.clone();
+        blocking(move || {
+            let mut page = ThreadsPage {
+                threads: Vec::new(),
+                scanned: 0,
+                next_after: None,
+            };
+            let mut cursor = after;
+            while page.scanned < MAX_SCANNED_THREADS {
+                let wanted = LISTING_PAGE.min(MAX_SCANNED_THREADS - page.scanned);
+                let ids = log.threads(cursor.as_ref(), wanted)?;
+                let exhausted = ids.len() < wanted;
+                for id in ids {
+                    page.scanned += 1;
+                    let readable = grant.is_unrestricted()
+                        || grant
+                            .allow_thread(log.binding(&id)?.as_ref(), false)
+                            .is_ok();
+                    if readable {
+                        page.threads.push(id.as_str().to_owned());
+                    }
+                    cursor = Some(id);
+                    if page.threads.len() == limit {
+                        page.next_after = cursor.map(|id| id.as_str().to_owned());
+                        return Ok(page);
+                    }
+                }
+                if exhausted {
+                    return Ok(page);
+                }
+            }
+            page.next_after = cursor.map(|id| id.as_str().to_owned());
+            Ok::<_, Refusal>(page)
+        })
+        .await?
     }
 
     /// Runs a request already checked ([`Self::run_as`]).
@@ -554,6 +628,16 @@ impl<S: Store> ThreadTools<S> {
         self.service().await?.run_as(grant, request).await
     }
 
+    /// The threads `grant` reads ([`ThreadService::threads_as`]).
+    pub async fn threads_as(
+        &self,
+        grant: &Grant,
+        after: Option<ThreadId>,
+        limit: usize,
+    ) -> Result<ThreadsPage, Refusal> {
+        self.service().await?.threads_as(grant, after, limit).await
+    }
+
     async fn service(&self) -> Result<ThreadService, Refusal> {
         if let Some(service) = self.service.get() {
             return Ok(service.clone());
@@ -703,5 +787,72 @@ mod tests {
                 ..
             } if sequence == Sequence::new(3)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_listing_shows_a_grant_its_own_threads_a_page_at_a_time() {
+        use crate::database::{Client, Database, Opened};
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let database = Database::Sqlite(directory.path().join("memory.sqlite"));
+        let Opened::Sqlite(store) = database.open(Client::MEMORY).expect("opened") else {
+            panic!("a path opens SQLite");
+        };
+        let service = ThreadService::open(&*store).expect("thread service");
+        let destination = |user: &str| {
+            DestinationDefaults {
+                user: Some(user.to_owned()),
+                ..DestinationDefaults::default()
+            }
+            .resolve(&DestinationRequest::default())
+            .expect("a destination")
+            .destination
+        };
+        for (thread, user) in [
+            ("a-ana", "ana"),
+            ("b-bob", "bob"),
+            ("c-ana", "ana"),
+            ("d-ana", "ana"),
+        ] {
+            service
+                .append(
+                    ThreadId::new(thread).expect("id"),
+                    Some(destination(user)),
+                    NewRecord::user(user, "hello", 1),
+                )
+                .await
+                .expect("appended");
+        }
+        let ana_namespace = destination("ana");
+        let ana = Grant::server(
+            Some(vec![
+                crate::grants::NamespaceRule::exactly(ana_namespace.namespace()).expect("a rule"),
+            ]),
+            None,
+        );
+        let first = service.threads_as(&ana, None, 2).await.expect("listed");
+        assert_eq!(
+            first.threads,
+            ["a-ana", "c-ana"],
+            "bob's thread is not ana's"
+        );
+        assert_eq!(first.scanned, 3);
+        let after = ThreadId::new(first.next_after.expect("more")).expect("id");
+        let second = service
+            .threads_as(&ana, Some(after), 2)
+            .await
+            .expect("listed");
+        assert_eq!(second.threads, ["d-ana"]);
+        assert_eq!(second.next_after, None, "the end of the log");
+        let everything = Grant::local("host", None);
+        let all = service
+            .threads_as(&everything, None, 10)
+            .await
+            .expect("listed");
+        assert_eq!(all.threads.len(), 4);
+        let refused = service.threads_as(&ana, None, MAX_LISTED_THREADS + 1).await;
+        assert_eq!(
+            refused.expect_err("too many").kind(),
+            ErrorKind::InvalidInput
+        );
     }
 }

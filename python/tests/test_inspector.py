@@ -311,7 +311,7 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
             operator.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
 
             page.get_by_role("link", name="Threads").click()
-            page.get_by_label("Thread").fill("run-1")
+            page.get_by_role("link", name="run-1").click()  # ana's threads are listed
             page.get_by_label("Budget (tokens) of the context preview").fill("1500")
             page.get_by_role("button", name="Show").click()
             assert "Context preview" in page.content()
@@ -349,6 +349,7 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
                 "/ui/memories?q=tomatoes&mode=hybrid",
                 "/ui/revisions?id=tea",
                 "/ui/threads",
+                "/ui/threads?threads_after=run-0",
                 "/ui/threads?thread=run-1&budget=1500",
             ):
                 scanner.goto(f"{base}{path}")

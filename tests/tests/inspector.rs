@@ -248,6 +248,16 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
     assert_eq!(tail.success()["window"]["number"], 1, "{tail:#?}");
     let (status, _, _) = page(&base, "/ui/threads?thread=run-1", &bob).await;
     assert_eq!(status, 403, "bob reaches none of ana's threads");
+    let (_, listed, _) = page(&base, "/ui/threads", &ana).await;
+    assert!(
+        listed.contains("<a href=\"/ui/threads?thread=run-1\">run-1</a>"),
+        "ana's threads are listed: {listed}"
+    );
+    let (_, listed, _) = page(&base, "/ui/threads", &bob).await;
+    assert!(
+        !listed.contains("run-1") && listed.contains("No thread of yours"),
+        "{listed}"
+    );
 
     // A forget posted from another site does nothing; from the page it forgets for good.
     assert_eq!(

@@ -201,6 +201,16 @@ impl<S: Store> MemoryServer<S> {
         &self.service
     }
 
+    /// The threads `grant` reads, a page at a time (the inspector's list of threads).
+    pub(crate) async fn threads_of(
+        &self,
+        grant: &Grant,
+        after: Option<memory_core::activity::ThreadId>,
+        limit: usize,
+    ) -> Result<crate::thread::ThreadsPage, Refusal> {
+        self.threads.threads_as(grant, after, limit).await
+    }
+
     /// Runs a context call as `grant`'s holder: what the MCP context tools and the inspector's
     /// threads page both run.
     pub(crate) async fn context_call(

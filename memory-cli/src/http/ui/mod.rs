@@ -651,7 +651,12 @@ struct ThreadsQuery {
     budget: Option<u64>,
     #[serde(default)]
     after: Option<u64>,
+    #[serde(default)]
+    threads_after: Option<String>,
 }
+
+/// Threads the list shows a page.
+const THREADS_LISTED: usize = 50;
 
 /// The preview's budget when the form names none.
 const PREVIEW_BUDGET: u64 = 8_000;
@@ -677,10 +682,34 @@ async fn threads<S: Store>(
         grant: grant.name(),
         thread,
         budget,
+        listed: None,
         history: None,
         preview: None,
         error: None,
     };
+    if thread.is_none() {
+        let after = match query
+            .threads_after
+            .map(memory_core::activity::ThreadId::new)
+            .transpose()
+        {
+            Ok(after) => after,
+            Err(error) => {
+                return page(
+                    StatusCode::BAD_REQUEST,
+                    pages::problem("Not listed", &error.to_string()),
+                );
+            }
+        };
+        match inspector
+            .server
+            .threads_of(&grant, after, THREADS_LISTED)
+            .await
+        {
+            Ok(listed) => view.listed = Some(listed),
+            Err(refusal) => view.error = Some(refusal.message().to_owned()),
+        }
+    }
     if let Some(thread) = thread {
         let history = inspector
             .server

@@ -341,6 +341,8 @@ pub struct ThreadView<'a> {
     pub thread: Option<&'a str>,
     /// The preview's budget.
     pub budget: u64,
+    /// Without a thread: the grant's threads, a page of them.
+    pub listed: Option<crate::thread::ThreadsPage>,
     /// `memory_history_read`'s page (records of every kind).
     pub history: Option<Value>,
     /// `memory_context`'s preview (no memory recalled, no rollover).
@@ -365,6 +367,20 @@ pub fn thread(view: ThreadView<'_>) -> Markup {
             }
             @if let Some(error) = &view.error {
                 p.notice.error role="alert" { (error) }
+            }
+            @if let Some(listed) = &view.listed {
+                h2 { "Your threads" }
+                @if listed.threads.is_empty() {
+                    p { "No thread of yours among the " (listed.scanned) " read." }
+                }
+                ul {
+                    @for thread in &listed.threads {
+                        li { a href={"/ui/threads?" (query_of("thread", thread))} { (thread) } }
+                    }
+                }
+                @if let Some(next) = &listed.next_after {
+                    p { a href={"/ui/threads?" (query_of("threads_after", next))} { "More threads" } }
+                }
             }
             @if let Some(preview) = &view.preview {
                 h2 { "Context preview" }
