@@ -324,7 +324,7 @@ async fn serve_http<S: Store>(
             }
         });
     }
-    let state = HttpState::new(store, Arc::clone(semantic), metrics, Some(hook_dir));
+    let state = HttpState::new(store, Arc::clone(semantic), metrics, hook_dir);
     // The socket answers (/healthz says "starting") while the model loads.
     state.start_loading();
     let url = http::mcp_url(local);

@@ -181,6 +181,13 @@ def inspector(tmp_path: pathlib.Path) -> Iterator[Server]:
         server.stop()
 
 
+def _sign_in(page, base: str, token: str) -> None:  # noqa: ANN001 - Playwright's Page
+    """Signs `page` in at the inspector of `base` with `token`, as a person does."""
+    page.goto(f"{base}/ui")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+
+
 def _context(db: pathlib.Path) -> dict:
     """ana's turn on `run-1` as `memory context` assembles it, recalling for her tomatoes."""
     return _memory(db, "context", "run-1", "--budget", "4000", "--query", "tomatoes Porto", "--no-rollover")
@@ -286,9 +293,7 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
 
             # Bob's token sees none of ana's memory, and reaches none of it by URL.
             other = browser.new_context().new_page()
-            other.goto(f"{base}/ui")
-            other.get_by_label("Token").fill(BOB)
-            other.get_by_role("button", name="Sign in").click()
+            _sign_in(other, base, BOB)
             assert other.get_by_text("No memories yet.").is_visible()
             other.get_by_label("Search").fill("coffee")
             other.get_by_label("Mode").select_option("lexical")
@@ -302,9 +307,7 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
 
             # The operator's token sees the overview.
             operator = browser.new_context().new_page()
-            operator.goto(f"{base}/ui")
-            operator.get_by_label("Token").fill(OPS)
-            operator.get_by_role("button", name="Sign in").click()
+            _sign_in(operator, base, OPS)
             operator.get_by_role("link", name="Overview").click()
             assert "Latest change" in operator.content()
             assert operator.locator("figure svg").count() == 2
@@ -341,9 +344,7 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
             for path in ("/ui", "/ui?expired=1"):
                 scanner.goto(f"{base}{path}")
                 assert _serious(scanner, axe) == [], path
-            scanner.goto(f"{base}/ui")
-            scanner.get_by_label("Token").fill(TOKEN)
-            scanner.get_by_role("button", name="Sign in").click()
+            _sign_in(scanner, base, TOKEN)
             for path in (
                 "/ui/memories",
                 "/ui/memories?q=tomatoes&mode=hybrid",
@@ -355,15 +356,11 @@ def test_the_inspector_in_a_real_browser(inspector: Server) -> None:
                 scanner.goto(f"{base}{path}")
                 assert _serious(scanner, axe) == [], path
             ops_scanner = browser.new_context(bypass_csp=True).new_page()
-            ops_scanner.goto(f"{base}/ui")
-            ops_scanner.get_by_label("Token").fill(OPS)
-            ops_scanner.get_by_role("button", name="Sign in").click()
+            _sign_in(ops_scanner, base, OPS)
             ops_scanner.goto(f"{base}/ui/overview?hours=24")
             assert _serious(ops_scanner, axe) == [], "/ui/overview"
             narrow_ops = browser.new_context(viewport={"width": 320, "height": 640}).new_page()
-            narrow_ops.goto(f"{base}/ui")
-            narrow_ops.get_by_label("Token").fill(OPS)
-            narrow_ops.get_by_role("button", name="Sign in").click()
+            _sign_in(narrow_ops, base, OPS)
             narrow_ops.goto(f"{base}/ui/overview?hours=24")
             assert _reflows(narrow_ops), "/ui/overview"
 

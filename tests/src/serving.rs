@@ -68,6 +68,18 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
+    /// Writes `grants` (a grants file's text) beside the fixture's database and starts the server
+    /// with `--grants FILE`: a server a team shares.
+    pub fn with_grants(fixture: &Fixture, grants: &str) -> Self {
+        let path = fixture.dir.path().join("grants.toml");
+        std::fs::write(&path, grants).expect("the grants file");
+        let args = [
+            "--grants".to_owned(),
+            path.to_str().expect("UTF-8 path").to_owned(),
+        ];
+        Self::start(fixture, &args, &[])
+    }
+
     /// Starts `memory --db DB serve --http 127.0.0.1:0 ARGS` and waits for the line announcing its URL
     /// (the server prints it once the socket listens and the discovery file is written).
     pub fn start(fixture: &Fixture, args: &[String], env: &[(&str, &OsStr)]) -> Self {

@@ -116,17 +116,9 @@ async fn forget(base: &str, cookie: &str, origin: &str, id: &str) -> reqwest::Re
 async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page() {
     let fixture = Fixture::new();
     put(&fixture);
-    let grants = fixture.dir.path().join("grants.toml");
-    std::fs::write(
-        &grants,
-        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB) + &everything_grant("ops", OPS),
-    )
-    .expect("grants");
-    let args = [
-        "--grants".to_owned(),
-        grants.to_str().expect("UTF-8").to_owned(),
-    ];
-    let server = HttpServer::start(&fixture, &args, &[]);
+    let grants =
+        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB) + &everything_grant("ops", OPS);
+    let server = HttpServer::with_grants(&fixture, &grants);
     ready(&server.base()).await;
     let base = server.base();
 
@@ -316,7 +308,7 @@ async fn the_inspector_shows_each_token_its_own_memory_and_forgets_from_the_page
 
     // A session from before a restart is answered with the sign-in page and a plain message.
     drop(server);
-    let server = HttpServer::start(&fixture, &args, &[]);
+    let server = HttpServer::with_grants(&fixture, &grants);
     ready(&server.base()).await;
     let base = server.base();
     let (status, _, location) = page(&base, "/ui/memories", &ana).await;
@@ -360,12 +352,6 @@ async fn edit(base: &str, cookie: &str, id: &str, revision: &str, text: &str) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_correction_from_the_page_is_a_persons_and_the_cleanup_keeps_it() {
     let fixture = Fixture::new();
-    let grants = fixture.dir.path().join("grants.toml");
-    std::fs::write(
-        &grants,
-        tenant_grant("ana", ANA) + &tenant_grant("bob", BOB),
-    )
-    .expect("grants");
     let argument = json!({"thread": "chat-7", "record": {"speaker": "ana", "observers": [],
         "occurred_at": null, "body": {"kind": "user_input", "text": "My sister grows tomatoes in Porto."}},
         "namespace": {"name": "notes", "version": 1, "identity": {"user": "ana"}}, "scope": "ana"});
@@ -374,11 +360,10 @@ async fn a_correction_from_the_page_is_a_persons_and_the_cleanup_keeps_it() {
         .success();
     fixture.worker_pass();
 
-    let args = [
-        "--grants".to_owned(),
-        grants.to_str().expect("UTF-8").to_owned(),
-    ];
-    let server = HttpServer::start(&fixture, &args, &[]);
+    let server = HttpServer::with_grants(
+        &fixture,
+        &(tenant_grant("ana", ANA) + &tenant_grant("bob", BOB)),
+    );
     ready(&server.base()).await;
     let base = server.base();
     let ana = sign_in(&base, ANA).await;

@@ -76,13 +76,7 @@ async fn mcp_over_stdio_and_http_take_rerank_as_the_command_does() {
     // A stdio server reads the namespace it is started for.
     through(McpClient::stdio(&fixture, &default_flags(), &[]).await).await;
     // One grant holding the namespace and scope the documents were written to.
-    let grants = fixture.dir.path().join("grants.toml");
-    std::fs::write(&grants, scoped_grant("u1", TOKEN, "assistant")).expect("the grants file");
-    let flags = vec![
-        "--grants".to_owned(),
-        grants.to_str().expect("UTF-8 path").to_owned(),
-    ];
-    let server = HttpServer::start(&fixture, &flags, &[]);
+    let server = HttpServer::with_grants(&fixture, &scoped_grant("u1", TOKEN, "assistant"));
     let client = McpClient::http(&server.url, Some(TOKEN))
         .await
         .expect("an HTTP session");

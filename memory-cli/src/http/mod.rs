@@ -138,17 +138,17 @@ pub struct HttpState<S: Store> {
     /// Set once the first load of the model and index has finished, loaded or not.
     load_finished: AtomicBool,
     /// The folder whose log holds `memory hook`'s errors for this database (the overview shows them).
-    hook_dir: Option<std::path::PathBuf>,
+    hook_dir: std::path::PathBuf,
 }
 
 impl<S: Store> HttpState<S> {
     /// The state over the server's store, semantic index and metrics, and the folder of the hook's
-    /// error log for its database (`None`: no hook errors are shown).
+    /// error log for its database.
     pub fn new(
         store: Arc<S>,
         semantic: Arc<SemanticBackend<S>>,
         metrics: Arc<ServerMetrics>,
-        hook_dir: Option<std::path::PathBuf>,
+        hook_dir: std::path::PathBuf,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -169,9 +169,9 @@ impl<S: Store> HttpState<S> {
         &self.metrics
     }
 
-    /// The folder of the hook's error log, when known.
-    pub fn hook_dir(&self) -> Option<&std::path::Path> {
-        self.hook_dir.as_deref()
+    /// The folder of the hook's error log.
+    pub fn hook_dir(&self) -> &std::path::Path {
+        &self.hook_dir
     }
 
     /// The store's head and the loaded index's counts (`None` for the index before the model is

@@ -316,12 +316,6 @@ impl ServerMetrics {
         }
     }
 
-    /// The same metrics, their minute-by-minute history on `clock` (tests step through minutes).
-    pub fn with_history_clock(mut self, clock: Arc<dyn memory_core::Clock>) -> Self {
-        self.history = MetricsHistory::new(clock);
-        self
-    }
-
     /// Shows the fold cache's counts `watch` reads at every scrape.
     pub fn watch_folds(&self, watch: FoldWatch) {
         let _ = self.folds.set(watch);

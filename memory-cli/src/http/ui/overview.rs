@@ -37,8 +37,8 @@ pub struct OverviewView<'a> {
     pub index: Option<IndexSnapshot>,
     /// The thread log as the worker sees it, or why it could not be read.
     pub threads: Result<ThreadStatus, String>,
-    /// The hook's recent errors, when the server knows where they are logged.
-    pub hooks: Option<HookErrors>,
+    /// The hook's recent errors.
+    pub hooks: HookErrors,
     /// The charts' span.
     pub hours: u64,
     /// One merged minute per bar, oldest first.
@@ -83,12 +83,13 @@ pub(super) async fn overview<S: Store>(
         Ok(Err(refusal)) => Err(refusal.message().to_owned()),
         Err(refusal) => Err(refusal.message().to_owned()),
     };
-    let hooks = match state.hook_dir() {
-        Some(dir) => {
-            let dir = dir.to_owned();
-            blocking(move || read_errors(&dir)).await.ok()
-        }
-        None => None,
+    let hook_dir = state.hook_dir().to_owned();
+    let hooks = match blocking(move || read_errors(&hook_dir)).await {
+        Ok(hooks) => hooks,
+        Err(refusal) => HookErrors {
+            unreadable: Some(refusal.message().to_owned()),
+            ..HookErrors::default()
+        },
     };
     let minutes = state
         .server_metrics()
@@ -234,21 +235,16 @@ pub fn render(view: OverviewView<'_>) -> Markup {
                 },
             }
             h2 { "Hooks" }
-            @match &view.hooks {
-                None => p { "This server does not know where its hooks log errors." },
-                Some(hooks) => {
-                    @if let Some(unreadable) = &hooks.unreadable {
-                        p.notice.error role="alert" { (unreadable) }
-                    }
-                    @if hooks.total == 0 {
-                        p { "No hook errors logged." }
-                    } @else {
-                        p { (hooks.total) " hook errors logged, the latest of each kind:" }
-                        ul {
-                            @for (kind, errors) in &hooks.by_kind {
-                                li { strong { (kind) } " × " (errors.count) ": " (errors.last.hook) ", " (errors.last.message) }
-                            }
-                        }
+            @if let Some(unreadable) = &view.hooks.unreadable {
+                p.notice.error role="alert" { (unreadable) }
+            }
+            @if view.hooks.total == 0 {
+                p { "No hook errors logged." }
+            } @else {
+                p { (view.hooks.total) " hook errors logged, the latest of each kind:" }
+                ul {
+                    @for (kind, errors) in &view.hooks.by_kind {
+                        li { strong { (kind) } " × " (errors.count) ": " (errors.last.hook) ", " (errors.last.message) }
                     }
                 }
             }
@@ -310,7 +306,7 @@ mod tests {
             grant: "<b>root</b>",
             index: None,
             threads: Err("<script>".to_owned()),
-            hooks: None,
+            hooks: HookErrors::default(),
             hours: 24,
             bars: merged,
         })
