@@ -5,6 +5,9 @@
 //! page, and `memory recall` finds it no more; a wrong token, a cross-origin form post, a session
 //! from before a restart and a server without a token are each answered plainly.
 
+use std::ffi::OsStr;
+
+use integration_tests::hook::{additional_context, claude_input, run_hook};
 use integration_tests::product::Fixture;
 use integration_tests::serving::{HttpServer, everything_grant, ready, tenant_grant};
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
@@ -452,4 +455,59 @@ async fn a_correction_from_the_page_is_a_persons_and_the_cleanup_keeps_it() {
     )
     .await;
     assert_eq!(status, 404);
+}
+
+/// The hooks user's journey into the inspector: what the one-shot hook took on Monday and the worker
+/// remembered is on the page of the server the hooks use (no `--namespace`, no `--scope`: the OS
+/// user's own namespace, scope `agent`); forgetting it there, the served hook and the one-shot hook
+/// no longer recall it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hooks_users_memory_is_on_the_page_and_a_forget_there_reaches_every_hook() {
+    let fixture = Fixture::new();
+    let ana: [(&str, &OsStr); 2] = [("USER", OsStr::new("ana")), ("LOGNAME", OsStr::new("ana"))];
+    let prompt = |session: &str, text: &str| {
+        let transcript = fixture.dir.path().join(format!("{session}.jsonl"));
+        let input = claude_input("user-prompt-submit.json", session, &transcript, Some(text));
+        run_hook(&fixture, &["prompt"], &input, &ana)
+    };
+    assert_eq!(
+        prompt("monday", "My sister grows tomatoes in Porto.").code,
+        0
+    );
+    fixture.worker_pass();
+    let token = fixture.dir.path().join("token");
+    std::fs::write(&token, format!("{ANA}\n")).expect("the token file");
+    let args = [
+        "--token-file".to_owned(),
+        token.to_str().expect("UTF-8").to_owned(),
+    ];
+    let server = HttpServer::start(&fixture, &args, &ana);
+    ready(&server.base()).await;
+    let base = server.base();
+    let cookie = sign_in(&base, ANA).await;
+    let (status, listed, _) = page(&base, "/ui/memories", &cookie).await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.contains("My sister grows tomatoes in Porto."),
+        "{listed}"
+    );
+    assert!(listed.contains("scope <code>agent</code>"), "{listed}");
+    let asked = "What does my sister grow?";
+    assert!(
+        additional_context(&prompt("tuesday", asked), "UserPromptSubmit").contains("tomatoes"),
+        "the served hook recalls it"
+    );
+    let field = "name=\"id\" value=\"";
+    let at = listed.find(field).expect("a forget form") + field.len();
+    let id = &listed[at..at + listed[at..].find('"').expect("a closing quote")];
+    assert_eq!(forget(&base, &cookie, &base, id).await.status(), 303);
+    assert!(
+        !prompt("wednesday", asked).stdout.contains("tomatoes"),
+        "the served hook recalls it no more"
+    );
+    drop(server);
+    assert!(
+        !prompt("thursday", asked).stdout.contains("tomatoes"),
+        "nor the one-shot hook"
+    );
 }

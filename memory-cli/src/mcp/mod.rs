@@ -196,6 +196,12 @@ impl<S: Store> MemoryServer<S> {
         }
     }
 
+    /// Where a thread append or a context call that names no destination goes, for a grant without
+    /// defaults of its own.
+    pub(crate) fn destination(&self) -> crate::destination::DestinationDefaults {
+        destination_defaults(self.defaults.as_deref(), self.user.as_ref())
+    }
+
     /// The memory operations the server answers with.
     pub(crate) fn service(&self) -> &Arc<MemoryService<S>> {
         &self.service
@@ -236,7 +242,7 @@ impl<S: Store> MemoryServer<S> {
 
     /// Builds the context tools again with the server's summarizer and context settings.
     fn rebuild_contexts(&mut self) {
-        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
+        let destination = self.destination();
         self.contexts = Arc::new(
             ContextTools::new(Arc::clone(self.service.store()), destination)
                 .with_summarizer(self.summarizer.clone())
@@ -265,7 +271,7 @@ impl<S: Store> MemoryServer<S> {
     /// [`crate::thread::ThreadService::with_tool_output_bound`]); call it before the server is
     /// cloned or serves.
     pub fn with_tool_output_bound(mut self, bound: ToolOutputBound) -> Self {
-        let destination = destination_defaults(self.defaults.as_deref(), self.user.as_ref());
+        let destination = self.destination();
         self.threads = thread_tools(&self.service, destination, bound);
         self
     }

@@ -50,7 +50,7 @@ impl<S: Store> MemoryServer<S> {
 
     /// `grant`'s defaults for `operation` and the call's `arguments`, in the order a refusal is
     /// answered: the operation, a missing default, then the arguments.
-    fn checked<T>(
+    pub(crate) fn checked<T>(
         &self,
         grant: &Grant,
         operation: GrantedOperation,
@@ -77,15 +77,13 @@ impl<S: Store> MemoryServer<S> {
         answer
     }
 
-    /// `memory_remember` for `grant` (the tool's, and the inspector's edit of a memory), counted into
-    /// the metrics as a write: the operation is checked first, then a missing default, then
-    /// `arguments`.
+    /// `memory_remember` for `grant` (the tool's, and the inspector's edit of a memory) on a checked
+    /// `call` ([`Self::checked`] for the tool), counted into the metrics as a write.
     pub(crate) async fn remember_as(
         &self,
         grant: &Grant,
-        arguments: Result<RememberArguments, Refusal>,
+        call: SimpleCall<RememberArguments>,
     ) -> Result<Value, Refusal> {
-        let call = self.checked(grant, GrantedOperation::Remember, arguments);
         let answer = match call {
             Ok((defaults, arguments)) => {
                 encoded(simple::remember(&self.service, &defaults, grant, arguments).await)
@@ -97,14 +95,13 @@ impl<S: Store> MemoryServer<S> {
         answer
     }
 
-    /// `memory_forget` for `grant` (the tool's and the inspector's), counted into the metrics as a
-    /// write: the operation is checked first, then a missing default, then `arguments`.
+    /// `memory_forget` for `grant` (the tool's and the inspector's) on a checked `call`
+    /// ([`Self::checked`] for the tool), counted into the metrics as a write.
     pub(crate) async fn forget_as(
         &self,
         grant: &Grant,
-        arguments: Result<ForgetArguments, Refusal>,
+        call: SimpleCall<ForgetArguments>,
     ) -> Result<Value, Refusal> {
-        let call = self.checked(grant, GrantedOperation::Forget, arguments);
         let answer = match call {
             Ok((defaults, arguments)) => {
                 encoded(simple::forget(&self.service, &defaults, grant, arguments).await)
@@ -117,7 +114,7 @@ impl<S: Store> MemoryServer<S> {
     }
 
     /// The namespace and scope `grant`'s simple operations work in (its own defaults, else the
-    /// server's), once `operation` is checked: what the simple tools and the inspector both use.
+    /// server's), once `operation` is checked: what the simple tools use.
     pub(crate) fn simple_defaults(
         &self,
         grant: &Grant,
@@ -133,6 +130,30 @@ impl<S: Store> MemoryServer<S> {
                     )
                 })
             })
+    }
+}
+
+impl<S: Store> MemoryServer<S> {
+    /// Where the inspector shows `grant`'s memory, once `operation` is checked: its simple defaults
+    /// ([`Self::simple_defaults`]), else where its thread appends go when they name no destination
+    /// (the server's user's own namespace in the scope `agent`, as the hook writes it), which a server
+    /// started without `--namespace` and `--scope` (the hooks' server) has. The grant must reach it.
+    pub(crate) fn memory_defaults(
+        &self,
+        grant: &Grant,
+        operation: GrantedOperation,
+    ) -> Result<Arc<Defaults>, Refusal> {
+        grant.allow_operation(operation)?;
+        if let Some(defaults) = grant.defaults_or(self.defaults.as_ref())? {
+            return Ok(defaults);
+        }
+        let resolved = grant
+            .destination_defaults_or(&self.destination())
+            .resolve(&crate::destination::DestinationRequest::default())?;
+        let defaults = Defaults::new(resolved.namespace, resolved.scope)?;
+        grant.allow_namespace(defaults.address())?;
+        grant.allow_read_scope(defaults.scope())?;
+        Ok(Arc::new(defaults))
     }
 }
 
@@ -158,7 +179,14 @@ impl<S: Store> MemoryServer<S> {
     ) -> CallToolResult {
         let grant = self.caller(&context);
         let answer = self
-            .remember_as(&grant, decode_value(Value::Object(arguments)))
+            .remember_as(
+                &grant,
+                self.checked(
+                    &grant,
+                    GrantedOperation::Remember,
+                    decode_value(Value::Object(arguments)),
+                ),
+            )
             .await;
         tool_result(answer)
     }
@@ -214,7 +242,14 @@ impl<S: Store> MemoryServer<S> {
     ) -> CallToolResult {
         let grant = self.caller(&context);
         let answer = self
-            .forget_as(&grant, decode_value(Value::Object(arguments)))
+            .forget_as(
+                &grant,
+                self.checked(
+                    &grant,
+                    GrantedOperation::Forget,
+                    decode_value(Value::Object(arguments)),
+                ),
+            )
             .await;
         tool_result(answer)
     }

@@ -8,8 +8,9 @@
 //!   (loopback, none set) keeps the inspector closed and says how to open it. A wrong token, an expired session and a session from
 //!   before a restart are each answered with the sign-in page and a plain message.
 //! - **What a caller sees.** Every page reads through the signed-in grant, by the same functions the
-//!   simple MCP tools call: the memories of the grant's namespace and scope (its defaults, else the
-//!   server's `--namespace`/`--scope`), newest first or searched in a recall mode, each with its
+//!   MCP tools call: the memories of the grant's namespace and scope (its defaults, else the server's
+//!   `--namespace`/`--scope`, else where its thread appends go: `MemoryServer::memory_defaults`),
+//!   newest first or searched in a recall mode, each with its
 //!   provenance and citation; forgetting one, with a reason, is `memory_forget`. A thread's records
 //!   (tool calls beside their results, forgotten ones as placeholders, compactions and rollovers) are
 //!   `memory_history_read`'s, and its context preview is `memory_context` with no memory and no
@@ -339,7 +340,7 @@ async fn memories<S: Store>(
     } else {
         GrantedOperation::List
     };
-    let defaults = match inspector.server.simple_defaults(&grant, operation) {
+    let defaults = match inspector.server.memory_defaults(&grant, operation) {
         Ok(defaults) => defaults,
         Err(refusal) => {
             return page(
@@ -524,10 +525,16 @@ async fn forget<S: Store>(
         .server
         .forget_as(
             &grant,
-            Ok(ForgetArguments {
-                id: form.id.clone(),
-                reason: form.reason,
-            }),
+            inspector
+                .server
+                .memory_defaults(&grant, GrantedOperation::Forget)
+                .map(|defaults| {
+                    let arguments = ForgetArguments {
+                        id: form.id.clone(),
+                        reason: form.reason,
+                    };
+                    (defaults, arguments)
+                }),
         )
         .await;
     match answer {
@@ -566,7 +573,7 @@ async fn revisions<S: Store>(
     };
     let read = match inspector
         .server
-        .simple_defaults(&grant, GrantedOperation::Get)
+        .memory_defaults(&grant, GrantedOperation::Get)
         .and_then(|defaults| defaults.key(&query.id))
     {
         Ok(key) => {
@@ -622,13 +629,19 @@ async fn edit<S: Store>(
         .server
         .remember_as(
             &grant,
-            Ok(RememberArguments {
-                text: form.text,
-                id: Some(form.id),
-                expected_revision: Some(form.expected_revision),
-                speaker: Some(grant.principal()),
-                metadata: Some(metadata),
-            }),
+            inspector
+                .server
+                .memory_defaults(&grant, GrantedOperation::Remember)
+                .map(|defaults| {
+                    let arguments = RememberArguments {
+                        text: form.text,
+                        id: Some(form.id),
+                        expected_revision: Some(form.expected_revision),
+                        speaker: Some(grant.principal()),
+                        metadata: Some(metadata),
+                    };
+                    (defaults, arguments)
+                }),
         )
         .await;
     match answer {
