@@ -19,7 +19,7 @@ use super::state::{Build, IndexState};
 use super::{BuildHook, GraphCounters, HnswStatus, SemanticIndex};
 use crate::embed::Embedder;
 use crate::error::SemanticError;
-use crate::index::graph::Graph;
+use crate::index::graph::{Graph, SPARE_SLOTS};
 use crate::index::persist::{self, vector_set_digest};
 use crate::index::{ExactIndex, HnswIndex, HnswParams, IndexBounds, VectorIndex};
 
@@ -38,9 +38,12 @@ pub enum PersistOutcome {
 }
 
 /// The most bytes a stored graph of `bounds` and `params` may take: a point's row, its list counts
-/// and at most `2 * max_connections` neighbours at layer 0 and `max_connections` above, of 8 bytes.
+/// and at most `2 * max_connections` neighbours and [`SPARE_SLOTS`] at layer 0 and
+/// `max_connections` above, of 8 bytes.
 fn max_graph_bytes(bounds: IndexBounds, params: HnswParams) -> usize {
-    let per_point = 40usize.saturating_add(params.max_connections.saturating_mul(24));
+    let per_point = 40usize
+        .saturating_add(params.max_connections.saturating_mul(24))
+        .saturating_add(SPARE_SLOTS * 8);
     bounds
         .max_chunks
         .saturating_mul(per_point)

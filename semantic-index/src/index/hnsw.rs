@@ -97,22 +97,21 @@ impl HnswParams {
     /// `ef_construction` level with it), so a large store quietly lost a third of its nearest
     /// neighbours at the old fixed default.
     ///
-    /// How fast, and where it stops, measured 2026-12-06 on that file (480 real-model queries, one
-    /// thread, 2 cores; `memory-eval bench-hnsw --vectors ... --ef ...` and `scripts/compare.sh`;
-    /// width: recall@10, p50 / p95 ms):
-    /// - at 200,000 f32 rows (`COMPARE_SIZE=200000 scripts/compare.sh`): 256: 0.928; 384: 0.962;
-    ///   512: 0.974. Faster than linearly, then: a linear rule's 256 fell short of 0.95, the
-    ///   exponent 1.5 gives 363;
-    /// - at 1,000,000 f32 rows: 128: 0.724, 0.18 / 0.31; 512: 0.880, 0.44 / 1.31; 1,024: 0.920,
-    ///   0.79 / 2.85; **1,280 (the cap, the default at this size): 0.933, 0.99 / 3.20**; 2,048:
-    ///   0.943, 1.52 / 5.22; 3,072: 0.948, 2.56 / 6.39.
+    /// How fast, measured on that file (480 real-model queries, one thread, 2 cores;
+    /// `memory-eval bench-hnsw --vectors ... --ef ...` and `scripts/compare.sh`; width: recall@10,
+    /// p50 / p95 ms):
+    /// - at 200,000 f32 rows, before adoption (`COMPARE_SIZE=200000 scripts/compare.sh`): 256:
+    ///   0.928; 384: 0.962; 512: 0.974. Faster than linearly, then: a linear rule's 256 fell short
+    ///   of 0.95, the exponent 1.5 gives 363;
+    /// - at 1,000,000 f32 rows, before adoption: 128: 0.724; 512: 0.880; 1,024: 0.920; 1,280:
+    ///   0.933; 2,048: 0.943; 3,072: 0.948 (4,096: 0.949). The curve flattened because 14% of the
+    ///   rows were in no layer-0 list, so no width reached them;
+    /// - at 1,000,000 f32 rows, with adoption (`Graph::adopt`, 2026-12-06): 640: 0.888, 0.46 /
+    ///   0.76; **1,280 (the cap, the default at this size): 0.955, 0.79 / 1.32**; 2,048: 0.974,
+    ///   1.36 / 2.05; 3,072: 0.983, 2.14 / 3.05. The build took 93 s.
     ///
-    /// Past 1,280 a doubled width buys about a point of recall and breaks the 5 ms p95 the issue
-    /// asked for, hence the cap; the recall left over is the file's own: each of its real vectors
-    /// stands for about 1,700 derived ones, near-duplicates whose order only noise decides, which
-    /// no walk short of a scan of the cluster finds (the graph build was tried, see
-    /// `Graph::select`). So the default reaches 0.933, not 0.95, at a million rows of this file; a
-    /// caller who needs more searches `exact` or fixes a wider width.
+    /// The cap stays at 1,280: it reaches 0.95 at a million rows of this file with p95 well under
+    /// 5 ms; a caller who needs more fixes a wider width or searches `exact`.
     pub fn width_for(&self, rows: usize) -> usize {
         if !self.width_grows || rows <= WIDTH_BASE_ROWS {
             return self.ef_search;

@@ -293,7 +293,7 @@ pub(crate) fn decode_detached(
         graph.push_row(0);
     }
     let mut listed = vec![false; points];
-    let mut list: Vec<Neighbour> = Vec::with_capacity(2 * connections);
+    let mut list: Vec<Neighbour> = Vec::with_capacity(graph.max_list(0));
     let mut entry = None;
     let mut total = 0usize;
     for level in 0..LAYERS {
@@ -321,7 +321,7 @@ pub(crate) fn decode_detached(
             graph.raise_level(row, level);
             for layer in 0..LAYERS {
                 let length = usize::from(reader.u16()?);
-                if length > 2 * connections
+                if length > graph.max_list(layer)
                     || length.saturating_mul(NEIGHBOUR_BYTES) > reader.remaining()
                 {
                     return Err(corrupt("neighbour list size"));
@@ -447,6 +447,62 @@ mod tests {
         let decoded = decode(&encoded.bytes, canonical_table(&index), params(), bounds).unwrap();
         assert_eq!(ids(&decoded), ids(&index));
         assert_eq!(decoded.live_chunks(), 60);
+    }
+
+    #[test]
+    fn adopted_rows_in_spare_slots_round_trip() {
+        // A centre and near-duplicates of it, one layer of two connections: rows that no list
+        // takes are adopted into spare slots (see `Graph::adopt`), which the format must keep.
+        let params = HnswParams {
+            max_connections: 2,
+            max_layers: 1,
+            ..params()
+        };
+        let bounds = IndexBounds::with_max_chunks(16, 1_000).unwrap();
+        let mut index = HnswIndex::new(16, bounds, params).unwrap();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..60u32 {
+            let mut row = vec![1.0f32];
+            row.extend((0..15).map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                if i == 0 {
+                    0.0
+                } else {
+                    ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.4
+                }
+            }));
+            let id = format!("s{i:03}");
+            index
+                .replace_source(&key(&id), vec![(meta(&id, 0), unit(&row))])
+                .unwrap();
+        }
+        let spare = |index: &HnswIndex| {
+            (0..index.graph.rows())
+                .filter(|row| index.graph.list(*row, 0).len() > index.graph.cap(0))
+                .count()
+        };
+        assert!(spare(&index) > 0, "no row was adopted");
+        let encoded = encode(&index).unwrap();
+        let decoded = decode(&encoded.bytes, canonical_table(&index), params, bounds).unwrap();
+        assert_eq!(spare(&decoded), spare(&index));
+        let request = SearchRequest {
+            limit: 10,
+            min_score: -1.0,
+            max_scanned_chunks: 1_000,
+        };
+        let query = unit(&[
+            1.0, 0.1, -0.1, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2,
+        ]);
+        let hits = |index: &HnswIndex| {
+            let found = index.search(&query, request).unwrap().hits;
+            found
+                .iter()
+                .map(|hit| (hit.chunk.source.key.id.to_string(), hit.score.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(hits(&decoded), hits(&index));
     }
 
     #[test]
