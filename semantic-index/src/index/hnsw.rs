@@ -108,7 +108,9 @@ impl HnswParams {
     ///   rows were in no layer-0 list, so no width reached them;
     /// - at 1,000,000 f32 rows, with adoption (`Graph::adopt`, 2026-12-06): 640: 0.888, 0.46 /
     ///   0.76; **1,280 (the cap, the default at this size): 0.955, 0.79 / 1.32**; 2,048: 0.974,
-    ///   1.36 / 2.05; 3,072: 0.983, 2.14 / 3.05. The build took 93 s.
+    ///   1.36 / 2.05; 3,072: 0.983, 2.14 / 3.05. The build took 93 s;
+    /// - at 200,000 f32 rows, with adoption (`scripts/compare.sh`): 256: 0.932; 363 (the default
+    ///   there): 0.965; 384: 0.967; 512: 0.980.
     ///
     /// The cap stays at 1,280: it reaches 0.95 at a million rows of this file with p95 well under
     /// 5 ms; a caller who needs more fixes a wider width or searches `exact`.
