@@ -151,7 +151,7 @@ pub(crate) fn encode(index: &HnswIndex) -> Result<EncodedGraph, SemanticError> {
 
 /// `row`'s neighbour list at `layer` in canonical numbering with each neighbour's distance (the
 /// graph keeps none; they are computed from the table), tombstoned neighbours replaced by their
-/// live neighbours (closest first, at most the layer's cap).
+/// live neighbours (closest first, at most what the layer's list may hold, spare slots included).
 fn repair(
     table: &ChunkTable,
     graph: &Graph,
@@ -192,7 +192,7 @@ fn repair(
             }
         }
         kept.sort_by(|left, right| left.1.total_cmp(&right.1));
-        kept.truncate(graph.cap(layer));
+        kept.truncate(graph.max_list(layer));
     }
     kept.into_iter()
         .filter_map(|(neighbour, distance)| {
@@ -449,10 +449,9 @@ mod tests {
         assert_eq!(decoded.live_chunks(), 60);
     }
 
-    #[test]
-    fn adopted_rows_in_spare_slots_round_trip() {
-        // A centre and near-duplicates of it, one layer of two connections: rows that no list
-        // takes are adopted into spare slots (see `Graph::adopt`), which the format must keep.
+    /// A centre (`s000`) and 59 near-duplicates of it in 16 dimensions, one layer of two
+    /// connections: rows that no list takes are adopted into spare slots (see `Graph::adopt`).
+    fn centre_index() -> (HnswIndex, HnswParams, IndexBounds) {
         let params = HnswParams {
             max_connections: 2,
             max_layers: 1,
@@ -478,31 +477,62 @@ mod tests {
                 .replace_source(&key(&id), vec![(meta(&id, 0), unit(&row))])
                 .unwrap();
         }
-        let spare = |index: &HnswIndex| {
-            (0..index.graph.rows())
-                .filter(|row| index.graph.list(*row, 0).len() > index.graph.cap(0))
-                .count()
-        };
-        assert!(spare(&index) > 0, "no row was adopted");
-        let encoded = encode(&index).unwrap();
-        let decoded = decode(&encoded.bytes, canonical_table(&index), params, bounds).unwrap();
-        assert_eq!(spare(&decoded), spare(&index));
+        (index, params, bounds)
+    }
+
+    /// Live rows whose layer-0 list uses a spare slot.
+    fn spare(index: &HnswIndex) -> usize {
+        (0..index.graph.rows())
+            .filter(|row| index.table.is_live(*row))
+            .filter(|row| index.graph.list(*row, 0).len() > index.graph.cap(0))
+            .count()
+    }
+
+    fn centre_hits(index: &HnswIndex) -> Vec<(String, u32)> {
         let request = SearchRequest {
             limit: 10,
             min_score: -1.0,
             max_scanned_chunks: 1_000,
         };
-        let query = unit(&[
-            1.0, 0.1, -0.1, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2,
-        ]);
-        let hits = |index: &HnswIndex| {
-            let found = index.search(&query, request).unwrap().hits;
-            found
-                .iter()
-                .map(|hit| (hit.chunk.source.key.id.to_string(), hit.score.to_bits()))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(hits(&decoded), hits(&index));
+        let mut query = vec![0.0f32; 16];
+        query[0] = 1.0;
+        query[1] = 0.1;
+        query[15] = 0.2;
+        index
+            .search(&unit(&query), request)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|hit| (hit.chunk.source.key.id.to_string(), hit.score.to_bits()))
+            .collect()
+    }
+
+    #[test]
+    fn adopted_rows_in_spare_slots_round_trip() {
+        let (index, params, bounds) = centre_index();
+        assert!(spare(&index) > 0, "no row was adopted");
+        let encoded = encode(&index).unwrap();
+        let decoded = decode(&encoded.bytes, canonical_table(&index), params, bounds).unwrap();
+        assert_eq!(spare(&decoded), spare(&index));
+        assert_eq!(centre_hits(&decoded), centre_hits(&index));
+    }
+
+    #[test]
+    fn a_list_repaired_around_a_tombstone_keeps_its_spare_slots() {
+        // Tombstone a regular neighbour of a list that uses a spare slot: the saved list is
+        // repaired around it, and must not be cut back to the regular cap (its adopted rows would
+        // be in no list of the reloaded graph).
+        let (mut index, params, bounds) = centre_index();
+        let host = (0..index.graph.rows())
+            .find(|row| index.graph.list(*row, 0).len() > index.graph.cap(0))
+            .unwrap();
+        let lost = index.graph.list(host, 0)[0] as usize;
+        index.remove_source(&key(&format!("s{lost:03}")));
+        let before = spare(&index);
+        assert!(before > 0);
+        let encoded = encode(&index).unwrap();
+        let decoded = decode(&encoded.bytes, canonical_table(&index), params, bounds).unwrap();
+        assert!(spare(&decoded) >= before, "{} < {before}", spare(&decoded));
     }
 
     #[test]
