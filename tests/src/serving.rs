@@ -55,6 +55,15 @@ impl McpClient {
             .await
             .expect("the tools are listed")
     }
+
+    /// The names of every tool the server lists.
+    pub async fn tool_names(&self) -> Vec<String> {
+        self.tools()
+            .await
+            .iter()
+            .map(|tool| tool.name.to_string())
+            .collect()
+    }
 }
 
 /// A running `memory serve --http` child process; stopped with SIGTERM when dropped.

@@ -310,12 +310,7 @@ async fn every_json_configuration_of_the_docs_parses_and_what_it_starts_runs() {
                 .map(|(name, value)| (name.as_str(), std::ffi::OsStr::new(value.as_str())))
                 .collect();
             let client = McpClient::stdio(&fixture, &args, &env).await;
-            let tools: Vec<String> = client
-                .tools()
-                .await
-                .into_iter()
-                .map(|tool| tool.name.to_string())
-                .collect();
+            let tools = client.tool_names().await;
             for promised in [
                 "memory_remember",
                 "memory_search",

@@ -243,12 +243,7 @@ async fn a_loopback_server_without_a_token_publishes_none() {
     let session = McpClient::http(&server.url, None)
         .await
         .expect("no token needed");
-    let names: Vec<String> = session
-        .tools()
-        .await
-        .iter()
-        .map(|tool| tool.name.to_string())
-        .collect();
+    let names = session.tool_names().await;
     assert_eq!(names.len(), 15, "no defaults, no simple tools: {names:?}");
     session.close().await;
     assert!(server.stop().success());

@@ -46,12 +46,7 @@ fn ids_of(page: &Value) -> Vec<String> {
 async fn every_tool_has_annotations_and_an_output_schema_and_simple_ones_need_defaults() {
     let fixture = Fixture::new();
     let plain = McpClient::stdio(&fixture, &[], &[]).await;
-    let names: HashSet<String> = plain
-        .tools()
-        .await
-        .iter()
-        .map(|tool| tool.name.to_string())
-        .collect();
+    let names: HashSet<String> = plain.tool_names().await.into_iter().collect();
     assert_eq!(
         names,
         PRECISE_TOOLS

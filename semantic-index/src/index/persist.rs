@@ -423,19 +423,24 @@ mod tests {
         index.table.reordered(&order, 1_000)
     }
 
-    fn ids(index: &HnswIndex) -> Vec<(String, u32)> {
+    /// The ids and exact score bits of `index`'s best `limit` hits for `query`.
+    fn hits(index: &HnswIndex, query: &[f32], limit: usize) -> Vec<(String, u32)> {
         let request = SearchRequest {
-            limit: 5,
+            limit,
             min_score: -1.0,
             max_scanned_chunks: 1_000,
         };
         index
-            .search(&unit(&[1.0, 0.2]), request)
+            .search(&unit(query), request)
             .unwrap()
             .hits
             .iter()
             .map(|hit| (hit.chunk.source.key.id.to_string(), hit.score.to_bits()))
             .collect()
+    }
+
+    fn ids(index: &HnswIndex) -> Vec<(String, u32)> {
+        hits(index, &[1.0, 0.2], 5)
     }
 
     #[test]
@@ -489,22 +494,11 @@ mod tests {
     }
 
     fn centre_hits(index: &HnswIndex) -> Vec<(String, u32)> {
-        let request = SearchRequest {
-            limit: 10,
-            min_score: -1.0,
-            max_scanned_chunks: 1_000,
-        };
         let mut query = vec![0.0f32; 16];
         query[0] = 1.0;
         query[1] = 0.1;
         query[15] = 0.2;
-        index
-            .search(&unit(&query), request)
-            .unwrap()
-            .hits
-            .iter()
-            .map(|hit| (hit.chunk.source.key.id.to_string(), hit.score.to_bits()))
-            .collect()
+        hits(index, &query, 10)
     }
 
     #[test]
