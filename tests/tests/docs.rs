@@ -133,23 +133,53 @@ fn the_readme_is_a_front_page_and_every_link_of_the_docs_reaches_a_file() {
     }
 }
 
+/// The shell a reader runs the docs' commands in, and nothing else of the test's environment: the
+/// built `memory` and `remembering-worker` first on `PATH`, the model assets, the user `ana`, and
+/// a fresh home for each command.
+struct ReaderShell {
+    path: std::ffi::OsString,
+    assets: std::ffi::OsString,
+}
+
+impl ReaderShell {
+    fn new() -> Self {
+        let bin = memory_binary()
+            .parent()
+            .expect("the binaries' folder")
+            .to_owned();
+        assert!(
+            worker_binary().starts_with(&bin),
+            "memory and remembering-worker are built side by side"
+        );
+        let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )))
+        .expect("PATH");
+        let assets = std::env::var_os("MEMORY_ASSETS_DIR")
+            .unwrap_or_else(|| repository().join("assets").into());
+        Self { path, assets }
+    }
+
+    /// `program`, to run in `home` as ana.
+    fn command(&self, program: &str, home: &Path) -> Command {
+        let mut command = Command::new(program);
+        command
+            .current_dir(home)
+            .env_clear()
+            .env("PATH", &self.path)
+            .env("HOME", home)
+            .env("USER", "ana")
+            .env("LOGNAME", "ana")
+            .env("MEMORY_ASSETS_DIR", &self.assets)
+            .env("MEMORY_LOG", "warn");
+        command
+    }
+}
+
 #[test]
 fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
     let root = repository();
-    let bin = memory_binary()
-        .parent()
-        .expect("the binaries' folder")
-        .to_owned();
-    assert!(
-        worker_binary().starts_with(&bin),
-        "memory and remembering-worker are built side by side"
-    );
-    let assets =
-        std::env::var_os("MEMORY_ASSETS_DIR").unwrap_or_else(|| root.join("assets").into());
-    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
+    let shell = ReaderShell::new();
     let (mut run, mut not_run) = (0, Vec::new());
     for snippet in pages().iter().flat_map(|page| snippets(page, "sh")) {
         let at = format!(
@@ -181,16 +211,9 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
             "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}",
             snippet.code
         );
-        let output = Command::new("timeout")
+        let output = shell
+            .command("timeout", home.path())
             .args([SNIPPET_SECONDS, "bash", "-euo", "pipefail", "-c", &script])
-            .current_dir(home.path())
-            .env_clear()
-            .env("PATH", &path)
-            .env("HOME", home.path())
-            .env("USER", "ana")
-            .env("LOGNAME", "ana")
-            .env("MEMORY_ASSETS_DIR", &assets)
-            .env("MEMORY_LOG", "warn")
             .envs(
                 database
                     .filter(|_| needs_database)
@@ -216,7 +239,7 @@ fn every_shell_snippet_of_the_docs_runs_unless_it_says_why_not() {
     }
     // The snippets that build an optimized binary to show its help: the help, from the built ones.
     for binary in ["memory", "remembering-worker"] {
-        let help = Command::new(bin.join(binary))
+        let help = Command::new(memory_binary().with_file_name(binary))
             .arg("--help")
             .output()
             .expect("the binary runs");
@@ -288,14 +311,7 @@ fn hook_commands(config: &Value) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_json_configuration_of_the_docs_parses_and_what_it_starts_runs() {
-    let bin = memory_binary()
-        .parent()
-        .expect("the binaries' folder")
-        .to_owned();
-    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
+    let shell = ReaderShell::new();
     let (mut servers, mut hooks, mut parsed) = (0, 0, 0);
     for block in pages().iter().flat_map(|page| snippets(page, "json")) {
         let at = format!("{}:{}", block.page.display(), block.line);
@@ -330,14 +346,9 @@ async fn every_json_configuration_of_the_docs_parses_and_what_it_starts_runs() {
             std::fs::create_dir_all(home.path().join(".local/share")).expect("the data folder");
             let input = serde_json::json!({"session_id": "docs", "transcript_path": "/tmp/docs.jsonl",
                 "cwd": "/tmp", "hook_event_name": event, "prompt": "What do I like?"});
-            let mut child = Command::new("bash")
+            let mut child = shell
+                .command("bash", home.path())
                 .args(["-c", &command])
-                .current_dir(home.path())
-                .env_clear()
-                .env("PATH", &path)
-                .env("HOME", home.path())
-                .env("USER", "ana")
-                .env("MEMORY_LOG", "warn")
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
