@@ -45,6 +45,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
+use super::pages::PageVec;
 use super::quantized::{QueryRow, RowRef};
 use super::table::ChunkTable;
 use crate::kernels::{PREFETCH_AHEAD, prefetch};
@@ -169,8 +170,9 @@ pub(crate) struct Graph {
     levels: Vec<u8>,
     /// Layer-0 lists: [`Self::base_slots`] slots per row, the first `base_len[row]` used: up to
     /// [`Self::cap`] filled by selection and reverse links, then at most [`SPARE_SLOTS`] by
-    /// [`Self::adopt`].
-    base: Vec<Neighbour>,
+    /// [`Self::adopt`]. On huge pages once large (`pages.rs`): a walk reads one list per expanded
+    /// row, scattered like the rows themselves.
+    base: PageVec<Neighbour>,
     base_len: Vec<u16>,
     /// Lists of layers `1..=levels[row]`, for the rows above level 0 only: about one row in
     /// `connections`, so a slot per row (24 bytes, 23 MiB at 1,000,000 rows) would cost more than
@@ -194,7 +196,7 @@ impl Graph {
             max_layers: max_layers.clamp(1, LAYERS),
             level_scale,
             levels: Vec::new(),
-            base: Vec::new(),
+            base: PageVec::with_capacity(0),
             base_len: Vec::new(),
             upper: HashMap::new(),
             entry: None,

@@ -12,6 +12,7 @@
 mod exact;
 pub(crate) mod graph;
 mod hnsw;
+mod pages;
 pub(crate) mod persist;
 pub mod quantized;
 pub(crate) mod table;

@@ -40,9 +40,10 @@ mod metas;
 pub(crate) mod record;
 mod sources;
 
-/// Rows per vector segment: 1.5 MiB at 384 dimensions, so sharing is coarse enough to be cheap and
-/// a copied segment small.
-pub(crate) const SEGMENT_ROWS: usize = 1024;
+/// Rows per vector segment: 6 MiB of f32 at 384 dimensions, exactly three 2 MiB huge pages
+/// (`pages.rs`; at 1,024 rows a segment was 1.5 MiB, too small for one), and still small to copy
+/// when a shared segment is appended to. An int8 segment (1.5 MiB of codes) stays a `Vec`.
+pub(crate) const SEGMENT_ROWS: usize = 4096;
 
 /// A namespace of at least [`DENSE_NAMESPACE_ROWS`] live rows holding at least one row in this
 /// many of the table's is visited by a pass over all rows ([`ChunkTable::rows_in`]). Walking it

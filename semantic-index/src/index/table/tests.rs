@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::index::SourceVersion;
+use crate::index::pages::PageVec;
 use crate::index::test_support::{key, meta, unit};
 
 /// `id`'s key and chunk metadata in namespace `space`.
@@ -179,21 +180,40 @@ fn replacement_checks_before_changing_and_compacts_within_bounds() {
     assert_eq!(table.live_count(), 2);
 }
 
+/// A unit vector of `dimensions` in the plane of the first two axes.
+fn planar(dimensions: usize, x: f32, y: f32) -> Vec<f32> {
+    let mut vector = vec![0.0; dimensions];
+    vector[0] = x;
+    vector[1] = y;
+    unit(&vector)
+}
+
 #[test]
 fn copies_share_vector_segments_until_one_changes() {
+    // At 2 dimensions a segment is a `Vec`; at 128 it is 2 MiB, mapped on huge pages.
+    for (dimensions, mapped) in [(2, false), (128, true)] {
+        sharing(dimensions, mapped);
+    }
+}
+
+fn sharing(dimensions: usize, mapped: bool) {
     let rows = SEGMENT_ROWS + 10;
-    let mut table = ChunkTable::new(2, rows * 2, rows * 2);
+    let mut table = ChunkTable::new(dimensions, rows * 2, rows * 2);
     for i in 0..rows {
         let id = format!("s{i:05}");
         let angle = i as f32 * 0.001;
         table
             .replace_source(
                 &key(&id),
-                vec![(meta(&id, 0), unit(&[angle.cos(), angle.sin()]))],
+                vec![(meta(&id, 0), planar(dimensions, angle.cos(), angle.sin()))],
                 1.0,
             )
             .unwrap();
     }
+    assert_eq!(
+        matches!(&*table.segments[0], Segment::F32(PageVec::Mapped { .. })),
+        mapped
+    );
     let copy = table.reordered(&table.canonical_order(), rows * 2);
     assert!(
         Arc::ptr_eq(&copy.segments[0], &table.segments[0]),
@@ -201,7 +221,11 @@ fn copies_share_vector_segments_until_one_changes() {
     );
     let mut changed = copy.clone();
     changed
-        .replace_source(&key("zz"), vec![(meta("zz", 0), unit(&[0.0, 1.0]))], 1.0)
+        .replace_source(
+            &key("zz"),
+            vec![(meta("zz", 0), planar(dimensions, 0.0, 1.0))],
+            1.0,
+        )
         .unwrap();
     assert!(Arc::ptr_eq(&changed.segments[0], &table.segments[0]));
     assert!(
@@ -209,7 +233,10 @@ fn copies_share_vector_segments_until_one_changes() {
         "the segment appended to is copied"
     );
     assert_eq!(table.rows(), rows, "the original is unchanged");
-    assert_eq!(changed.vector(rows), unit(&[0.0, 1.0]).as_slice());
+    assert_eq!(
+        changed.vector(rows),
+        planar(dimensions, 0.0, 1.0).as_slice()
+    );
     assert_eq!(changed.vector(rows - 1), table.vector(rows - 1));
 
     // Compaction shares the segments before the first tombstone.
@@ -218,7 +245,10 @@ fn copies_share_vector_segments_until_one_changes() {
     assert!(Arc::ptr_eq(&compacted.segments[0], &table.segments[0]));
     assert_eq!(compacted.rows(), rows);
     assert_eq!(compacted.chunks_of(&key("zz")), 1);
-    assert_eq!(compacted.vector(rows - 1), unit(&[0.0, 1.0]).as_slice());
+    assert_eq!(
+        compacted.vector(rows - 1),
+        planar(dimensions, 0.0, 1.0).as_slice()
+    );
     assert_eq!(
         compacted.vector(SEGMENT_ROWS + 3),
         table.vector(SEGMENT_ROWS + 4)
@@ -227,7 +257,7 @@ fn copies_share_vector_segments_until_one_changes() {
     let mut order = compacted.canonical_order();
     order.reverse();
     let reversed = compacted.reordered(&order, rows * 2);
-    assert_eq!(reversed.vector(0), unit(&[0.0, 1.0]).as_slice());
+    assert_eq!(reversed.vector(0), planar(dimensions, 0.0, 1.0).as_slice());
     assert_eq!(reversed.chunks_of(&key("zz")), 1);
     assert_eq!(reversed.live_in(&key("zz").namespace), rows);
 }
