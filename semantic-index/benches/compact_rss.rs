@@ -47,7 +47,9 @@
 //! The default width now follows the index (`HnswParams::width_for`: 1,280 at a million rows):
 //! on the vector file, 0.929 at 765.3 MiB (2026-12-06; the graph and so the memory unchanged).
 //! Since rows that no layer-0 list took are adopted into four spare slots of a near row's list
-//! (`Graph::adopt`, 16 bytes a row), 0.957 at 786.9 MiB (825 MB; 822 bytes a chunk).
+//! (`Graph::adopt`, 16 bytes a row), 0.957 at 786.9 MiB (825 MB; 822 bytes a chunk). With segments
+//! of 4,096 rows (the int8 child alone: 598.6 to 575.4 MiB) and the graph's lists on huge
+//! pages, 765.2 MiB; with three spare slots, 761.3 MiB (798 MB; 795 bytes a chunk), recall 0.956.
 //! hnswlib 0.8 with the same M (24) and `ef_construction` (200), in f32, is level on both: 0.709,
 //! 0.803, 0.876 and 0.916 at the same widths on the same file (its 480 queries), and 0.853 at 128
 //! on isotropic clusters of the synthetic set's density (4 centroids, 62,500 rows: ours 0.876).

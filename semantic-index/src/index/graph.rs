@@ -36,7 +36,10 @@
 //! kernel (no call per distance) was also tried and measured level with four ahead, so the walk
 //! keeps one call per distance. `scripts/compare.sh` (three rounds taking turns with hnswlib)
 //! then gave `hnsw_qps_ratio_at_recall_0.95` 1.05 (1.04 at 0.80 and 0.90, 1.03 at 0.99), where
-//! the last sessions' single rounds gave 0.82 and 0.84.
+//! the last sessions' single rounds gave 0.82 and 0.84. At 200,000 vectors
+//! (`COMPARE_SIZE=200000`) it was 1.12 after [`Graph::adopt`]; with the rows and lists on
+//! transparent huge pages (`super::pages`), 1.31 (two rounds) and 1.29 (three rounds), with the
+//! build 0.79 and 0.82 of hnswlib's time (2026-12-06).
 //!
 //! Distances are between rows as the table holds them: over int8 codes in a compact table (the
 //! query coded once per search), so the walk reads 388 bytes a row instead of 1,536; the index
@@ -66,8 +69,10 @@ const MAX_BATCH: usize = 4_096;
 /// batch would be a large share of it).
 const SEQUENTIAL_ROWS: usize = 1_024;
 /// Layer-0 slots a row has past its `2 * connections`, which only [`Graph::adopt`] fills and no
-/// reverse link empties (16 bytes a row: 16 MB at 1,000,000 rows).
-pub(crate) const SPARE_SLOTS: usize = 4;
+/// reverse link empties (12 bytes a row: 12 MB at 1,000,000 rows). Three rather than four keep a
+/// million chunks with compact vectors under 800 MB (`benches/compact_rss.rs`: 761.3 MiB against
+/// 765.2) for recall@10 0.954 against 0.955 at the default width on the same million vectors.
+pub(crate) const SPARE_SLOTS: usize = 3;
 
 /// Where one row goes ([`Graph::plan`]): its level and its chosen neighbours, layer 0 first.
 struct Plan {
@@ -553,7 +558,7 @@ impl Graph {
     /// little more than the cluster's centre, whose list is full of closer rows, so 138,567 rows
     /// (14%) were held by no list, and nearly every true neighbour the search missed was one of
     /// them: recall@10 was 0.933 at width 1,280 and 0.949 at 4,096. With adoption from the
-    /// search's rows and four spare slots, 26,051 rows are held by none (rows dropped later by a
+    /// search's rows and four spare slots (three since, see [`SPARE_SLOTS`]), 26,051 rows are held by none (rows dropped later by a
     /// reverse link, as before), and `memory-eval bench-hnsw` gives recall@10 0.955 at 1,280 and
     /// 0.974 at 2,048, each width as fast as before. Adopting only among the chosen neighbours
     /// rescued almost none (they are the full centres); adopting in place of a list's farthest

@@ -110,7 +110,10 @@ impl HnswParams {
     ///   0.76; **1,280 (the cap, the default at this size): 0.955, 0.79 / 1.32**; 2,048: 0.974,
     ///   1.36 / 2.05; 3,072: 0.983, 2.14 / 3.05. The build took 93 s;
     /// - at 200,000 f32 rows, with adoption (`scripts/compare.sh`): 256: 0.932; 363 (the default
-    ///   there): 0.965; 384: 0.967; 512: 0.980.
+    ///   there): 0.965; 384: 0.967; 512: 0.980;
+    /// - at 1,000,000 f32 rows, with the vectors and lists on huge pages (`index/pages.rs`) and
+    ///   three spare slots: 640: 0.887, 0.38 / 0.55; **1,280: 0.954, 0.68 / 0.97**; 2,048: 0.974,
+    ///   1.11 / 1.50; 3,072: 0.983, 1.77 / 2.31. The build took 84 s.
     ///
     /// The cap stays at 1,280: it reaches 0.95 at a million rows of this file with p95 well under
     /// 5 ms; a caller who needs more fixes a wider width or searches `exact`.

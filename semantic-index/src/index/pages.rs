@@ -1,16 +1,19 @@
 //! A growable buffer of plain values whose large allocations ask the kernel for transparent huge
-//! pages: the storage of a table's vector segments.
+//! pages: the storage of a table's f32 vector segments and of the HNSW graph's layer-0 lists.
 //!
-//! **Why.** A graph walk reads rows scattered over the whole table: at 200,000 rows of 384 f32
+//! **Why.** A graph walk reads rows (and their lists) scattered over the whole table: at 200,000 rows of 384 f32
 //! components that is 300 MiB, and with 4 KiB pages nearly every row read also misses the
 //! processor's translation cache (its second level covers a few MiB), so it waits for a page-table
 //! walk before the row itself. Backed by 2 MiB pages the same table needs 150 translations instead
 //! of 76,800. Linux hands out such pages to a region that asks for them (`madvise(MADV_HUGEPAGE)`)
 //! when transparent huge pages are in `madvise` mode, the common default; a plain `Vec` never asks.
-//! Measured with `memory-eval bench-hnsw` on 200,000 real-model-derived vectors (2 cores, three
-//! rounds taking turns, best of each): with every allocation of the process on huge pages (glibc's
-//! `glibc.malloc.hugetlb=1`), the walk answered 4,299 queries a second at width 363 against 3,565,
-//! and 5,784 against 4,792 at 256, with the same results; the build took 18.6 s against 20.4.
+//! Measured with `memory-eval bench-hnsw` on 200,000 real-model-derived vectors (2 cores, two
+//! rounds taking turns with the build before this module, best of each; 2026-12-06): the walk
+//! answered 4,232 queries a second at width 363 against 3,603 (the same rows found: recall@10
+//! 0.965 both), 5,492 against 4,999 at 256, and the exact scan 104 against 72; the graph built in
+//! 19.3 s against 20.1. Most of it is the vectors': with the segments alone on huge pages the walk
+//! gave 4,143 and 5,572. (First, with every allocation of the process on huge pages through glibc's
+//! `glibc.malloc.hugetlb=1`, the walk gave 4,299 against 3,565.)
 //!
 //! **How.** A buffer of at least [`HUGE_PAGE`] bytes lives in an anonymous mapping (`memmap2`, whose
 //! mapping and advice calls are safe) of a whole number of huge pages, which Linux places on a huge
@@ -19,7 +22,8 @@
 //! ordinary pages, and a mapping that fails falls back to a `Vec`: either way the values are the
 //! same, only the speed differs. Whole huge pages are the rule, so a buffer's last page may hold up
 //! to 2 MiB of room it never fills: a segment of [`super::table::SEGMENT_ROWS`] rows of 384 f32
-//! components is exactly three.
+//! components is exactly three, and a table's last, partly filled segment takes its rows rounded up
+//! to the next 2 MiB (a store of a few rows: 2 MiB where a `Vec` took its rows' bytes).
 
 use std::fmt;
 use std::marker::PhantomData;
