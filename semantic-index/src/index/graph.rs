@@ -558,9 +558,9 @@ impl Graph {
     /// little more than the cluster's centre, whose list is full of closer rows, so 138,567 rows
     /// (14%) were held by no list, and nearly every true neighbour the search missed was one of
     /// them: recall@10 was 0.933 at width 1,280 and 0.949 at 4,096. With adoption from the
-    /// search's rows and four spare slots (three since, see [`SPARE_SLOTS`]), 26,051 rows are held by none (rows dropped later by a
-    /// reverse link, as before), and `memory-eval bench-hnsw` gives recall@10 0.955 at 1,280 and
-    /// 0.974 at 2,048, each width as fast as before. Adopting only among the chosen neighbours
+    /// search's rows and four spare slots (three since: [`SPARE_SLOTS`]), 26,051 rows are held by
+    /// none (rows dropped later by a reverse link, as before), and `memory-eval bench-hnsw` gives
+    /// recall@10 0.955 at 1,280 and 0.974 at 2,048, each width as fast as before. Adopting only among the chosen neighbours
     /// rescued almost none (they are the full centres); adopting in place of a list's farthest
     /// neighbour, instead of into a spare slot, cut recall to 0.74 (the farthest neighbours are
     /// the ways out of a cluster); eight spare slots instead of four gained 0.001.

@@ -1,12 +1,13 @@
 //! A growable buffer of plain values whose large allocations ask the kernel for transparent huge
 //! pages: the storage of a table's f32 vector segments and of the HNSW graph's layer-0 lists.
 //!
-//! **Why.** A graph walk reads rows (and their lists) scattered over the whole table: at 200,000 rows of 384 f32
-//! components that is 300 MiB, and with 4 KiB pages nearly every row read also misses the
-//! processor's translation cache (its second level covers a few MiB), so it waits for a page-table
-//! walk before the row itself. Backed by 2 MiB pages the same table needs 150 translations instead
-//! of 76,800. Linux hands out such pages to a region that asks for them (`madvise(MADV_HUGEPAGE)`)
-//! when transparent huge pages are in `madvise` mode, the common default; a plain `Vec` never asks.
+//! **Why.** A graph walk reads rows (and their lists) scattered over the whole table: at 200,000
+//! rows of 384 f32 components that is 300 MiB, and with 4 KiB pages nearly every row read also
+//! misses the processor's translation cache (its second level covers a few MiB), so it waits for a
+//! page-table walk before the row itself. Backed by 2 MiB pages the same table needs 150
+//! translations instead of 76,800. Linux hands out such pages to a region that asks for them
+//! (`madvise(MADV_HUGEPAGE)`) when transparent huge pages are in `madvise` mode, the common
+//! default; a plain `Vec` never asks.
 //! Measured with `memory-eval bench-hnsw` on 200,000 real-model-derived vectors (2 cores, two
 //! rounds taking turns with the build before this module, best of each; 2026-12-06): the walk
 //! answered 4,232 queries a second at width 363 against 3,603 (the same rows found: recall@10
@@ -23,7 +24,9 @@
 //! same, only the speed differs. Whole huge pages are the rule, so a buffer's last page may hold up
 //! to 2 MiB of room it never fills: a segment of [`super::table::SEGMENT_ROWS`] rows of 384 f32
 //! components is exactly three, and a table's last, partly filled segment takes its rows rounded up
-//! to the next 2 MiB (a store of a few rows: 2 MiB where a `Vec` took its rows' bytes).
+//! to the next 2 MiB (a store of a few rows: 2 MiB where a `Vec` took its rows' bytes). With the
+//! kernel's default `defrag` setting, a first touch of such a page may wait while the kernel
+//! compacts memory for it: once per 2 MiB of rows appended, not per search.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -162,11 +165,7 @@ fn map(bytes: usize) -> Option<MmapMut> {
     let length = bytes.checked_next_multiple_of(HUGE_PAGE)?;
     let map = MmapOptions::new().len(length).map_anon().ok()?;
     #[cfg(target_os = "linux")]
-    {
-        {
-            let _refused = map.advise(memmap2::Advice::HugePage);
-        }
-    }
+    let _refused = map.advise(memmap2::Advice::HugePage);
     Some(map)
 }
 
