@@ -560,19 +560,19 @@ impl Graph {
     /// them: recall@10 was 0.933 at width 1,280 and 0.949 at 4,096. With adoption from the
     /// search's rows and four spare slots (three since: [`SPARE_SLOTS`]), 26,051 rows are held by
     /// none (rows dropped later by a reverse link, as before), and `memory-eval bench-hnsw` gives
-    /// recall@10 0.955 at 1,280 and 0.974 at 2,048, each width as fast as before. Adopting only among the chosen neighbours
-    /// rescued almost none (they are the full centres); adopting in place of a list's farthest
-    /// neighbour, instead of into a spare slot, cut recall to 0.74 (the farthest neighbours are
-    /// the ways out of a cluster); eight spare slots instead of four gained 0.001.
+    /// recall@10 0.955 at 1,280 and 0.974 at 2,048, each width as fast as before. Adopting only
+    /// among the chosen neighbours rescued almost none (they are the full centres); adopting in
+    /// place of a list's farthest neighbour, instead of into a spare slot, cut recall to 0.74 (the
+    /// farthest neighbours are the ways out of a cluster); eight spare slots instead of four
+    /// gained 0.001.
     fn adopt(&mut self, row: usize, candidates: &[Scored]) {
         let own = row as Neighbour;
         let slots = self.base_slots();
-        if let Some(host) = candidates
+        if let Some((host, at)) = candidates
             .iter()
-            .map(|scored| scored.row as usize)
-            .find(|&host| self.list(host, 0).len() < slots)
+            .map(|scored| (scored.row as usize, self.list(scored.row as usize, 0).len()))
+            .find(|&(_, length)| length < slots)
         {
-            let at = self.list(host, 0).len();
             self.set_neighbour(host, 0, at, own);
         }
     }
@@ -752,17 +752,11 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::index::test_support::{key, meta};
+    use crate::index::test_support::{key, meta, noise};
 
     /// `count` unit vectors of `dimensions` around a few centres, from a fixed seed.
     fn clustered(count: usize, dimensions: usize) -> Vec<Vec<f32>> {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
+        let mut next = noise();
         let centres: Vec<Vec<f32>> = (0..8)
             .map(|_| (0..dimensions).map(|_| next()).collect())
             .collect();

@@ -519,6 +519,17 @@ pub(crate) mod test_support {
         let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
         values.iter().map(|v| v / norm).collect()
     }
+
+    /// A repeatable stream of values in `[-0.5, 0.5)` (xorshift64): the graph tests' fixtures.
+    pub(crate) fn noise() -> impl FnMut() -> f32 {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        }
+    }
 }
 
 #[cfg(test)]

@@ -388,7 +388,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::index::test_support::{key, meta, unit};
+    use crate::index::test_support::{key, meta, noise, unit};
     use crate::index::{SearchRequest, VectorIndex};
 
     fn params() -> HnswParams {
@@ -464,19 +464,15 @@ mod tests {
         };
         let bounds = IndexBounds::with_max_chunks(16, 1_000).unwrap();
         let mut index = HnswIndex::new(16, bounds, params).unwrap();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = noise();
         for i in 0..60u32 {
             let mut row = vec![1.0f32];
-            row.extend((0..15).map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                if i == 0 {
-                    0.0
-                } else {
-                    ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.4
-                }
-            }));
+            // The centre draws its 15 values too and zeroes them.
+            row.extend(
+                (0..15)
+                    .map(|_| next())
+                    .map(|value| if i == 0 { 0.0 } else { value * 0.4 }),
+            );
             let id = format!("s{i:03}");
             index
                 .replace_source(&key(&id), vec![(meta(&id, 0), unit(&row))])
