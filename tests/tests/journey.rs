@@ -18,8 +18,24 @@ use memory_sqlite::thread_log::SqliteThreadLog;
 use serde_json::{Value, json};
 
 /// One hook of `user`'s session, with the README's settings (no namespace, no scope) and the OS user
-/// set to `user`.
+/// set to `user`; it must not say anything on standard error.
 fn hook(
+    fixture: &Fixture,
+    user: &str,
+    event: &str,
+    session: &str,
+    prompt: Option<&str>,
+) -> Outcome {
+    let outcome = hook_saying(fixture, user, event, session, prompt);
+    assert!(
+        outcome.stderr.trim().is_empty(),
+        "the hook must not fail: {outcome:#?}"
+    );
+    outcome
+}
+
+/// [`hook`], whatever it says on standard error.
+fn hook_saying(
     fixture: &Fixture,
     user: &str,
     event: &str,
@@ -37,10 +53,6 @@ fn hook(
     // A one-shot hook loads the model; a debug build on a busy machine needs more than 5 s.
     let outcome = run_hook(fixture, &[event, "--timeout-ms", "60000"], &input, &env);
     assert_eq!(outcome.code, 0, "{outcome:#?}");
-    assert!(
-        outcome.stderr.trim().is_empty(),
-        "the hook must not fail: {outcome:#?}"
-    );
     outcome
 }
 
@@ -366,6 +378,85 @@ fn sessions_through_a_running_server_share_the_users_memory() {
     drop(server);
 }
 
+/// A user's server with the README's settings holds that user's namespace only. A second user's
+/// hooks beside it find it through the database's discovery file, are refused there, and answer
+/// one-shot from the second user's own memory, saying so (they used to answer nothing).
+#[test]
+fn a_second_users_hooks_beside_the_first_users_server_answer_from_their_own_memory() {
+    let fixture = Fixture::new();
+    let ana: [(&str, &OsStr); 2] = [("USER", OsStr::new("ana")), ("LOGNAME", OsStr::new("ana"))];
+    let server = HttpServer::start(&fixture, &[], &ana);
+    wait_until_ready(&server.base());
+    let one_shot = |outcome: &Outcome| {
+        assert!(
+            outcome.stderr.contains("forbidden") && outcome.stderr.contains("answering one-shot"),
+            "the hook says why it answered one-shot: {outcome:#?}"
+        );
+    };
+    // Ana's own hooks go through her server and say nothing.
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "ana-1",
+        Some("I keep two beehives on the roof."),
+    );
+    one_shot(&hook_saying(
+        &fixture,
+        "bea",
+        "prompt",
+        "bea-1",
+        Some("I grow tomatoes on my balcony."),
+    ));
+    let bea: [(&str, &OsStr); 2] = [("USER", OsStr::new("bea")), ("LOGNAME", OsStr::new("bea"))];
+    let messages = json!({"session": "bea-1", "messages": [
+        {"id": "m1", "text": "Tomatoes like a sunny balcony."},
+        {"id": "m2", "text": "Water them in the morning."},
+    ]})
+    .to_string();
+    let turn_end = run_hook(&fixture, &["turn-end", "--format", "json"], &messages, &bea);
+    one_shot(&turn_end);
+    assert_eq!(
+        turn_end.json["appended"].as_array().map(Vec::len),
+        Some(2),
+        "{turn_end:#?}"
+    );
+    fixture.worker_pass();
+    let question = "What do I keep or grow at home?";
+    let bea = hook_saying(&fixture, "bea", "prompt", "bea-2", Some(question));
+    one_shot(&bea);
+    let recalled = context(&bea, "UserPromptSubmit");
+    assert!(recalled.contains("tomatoes"), "{bea:#?}");
+    assert!(!recalled.contains("beehives"), "{bea:#?}");
+    let start = hook_saying(&fixture, "bea", "session-start", "bea-3", None);
+    one_shot(&start);
+    assert!(
+        context(&start, "SessionStart").contains("tomatoes"),
+        "{start:#?}"
+    );
+    let assembled = assembled_turn_saying(&fixture, "bea", "bea-4", "p1", question);
+    one_shot(&assembled);
+    let seen = contents(&assembled.json).join("\n");
+    assert!(
+        seen.contains("tomatoes") && !seen.contains("beehives"),
+        "{assembled:#?}"
+    );
+    let ana_recalled = context(
+        &hook(&fixture, "ana", "prompt", "ana-2", Some(question)),
+        "UserPromptSubmit",
+    );
+    assert!(ana_recalled.contains("beehives"), "{ana_recalled}");
+    assert!(!ana_recalled.contains("tomatoes"), "{ana_recalled}");
+    // Every thread is bound to its own user's namespace, whoever appended it.
+    let threads = &status(&fixture)["threads"];
+    assert_eq!(
+        threads["destinations"].as_array().map(Vec::len),
+        Some(2),
+        "{threads}"
+    );
+    drop(server);
+}
+
 #[test]
 fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
     let fixture = Fixture::new();
@@ -525,6 +616,19 @@ fn assembled_turn(
     prompt_id: &str,
     prompt: &str,
 ) -> Value {
+    let outcome = assembled_turn_saying(fixture, user, session, prompt_id, prompt);
+    assert!(outcome.stderr.trim().is_empty(), "{outcome:#?}");
+    outcome.json
+}
+
+/// [`assembled_turn`], whatever it says on standard error.
+fn assembled_turn_saying(
+    fixture: &Fixture,
+    user: &str,
+    session: &str,
+    prompt_id: &str,
+    prompt: &str,
+) -> Outcome {
     let input = json!({"session": session, "prompt": prompt, "prompt_id": prompt_id}).to_string();
     let env: [(&str, &OsStr); 2] = [("USER", OsStr::new(user)), ("LOGNAME", OsStr::new(user))];
     let outcome = run_hook(
@@ -542,12 +646,11 @@ fn assembled_turn(
         &env,
     );
     assert_eq!(outcome.code, 0, "{outcome:#?}");
-    assert!(outcome.stderr.trim().is_empty(), "{outcome:#?}");
     assert!(
         outcome.json["tokens"].as_u64().expect("tokens") <= 3000,
         "{outcome:#?}"
     );
-    outcome.json
+    outcome
 }
 
 fn contents(answer: &Value) -> Vec<String> {

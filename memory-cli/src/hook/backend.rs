@@ -28,25 +28,33 @@ use crate::wire::{RecallArguments, RecallResult};
 /// Records read per page while looking back through a thread's tail.
 const TAIL_PAGE: usize = 64;
 
-/// How a hook reaches the memory.
-pub enum Backend {
-    /// Through a running `memory serve --http`.
-    Server(ServerSession),
-    /// Directly, loading what a recall needs itself.
-    OneShot {
-        /// The database.
-        database: Database,
-        /// The process's settings: the index's (`--max-chunks`, `--compact-vectors`,
-        /// `--hnsw-ef-search`) and the bound of its appends' tool results (`--max-tool-output-bytes`).
-        settings: Settings,
-    },
+/// How a hook reaches the memory: through a running `memory serve --http` while it serves the
+/// hook's namespace, directly otherwise.
+///
+/// A server its grant does not let serve the hook's namespace (the server of another user of the
+/// machine, which holds only its own user's namespace by default) refuses as `forbidden`; the hook
+/// then answers one-shot, as it would with no server at all, and says so on standard error. The hook
+/// holds the database either way (it reads the thread's tail there), so this opens nothing the
+/// server's grant kept closed; it only keeps a second user's hook from answering nothing.
+pub struct Backend {
+    /// The server's session, while the hook goes through one.
+    server: Option<ServerSession>,
+    /// The database.
+    database: Database,
+    /// The process's settings, for answering one-shot: the index's (`--max-chunks`,
+    /// `--compact-vectors`, `--hnsw-ef-search`) and the bound of its appends' tool results
+    /// (`--max-tool-output-bytes`).
+    settings: Settings,
+    /// The thread service of appends the hook makes itself after a server refused it.
+    own_log: Option<OpenedLog>,
 }
 
 impl std::fmt::Debug for Backend {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(match self {
-            Self::Server(_) => "Backend::Server",
-            Self::OneShot { .. } => "Backend::OneShot",
+        formatter.write_str(if self.is_server() {
+            "Backend::Server"
+        } else {
+            "Backend::OneShot"
         })
     }
 }
@@ -57,54 +65,30 @@ impl Backend {
     /// too, and then the hook answers one-shot rather than not at all.
     /// One-shot, it runs with `settings`.
     pub async fn find(database: &Database, settings: Settings, no_server: bool) -> Self {
-        let one_shot = Self::OneShot {
+        let server = if no_server {
+            None
+        } else {
+            connect(database).await
+        };
+        Self {
+            server,
             database: database.clone(),
             settings,
-        };
-        if no_server {
-            return one_shot;
-        }
-        let path = path_for(database);
-        let discovery = match Discovery::read(&path) {
-            Ok(Some(discovery)) => discovery,
-            Ok(None) => return one_shot,
-            Err(error) => {
-                eprintln!("memory hook: {error}; answering one-shot");
-                return one_shot;
-            }
-        };
-        if !process_alive(discovery.pid) {
-            eprintln!(
-                "memory hook: the server in {} (pid {}) is not running; answering one-shot",
-                path.display(),
-                discovery.pid
-            );
-            return one_shot;
-        }
-        match ServerSession::connect(&discovery).await {
-            Ok(session) => Self::Server(session),
-            Err(error @ ServerError::Unreachable { .. }) => {
-                eprintln!("memory hook: {error}; answering one-shot");
-                one_shot
-            }
-            Err(error) => {
-                eprintln!("memory hook: {error}; answering one-shot");
-                one_shot
-            }
+            own_log: None,
         }
     }
 
     /// Whether a server answers.
     pub fn is_server(&self) -> bool {
-        matches!(self, Self::Server(_))
+        self.server.is_some()
     }
 
     /// The tool output bound of its own appends when it appends itself (one-shot); `None` when a
     /// server appends (with the server's bound). What [`OpenedLog::open`] takes.
     pub fn one_shot_appends(&self) -> Option<ToolOutputBound> {
-        match self {
-            Self::Server(_) => None,
-            Self::OneShot { settings, .. } => Some(settings.tool_output),
+        match self.server {
+            Some(_) => None,
+            None => Some(self.settings.tool_output),
         }
     }
 
@@ -116,52 +100,65 @@ impl Backend {
         destination: &Resolved,
         record: NewRecord,
     ) -> Result<ThreadAppendResult, Failure> {
-        match self {
-            Self::Server(session) => {
-                // The destination is resolved here, by the hook, so the server binds the thread
-                // where a one-shot hook would (the server's own defaults do not apply).
-                let arguments = serde_json::json!({
-                    "thread": thread.as_str(),
-                    "namespace": destination.namespace,
-                    "scope": destination.scope.as_str(),
-                    "record": to_json(&record)?,
-                });
-                let answer = tool(session, "memory_thread_append", arguments).await?;
-                Ok(serde_json::from_value(answer).map_err(|error| {
-                    Refusal::new(
-                        ErrorKind::Corrupt,
-                        format!("memory_thread_append answer: {error}"),
-                    )
-                })?)
+        if let Some(session) = &mut self.server {
+            // The destination is resolved here, by the hook, so the server binds the thread
+            // where a one-shot hook would (the server's own defaults do not apply).
+            let arguments = serde_json::json!({
+                "thread": thread.as_str(),
+                "namespace": destination.namespace,
+                "scope": destination.scope.as_str(),
+                "record": to_json(&record)?,
+            });
+            match tool(session, "memory_thread_append", arguments).await {
+                Ok(answer) => {
+                    return Ok(serde_json::from_value(answer).map_err(|error| {
+                        Refusal::new(
+                            ErrorKind::Corrupt,
+                            format!("memory_thread_append answer: {error}"),
+                        )
+                    })?);
+                }
+                Err(failure) => self.leave_if_forbidden(failure).await?,
             }
-            Self::OneShot { .. } => Ok(log
-                .service()?
-                .append(
-                    thread.clone(),
-                    Some(destination.destination.clone()),
-                    record,
-                )
-                .await?),
         }
+        // A log opened for a server that then refused has no service: the hook appends itself
+        // after all, through a service of its own (opened once for all the hook's appends).
+        let service = match &log.service {
+            Some(service) => service,
+            None => match &mut self.own_log {
+                Some(own) => own.service()?,
+                own @ None => {
+                    let bound = Some(self.settings.tool_output);
+                    own.insert(OpenedLog::open(&self.database, bound).await?)
+                        .service()?
+                }
+            },
+        };
+        Ok(service
+            .append(
+                thread.clone(),
+                Some(destination.destination.clone()),
+                record,
+            )
+            .await?)
     }
 
     /// Recalls (`memory_recall`).
     pub async fn recall(&mut self, arguments: RecallArguments) -> Result<RecallResult, Failure> {
-        match self {
-            Self::Server(session) => {
-                let answer = tool(session, "memory_recall", to_json(&arguments)?).await?;
-                Ok(serde_json::from_value(answer).map_err(|error| {
-                    Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
-                })?)
-            }
-            Self::OneShot { database, settings } => {
-                let query = RecallQuery::new(arguments)?;
-                let opened = database.open_async(Client::HOOK).await?;
-                Ok(
-                    with_store!(opened, store => one_shot_recall(store, settings.clone(), query).await)?,
-                )
+        if let Some(session) = &mut self.server {
+            match tool(session, "memory_recall", to_json(&arguments)?).await {
+                Ok(answer) => {
+                    return Ok(serde_json::from_value(answer).map_err(|error| {
+                        Refusal::new(ErrorKind::Corrupt, format!("memory_recall answer: {error}"))
+                    })?);
+                }
+                Err(failure) => self.leave_if_forbidden(failure).await?,
             }
         }
+        let query = RecallQuery::new(arguments)?;
+        let opened = self.database.open_async(Client::HOOK).await?;
+        let settings = self.settings.clone();
+        Ok(with_store!(opened, store => one_shot_recall(store, settings, query).await)?)
     }
 
     /// Assembles the thread's turn (`memory_context`): through the server, whose references cache a
@@ -174,32 +171,74 @@ impl Backend {
         query: Option<String>,
         defaults: &DestinationDefaults,
     ) -> Result<Value, Failure> {
-        match self {
-            Self::Server(session) => {
-                let mut arguments =
-                    serde_json::json!({"thread": thread.as_str(), "budget": budget});
-                if let Some(query) = query {
-                    arguments["query"] = Value::String(query);
-                }
-                tool(session, "memory_context", arguments).await
+        if let Some(session) = &mut self.server {
+            let mut arguments = serde_json::json!({"thread": thread.as_str(), "budget": budget});
+            if let Some(query) = &query {
+                arguments["query"] = Value::String(query.clone());
             }
-            Self::OneShot { database, settings } => {
-                let opened = database.open_async(Client::HOOK).await?;
-                let (settings, thread) = (settings.clone(), thread.clone());
-                // The served hook's memory_context rolls over by default: so does this one.
-                let assembled = with_store!(opened, store => one_shot_context(
-                    store, settings, None, thread, budget, query, Some(defaults), true,
-                )
-                .await)?;
-                Ok(to_json(&assembled)?)
+            match tool(session, "memory_context", arguments).await {
+                Ok(answer) => return Ok(answer),
+                Err(failure) => self.leave_if_forbidden(failure).await?,
             }
         }
+        let opened = self.database.open_async(Client::HOOK).await?;
+        let (settings, thread) = (self.settings.clone(), thread.clone());
+        // The served hook's memory_context rolls over by default: so does this one.
+        let assembled = with_store!(opened, store => one_shot_context(
+            store, settings, None, thread, budget, query, Some(defaults), true,
+        )
+        .await)?;
+        Ok(to_json(&assembled)?)
+    }
+
+    /// A server's refusal: `forbidden` (its grant does not serve the hook's namespace) leaves the
+    /// server for one-shot, said on standard error; anything else is the hook's failure.
+    async fn leave_if_forbidden(&mut self, failure: Failure) -> Result<(), Failure> {
+        if failure.kind != ErrorKind::Forbidden.as_str() {
+            return Err(failure);
+        }
+        eprintln!(
+            "memory hook: {} ({}); answering one-shot",
+            failure.message, failure.kind
+        );
+        if let Some(session) = self.server.take() {
+            session.close().await;
+        }
+        Ok(())
     }
 
     /// Ends a server session.
     pub async fn close(self) {
-        if let Self::Server(session) = self {
+        if let Some(session) = self.server {
             session.close().await;
+        }
+    }
+}
+
+/// The session of the server the discovery file of `database` names, if one answers.
+async fn connect(database: &Database) -> Option<ServerSession> {
+    let path = path_for(database);
+    let discovery = match Discovery::read(&path) {
+        Ok(Some(discovery)) => discovery,
+        Ok(None) => return None,
+        Err(error) => {
+            eprintln!("memory hook: {error}; answering one-shot");
+            return None;
+        }
+    };
+    if !process_alive(discovery.pid) {
+        eprintln!(
+            "memory hook: the server in {} (pid {}) is not running; answering one-shot",
+            path.display(),
+            discovery.pid
+        );
+        return None;
+    }
+    match ServerSession::connect(&discovery).await {
+        Ok(session) => Some(session),
+        Err(error) => {
+            eprintln!("memory hook: {error}; answering one-shot");
+            None
         }
     }
 }

@@ -53,7 +53,8 @@
 //!   found through its discovery file (`memory_thread_append`, `memory_recall`, the server's own
 //!   recall), so the hook loads no model; the thread's tail is read from the database directly (no
 //!   model needed, no tool for it). A stale discovery file falls back to one-shot, said on standard
-//!   error.
+//!   error; so does a server that refuses the hook's namespace as `forbidden` (another user's server,
+//!   whose grant holds only its own user's namespace), which used to leave the hook answering nothing.
 //! - The block is the recall's rendered text under a one-line header; the header's bytes and tokens
 //!   are taken from `--max-bytes` and `--max-tokens` first, so the whole block fits them.
 
@@ -251,11 +252,6 @@ async fn hook(
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
     let mut backend = Backend::find(database, settings, args.no_server).await;
-    let backend_kind = if backend.is_server() {
-        "served"
-    } else {
-        "one-shot"
-    };
     let answer = match input.event {
         HookEvent::Prompt => {
             let appended =
@@ -318,6 +314,12 @@ async fn hook(
             recalled: None,
             appended: turn_end(database, &mut backend, &thread, &resolved, &input, args).await?,
         },
+    };
+    // Asked after the work: a server that refused the hook's namespace was left for one-shot.
+    let backend_kind = if backend.is_server() {
+        "served"
+    } else {
+        "one-shot"
     };
     backend.close().await;
     let empty = answer.recalled.as_ref().and_then(|recalled| {
