@@ -39,18 +39,20 @@
 //! the last sessions' single rounds gave 0.82 and 0.84. At 200,000 vectors
 //! (`COMPARE_SIZE=200000`) it was 1.12 after [`Graph::adopt`]; with the rows and lists on
 //! transparent huge pages (`super::pages`), 1.31 (two rounds) and 1.29 (three rounds), with the
-//! build 0.79 and 0.82 of hnswlib's time (2026-12-06).
+//! build 0.79 and 0.82 of hnswlib's time; built and walked over int8 codes of the rows
+//! (`walk.rs`), 1.54, the build 0.58 (2026-12-06).
 //!
-//! Distances are between rows as the table holds them: over int8 codes in a compact table (the
-//! query coded once per search), so the walk reads 388 bytes a row instead of 1,536; the index
-//! rescores the candidates in f32 afterwards ([`super::quantized`]).
+//! Distances are between the rows the index hands the graph ([`WalkRows`]): int8 codes, a compact
+//! table's own or a coded copy of an f32 table's (`walk.rs`), the query coded once per search, so
+//! the walk reads 388 bytes a row instead of 1,536; the index ranks the candidates by their f32
+//! scores afterwards ([`super::quantized`], `hnsw.rs`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::pages::PageVec;
 use super::quantized::{QueryRow, RowRef};
-use super::table::ChunkTable;
+use super::walk::WalkRows;
 use crate::kernels::{PREFETCH_AHEAD, prefetch};
 
 /// One neighbour: its row. Distances are not stored (they would double a list's bytes: at the
@@ -149,7 +151,12 @@ pub(crate) fn distance(left: RowRef<'_>, right: RowRef<'_>) -> f32 {
 /// several of them in flight, where a loop that updated the search's heaps after each distance
 /// would wait for one row at a time (the walk is bound by these reads, not by the arithmetic).
 /// Each row's lines are requested [`PREFETCH_AHEAD`] rows before it is scored.
-fn measure(table: &ChunkTable, query: RowRef<'_>, rows: &[Neighbour], distances: &mut Vec<f32>) {
+fn measure<R: WalkRows + ?Sized>(
+    table: &R,
+    query: RowRef<'_>,
+    rows: &[Neighbour],
+    distances: &mut Vec<f32>,
+) {
     distances.clear();
     for &row in rows.iter().take(PREFETCH_AHEAD) {
         table.row(row as usize).prefetch();
@@ -346,9 +353,9 @@ impl Graph {
     }
 
     /// Moves from `current` to ever closer neighbours at `layer` until none is closer.
-    fn greedy(
+    fn greedy<R: WalkRows + ?Sized>(
         &self,
-        table: &ChunkTable,
+        table: &R,
         query: RowRef<'_>,
         mut current: Scored,
         layer: usize,
@@ -375,9 +382,9 @@ impl Graph {
 
     /// The best-first search of one layer from `entries`: at most `ef` rows that `admits` accepts,
     /// nearest first. Refused rows are walked through, never returned.
-    fn search_layer(
+    fn search_layer<R: WalkRows + ?Sized>(
         &self,
-        table: &ChunkTable,
+        table: &R,
         query: RowRef<'_>,
         entries: &[Scored],
         ef: usize,
@@ -444,9 +451,9 @@ impl Graph {
 
     /// At most `limit` rows nearest `query` that `admits` accepts, with their distances, nearest
     /// first, searching layer 0 with a candidate list of `ef` (at least `limit`).
-    pub(crate) fn search(
+    pub(crate) fn search<R: WalkRows + ?Sized>(
         &self,
-        table: &ChunkTable,
+        table: &R,
         query: &[f32],
         limit: usize,
         ef: usize,
@@ -481,7 +488,12 @@ impl Graph {
     /// `memory-eval bench-hnsw`): recall@10 fell from 0.724 to 0.250 at width 128 and from 0.943
     /// to 0.606 at 2,048. The extra links all point into the row's own cluster of near-duplicates,
     /// and the walk loses its ways out of it.
-    fn select(&self, table: &ChunkTable, candidates: &[Scored], cap: usize) -> Vec<Scored> {
+    fn select<R: WalkRows + ?Sized>(
+        &self,
+        table: &R,
+        candidates: &[Scored],
+        cap: usize,
+    ) -> Vec<Scored> {
         if candidates.len() <= cap {
             return candidates.to_vec();
         }
@@ -515,9 +527,9 @@ impl Graph {
     ///
     /// A layer-0 list's spare slots ([`SPARE_SLOTS`], past the cap) are neither filled nor
     /// emptied here. Answers whether `row`'s list holds `new` afterwards.
-    fn link(
+    fn link<R: WalkRows + ?Sized>(
         &mut self,
-        table: &ChunkTable,
+        table: &R,
         row: usize,
         layer: usize,
         new: Neighbour,
@@ -600,7 +612,7 @@ impl Graph {
     }
 
     /// Inserts row `rows()` of `table` (rows are inserted in order).
-    pub(crate) fn insert(&mut self, table: &ChunkTable) {
+    pub(crate) fn insert<R: WalkRows + ?Sized>(&mut self, table: &R) {
         let plan = self.plan(table, self.rows());
         self.apply(table, plan);
     }
@@ -617,9 +629,9 @@ impl Graph {
     /// widths 16, 20 and 40 was 0.943, 0.959 and 0.991, against 0.950, 0.960 and 0.990 one by one
     /// and 0.950, 0.959 and 0.988 for hnsw_rs's parallel insertion; the build took 4.2 s, against
     /// 7.0 s one by one and 8.7 s for hnsw_rs (measured once in one process, with a test not kept).
-    pub(crate) fn insert_all(
+    pub(crate) fn insert_all<R: WalkRows + ?Sized>(
         &mut self,
-        table: &ChunkTable,
+        table: &R,
         threads: usize,
         cancelled: &dyn Fn() -> bool,
     ) -> bool {
@@ -671,7 +683,7 @@ impl Graph {
 
     /// Where row `row` of `table` goes: its level and its chosen neighbours per layer, searched in
     /// the graph as it stands (which must not hold `row` yet).
-    fn plan(&self, table: &ChunkTable, row: usize) -> Plan {
+    fn plan<R: WalkRows + ?Sized>(&self, table: &R, row: usize) -> Plan {
         let level = self.level_for(row);
         let Some(entry) = self.entry else {
             return Plan {
@@ -716,7 +728,7 @@ impl Graph {
     }
 
     /// Adds the row `plan` is for (the next row) with its lists, and the reverse links.
-    fn apply(&mut self, table: &ChunkTable, plan: Plan) {
+    fn apply<R: WalkRows + ?Sized>(&mut self, table: &R, plan: Plan) {
         let Plan {
             row,
             level,
@@ -752,6 +764,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+    use crate::index::table::ChunkTable;
     use crate::index::test_support::{key, meta, noise};
 
     /// `count` unit vectors of `dimensions` around a few centres, from a fixed seed.

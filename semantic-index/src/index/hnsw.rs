@@ -16,9 +16,13 @@
 //! 100,000-row index at the default width), so a small tenant in a large shared index costs what
 //! its own rows cost and its recall is exact.
 //!
-//! With compact vectors ([`HnswIndex::with_compact`]) the graph walks int8 codes and a search
-//! returns its best `rescore_factor * limit` candidates for [`super::rescore`] (its candidate list
-//! is at least that wide). A build reads the codes as they are: no f32 copy of a row is made.
+//! The graph is always built and walked over int8 codes (`walk.rs`). With compact vectors
+//! ([`HnswIndex::with_compact`]) those are the table's own rows, and a search returns its best
+//! `rescore_factor * limit` candidates for [`super::rescore`] (its candidate list is at least that
+//! wide); a build reads the codes as they are: no f32 copy of a row is made. An f32 table keeps a
+//! coded copy of its rows beside them for the graph ([`WalkCodes`], a quarter of the rows' memory
+//! again), and a search ranks as many of the walk's best candidates as a compact index would
+//! rescore by their exact scores from the table, so every score it answers is exact.
 
 use memory_core::MemoryKey;
 
@@ -26,6 +30,7 @@ use super::exact::ExactIndex;
 use super::graph::Graph;
 use super::quantized::CompactVectors;
 use super::table::{ChunkTable, Replacement, RowVector};
+use super::walk::{WalkCodes, WalkRows};
 use super::{
     ChunkMeta, IndexBounds, IndexKind, SearchOutcome, SearchRequest, SourceChunks, SourceFilter,
     VectorIndex, admitted_rows, check_query, check_request, rank_order, scan_table,
@@ -113,7 +118,11 @@ impl HnswParams {
     ///   there): 0.965; 384: 0.967; 512: 0.980;
     /// - at 1,000,000 f32 rows, with the vectors and lists on huge pages (`index/pages.rs`) and
     ///   three spare slots: 640: 0.887, 0.38 / 0.55; **1,280: 0.954, 0.68 / 0.97**; 2,048: 0.974,
-    ///   1.11 / 1.50; 3,072: 0.983, 1.77 / 2.31. The build took 84 s.
+    ///   1.11 / 1.50; 3,072: 0.983, 1.77 / 2.31. The build took 84 s;
+    /// - at 1,000,000 f32 rows, the graph built and walked over int8 codes of the rows and the
+    ///   best 40 candidates ranked by their exact scores (`walk.rs`): 640: 0.887, 0.32 / 0.51;
+    ///   **1,280: 0.958, 0.55 / 0.86**; 2,048: 0.976, 0.88 / 1.29; 3,072: 0.985, 1.36 / 1.89. The
+    ///   build took 68 s.
     ///
     /// The cap stays at 1,280: it reaches 0.95 at a million rows of this file with p95 well under
     /// 5 ms; a caller who needs more fixes a wider width or searches `exact`.
@@ -168,6 +177,9 @@ pub struct HnswIndex {
     pub(super) table: ChunkTable,
     /// Over rows `0..table.rows()`, tombstones included.
     pub(super) graph: Graph,
+    /// The int8 codes of an f32 table's rows, which its graph is built and walked over
+    /// (`walk.rs`); `None` for a compact table, which is walked itself.
+    walk: Option<WalkCodes>,
     /// Whether tombstones past the rebuild fraction are left for a background rebuild (the engine's
     /// graph) instead of rebuilding inline.
     deferred: bool,
@@ -213,17 +225,9 @@ impl HnswIndex {
         bounds.validate(dimensions)?;
         params.validate()?;
         compact.validate(dimensions)?;
-        Ok(Self {
-            graph: empty_graph(&params),
-            params,
-            table: ChunkTable::with_encoding(
-                dimensions,
-                bounds.max_chunks,
-                bounds.max_chunks,
-                compact,
-            ),
-            deferred: false,
-        })
+        let table =
+            ChunkTable::with_encoding(dimensions, bounds.max_chunks, bounds.max_chunks, compact);
+        Ok(Self::from_parts(params, table, empty_graph(&params)))
     }
 
     /// Leaves rebuilds to the owner ([`Self::needs_rebuild`]) instead of running them inline, and
@@ -246,6 +250,12 @@ impl HnswIndex {
         self.table.tombstones()
     }
 
+    /// Bytes of the int8 copy of an f32 table's rows that the graph walks (`walk.rs`); 0 for a
+    /// compact index, whose graph walks the table's own codes.
+    pub fn reserved_walk_bytes(&self) -> usize {
+        self.walk.as_ref().map_or(0, WalkCodes::reserved_bytes)
+    }
+
     /// Changes the search width ([`HnswParams::ef_search`]) of later searches, at every size (the
     /// width no longer grows with the index); the graph is unchanged. Refused, changing nothing, outside 1 to the parameters' upper bound.
     pub fn set_ef_search(&mut self, ef_search: usize) -> Result<(), SemanticError> {
@@ -262,6 +272,7 @@ impl HnswIndex {
     pub(super) fn from_parts(params: HnswParams, table: ChunkTable, graph: Graph) -> Self {
         Self {
             params,
+            walk: walk_codes(&table),
             table,
             graph,
             deferred: false,
@@ -280,10 +291,21 @@ impl HnswIndex {
         bounds.validate(table.dimensions())?;
         params.validate()?;
         table.compact();
-        let Some(graph) = build_graph(&table, &params, cancelled) else {
+        let walk = walk_codes(&table);
+        let built = match &walk {
+            Some(codes) => build_graph(codes, &params, cancelled),
+            None => build_graph(&table, &params, cancelled),
+        };
+        let Some(graph) = built else {
             return Ok(None);
         };
-        Ok(Some(Self::from_parts(params, table, graph)))
+        Ok(Some(Self {
+            params,
+            table,
+            graph,
+            walk,
+            deferred: false,
+        }))
     }
 
     /// A graph over `exact`'s live rows, in the calling thread (on every core): what the engine
@@ -316,6 +338,11 @@ impl HnswIndex {
     fn follow(&mut self, replacement: Replacement) {
         if replacement.compacted || (!self.deferred && self.needs_rebuild()) {
             self.rebuild();
+        } else if let Some(codes) = &mut self.walk {
+            codes.extend(&self.table);
+            for _ in replacement.new_rows {
+                self.graph.insert(codes);
+            }
         } else {
             for _ in replacement.new_rows {
                 self.graph.insert(&self.table);
@@ -326,23 +353,33 @@ impl HnswIndex {
     /// Rebuilds the graph from the table's live rows (after compaction, so row numbers are dense).
     fn rebuild(&mut self) {
         self.table.compact();
-        if let Some(graph) = build_graph(&self.table, &self.params, &|| false) {
+        self.walk = walk_codes(&self.table);
+        let built = match &self.walk {
+            Some(codes) => build_graph(codes, &self.params, &|| false),
+            None => build_graph(&self.table, &self.params, &|| false),
+        };
+        if let Some(graph) = built {
             self.graph = graph;
         }
     }
 }
 
-/// A graph over every row of a compacted `table`, inserted on every core, or `None` when
-/// `cancelled` said so between batches.
-fn build_graph(
-    table: &ChunkTable,
+/// A graph over every row of `rows` (a compacted table's, or their codes), inserted on every core,
+/// or `None` when `cancelled` said so between batches.
+fn build_graph<R: WalkRows + ?Sized>(
+    rows: &R,
     params: &HnswParams,
     cancelled: &dyn Fn() -> bool,
 ) -> Option<Graph> {
     let mut graph = empty_graph(params);
-    graph.reserve(table.rows());
+    graph.reserve(rows.rows());
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    graph.insert_all(table, threads, cancelled).then_some(graph)
+    graph.insert_all(rows, threads, cancelled).then_some(graph)
+}
+
+/// The codes an f32 table's graph walks; `None` for a compact table (`walk.rs`).
+fn walk_codes(table: &ChunkTable) -> Option<WalkCodes> {
+    (!table.encoding().is_compact()).then(|| WalkCodes::of(table))
 }
 
 fn empty_graph(params: &HnswParams) -> Graph {
@@ -438,7 +475,15 @@ impl VectorIndex for HnswIndex {
                 && (filter == SourceFilter::All
                     || filter.admits_namespace(self.table.meta(row).source.namespace()))
         };
-        let neighbours = self.graph.search(&self.table, query, keep, width, &admits);
+        let neighbours = match &self.walk {
+            // As many candidates as a compact index rescores, ranked below by their exact
+            // scores: the codes only steered the walk.
+            Some(codes) => {
+                let candidates = codes.encoding().candidates(keep);
+                self.graph.search(codes, query, candidates, width, &admits)
+            }
+            None => self.graph.search(&self.table, query, keep, width, &admits),
+        };
         // Scores are recomputed from the rows so both indexes rank with identical numbers (code
         // scores for a compact table, which are then rescored, unfiltered, by the caller).
         let prepared = super::quantized::QueryRow::prepare(compact, query);
@@ -615,6 +660,58 @@ mod tests {
         let rebuilt = index.search(&unit(&[1.0, 0.0]), request).unwrap();
         assert_eq!(rebuilt.hits[0].chunk.source.key, key("s10"));
         assert_eq!(index.live_chunks(), 10);
+    }
+
+    /// An f32 index's coded copy of its rows stays row for row with the table through insertions,
+    /// removals and the rebuild that compacts the table; a compact index keeps no copy.
+    #[test]
+    fn the_walked_codes_follow_the_table_and_only_an_f32_index_has_them() {
+        let params = HnswParams {
+            rebuild_tombstone_fraction: 0.3,
+            ..HnswParams::default()
+        };
+        let bounds = IndexBounds::for_dimensions(3);
+        let vector = |i: u32| {
+            let angle = i as f32 * 0.05;
+            unit(&[angle.cos(), angle.sin(), 0.3])
+        };
+        let mut index = HnswIndex::new(3, bounds, params).unwrap();
+        let mut compact =
+            HnswIndex::with_compact(3, bounds, params, CompactVectors::int8()).unwrap();
+        for i in 0..60u32 {
+            let id = format!("s{i:02}");
+            for index in [&mut index, &mut compact] {
+                index
+                    .replace_source(&key(&id), vec![(meta(&id, 0), vector(i))])
+                    .unwrap();
+            }
+        }
+        let agrees = |index: &HnswIndex| {
+            let codes = index.walk.as_ref().unwrap();
+            assert_eq!(codes.rows(), index.table.rows());
+            (0..index.table.rows()).all(|row| {
+                let own = index.table.row(row).similarity(index.table.row(row));
+                (index.table.row(row).similarity(codes.row(row)) - own).abs() < 0.01
+            })
+        };
+        assert!(agrees(&index));
+        assert!(index.reserved_walk_bytes() >= 60 * 3);
+        assert!(compact.walk.is_none() && compact.reserved_walk_bytes() == 0);
+        for i in 0..30u32 {
+            index.remove_source(&key(&format!("s{i:02}")));
+        }
+        // Past 30% tombstones (the 19th removal) the rebuild compacted the table to 41 rows.
+        assert_eq!(index.table.rows(), 41, "the rebuild compacted the table");
+        assert!(agrees(&index));
+        let request = SearchRequest {
+            limit: 3,
+            min_score: -1.0,
+            max_scanned_chunks: 1_000,
+        };
+        let query = vector(45);
+        let hits = index.search(&query, request).unwrap().hits;
+        assert_eq!(hits[0].chunk.source.key, key("s45"));
+        assert_eq!(hits[0].score, crate::index::dot(&query, &query));
     }
 
     /// 2,000 rows on a circle, every fifth of the first 1,500 in a "small" namespace (300 rows),

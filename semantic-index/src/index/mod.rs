@@ -16,6 +16,7 @@ mod pages;
 pub(crate) mod persist;
 pub mod quantized;
 pub(crate) mod table;
+mod walk;
 
 use std::cmp::Ordering;
 use std::sync::Arc;

@@ -88,14 +88,14 @@ impl RowData for RowVector {
 }
 
 /// Rows of the segment starting at row `first` in a table of at most `max_rows` rows.
-fn segment_rows(first: usize, max_rows: usize) -> usize {
+pub(crate) fn segment_rows(first: usize, max_rows: usize) -> usize {
     SEGMENT_ROWS.min(max_rows.saturating_sub(first).max(1))
 }
 
 /// The segment that row `row` (the next) is appended to, writable: a new one (`create`) at a
 /// segment boundary, else the last, first copied (`copy`) when it is shared with another table, so
 /// the other table's rows never change. Serves the vector segments and the metadata column alike.
-fn appendable<T>(
+pub(crate) fn appendable<T>(
     segments: &mut Vec<Arc<T>>,
     row: usize,
     create: impl FnOnce() -> T,
@@ -294,6 +294,11 @@ impl ChunkTable {
 
     pub(crate) fn dimensions(&self) -> usize {
         self.dimensions
+    }
+
+    /// The most rows the buffer may hold.
+    pub(crate) fn max_rows(&self) -> usize {
+        self.max_rows
     }
 
     pub(crate) fn rows(&self) -> usize {
