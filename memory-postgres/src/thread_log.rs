@@ -319,6 +319,40 @@ impl ThreadLog for PostgresThreadLog {
         )
     }
 
+    fn threads_with_bindings(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<(ThreadId, Option<ThreadBinding>)>, ActivityError> {
+        check_thread_page(limit)?;
+        let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
+        self.handle.call_blocking(
+            "list threads",
+            Idempotent::Yes,
+            after,
+            move |after, client| {
+                Box::pin(async move {
+                    // The binding lives in the thread's head row, one per thread with records.
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT thread, destination, generation FROM thread_heads \
+                             WHERE thread > $1 ORDER BY thread LIMIT $2",
+                        )
+                        .await?;
+                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
+                    let mut threads = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let thread = stored_thread(row.try_get(0)?).map_err(Fail::Model)?;
+                        let binding =
+                            binding_of(row.try_get(1)?, row.try_get(2)?).map_err(Fail::Model)?;
+                        threads.push((thread, binding));
+                    }
+                    Ok(threads)
+                })
+            },
+        )
+    }
+
     fn pending_threads(
         &self,
         after: Option<&ThreadId>,

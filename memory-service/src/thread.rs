@@ -435,14 +435,13 @@ impl ThreadService {
             let mut cursor = after;
             while page.scanned < MAX_SCANNED_THREADS {
                 let wanted = LISTING_PAGE.min(MAX_SCANNED_THREADS - page.scanned);
-                let ids = log.threads(cursor.as_ref(), wanted)?;
-                let exhausted = ids.len() < wanted;
-                for id in ids {
+                // One read a page: each thread with its binding.
+                let listed = log.threads_with_bindings(cursor.as_ref(), wanted)?;
+                let exhausted = listed.len() < wanted;
+                for (id, binding) in listed {
                     page.scanned += 1;
                     let readable = grant.is_unrestricted()
-                        || grant
-                            .allow_thread(log.binding(&id)?.as_ref(), false)
-                            .is_ok();
+                        || grant.allow_thread(binding.as_ref(), false).is_ok();
                     if readable {
                         page.threads.push(id.as_str().to_owned());
                     }

@@ -288,6 +288,50 @@ impl ThreadLog for SqliteThreadLog {
         Ok(threads)
     }
 
+    fn threads_with_bindings(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<(ThreadId, Option<ThreadBinding>)>, ActivityError> {
+        check_thread_page(limit)?;
+        let connection = lock(&self.connection);
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT listed.thread, bindings.destination, bindings.generation \
+                 FROM (SELECT DISTINCT thread FROM thread_records WHERE thread > ?1 \
+                       ORDER BY thread LIMIT ?2) AS listed \
+                 LEFT JOIN thread_bindings AS bindings ON bindings.thread = listed.thread \
+                 ORDER BY listed.thread",
+            )
+            .map_err(sql_error("list threads"))?;
+        let rows = statement
+            .query_map(
+                params![after.map_or("", ThreadId::as_str), limit as i64],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                },
+            )
+            .map_err(sql_error("list threads"))?;
+        let mut threads = Vec::new();
+        for row in rows {
+            let (thread, destination, generation) = row.map_err(sql_error("list threads"))?;
+            // The join leaves both columns null for an unbound thread (both are NOT NULL in
+            // `thread_bindings`).
+            let binding = match (destination, generation) {
+                (Some(destination), Some(generation)) => {
+                    Some(stored_binding(&destination, generation)?)
+                }
+                _ => None,
+            };
+            threads.push((stored_thread(thread)?, binding));
+        }
+        Ok(threads)
+    }
+
     fn pending_threads(
         &self,
         after: Option<&ThreadId>,
@@ -482,13 +526,16 @@ fn read_binding(
     thread: &ThreadId,
 ) -> Result<Option<ThreadBinding>, ActivityError> {
     binding_row(connection, thread)?
-        .map(|(destination, generation)| {
-            Ok(ThreadBinding {
-                destination: ThreadDestination::from_stored(&destination)?,
-                generation: to_u64(generation, "binding generation")?,
-            })
-        })
+        .map(|(destination, generation)| stored_binding(&destination, generation))
         .transpose()
+}
+
+/// A binding from its stored destination JSON and generation, checked.
+fn stored_binding(destination: &str, generation: i64) -> Result<ThreadBinding, ActivityError> {
+    Ok(ThreadBinding {
+        destination: ThreadDestination::from_stored(destination)?,
+        generation: to_u64(generation, "binding generation")?,
+    })
 }
 
 /// The stored (destination JSON, generation) of `thread`'s binding, unchecked.

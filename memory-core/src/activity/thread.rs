@@ -512,6 +512,23 @@ pub trait ThreadLog: Send + Sync {
         limit: usize,
     ) -> Result<Vec<ThreadId>, ActivityError>;
 
+    /// [`ThreadLog::threads`] with each thread's binding ([`ThreadLog::binding`]): what a listing
+    /// that filters threads by their binding reads. A backend answers a page in one read (the
+    /// default asks for each binding in turn, one round trip a thread on a server's store).
+    fn threads_with_bindings(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<(ThreadId, Option<ThreadBinding>)>, ActivityError> {
+        self.threads(after, limit)?
+            .into_iter()
+            .map(|thread| {
+                let binding = self.binding(&thread)?;
+                Ok((thread, binding))
+            })
+            .collect()
+    }
+
     /// Up to `limit` unparked pending threads in id order after `after` (exclusive). `limit` must be
     /// between 1 and [`MAX_PAGE_RECORDS`].
     fn pending_threads(

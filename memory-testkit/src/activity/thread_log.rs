@@ -25,6 +25,7 @@ sync_suite! {
     "record-digest-excludes-the-opaque-cursor" => record_digest_excludes_the_opaque_cursor,
     "oversized-records-are-refused-and-nothing-is-appended" => oversized_records_are_refused,
     "threads-are-listed-in-id-order-after-a-cursor" => threads_are_listed_in_id_order,
+    "threads-are-listed-with-their-bindings" => threads_are_listed_with_their_bindings,
     "concurrent-appends-get-consecutive-sequences" => concurrent_appends_get_consecutive_sequences,
     "a-first-append-with-a-destination-binds-the-thread" => a_first_append_binds_the_thread,
     "an-append-naming-another-destination-is-refused-and-writes-nothing" => another_destination_is_refused,
@@ -369,6 +370,58 @@ fn threads_are_listed_in_id_order<B: ActivityBackend>(backend: &B) -> Checked {
         other.threads(None, 0),
         |error| matches!(error, ActivityError::InvalidInput { .. }),
         "a listing of 0 threads",
+    )
+}
+
+/// `threads_with_bindings` lists what `threads` lists, each thread with what `binding` answers for
+/// it: bound at a first append, unbound, rebound to a later generation.
+fn threads_are_listed_with_their_bindings<B: ActivityBackend>(backend: &B) -> Checked {
+    let log = backend.thread_log();
+    let (ana, bea) = (destination("ana", &["a"])?, destination("bea", &["a"])?);
+    say_to(&log, "c", &ana, "bound at its first append")?;
+    say(&log, "a", "never bound")?;
+    say(&log, "b", "bound later")?;
+    rebind(&log, "b", &bea)?;
+    rebind(&log, "b", &ana)?;
+    let other = backend.thread_log();
+    let listed = |after: Option<&str>, limit: usize| {
+        let after = after.map(thread).transpose()?;
+        let listed = ok(
+            other.threads_with_bindings(after.as_ref(), limit),
+            "list threads with bindings",
+        )?;
+        Ok::<_, Failure>(
+            listed
+                .into_iter()
+                .map(|(thread, binding)| (thread.as_str().to_owned(), binding))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let expected = vec![
+        ("a".to_owned(), None),
+        ("b".to_owned(), bound(&ana, 2)),
+        ("c".to_owned(), bound(&ana, 0)),
+    ];
+    let all = listed(None, 10)?;
+    ensure!(all == expected, "threads with bindings: {all:?}");
+    for name in ["a", "b", "c"] {
+        let binding = binding_of(&other, name)?;
+        ensure!(
+            all.iter()
+                .any(|(listed, with)| listed == name && *with == binding),
+            "{name}'s listed binding is not its binding {binding:?}"
+        );
+    }
+    let page = listed(Some("a"), 1)?;
+    ensure!(page == expected[1..2], "one thread after a: {page:?}");
+    ensure!(
+        listed(Some("c"), 10)?.is_empty(),
+        "threads after the last one"
+    );
+    refused(
+        other.threads_with_bindings(None, 0),
+        |error| matches!(error, ActivityError::InvalidInput { .. }),
+        "a listing of 0 threads with bindings",
     )
 }
 
