@@ -44,10 +44,13 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             let _ = error.print();
-            return print_refusal(&Refusal::invalid_input(format!(
-                "command line: {}",
-                error.kind()
-            )));
+            let refusal = Refusal::invalid_input(format!("command line: {}", error.kind()));
+            // The hook's own command line (`memory hook --mode bogus`) is refused as a hook
+            // refuses: no database is known yet to log it in, so standard error says it.
+            if std::env::args().skip(1).any(|argument| argument == "hook") {
+                return memory_cli::hook::refused(None, None, &refusal);
+            }
+            return print_refusal(&refusal);
         }
     };
     match run(cli) {
@@ -71,18 +74,28 @@ fn init_tracing() {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // A hook refused before it runs still answers as a hook does: exit 0, nothing on standard
+    // output (see `hook::refused`).
+    let hook_event = match &cli.command {
+        Command::Hook(arguments) => Some(arguments.event),
+        _ => None,
+    };
+    let refuse = |database: Option<&Database>, refusal: Refusal| match hook_event {
+        Some(event) => memory_cli::hook::refused(database, event, &refusal),
+        None => print_refusal(&refusal),
+    };
     let database = match cli.database() {
         Ok(database) => database,
-        Err(refusal) => return Ok(print_refusal(&refusal)),
+        Err(refusal) => return Ok(refuse(None, refusal)),
     };
     // Every setting checked once, before anything is opened.
     let settings = match cli.settings() {
         Ok(settings) => settings,
-        Err(refusal) => return Ok(print_refusal(&refusal)),
+        Err(refusal) => return Ok(refuse(Some(&database), refusal)),
     };
     let model = match cli.model() {
         Ok(model) => model,
-        Err(refusal) => return Ok(print_refusal(&refusal)),
+        Err(refusal) => return Ok(refuse(Some(&database), refusal)),
     };
     let operation = match cli.command {
         Command::Put(arguments) => (Operation::Put, arguments),

@@ -175,6 +175,57 @@ fn a_broken_database_or_a_missing_model_prints_nothing_exits_0_and_is_shown_by_s
     assert_eq!(errors["by_kind"]["invalid-input"]["last"]["hook"], "input");
 }
 
+/// A setting or command line the hook cannot run with is a hook failure like any other: exit 0,
+/// nothing on standard output (a host reads a prompt hook's exit 2 as "block the prompt"), the
+/// reason on standard error and in the error log; nothing is appended.
+#[test]
+fn a_bad_setting_or_hook_command_line_prints_nothing_exits_0_and_is_shown_by_status() {
+    let fixture = Fixture::new();
+    let transcript = fixture.dir.path().join("t.jsonl");
+    let input = claude_input(
+        "user-prompt-submit.json",
+        "misconfigured",
+        &transcript,
+        Some("I like kiwis."),
+    );
+    let settings: [(&str, &str); 4] = [
+        ("MEMORY_MAX_CHUNKS", "0"),
+        ("MEMORY_HNSW_EF_SEARCH", "0"),
+        ("MEMORY_MAX_TOOL_OUTPUT_BYTES", "1000"),
+        ("MEMORY_MODEL_URL", "http://127.0.0.1:9/v1"),
+    ];
+    for (name, value) in settings {
+        let outcome = run_hook(&fixture, &["prompt"], &input, &[(name, OsStr::new(value))]);
+        let stderr = assert_silent_failure(&outcome);
+        assert!(stderr.contains("invalid-input"), "{name}={value}: {stderr}");
+    }
+    // Refused by the command line's parser, before the database is known: said on standard error
+    // only.
+    let unparsed = [
+        run_hook(&fixture, &["prompt", "--mode", "bogus"], &input, &[]),
+        run_hook(
+            &fixture,
+            &["prompt"],
+            &input,
+            &[("MEMORY_COMPACT_VECTORS", OsStr::new("maybe"))],
+        ),
+    ];
+    for outcome in &unparsed {
+        assert!(assert_silent_failure(outcome).contains("command line"));
+    }
+    let status = fixture.run(&["status"]);
+    let errors = &status.success()["hooks"]["errors"]["by_kind"];
+    assert_eq!(errors["invalid-input"]["count"], 4, "{errors:#}");
+    assert_eq!(
+        errors["invalid-input"]["last"]["hook"], "prompt",
+        "{errors:#}"
+    );
+    assert!(
+        thread_records(&fixture.db, "misconfigured").is_empty(),
+        "a refused hook appends nothing"
+    );
+}
+
 #[test]
 fn turn_end_appends_each_assistant_message_once_and_refuses_a_truncated_or_rotated_transcript() {
     let fixture = Fixture::new();

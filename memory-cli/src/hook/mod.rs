@@ -182,6 +182,27 @@ pub fn run(database: &Database, settings: Settings, args: HookArgs) -> ExitCode 
     ExitCode::SUCCESS
 }
 
+/// A hook refused before it could run: its command line (`memory hook --mode bogus`), a setting
+/// (`--max-chunks 0`, `MEMORY_HNSW_EF_SEARCH=0`, a model URL without a model) or the database. Like
+/// every hook failure it prints nothing on standard output and exits 0, saying why on standard
+/// error and, when the database is known, in the error log `memory status` reads: a host reads a
+/// prompt hook's exit 2 as "block this prompt", so a mistyped setting would stop every prompt.
+pub fn refused(
+    database: Option<&Database>,
+    event: Option<HookEvent>,
+    refusal: &Refusal,
+) -> ExitCode {
+    let failure = Failure::new(refusal.kind().as_str(), refusal.message());
+    match database {
+        Some(database) => log_failure(database, event, failure),
+        None => {
+            let hook = event.map_or("input", HookEvent::as_str);
+            eprintln!("memory hook {hook}: {} ({})", failure.message, failure.kind);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// Says why on standard error and records it in the error log `memory status` reads.
 fn log_failure(database: &Database, event: Option<HookEvent>, failure: Failure) {
     let hook = event.map_or("input", HookEvent::as_str);
