@@ -36,10 +36,10 @@ pub fn os_user() -> Option<String> {
         .or_else(|| whoami::username().ok().filter(|name| !name.is_empty()))
 }
 
-/// Who a local caller (the command line, the Python package) is, as a withdrawal's tombstone names
-/// them: `user:NAME` for `user` if given, else `MEMORY_USER`, else the OS user; `None` when no user is
-/// known (the tombstone then names no one rather than a made-up name).
-pub fn local_principal(user: Option<&str>) -> Option<String> {
+/// Who a local caller (the command line, the Python package) is: `user` if given, else
+/// `MEMORY_USER`, else the OS user; `None` when no user is known. Whose per-user namespace a call
+/// that names none works in, and whom a withdrawal names ([`local_principal`]).
+pub fn local_user(user: Option<&str>) -> Option<String> {
     user.map(str::to_owned)
         .filter(|name| !name.is_empty())
         .or_else(|| {
@@ -48,7 +48,12 @@ pub fn local_principal(user: Option<&str>) -> Option<String> {
                 .filter(|name| !name.is_empty())
         })
         .or_else(os_user)
-        .map(|name| memory_core::write::by_user(&name))
+}
+
+/// [`local_user`] as a withdrawal's tombstone names them: `user:NAME`; `None` when no user is known
+/// (the tombstone then names no one rather than a made-up name).
+pub fn local_principal(user: Option<&str>) -> Option<String> {
+    local_user(user).map(|name| memory_core::write::by_user(&name))
 }
 
 /// The per-user default namespace of `user`, as the operations' JSON takes it.

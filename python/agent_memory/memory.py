@@ -107,8 +107,9 @@ class Memory:
 
     ``db`` is a SQLite path (created when missing) or a ``postgres://`` URL (``schema`` optional), as
     ``memory --db`` takes it. ``namespace`` is ``{"name", "version", "identity"}`` (or a bare name,
-    version 1 and no identity); without one the per-user namespace of ``user`` (else of the OS user)
-    is used, as ``memory hook`` does. ``scope`` defaults to ``agent``.
+    version 1 and no identity); without one the per-user namespace of ``user`` (else of
+    ``MEMORY_USER``, else of the OS user) is used, as ``memory hook`` does, and a thread call that
+    names no destination binds there too. ``scope`` defaults to ``agent``.
 
     The settings ``memory`` takes as flags are keyword arguments here, each read from the same
     ``MEMORY_*`` variable when not given, and checked by the same rule (a bad one raises

@@ -30,7 +30,9 @@ use memory_core::{DynamicNamespace, ErrorKind, MemoryScope};
 use memory_service::blocking::blocking;
 use memory_service::context::{ContextOperation, ContextTools};
 use memory_service::database::{Client, Database, Opened, Store};
-use memory_service::destination::{DestinationDefaults, DestinationRequest, local_principal};
+use memory_service::destination::{
+    DestinationDefaults, DestinationRequest, local_principal, local_user,
+};
 use memory_service::grants::Grant;
 use memory_service::input::decode_value;
 use memory_service::list::ListArguments;
@@ -90,6 +92,10 @@ struct Services<S: Store> {
     corrections: Corrections,
     /// The model its worker extracts with, if any (`model_url=`, `model=`, ... / `MEMORY_MODEL_*`).
     model: Option<ModelSettings>,
+    /// Where a thread call or `resolve` that names no destination goes: the per-user namespace of
+    /// the engine's user (`user=`, else `MEMORY_USER`, else the OS user: [`local_user`]), scope
+    /// `agent`, as `memory thread append` and `memory hook` resolve it.
+    defaults: DestinationDefaults,
 }
 
 impl<S: Store> Services<S> {
@@ -99,16 +105,18 @@ impl<S: Store> Services<S> {
         store: Arc<S>,
         settings: Settings,
         model: Option<ModelSettings>,
+        defaults: DestinationDefaults,
     ) -> Result<Self, Refusal> {
         Ok(Self {
             threads: ThreadService::open(&*store)?.with_tool_output_bound(settings.tool_output),
-            contexts: ContextTools::new(Arc::clone(&store), DestinationDefaults::default())
+            contexts: ContextTools::new(Arc::clone(&store), defaults.clone())
                 .with_summarizer(model.as_ref().map(ModelSettings::open).transpose()?)
                 .with_settings(settings.context.clone()),
             memory: MemoryService::open(store, &settings, Indexing::CatchUp)?,
             worker: tokio::sync::Mutex::new(None),
             corrections: settings.corrections,
             model,
+            defaults,
         })
     }
 
@@ -164,7 +172,7 @@ impl<S: Store> Services<S> {
                     .unwrap_or_default();
                 to_json(&memory_service::status::status(store, vectors, options).await?)
             }
-            "resolve" => resolve(arguments),
+            "resolve" => self.resolve(arguments),
             "remember" | "update" | "search" | "forget" | "list" | "history" => {
                 let Simple {
                     namespace,
@@ -181,14 +189,23 @@ impl<S: Store> Services<S> {
         }
     }
 
+    /// The namespace and scope a `Memory` works in, resolved by the rule `memory hook` and `memory
+    /// thread append` follow (a namespace, else the per-user namespace of `user`, else of the
+    /// engine's user; scope `agent` by default).
+    fn resolve(&self, arguments: Value) -> Result<Value, Refusal> {
+        let request: DestinationRequest = decode_value(arguments)?;
+        let resolved = self.defaults.resolve(&request)?;
+        to_json(&json!({
+            "namespace": resolved.namespace,
+            "scope": resolved.scope.as_str(),
+        }))
+    }
+
     async fn thread(&self, operation: ThreadOperation, arguments: Value) -> Result<Value, Refusal> {
         // As `memory thread append` without flags: a destination the call leaves out falls back to
-        // the per-user namespace of the OS user and the scope `agent`.
-        let request = ThreadRequest::decode(
-            operation,
-            RawArguments::Json(arguments),
-            &DestinationDefaults::default(),
-        )?;
+        // the per-user namespace of the engine's user and the scope `agent`.
+        let request =
+            ThreadRequest::decode(operation, RawArguments::Json(arguments), &self.defaults)?;
         self.threads.run_as(&python_grant(None), request).await
     }
 
@@ -369,18 +386,6 @@ struct History {
     limit: Option<u32>,
 }
 
-/// The namespace and scope a `Memory` works in, resolved by the rule `memory hook` and `memory thread
-/// append` follow (a namespace, else the per-user namespace of `user`, else of the OS user; scope
-/// `agent` by default).
-fn resolve(arguments: Value) -> Result<Value, Refusal> {
-    let request: DestinationRequest = decode_value(arguments)?;
-    let resolved = DestinationDefaults::default().resolve(&request)?;
-    to_json(&json!({
-        "namespace": resolved.namespace,
-        "scope": resolved.scope.as_str(),
-    }))
-}
-
 /// The services over whichever backend the database is.
 enum Backend {
     Sqlite(Services<memory_sqlite::SqliteStore>),
@@ -396,13 +401,18 @@ impl Backend {
         schema: Option<&str>,
         settings: SettingValues,
         model: ModelValues,
+        defaults: DestinationDefaults,
     ) -> Result<Self, Refusal> {
         let settings = Settings::resolve(settings)?;
         let model = ModelSettings::resolve(model)?;
         let database = Database::select(Path::new(db), schema)?;
         Ok(match database.open(Client::MEMORY)? {
-            Opened::Sqlite(store) => Self::Sqlite(Services::open(store, settings, model)?),
-            Opened::Postgres(store) => Self::Postgres(Services::open(store, settings, model)?),
+            Opened::Sqlite(store) => {
+                Self::Sqlite(Services::open(store, settings, model, defaults)?)
+            }
+            Opened::Postgres(store) => {
+                Self::Postgres(Services::open(store, settings, model, defaults)?)
+            }
         })
     }
 
@@ -456,7 +466,11 @@ impl Engine {
                 }
                 None => (SettingValues::default(), ModelValues::default()),
             };
-            Backend::open(db, schema, settings, model)
+            let defaults = DestinationDefaults {
+                user: local_user(user),
+                ..DestinationDefaults::default()
+            };
+            Backend::open(db, schema, settings, model, defaults)
         })
         .map(|backend| Self {
             backend: Arc::new(backend),

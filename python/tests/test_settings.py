@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agent_memory import InvalidInputError, Memory, TooLargeError
+from agent_memory import ConflictError, InvalidInputError, Memory, TooLargeError
 
 
 def _open(database: dict, **settings: object) -> Memory:
@@ -170,3 +170,47 @@ def test_the_index_capacity_is_the_index_s(
         door, database, monkeypatch, "MEMORY_MAX_CHUNKS", "7", {"max_chunks": 7}
     )
     assert memory.status()["chunks"]["capacity"] == 7
+
+
+def test_a_memory_without_a_namespace_is_the_user_s_own_as_the_hook_resolves_it(
+    database: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whose memory a `Memory` without a namespace works in follows the rule `memory hook` and `memory
+    thread append` follow: `user=`, else `MEMORY_USER`, else the OS user; thread calls that name no
+    destination bind there too, and a withdrawal names the same user."""
+    monkeypatch.setenv("USER", "osuser")
+    monkeypatch.setenv("LOGNAME", "osuser")
+    monkeypatch.setenv("MEMORY_USER", "erin")
+    from_variable = Memory(database["db"], schema=database["schema"])
+    assert from_variable.namespace["identity"] == {"user": "erin"}
+    added = from_variable.add("Erin likes plums.")["results"][0]
+    assert from_variable.delete(added["id"], reason="a test")["withdrawn"]["by"] == "user:erin"
+
+    given = Memory(database["db"], schema=database["schema"], user="ana")
+    assert given.namespace["identity"] == {"user": "ana"}
+    given.call(
+        "thread_append",
+        {"thread": "ana-t", "record": {"speaker": "ana", "body": {"kind": "user_input", "text": "hi"}}},
+    )
+    # The thread is bound to ana's namespace: naming it again is no conflict, naming erin's is.
+    given.call(
+        "thread_append",
+        {
+            "thread": "ana-t",
+            "user": "ana",
+            "record": {"speaker": "ana", "body": {"kind": "user_input", "text": "again"}},
+        },
+    )
+    with pytest.raises(ConflictError):
+        given.call(
+            "thread_append",
+            {
+                "thread": "ana-t",
+                "user": "erin",
+                "record": {"speaker": "ana", "body": {"kind": "user_input", "text": "moved"}},
+            },
+        )
+
+    monkeypatch.delenv("MEMORY_USER")
+    from_os = Memory(database["db"], schema=database["schema"])
+    assert from_os.namespace["identity"] == {"user": "osuser"}
