@@ -457,6 +457,42 @@ fn a_second_users_hooks_beside_the_first_users_server_answer_from_their_own_memo
     drop(server);
 }
 
+/// A server that is running but does not answer (stopped here) leaves the hook answering one-shot
+/// within its deadline, saying so, instead of waiting it out and answering nothing.
+#[test]
+fn a_hung_server_leaves_the_hook_answering_one_shot() {
+    let fixture = Fixture::new();
+    let server = HttpServer::start(&fixture, &every_user(), &[]);
+    wait_until_ready(&server.base());
+    hook(
+        &fixture,
+        "ana",
+        "prompt",
+        "hung-a",
+        Some("My favourite tree is the cork oak."),
+    );
+    fixture.worker_pass();
+    server.signal("STOP");
+    let answered = hook_saying(
+        &fixture,
+        "ana",
+        "prompt",
+        "hung-b",
+        Some("Which tree do I like best?"),
+    );
+    server.signal("CONT");
+    assert!(
+        answered.stderr.contains("did not open a session")
+            && answered.stderr.contains("answering one-shot"),
+        "{answered:#?}"
+    );
+    assert!(
+        context(&answered, "UserPromptSubmit").contains("cork oak"),
+        "{answered:#?}"
+    );
+    drop(server);
+}
+
 #[test]
 fn a_correction_in_a_later_session_is_recalled_and_visibly_newer() {
     let fixture = Fixture::new();

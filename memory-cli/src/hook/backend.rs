@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use memory_core::ErrorKind;
 use memory_core::activity::{
@@ -60,15 +61,20 @@ impl std::fmt::Debug for Backend {
 }
 
 impl Backend {
-    /// The server of `database` when its discovery file names one that answers; one-shot otherwise
-    /// (no file, a stale one, `--no-server`). A stale file is said on standard error; a malformed one
-    /// too, and then the hook answers one-shot rather than not at all.
-    /// One-shot, it runs with `settings`.
-    pub async fn find(database: &Database, settings: Settings, no_server: bool) -> Self {
+    /// The server of `database` when its discovery file names one that answers within `patience`;
+    /// one-shot otherwise (no file, a stale one, a server that does not open a session in time,
+    /// `--no-server`). Each is said on standard error, and the hook answers one-shot rather than not
+    /// at all. One-shot, it runs with `settings`.
+    pub async fn find(
+        database: &Database,
+        settings: Settings,
+        no_server: bool,
+        patience: Duration,
+    ) -> Self {
         let server = if no_server {
             None
         } else {
-            connect(database).await
+            connect(database, patience).await
         };
         Self {
             server,
@@ -215,8 +221,11 @@ impl Backend {
     }
 }
 
-/// The session of the server the discovery file of `database` names, if one answers.
-async fn connect(database: &Database) -> Option<ServerSession> {
+/// The session of the server the discovery file of `database` names, if one answers within
+/// `patience`. Only opening the session is bounded so: it changes nothing on the server, so a hung
+/// server (stopped, or stuck) is left for one-shot with no write in doubt, where a tool call cut
+/// short might still be applied after the hook had appended the same record itself.
+async fn connect(database: &Database, patience: Duration) -> Option<ServerSession> {
     let path = path_for(database);
     let discovery = match Discovery::read(&path) {
         Ok(Some(discovery)) => discovery,
@@ -234,10 +243,20 @@ async fn connect(database: &Database) -> Option<ServerSession> {
         );
         return None;
     }
-    match ServerSession::connect(&discovery).await {
-        Ok(session) => Some(session),
-        Err(error) => {
+    match tokio::time::timeout(patience, ServerSession::connect(&discovery)).await {
+        Ok(Ok(session)) => Some(session),
+        Ok(Err(error)) => {
             eprintln!("memory hook: {error}; answering one-shot");
+            None
+        }
+        Err(_) => {
+            eprintln!(
+                "memory hook: the server at {} (pid {}) did not open a session within {} ms; \
+                 answering one-shot",
+                discovery.url,
+                discovery.pid,
+                patience.as_millis()
+            );
             None
         }
     }

@@ -54,7 +54,9 @@
 //!   recall), so the hook loads no model; the thread's tail is read from the database directly (no
 //!   model needed, no tool for it). A stale discovery file falls back to one-shot, said on standard
 //!   error; so does a server that refuses the hook's namespace as `forbidden` (another user's server,
-//!   whose grant holds only its own user's namespace), which used to leave the hook answering nothing.
+//!   whose grant holds only its own user's namespace), which used to leave the hook answering nothing,
+//!   and one that does not open a session within a fifth of the deadline (a stopped or stuck server:
+//!   the hook used to wait out its whole deadline and answer nothing).
 //! - The block is the recall's rendered text under a one-line header; the header's bytes and tokens
 //!   are taken from `--max-bytes` and `--max-tokens` first, so the whole block fits them.
 
@@ -96,6 +98,16 @@ pub const TRANSCRIPT_LOOKBACK: u64 = 10_000;
 pub const SESSION_START_PROMPTS: usize = 3;
 /// The line before the recalled block: the assembled context's ([`crate::context::MEMORY_HEADER`]).
 pub const HEADER: &str = crate::context::MEMORY_HEADER;
+
+/// How long a hook waits for a running server to open a session: a fifth of `--timeout-ms`, at
+/// most [`MAX_SERVER_PATIENCE_MS`]; the rest is left for answering one-shot if it does not (a
+/// healthy server opens one in milliseconds).
+fn server_patience(timeout_ms: u64) -> Duration {
+    Duration::from_millis((timeout_ms / 5).min(MAX_SERVER_PATIENCE_MS))
+}
+
+/// The most a hook waits for a server to open a session.
+pub const MAX_SERVER_PATIENCE_MS: u64 = 1_000;
 
 /// Why a hook did nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,7 +284,13 @@ async fn hook(
     let namespace = resolved.namespace.clone();
     let scope = resolved.scope.as_str().to_owned();
     let limits = Limits::new(args)?;
-    let mut backend = Backend::find(database, settings, args.no_server).await;
+    let mut backend = Backend::find(
+        database,
+        settings,
+        args.no_server,
+        server_patience(args.timeout_ms),
+    )
+    .await;
     let answer = match input.event {
         HookEvent::Prompt => {
             let appended =
