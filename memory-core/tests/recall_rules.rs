@@ -614,6 +614,8 @@ fn limits_are_required_positive_and_bounded() {
         ),
         (complete().max_input_bytes(0), "max_input_bytes"),
         (complete().max_items(0), "max_items"),
+        // A wire call's max_sources defaults to its max_items: a zero is named where it was given.
+        (complete().max_items(0).max_sources(0), "max_items"),
         (complete().max_sources(0), "max_sources"),
         (complete().max_bytes(0), "max_bytes"),
         (complete().max_tokens(0), "max_tokens"),

@@ -423,6 +423,29 @@ async fn a_refresh_past_max_chunks_is_refused_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(stored.len(), 5, "nothing was written");
+    drop(index);
+    // Opened again with room for fewer chunks than the store holds: refused, naming the setting
+    // to raise (the store stops counting at the first chunk past it), and nothing is changed.
+    let smaller = SemanticIndex::open(
+        config(HnswStartup::OnDemand, 3),
+        fixture.embedder.clone(),
+        fixture.store(),
+    )
+    .await;
+    assert!(
+        matches!(
+            smaller,
+            Err(SemanticError::TooLarge {
+                limit: "max_chunks",
+                max: 3,
+                actual: 4
+            })
+        ),
+        "{:?}",
+        smaller.err()
+    );
+    let reopened = fixture.open_with(config(HnswStartup::OnDemand, 5)).await;
+    assert_eq!(reopened.stats().live_chunks, 5);
 }
 
 #[tokio::test]

@@ -121,13 +121,16 @@ impl RecallLimitsBuilder {
                 reason: format!("must be at most {MAX_MAX_INPUT_BYTES}, got {max_input_bytes}"),
             });
         }
+        // Items first: a caller's `max_sources` defaults to its `max_items`, so a zero there is
+        // named as the field the caller gave.
+        let max_items = required("max_items", self.max_items.map(u64::from))?
+            .try_into()
+            .unwrap_or(u32::MAX);
         Ok(RecallLimits {
             max_sources: required("max_sources", self.max_sources.map(u64::from))?
                 .try_into()
                 .unwrap_or(u32::MAX),
-            max_items: required("max_items", self.max_items.map(u64::from))?
-                .try_into()
-                .unwrap_or(u32::MAX),
+            max_items,
             max_bytes: required("max_bytes", self.max_bytes)?,
             max_tokens: required("max_tokens", self.max_tokens)?,
             timeout_ms: required("timeout_ms", self.timeout_ms)?,

@@ -62,7 +62,7 @@ use memory_core::vectors::{
     ProfileDigest, SourceGeneration, StoredSourceState, UnindexedReason, VectorLoadLimits,
     VectorStore,
 };
-use memory_core::{ChangeSequence, MemoryAttribution, MemoryKey, Revision};
+use memory_core::{ChangeSequence, MemoryAttribution, MemoryError, MemoryKey, Revision};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -513,7 +513,22 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
                 .await?;
             Ok((stored, vectors))
         })
-        .await?;
+        .await
+        .map_err(|error| match error {
+            // More stored than this process may hold (opened with a smaller `max_chunks` than the
+            // store was filled with): named as the setting to raise, as a refresh past it is. The
+            // store stops counting at the first chunk past the bound: `actual` is a lower bound.
+            MemoryError::TooLarge {
+                limit: "stored chunks",
+                max,
+                actual,
+            } => SemanticError::TooLarge {
+                limit: "max_chunks",
+                max,
+                actual,
+            },
+            other => other.into(),
+        })?;
         let mut sources = HashMap::with_capacity(stored.len());
         // Every row's metadata in the store's order (by key: the canonical order a persisted graph
         // numbers its points in), the order the vectors arrived in.
