@@ -226,6 +226,38 @@ fn a_bad_setting_or_hook_command_line_prints_nothing_exits_0_and_is_shown_by_sta
     );
 }
 
+/// An empty answer whose passages matched but did not fit the limits is logged as such, not as
+/// "no passage matched": the limits are what to raise.
+#[test]
+fn passages_left_out_by_the_limits_are_not_logged_as_no_match() {
+    let fixture = Fixture::new();
+    let said = prompt(
+        &fixture,
+        "limits-a",
+        "My grandmother grew apricots in Alentejo every summer.",
+        &[],
+    );
+    assert_eq!(said.code, 0, "{said:#?}");
+    fixture.worker_pass();
+    let squeezed = prompt(
+        &fixture,
+        "limits-b",
+        "Where did my grandmother grow apricots?",
+        &["--max-bytes", "100"],
+    );
+    assert_eq!(squeezed.code, 0, "{squeezed:#?}");
+    assert!(squeezed.stdout.is_empty(), "{squeezed:#?}");
+    let status = fixture.run(&["status"]);
+    let errors = &status.success()["hooks"]["errors"]["by_kind"];
+    let message = errors["no-match"]["last"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("matching passages") && message.contains("--max-bytes"),
+        "{errors:#}"
+    );
+}
+
 #[test]
 fn turn_end_appends_each_assistant_message_once_and_refuses_a_truncated_or_rotated_transcript() {
     let fixture = Fixture::new();

@@ -388,9 +388,24 @@ fn nothing_recalled(recalled: &crate::wire::RecallResult, backend: &str) -> Fail
             AnsweredBy::Hnsw => ", answered by hnsw",
         })
         .unwrap_or_default();
+    // Passages that matched but that the limits left out are no "no match": the limits are what
+    // to raise.
+    let omitted: u64 = recalled
+        .outcomes
+        .iter()
+        .map(|outcome| outcome.omitted)
+        .sum();
+    let why = if omitted > 0 {
+        format!(
+            "{omitted} matching passages, none within --max-items, --max-bytes and --max-tokens \
+             (the header's share included)"
+        )
+    } else {
+        "no passage matched".to_owned()
+    };
     Failure::new(
         NO_MATCH_KIND,
-        format!("nothing recalled: no passage matched ({backend}{answered_by}){index}"),
+        format!("nothing recalled: {why} ({backend}{answered_by}){index}"),
     )
 }
 
