@@ -292,11 +292,7 @@ impl HnswIndex {
         params.validate()?;
         table.compact();
         let walk = walk_codes(&table);
-        let built = match &walk {
-            Some(codes) => build_graph(codes, &params, cancelled),
-            None => build_graph(&table, &params, cancelled),
-        };
-        let Some(graph) = built else {
+        let Some(graph) = build_graph(&table, walk.as_ref(), &params, cancelled) else {
             return Ok(None);
         };
         Ok(Some(Self {
@@ -354,19 +350,28 @@ impl HnswIndex {
     fn rebuild(&mut self) {
         self.table.compact();
         self.walk = walk_codes(&self.table);
-        let built = match &self.walk {
-            Some(codes) => build_graph(codes, &self.params, &|| false),
-            None => build_graph(&self.table, &self.params, &|| false),
-        };
-        if let Some(graph) = built {
+        if let Some(graph) = build_graph(&self.table, self.walk.as_ref(), &self.params, &|| false) {
             self.graph = graph;
         }
     }
 }
 
-/// A graph over every row of `rows` (a compacted table's, or their codes), inserted on every core,
-/// or `None` when `cancelled` said so between batches.
-fn build_graph<R: WalkRows + ?Sized>(
+/// A graph over every row of a compacted `table`, walking `walk` when it has one (an f32 table's
+/// codes), inserted on every core, or `None` when `cancelled` said so between batches.
+fn build_graph(
+    table: &ChunkTable,
+    walk: Option<&WalkCodes>,
+    params: &HnswParams,
+    cancelled: &dyn Fn() -> bool,
+) -> Option<Graph> {
+    match walk {
+        Some(codes) => build_over(codes, params, cancelled),
+        None => build_over(table, params, cancelled),
+    }
+}
+
+/// [`build_graph`] over `rows`.
+fn build_over<R: WalkRows + ?Sized>(
     rows: &R,
     params: &HnswParams,
     cancelled: &dyn Fn() -> bool,
