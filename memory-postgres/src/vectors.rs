@@ -510,29 +510,6 @@ impl VectorStore for PostgresVectorStore {
             .await
     }
 
-    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
-        let profile = profile.as_bytes().to_vec();
-        self.handle
-            .call(
-                "count stored chunks",
-                Idempotent::Yes,
-                profile,
-                move |profile, client| {
-                    Box::pin(async move {
-                        let count: i64 = client
-                            .query_one(
-                                "SELECT count(*) FROM semantic_chunks WHERE profile = $1",
-                                &[&profile],
-                            )
-                            .await?
-                            .try_get(0)?;
-                        non_negative(count, "negative row count")
-                    })
-                },
-            )
-            .await
-    }
-
     async fn unindexed_counts(
         &self,
         profile: &ProfileDigest,

@@ -423,23 +423,6 @@ impl<S: Store> SemanticBackend<S> {
             .iter()
             .any(|(reason, count)| *reason == UnindexedReason::Capacity && *count > 0);
         if !retry && self.loaded.get().is_none() && self.indexed_position().await? >= head {
-            // Nothing to index, but the stored chunks must still fit the index this process may
-            // hold (opened with a smaller --max-chunks than the store was filled with): refused as
-            // a load of them is, so sync never answers what status and recall would refuse.
-            let (vectors, digest) = (Arc::clone(&self.vectors), self.digest);
-            let chunks =
-                on_blocking_pool(async move { vectors.stored_chunks(&digest).await }).await??;
-            let max = self.config.bounds.max_chunks as u64;
-            if chunks > max {
-                return Err(Refusal::new(
-                    memory_core::ErrorKind::TooLarge,
-                    format!(
-                        "max_chunks exceeds its limit: the store holds {chunks} chunks, more than \
-                         the semantic index's capacity of {max}; raise --max-chunks \
-                         (MEMORY_MAX_CHUNKS)"
-                    ),
-                ));
-            }
             return self.synced(head, &stored, None);
         }
         let loaded = self.loaded().await?;

@@ -104,18 +104,6 @@ impl SqliteVectorStore {
         Ok(sources)
     }
 
-    pub(super) fn stored_chunks_now(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
-        let count: i64 = self
-            .lock()
-            .query_row(
-                "SELECT count(*) FROM semantic_chunks WHERE profile = ?1",
-                [profile.as_bytes().as_slice()],
-                |row| row.get(0),
-            )
-            .map_err(storage("count stored chunks"))?;
-        u64::try_from(count).map_err(|_| corrupt("negative row count"))
-    }
-
     pub(super) fn unindexed_counts_now(
         &self,
         profile: &ProfileDigest,
