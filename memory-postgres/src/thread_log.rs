@@ -33,6 +33,47 @@ impl std::fmt::Debug for PostgresThreadLog {
     }
 }
 
+/// A listed thread and its binding's stored (destination, generation) columns, unchecked.
+type ListedThread = (ThreadId, (Option<String>, Option<i64>));
+
+impl PostgresThreadLog {
+    /// Up to `limit` threads with records after `after`, in id order, each with its binding's stored
+    /// columns: what both listings read, in one query.
+    fn listed_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ListedThread>, ActivityError> {
+        check_thread_page(limit)?;
+        let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
+        self.handle.call_blocking(
+            "list threads",
+            Idempotent::Yes,
+            after,
+            move |after, client| {
+                Box::pin(async move {
+                    // `thread_heads` has one row per thread that ever had a record (appends never
+                    // roll back a committed head without its record: both are in one
+                    // transaction), and holds the thread's binding.
+                    let statement = client
+                        .prepare_cached(
+                            "SELECT thread, destination, generation FROM thread_heads \
+                             WHERE thread > $1 ORDER BY thread LIMIT $2",
+                        )
+                        .await?;
+                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
+                    let mut threads = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let thread = stored_thread(row.try_get(0)?).map_err(Fail::Model)?;
+                        threads.push((thread, (row.try_get(1)?, row.try_get(2)?)));
+                    }
+                    Ok(threads)
+                })
+            },
+        )
+    }
+}
+
 impl ThreadLog for PostgresThreadLog {
     fn append_to(
         &self,
@@ -292,31 +333,12 @@ impl ThreadLog for PostgresThreadLog {
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<ThreadId>, ActivityError> {
-        check_thread_page(limit)?;
-        let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
-        self.handle.call_blocking(
-            "list threads",
-            Idempotent::Yes,
-            after,
-            move |after, client| {
-                Box::pin(async move {
-                    // `thread_heads` has one row per thread that ever had a record (appends never roll back
-                    // a committed head without its record: both are in one transaction).
-                    let statement = client
-                        .prepare_cached(
-                            "SELECT thread FROM thread_heads WHERE thread > $1 \
-                             ORDER BY thread LIMIT $2",
-                        )
-                        .await?;
-                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
-                    let mut threads = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        threads.push(stored_thread(row.try_get(0)?).map_err(Fail::Model)?);
-                    }
-                    Ok(threads)
-                })
-            },
-        )
+        // The bindings' columns are left unread: a listing of ids never fails on a binding.
+        Ok(self
+            .listed_threads(after, limit)?
+            .into_iter()
+            .map(|(thread, _)| thread)
+            .collect())
     }
 
     fn threads_with_bindings(
@@ -324,33 +346,12 @@ impl ThreadLog for PostgresThreadLog {
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<(ThreadId, Option<ThreadBinding>)>, ActivityError> {
-        check_thread_page(limit)?;
-        let after = after.map_or_else(String::new, |thread| thread.as_str().to_owned());
-        self.handle.call_blocking(
-            "list threads",
-            Idempotent::Yes,
-            after,
-            move |after, client| {
-                Box::pin(async move {
-                    // The binding lives in the thread's head row, one per thread with records.
-                    let statement = client
-                        .prepare_cached(
-                            "SELECT thread, destination, generation FROM thread_heads \
-                             WHERE thread > $1 ORDER BY thread LIMIT $2",
-                        )
-                        .await?;
-                    let rows = client.query(&statement, &[&after, &(limit as i64)]).await?;
-                    let mut threads = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        let thread = stored_thread(row.try_get(0)?).map_err(Fail::Model)?;
-                        let binding =
-                            binding_of(row.try_get(1)?, row.try_get(2)?).map_err(Fail::Model)?;
-                        threads.push((thread, binding));
-                    }
-                    Ok(threads)
-                })
-            },
-        )
+        self.listed_threads(after, limit)?
+            .into_iter()
+            .map(|(thread, (destination, generation))| {
+                Ok((thread, binding_of(destination, generation)?))
+            })
+            .collect()
     }
 
     fn pending_threads(

@@ -70,7 +70,50 @@ impl std::fmt::Debug for SqliteThreadLog {
     }
 }
 
+/// A listed thread and its binding's stored (destination, generation), unchecked.
+type ListedThread = (ThreadId, Option<(String, i64)>);
+
 impl SqliteThreadLog {
+    /// Up to `limit` threads with records after `after`, in id order, each with its binding's stored
+    /// columns: what both listings read, in one query.
+    fn listed_threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ListedThread>, ActivityError> {
+        check_thread_page(limit)?;
+        let connection = lock(&self.connection);
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT listed.thread, bindings.destination, bindings.generation \
+                 FROM (SELECT DISTINCT thread FROM thread_records WHERE thread > ?1 \
+                       ORDER BY thread LIMIT ?2) AS listed \
+                 LEFT JOIN thread_bindings AS bindings ON bindings.thread = listed.thread \
+                 ORDER BY listed.thread",
+            )
+            .map_err(sql_error("list threads"))?;
+        let rows = statement
+            .query_map(
+                params![after.map_or("", ThreadId::as_str), limit as i64],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                },
+            )
+            .map_err(sql_error("list threads"))?;
+        let mut threads = Vec::new();
+        for row in rows {
+            let (thread, destination, generation) = row.map_err(sql_error("list threads"))?;
+            // The join leaves both columns null for an unbound thread (both are NOT NULL in
+            // `thread_bindings`).
+            threads.push((stored_thread(thread)?, destination.zip(generation)));
+        }
+        Ok(threads)
+    }
+
     /// Opens the thread log in the file at `path`, creating or migrating the file's schema
     /// ([`crate::SCHEMA_VERSION`]).
     pub fn open(path: &Path) -> Result<Self, ActivityError> {
@@ -268,24 +311,12 @@ impl ThreadLog for SqliteThreadLog {
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<ThreadId>, ActivityError> {
-        check_thread_page(limit)?;
-        let connection = lock(&self.connection);
-        let mut statement = connection
-            .prepare_cached(
-                "SELECT DISTINCT thread FROM thread_records WHERE thread > ?1 ORDER BY thread LIMIT ?2",
-            )
-            .map_err(sql_error("list threads"))?;
-        let rows = statement
-            .query_map(
-                params![after.map_or("", ThreadId::as_str), limit as i64],
-                |row| row.get::<_, String>(0),
-            )
-            .map_err(sql_error("list threads"))?;
-        let mut threads = Vec::new();
-        for row in rows {
-            threads.push(stored_thread(row.map_err(sql_error("list threads"))?)?);
-        }
-        Ok(threads)
+        // The bindings' columns are left unread: a listing of ids never fails on a binding.
+        Ok(self
+            .listed_threads(after, limit)?
+            .into_iter()
+            .map(|(thread, _)| thread)
+            .collect())
     }
 
     fn threads_with_bindings(
@@ -293,43 +324,15 @@ impl ThreadLog for SqliteThreadLog {
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<(ThreadId, Option<ThreadBinding>)>, ActivityError> {
-        check_thread_page(limit)?;
-        let connection = lock(&self.connection);
-        let mut statement = connection
-            .prepare_cached(
-                "SELECT listed.thread, bindings.destination, bindings.generation \
-                 FROM (SELECT DISTINCT thread FROM thread_records WHERE thread > ?1 \
-                       ORDER BY thread LIMIT ?2) AS listed \
-                 LEFT JOIN thread_bindings AS bindings ON bindings.thread = listed.thread \
-                 ORDER BY listed.thread",
-            )
-            .map_err(sql_error("list threads"))?;
-        let rows = statement
-            .query_map(
-                params![after.map_or("", ThreadId::as_str), limit as i64],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, Option<String>>(1)?,
-                        row.get::<_, Option<i64>>(2)?,
-                    ))
-                },
-            )
-            .map_err(sql_error("list threads"))?;
-        let mut threads = Vec::new();
-        for row in rows {
-            let (thread, destination, generation) = row.map_err(sql_error("list threads"))?;
-            // The join leaves both columns null for an unbound thread (both are NOT NULL in
-            // `thread_bindings`).
-            let binding = match (destination, generation) {
-                (Some(destination), Some(generation)) => {
-                    Some(stored_binding(&destination, generation)?)
-                }
-                _ => None,
-            };
-            threads.push((stored_thread(thread)?, binding));
-        }
-        Ok(threads)
+        self.listed_threads(after, limit)?
+            .into_iter()
+            .map(|(thread, binding)| {
+                let binding = binding
+                    .map(|(destination, generation)| stored_binding(&destination, generation))
+                    .transpose()?;
+                Ok((thread, binding))
+            })
+            .collect()
     }
 
     fn pending_threads(
