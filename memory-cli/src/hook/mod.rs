@@ -207,19 +207,21 @@ pub fn refused(
     let failure = Failure::new(refusal.kind().as_str(), refusal.message());
     match database {
         Some(database) => log_failure(database, event, failure),
-        None => {
-            let hook = event.map_or("input", HookEvent::as_str);
-            eprintln!("memory hook {hook}: {} ({})", failure.message, failure.kind);
-        }
+        None => say(event, &failure),
     }
     ExitCode::SUCCESS
 }
 
 /// Says why on standard error and records it in the error log `memory status` reads.
 fn log_failure(database: &Database, event: Option<HookEvent>, failure: Failure) {
+    say(event, &failure);
+    record(database, event, failure);
+}
+
+/// Says why a hook did nothing on standard error.
+fn say(event: Option<HookEvent>, failure: &Failure) {
     let hook = event.map_or("input", HookEvent::as_str);
     eprintln!("memory hook {hook}: {} ({})", failure.message, failure.kind);
-    record(database, event, failure);
 }
 
 /// Records `failure` in the error log `memory status` reads.
