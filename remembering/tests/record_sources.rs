@@ -643,7 +643,7 @@ async fn only_statements_become_memories_each_with_its_evidence_and_counts() {
         &[
             ("caroline", text),
             ("assistant", "I went to a LGBTQ support group yesterday."),
-            ("caroline", "   "),
+            ("caroline", "..."),
         ],
     )
     .await;

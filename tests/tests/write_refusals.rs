@@ -2,9 +2,13 @@
 //! replaces an existing document only at the revision its caller names (a correction made in
 //! between is never overwritten), and empty or whitespace-only text is `invalid-input` on every
 //! write path (`memory put`, `memory_put`, `memory import`, `memory_remember`), with nothing written.
+//! A thread record that says nothing (a blank speaker or text) is refused at every door that appends
+//! (`memory thread append`, `memory_thread_append` over stdio and HTTP, the hook served and
+//! one-shot), with nothing appended.
 
-use integration_tests::product::{Fixture, McpClient, namespace, put};
-use integration_tests::serving::default_flags;
+use integration_tests::hook::{assert_silent_failure, run_hook};
+use integration_tests::product::{Fixture, McpClient, Outcome, namespace, put};
+use integration_tests::serving::{HttpServer, default_flags};
 use serde_json::{Value, json};
 
 const BLANKS: [&str; 3] = ["", "   ", "\n\t \u{3000}"];
@@ -131,4 +135,89 @@ async fn blank_text_is_refused_as_invalid_input_on_every_write_path() {
         .collect();
     assert_eq!(ids, ["kept"], "{listed:#}");
     session.close().await;
+}
+
+/// `memory thread append ARGUMENT`.
+fn append(fixture: &Fixture, argument: &Value) -> Outcome {
+    fixture.run(&["thread", "append", &argument.to_string()])
+}
+
+/// Thread records that say nothing: a blank speaker, and a blank text of each text-bearing kind.
+fn blank_records() -> Vec<Value> {
+    let mut records = vec![json!({"speaker": " ", "body": {"kind": "user_input", "text": "Hi."}})];
+    for kind in ["user_input", "assistant_message", "system_message"] {
+        for blank in BLANKS {
+            records.push(json!({"speaker": "ana", "body": {"kind": kind, "text": blank}}));
+        }
+    }
+    records
+}
+
+#[tokio::test]
+async fn a_blank_thread_record_is_refused_at_every_door_and_appends_nothing() {
+    const THREAD: &str = "blank";
+    let fixture = Fixture::new();
+    // The command line.
+    for record in blank_records() {
+        let refused = append(
+            &fixture,
+            &json!({"thread": THREAD, "record": record, "user": "ana"}),
+        );
+        assert!(
+            refused.refused("invalid-input").contains("blank"),
+            "{refused:#?}"
+        );
+    }
+    // MCP over stdio, and over HTTP with the hook served beside it.
+    let stdio = McpClient::stdio(&fixture, &default_flags(), &[]).await;
+    let server = HttpServer::start(&fixture, &default_flags(), &[]);
+    let http = McpClient::http(&server.url, None)
+        .await
+        .expect("the HTTP session opens");
+    for client in [&stdio, &http] {
+        for record in blank_records() {
+            let refused = client
+                .refused(
+                    "memory_thread_append",
+                    json!({"thread": THREAD, "record": record, "user": "ana"}),
+                    "invalid-input",
+                )
+                .await;
+            assert!(refused.contains("blank"), "{refused}");
+        }
+    }
+    // The hook, served and then one-shot: a blank prompt is the hook's failure, never a record.
+    for no_server in [false, true] {
+        for blank in BLANKS {
+            let input = json!({"session": THREAD, "prompt": blank}).to_string();
+            let mut args = vec![
+                "prompt",
+                "--format",
+                "json",
+                "--user",
+                "ana",
+                "--speaker",
+                "ana",
+            ];
+            if no_server {
+                args.push("--no-server");
+            }
+            let outcome = run_hook(&fixture, &args, &input, &[]);
+            assert!(
+                assert_silent_failure(&outcome).contains("blank"),
+                "{outcome:#?}"
+            );
+        }
+    }
+    stdio.close().await;
+    http.close().await;
+    drop(server);
+    // Nothing was appended: the thread's first record is the next one that says something.
+    let appended = append(
+        &fixture,
+        &json!({"thread": THREAD, "user": "ana",
+                "record": {"speaker": "ana", "body": {"kind": "user_input", "text": "Hi."}}}),
+    );
+    let appended = appended.success();
+    assert_eq!(appended["sequence"], 1, "{appended:#}");
 }

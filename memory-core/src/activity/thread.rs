@@ -113,7 +113,21 @@ impl NewRecord {
     }
 
     /// Checks field limits and the canonical size of the body before anything is stored.
+    ///
+    /// A blank speaker, or a blank text of a user input, assistant message or system message, is
+    /// refused as invalid input: such a record says nothing, and the same blank text is refused by
+    /// every memory write ([`crate::write`]). Every door appends through here.
     pub fn validate(&self) -> Result<(), ActivityError> {
+        if self.speaker.trim().is_empty() {
+            return Err(ActivityError::invalid("speaker", "must not be blank"));
+        }
+        if let RecordBody::UserInput { text }
+        | RecordBody::AssistantMessage { text }
+        | RecordBody::SystemMessage { text } = &self.body
+            && text.trim().is_empty()
+        {
+            return Err(ActivityError::invalid("text", "must not be blank"));
+        }
         let check = |field: &'static str, text: &str, max: usize| {
             if text.len() > max {
                 return Err(ActivityError::TooLarge {
