@@ -34,7 +34,8 @@ fn run(binary: &str, args: &[&str], stdin: &[u8], dir: &std::path::Path) -> Outp
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // A command refused before it reads its input (a bad URL) may close the pipe first.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
     child.wait_with_output().unwrap()
 }
 

@@ -175,7 +175,9 @@ fn spawn_worker(
         .arg("--worker-id")
         .arg(id)
         .args(extra)
-        .env("RUST_LOG", "warn")
+        // The binary's own pass lines ("... pass finished") too: a test signals a worker only
+        // once it has passed, so the stop always finds its signal handlers installed.
+        .env("RUST_LOG", "warn,remembering_worker=info")
         .stderr(Stdio::piped());
     if let Some(spec) = stall_at {
         command.env("REMEMBERING_WORKER_STALL_AT", spec);
@@ -360,12 +362,16 @@ fn two_workers_on_one_database_apply_every_record_exactly_once() {
         "--page-size",
         "1",
     ];
-    let (a, _a_lines) = spawn_worker(&schema, "a", &flags, None);
-    let (b, _b_lines) = spawn_worker(&schema, "b", &flags, None);
-    let mut workers = [a, b];
+    let (a, a_lines) = spawn_worker(&schema, "a", &flags, None);
+    let (b, b_lines) = spawn_worker(&schema, "b", &flags, None);
+    let mut workers = [(a, a_lines), (b, b_lines)];
     let progress = store.progress();
     CursorWatch::default().until_done(&progress, &threads, RECORDS);
-    for worker in &mut workers {
+    for (worker, lines) in &mut workers {
+        assert!(
+            wait_for_line(lines, "pass finished"),
+            "the worker never passed"
+        );
         signal(worker, "-TERM");
         let status = worker.wait();
         assert!(status.success(), "worker exited with {status:?}");

@@ -90,10 +90,24 @@ fn once_processes_threads_and_forget_cleanup_and_signals_stop_cleanly() {
             .arg(&path)
             .arg("--interval-ms")
             .arg("50")
+            .env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Let it run a few passes: every thread is settled, so they claim nothing and write nothing.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Signalled once a pass has finished (every thread is settled, so passes claim nothing and
+        // write nothing): the worker listens for signals before its first pass, so the stop is
+        // always its own clean shutdown, however slowly it started.
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+            child.stderr.take().expect("piped standard error"),
+        ));
+        assert!(
+            lines
+                .by_ref()
+                .map_while(Result::ok)
+                .any(|line| line.contains("pass finished")),
+            "the worker exited before finishing a pass"
+        );
+        std::thread::spawn(move || lines.for_each(drop));
         let killed = Command::new("kill")
             .arg(signal)
             .arg(child.id().to_string())

@@ -50,6 +50,14 @@ pub fn local_user(user: Option<&str>) -> Option<String> {
         .or_else(os_user)
 }
 
+/// Who speaks a local caller's own words when the caller names no speaker: [`local_user`] (`user`,
+/// else `MEMORY_USER`, else the OS user), else `user`. The hook and the Python package both default
+/// to it, so the same words typed through either are the same speaker's statement, and the worker
+/// keeps them as one memory.
+pub fn local_speaker(user: Option<&str>) -> String {
+    local_user(user).unwrap_or_else(|| "user".to_owned())
+}
+
 /// [`local_user`] as a withdrawal's tombstone names them: `user:NAME`; `None` when no user is known
 /// (the tombstone then names no one rather than a made-up name).
 pub fn local_principal(user: Option<&str>) -> Option<String> {

@@ -788,10 +788,10 @@ mod tests {
 }
 
 /// Fault injection for tests (feature `failpoints`): `MEMORY_MODEL_LOAD_FAILPOINT=MS:PATH` makes every
-/// model load write `started` to the file `PATH` as it begins, wait `MS` milliseconds, and write
-/// `loaded` once it has ended, so a test can stop a server in the middle of a load (after it saw
-/// `started`) and see whether the process waited for it. Without the feature the variable is
-/// ignored.
+/// model load write `started` to the file `PATH` as it begins, wait until a file `PATH.release`
+/// exists (at most `MS` milliseconds), and write `loaded` once it has ended, so a test can stop a
+/// server in the middle of a load (after it saw `started`, releasing the load only then) and see
+/// whether the process waited for it. Without the feature the variable is ignored.
 #[cfg(feature = "failpoints")]
 mod model_load_failpoint {
     use std::path::PathBuf;
@@ -804,7 +804,11 @@ mod model_load_failpoint {
         let (millis, path) = spec.split_once(':')?;
         let millis = millis.parse().ok()?;
         let _ = std::fs::write(path, b"started");
-        std::thread::sleep(std::time::Duration::from_millis(millis));
+        let release = PathBuf::from(format!("{path}.release"));
+        let held = std::time::Instant::now();
+        while !release.exists() && held.elapsed() < std::time::Duration::from_millis(millis) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         Some(PathBuf::from(path))
     }
 

@@ -18,6 +18,16 @@ class Engine:
         ``model`` (an object of ``url``, ``model``, ``key_file``, ``fallback`` and ``timeout_ms``),
         each optional, else its ``MEMORY_*`` variable."""
         ...
+    @property
+    def user(self) -> str | None:
+        """The user it was opened with, else ``MEMORY_USER``, else the OS user; ``None`` when no
+        user is known."""
+        ...
+    @property
+    def speaker(self) -> str:
+        """Who speaks the user's words when a call names no speaker: ``user``, else ``"user"``
+        (``memory hook``'s default too)."""
+        ...
     def call(self, operation: str, arguments: str) -> str:
         """Runs ``operation`` with JSON ``arguments``; returns the JSON answer or raises the
         ``agent_memory.errors`` class of the refusal's kind."""

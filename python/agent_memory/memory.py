@@ -187,7 +187,11 @@ class Memory:
         )
         self.namespace: dict[str, Any] = resolved["namespace"]
         self.scope: str = resolved["scope"]
-        self.user = user
+        # Who this memory's user is (``user``, else ``MEMORY_USER``, else the OS user; ``None`` when
+        # none is known), and who speaks their words when a call names no speaker: the rule
+        # ``memory hook`` follows, so the same words through either door are one statement.
+        self.user: str | None = self._engine.user
+        self._speaker: str = self._engine.speaker
 
     # The raw door: one operation of the engine, arguments and answer as the wire JSON.
     def call(self, operation: str, arguments: Mapping[str, Any]) -> Any:
@@ -211,31 +215,29 @@ class Memory:
         id: str | None = None,
     ) -> dict[str, Any]:
         """Remembers ``data``: a text, or messages (``{"role", "content"}`` dicts or strings), one
-        memory per non-empty message, attributed to its speaker (``user`` for the user's own
-        messages). Adding the same text again stores it once (``replayed``). Empty or
+        memory per non-empty message, attributed to its speaker (this memory's ``user`` for the
+        user's own messages). Adding the same text again stores it once (``replayed``). Empty or
         whitespace-only text raises ``InvalidInputError``; an ``id`` naming an existing memory raises
         ``ConflictError`` (``update`` replaces it). Returns ``{"results": [record + "replayed"]}``."""
         if isinstance(data, str):
-            items: list[tuple[str, str | None]] = [(data, user or self.user)]
+            items: list[tuple[str, str]] = [(data, user or self._speaker)]
         else:
             if id is not None:
                 raise InvalidInputError("id: give it with a single text, not messages")
             items = []
             for message in data:
                 if isinstance(message, str):
-                    items.append((message, user or self.user))
+                    items.append((message, user or self._speaker))
                 elif isinstance(message, Mapping):
                     role = str(message.get("role", "user"))
-                    speaker = (user or self.user or "user") if role == "user" else role
+                    speaker = (user or self._speaker) if role == "user" else role
                     items.append((str(message.get("content", "")), speaker))
                 else:
                     raise InvalidInputError("messages: each is a string or {role, content}")
             items = [(text, speaker) for text, speaker in items if text.strip()]
         results = []
         for text, speaker in items:
-            arguments: dict[str, Any] = {"text": text}
-            if speaker is not None:
-                arguments["speaker"] = speaker
+            arguments: dict[str, Any] = {"text": text, "speaker": speaker}
             if metadata is not None:
                 arguments["metadata"] = dict(metadata)
             if id is not None:
@@ -289,8 +291,7 @@ class Memory:
             arguments["expected_revision"] = expected_revision
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
-        if self.user is not None:
-            arguments["speaker"] = self.user
+        arguments["speaker"] = self._speaker
         answer = self._simple("update", arguments)
         record = record_of(answer["document"])
         assert record is not None
@@ -464,7 +465,7 @@ class Memory:
             if kind is None:
                 raise InvalidInputError("role: user or assistant (or give a record)")
             record = {
-                "speaker": speaker or (self.user or "user" if role == "user" else "assistant"),
+                "speaker": speaker or (self._speaker if role == "user" else "assistant"),
                 "body": {"kind": kind, "text": text},
                 "occurred_at": occurred_at,
             }

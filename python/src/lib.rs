@@ -31,7 +31,7 @@ use memory_service::blocking::blocking;
 use memory_service::context::{ContextOperation, ContextTools};
 use memory_service::database::{Client, Database, Opened, Store};
 use memory_service::destination::{
-    DestinationDefaults, DestinationRequest, local_principal, local_user,
+    DestinationDefaults, DestinationRequest, local_principal, local_speaker, local_user,
 };
 use memory_service::grants::Grant;
 use memory_service::input::decode_value;
@@ -436,6 +436,14 @@ struct Engine {
     /// Who the engine's user is: `user:NAME` for the `user` it was opened with, else `MEMORY_USER`,
     /// else the OS user, as `memory withdraw` names it ([`local_principal`]).
     principal: Option<String>,
+    /// The user it was opened with, else `MEMORY_USER`, else the OS user ([`local_user`]); `None`
+    /// when no user is known.
+    #[pyo3(get)]
+    user: Option<String>,
+    /// Who speaks the user's words when a call names no speaker ([`local_speaker`]): the hook's
+    /// default too.
+    #[pyo3(get)]
+    speaker: String,
 }
 
 #[pymethods]
@@ -475,6 +483,8 @@ impl Engine {
         .map(|backend| Self {
             backend: Arc::new(backend),
             principal: local_principal(user),
+            user: local_user(user),
+            speaker: local_speaker(user),
         })
         .map_err(|refusal| refused(py, &refusal))
     }

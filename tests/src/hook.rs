@@ -96,9 +96,9 @@ pub fn run_hook_on(db: &Path, args: &[&str], input: &str, env: &[(&str, &OsStr)]
         .stderr(Stdio::piped());
     let mut child = command.spawn().expect("the binary starts");
     let mut stdin = child.stdin.take().expect("piped standard input");
-    stdin
-        .write_all(input.as_bytes())
-        .expect("the hook reads its input");
+    // A hook refused before it reads its input (a bad setting or flag) may close the pipe first;
+    // its answer is what the test checks.
+    let _ = stdin.write_all(input.as_bytes());
     drop(stdin);
     let output = child.wait_with_output().expect("the binary finishes");
     let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");

@@ -198,6 +198,28 @@ pub async fn ready(base: &str) {
     panic!("the server at {base} did not become ready");
 }
 
+/// Waits until the server at `base` has indexed every change of its store (`/metrics`
+/// `memory_index_lag` 0, read as a loopback caller without a token): its indexer's last write is
+/// committed, so nothing it does next holds the database.
+pub fn wait_until_indexed(base: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        for _ in 0..1_200 {
+            let (status, metrics) = get(&format!("{base}/metrics"), None).await;
+            if status == 200
+                && sample(&parse_metrics(&metrics), "memory_index_lag", &[]) == Some(0.0)
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the server at {base} did not catch its index up");
+    });
+}
+
 /// A plain GET of `url` with an optional bearer token: the status and the body.
 pub async fn get(url: &str, token: Option<&str>) -> (u16, String) {
     let mut request = reqwest::Client::new().get(url);

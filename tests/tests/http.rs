@@ -251,14 +251,15 @@ async fn a_loopback_server_without_a_token_publishes_none() {
 
 /// A server stopped while its model is still loading waits for the load before it exits: exiting
 /// with the model's native runtime half set up on another thread crashed the process (SIGSEGV) now
-/// and then. The failpoint marks the load's start, holds it for a while and marks its end; the test
-/// stops the server once the load has begun (on a busy machine the background load may begin well
-/// after the socket answers), and the end must be marked once the process has exited.
+/// and then. The failpoint marks the load's start, holds it until the test releases it and marks
+/// its end; the test stops the server once the load has begun (on a busy machine the background
+/// load may begin well after the socket answers), releases the load only then, and the end must be
+/// marked once the process has exited.
 #[test]
 fn a_server_stopped_while_loading_waits_for_the_load() {
     let fixture = Fixture::new();
     let marker = fixture.dir.path().join("model-load");
-    let spec = format!("1500:{}", marker.to_str().expect("UTF-8 path"));
+    let spec = format!("60000:{}", marker.to_str().expect("UTF-8 path"));
     let server = HttpServer::start(
         &fixture,
         &default_flags(),
@@ -274,6 +275,11 @@ fn a_server_stopped_while_loading_waits_for_the_load() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(read(), "started", "the load was not held");
+    server.signal("TERM");
+    let mut release = marker.clone().into_os_string();
+    release.push(".release");
+    std::fs::write(release, b"").expect("the release file");
+    // Waits for the exit (a second SIGTERM changes nothing: the server is already stopping).
     let status = server.stop();
     assert!(status.success(), "{status:?}");
     assert_eq!(

@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 
 use integration_tests::hook::{additional_context, claude_input, run_hook};
 use integration_tests::product::{Fixture, Outcome};
-use integration_tests::serving::{HttpServer, wait_until_ready};
+use integration_tests::serving::{HttpServer, wait_until_indexed, wait_until_ready};
 use memory_core::activity::{NewRecord, Sequence, ThreadId, ThreadLog as _};
 use memory_sqlite::thread_log::SqliteThreadLog;
 use serde_json::{Value, json};
@@ -472,6 +472,9 @@ fn a_hung_server_leaves_the_hook_answering_one_shot() {
         Some("My favourite tree is the cork oak."),
     );
     fixture.worker_pass();
+    // Stopped once its indexer has written what the worker remembered: stopped inside that write,
+    // it would hold the database the one-shot hook must write to.
+    wait_until_indexed(&server.base());
     server.signal("STOP");
     let answered = hook_saying(
         &fixture,

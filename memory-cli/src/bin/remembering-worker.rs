@@ -261,21 +261,27 @@ where
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    // Listening before the database is even opened, so a stop at any point (a supervisor's SIGTERM
+    // while a PostgreSQL connection is still being made included) ends the worker cleanly, before
+    // its first pass or between two.
+    let shutdown = memory_cli::signals::shutdown_signal();
     let database = Database::select(Path::new(&args.db), args.schema.as_deref())?;
     let opened = database.open_async(Client::WORKER).await?;
     with_store!(opened, store => {
         let stores = blocking(move || ProcessorStores::open(store)).await??;
-        run_on(&args, stores).await
+        run_on(&args, stores, shutdown).await
     })
 }
 
-/// The schedule over one backend's stores: the same pass loop whatever holds them.
-async fn run_on<W>(args: &Args, stores: ProcessorStores<W>) -> anyhow::Result<()>
+/// The schedule over one backend's stores: the same pass loop whatever holds them, until `shutdown`.
+async fn run_on<W>(
+    args: &Args,
+    stores: ProcessorStores<W>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()>
 where
     W: memory_cli::database::Store,
 {
-    // Listening before any work starts, so a stop at any point after start-up ends the loop cleanly.
-    let shutdown = memory_cli::signals::shutdown_signal();
     let work = Arc::new(build(args, stores)?);
     if args.rescan {
         let log = Arc::clone(&work.log);

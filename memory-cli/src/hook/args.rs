@@ -77,7 +77,8 @@ pub struct HookArgs {
     /// user's sessions (default: the OS user, from $USER, $USERNAME or $LOGNAME).
     #[arg(long, global = true, env = "MEMORY_USER", value_name = "NAME")]
     pub user: Option<String>,
-    /// Who speaks the prompts (default: the OS user, from $USER, $USERNAME or $LOGNAME).
+    /// Who speaks the prompts (default: the user whose memory it is, from --user, $MEMORY_USER or
+    /// the OS user, as the Python package names its user's words).
     #[arg(long, global = true, env = "MEMORY_SPEAKER", value_name = "NAME")]
     pub speaker: Option<String>,
     /// The recall mode.

@@ -99,15 +99,13 @@ pub const SESSION_START_PROMPTS: usize = 3;
 /// The line before the recalled block: the assembled context's ([`crate::context::MEMORY_HEADER`]).
 pub const HEADER: &str = crate::context::MEMORY_HEADER;
 
-/// How long a hook waits for a running server to open a session: a fifth of `--timeout-ms`, at
-/// most [`MAX_SERVER_PATIENCE_MS`]; the rest is left for answering one-shot if it does not (a
-/// healthy server opens one in milliseconds).
+/// How long a hook waits for a running server to open a session: a fifth of `--timeout-ms` (a
+/// second at the default); the rest is left for answering one-shot if it does not (a healthy server
+/// opens one in milliseconds). Not capped below that: a caller who gives the hook a longer deadline
+/// (a busy machine) gives a busy server the same share of it.
 fn server_patience(timeout_ms: u64) -> Duration {
-    Duration::from_millis((timeout_ms / 5).min(MAX_SERVER_PATIENCE_MS))
+    Duration::from_millis(timeout_ms / 5)
 }
-
-/// The most a hook waits for a server to open a session.
-pub const MAX_SERVER_PATIENCE_MS: u64 = 1_000;
 
 /// Why a hook did nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -557,12 +555,13 @@ async fn recall(
     Ok(Some(backend.recall(arguments).await?))
 }
 
+/// `--speaker` (`MEMORY_SPEAKER`), else the input's speaker, else the user whose memory it is
+/// ([`crate::destination::local_speaker`], as the Python package names its user's words).
 fn speaker(args: &HookArgs, input: &HookInput) -> String {
     args.speaker
         .clone()
         .or_else(|| input.speaker.clone())
-        .or_else(crate::destination::os_user)
-        .unwrap_or_else(|| "user".to_owned())
+        .unwrap_or_else(|| crate::destination::local_speaker(args.user.as_deref()))
 }
 
 async fn lock(database: &Database, session: &str) -> Result<SessionLock, Failure> {
