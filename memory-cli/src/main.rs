@@ -47,7 +47,7 @@ fn main() -> ExitCode {
             let refusal = Refusal::invalid_input(format!("command line: {}", error.kind()));
             // The hook's own command line (`memory hook --mode bogus`) is refused as a hook
             // refuses: no database is known yet to log it in, so standard error says it.
-            if std::env::args().skip(1).any(|argument| argument == "hook") {
+            if invoked_subcommand().as_deref() == Some("hook") {
                 return memory_cli::hook::refused(None, None, &refusal);
             }
             return print_refusal(&refusal);
@@ -71,6 +71,18 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The subcommand a command line that failed to parse names, as clap reads it when told to go past
+/// errors: an argument that merely equals a subcommand's name (`--db hook`) is not one.
+fn invoked_subcommand() -> Option<String> {
+    use clap::CommandFactory as _;
+    Cli::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok()?
+        .subcommand_name()
+        .map(str::to_owned)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

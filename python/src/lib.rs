@@ -461,6 +461,8 @@ impl Engine {
         user: Option<&str>,
         settings: Option<&str>,
     ) -> PyResult<Self> {
+        // Who the engine's user is, read once: its namespace, its withdrawals and its speaker follow.
+        let user = local_user(user);
         py.detach(|| {
             let (settings, model) = match settings {
                 Some(text) => {
@@ -475,16 +477,16 @@ impl Engine {
                 None => (SettingValues::default(), ModelValues::default()),
             };
             let defaults = DestinationDefaults {
-                user: local_user(user),
+                user: user.clone(),
                 ..DestinationDefaults::default()
             };
             Backend::open(db, schema, settings, model, defaults)
         })
         .map(|backend| Self {
             backend: Arc::new(backend),
-            principal: local_principal(user),
-            user: local_user(user),
-            speaker: local_speaker(user),
+            principal: local_principal(user.as_deref()),
+            speaker: local_speaker(user.as_deref()),
+            user,
         })
         .map_err(|refusal| refused(py, &refusal))
     }

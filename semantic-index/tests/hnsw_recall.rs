@@ -1,6 +1,7 @@
 //! HNSW against exact search on 10,000 real-model vectors: recall@10 must be at least 0.95 with the
-//! shipped default parameters, and every score it answers must be the exact index's. A quality threshold, not a timing one. Needs the assets of
-//! `scripts/fetch-assets.sh` (embedding 10,000 short sentences takes a few minutes on two cores).
+//! shipped default parameters, and every score it answers must be the exact index's. A quality
+//! threshold, not a timing one. Needs the assets of `scripts/fetch-assets.sh` (embedding 10,000
+//! short sentences takes a few minutes on two cores).
 #![allow(clippy::unwrap_used)]
 
 use crate::common;

@@ -213,6 +213,13 @@ fn a_bad_setting_or_hook_command_line_prints_nothing_exits_0_and_is_shown_by_sta
     for outcome in &unparsed {
         assert!(assert_silent_failure(outcome).contains("command line"));
     }
+    // Another command that merely has `hook` among its arguments is refused as commands are.
+    let other = fixture.run(&["put", "hook", "--bogus"]);
+    assert_eq!(other.code, 2, "{other:#?}");
+    assert!(
+        other.refused("invalid-input").contains("command line"),
+        "{other:#?}"
+    );
     let status = fixture.run(&["status"]);
     let errors = &status.success()["hooks"]["errors"]["by_kind"];
     assert_eq!(errors["invalid-input"]["count"], 4, "{errors:#}");

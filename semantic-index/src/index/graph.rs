@@ -3,8 +3,9 @@
 //! The lists are flat (layer 0: a fixed number of slots per row in one buffer; upper layers, which
 //! hold about one row in `max_connections`, in small lists kept for those rows only), neighbours
 //! are row numbers of the table, no distances are kept, and the vectors are read from the rows the
-//! index hands it ([`WalkRows`]: the table's, or their codes), so the graph holds no copy of them. Loading a persisted graph fills these arrays directly
-//! (`persist.rs`), with no allocation per neighbour. This replaced hnsw_rs, which the crate first
+//! index hands it ([`WalkRows`]: the table's, or their codes), so the graph holds no copy of them.
+//! Loading a persisted graph fills these arrays directly (`persist.rs`), with no allocation per
+//! neighbour. This replaced hnsw_rs, which the crate first
 //! used as the builder: every point it holds owns a copy of its vector, 16 lock-guarded lists and
 //! an `Arc` per neighbour, so a build of 1,000,000 rows held a second copy of the vectors, and its
 //! parallel insertion was slower on two cores than [`Graph::insert_all`].

@@ -269,12 +269,24 @@ impl HnswIndex {
         Ok(())
     }
 
+    /// An index of `graph` over `table` (a loaded graph, or an empty one), coding an f32 table's
+    /// rows for the walk.
     pub(super) fn from_parts(params: HnswParams, table: ChunkTable, graph: Graph) -> Self {
+        let walk = walk_codes(&table);
+        Self::with_walk(params, table, graph, walk)
+    }
+
+    fn with_walk(
+        params: HnswParams,
+        table: ChunkTable,
+        graph: Graph,
+        walk: Option<WalkCodes>,
+    ) -> Self {
         Self {
             params,
-            walk: walk_codes(&table),
             table,
             graph,
+            walk,
             deferred: false,
         }
     }
@@ -295,13 +307,7 @@ impl HnswIndex {
         let Some(graph) = build_graph(&table, walk.as_ref(), &params, cancelled) else {
             return Ok(None);
         };
-        Ok(Some(Self {
-            params,
-            table,
-            graph,
-            walk,
-            deferred: false,
-        }))
+        Ok(Some(Self::with_walk(params, table, graph, walk)))
     }
 
     /// A graph over `exact`'s live rows, in the calling thread (on every core): what the engine

@@ -2,9 +2,9 @@
 //!
 //! The walk is bound by reading rows scattered over the whole table (`graph.rs`): an f32 row at 384
 //! dimensions is 1,536 bytes, its int8 codes 388 (`quantized.rs`). So an f32 index's graph is built
-//! and walked over [`WalkCodes`], a coded copy of its rows, and the index rescores the walk's whole
-//! candidate list in f32 from the table before it ranks (`hnsw.rs`): the codes only steer the
-//! walk, every score an index answers is exact. A compact table holds codes already and is walked
+//! and walked over [`WalkCodes`], a coded copy of its rows, and the index scores the walk's best
+//! candidates (as many as a compact index rescores) in f32 from the table before it ranks
+//! (`hnsw.rs`): the codes only steer the walk, every score an index answers is exact. A compact table holds codes already and is walked
 //! itself. The copy costs a quarter of the f32 rows' memory again, and one coding pass over the
 //! rows wherever an index gets its table whole (a build, a rebuild, a persisted graph's load); an
 //! insertion codes only its new rows.
