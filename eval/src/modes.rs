@@ -26,7 +26,7 @@ use memory_service::refusal::Refusal;
 use memory_service::wire::{RecallMode, RecallResult};
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
-use semantic_index::{Embedder, SemanticIndex};
+use semantic_index::{CrossEncoder, Embedder, SemanticIndex};
 use serde::Serialize;
 
 use crate::corpus::{EvalQuery, document_id};
@@ -109,6 +109,8 @@ pub struct Recaller<'a, E> {
     service: RecallService<SqliteStore>,
     access: MemoryAccess,
     limits: RecallLimits,
+    /// The rerank stage's cross-encoder, if the run loads one.
+    cross: Option<Arc<dyn CrossEncoder>>,
 }
 
 impl<E> std::fmt::Debug for Recaller<'_, E> {
@@ -140,7 +142,15 @@ impl<'a, E: Embedder> Recaller<'a, E> {
             service: RecallService::lexical_only(Arc::clone(store)),
             access,
             limits,
+            cross: None,
         })
+    }
+
+    /// The same recaller with the rerank stage's cross-encoder (`None`: as `--rerank-model off`).
+    #[must_use]
+    pub fn with_cross_encoder(mut self, cross: Option<Arc<dyn CrossEncoder>>) -> Self {
+        self.cross = cross;
+        self
     }
 
     /// The limits recalls run under.
@@ -205,7 +215,10 @@ impl<'a, E: Embedder> Recaller<'a, E> {
         if mode.without_rerank() {
             query = query.with_rerank(false)?;
         }
-        let answer = self.service.recall_over(self.index, query).await?;
+        let answer = self
+            .service
+            .recall_over(self.index, self.cross.clone(), query)
+            .await?;
         Ok(ranked(answer))
     }
 }

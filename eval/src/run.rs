@@ -7,7 +7,7 @@ use std::time::Instant;
 use memory_core::ChangeFeed;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::vectors::SqliteVectorStore;
-use semantic_index::{Embedder, Preprocessing, SemanticIndex};
+use semantic_index::{CrossEncoder, Embedder, Preprocessing, SemanticIndex};
 
 use crate::corpus::{Corpus, CorpusShape, TurnEffect, generate};
 use crate::metrics::percentiles;
@@ -42,6 +42,9 @@ pub struct RunOptions {
     pub lag_samples: usize,
     /// Progress bars.
     pub progress: Progress,
+    /// The rerank stage's cross-encoder, as the binaries load it with `--rerank-model on` (the
+    /// main job loads the real one; `None` ranks as `--rerank-model off`).
+    pub cross_encoder: Option<Arc<dyn CrossEncoder>>,
 }
 
 fn corpus_figures(corpus: &Corpus) -> CorpusFigures {
@@ -157,7 +160,8 @@ pub async fn run<E: Embedder>(
     );
 
     let mut modes = Vec::new();
-    let recaller = Recaller::new(&stores.memory, &semantic.index, access.clone())?;
+    let recaller = Recaller::new(&stores.memory, &semantic.index, access.clone())?
+        .with_cross_encoder(options.cross_encoder.clone());
     for mode in Mode::ALL {
         let (figures, _) = quality::run_mode(&recaller, mode, &corpus.queries, progress).await;
         modes.push(figures);

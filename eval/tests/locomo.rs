@@ -110,6 +110,7 @@ fn the_tuning_is_deterministic() {
             &conversations,
             &embedder,
             None,
+            None,
             0.0,
             &Progress::hidden(),
         )
@@ -169,6 +170,15 @@ fn the_product_defaults_are_the_tuned_values() {
     assert_eq!(
         (hybrid.rerank, hybrid.rerank_weights),
         (tuned.rerank, tuned.rerank_weights)
+    );
+    // The cross-encoder is loaded by default only where the tuning chose it.
+    assert_eq!(
+        (
+            memory_service::semantic::RerankModel::default()
+                == memory_service::semantic::RerankModel::On,
+            hybrid.cross_rerank_weights
+        ),
+        (tuned.cross_rerank, tuned.cross_rerank_weights)
     );
     let preprocessing = SemanticProfile::minilm_l6_v2().preprocessing;
     let expected = match tuned.embedded_text {

@@ -18,6 +18,7 @@ fn tiny_corpus_end_to_end() {
         quick: true,
         lag_samples: 2,
         progress: Progress::hidden(),
+        cross_encoder: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

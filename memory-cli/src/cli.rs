@@ -16,7 +16,13 @@ use crate::database::Database;
 use crate::model_settings::{self, ModelSettings, ModelValues};
 pub use crate::namespace_args::NamespaceArgs;
 use crate::refusal::Refusal;
+use crate::semantic::RerankModel;
 use crate::settings::{self, Settings};
+
+/// `--rerank-model`'s value parser: the one reading of the setting ([`RerankModel::parse`]).
+fn parse_rerank_model(value: &str) -> Result<RerankModel, String> {
+    RerankModel::parse(value).map_err(|refusal| refusal.message().to_owned())
+}
 
 const OVERVIEW: &str = "\
 Every operation takes one JSON argument, inline or on standard input (`-`). Without an argument, standard \
@@ -312,6 +318,21 @@ pub struct Cli {
         value_name = "BYTES"
     )]
     pub max_tool_output_bytes: Option<usize>,
+    /// Load hybrid recall's rerank model (the cross-encoder ms-marco-MiniLM-L-12-v2, int8, which
+    /// scripts/fetch-assets.sh fetches) with the embedding model: `on` or `off`. With it the rerank
+    /// stage reads each recalled passage with the question; without it the stage ranks by the
+    /// signals recall already has. Default `on`, except for `memory hook`, whose one-shot path
+    /// defaults to `off` (loading the model would add about a quarter of a second to every prompt; a
+    /// served hook ranks as its server does). Missing or altered model files are refused
+    /// (unavailable, naming the fetch command) by a hybrid recall that reranks.
+    #[arg(
+        long,
+        global = true,
+        env = settings::RERANK_MODEL_ENV,
+        value_name = "on|off",
+        value_parser = parse_rerank_model
+    )]
+    pub rerank_model: Option<RerankModel>,
     /// The base URL of an OpenAI-compatible chat-completions endpoint (plain HTTP), e.g.
     /// `http://127.0.0.1:8080/v1`, whose model writes a compaction's summary when memory_compact is
     /// called with `summarize: true` (and `memory context --compact`). Needs --model.
@@ -335,12 +356,17 @@ impl Cli {
     /// The settings its flags (or, without them, their variables) give, by the one rule every door
     /// uses ([`Settings::new`]).
     pub fn settings(&self) -> Result<Settings, Refusal> {
-        Settings::new(
+        let rerank_model = self.rerank_model.unwrap_or(match self.command {
+            Command::Hook(_) => RerankModel::Off,
+            _ => RerankModel::On,
+        });
+        Ok(Settings::new(
             self.max_chunks,
             self.compact_vectors,
             self.hnsw_ef_search,
             self.max_tool_output_bytes,
-        )
+        )?
+        .with_rerank_model(rerank_model))
     }
 
     /// The model endpoint its flags (or their variables) name, checked by the one rule every door

@@ -683,7 +683,8 @@ fn list_answer<S: Store>(
 /// `memory doctor`: exit 0 when a complete assets folder is found, 2 otherwise.
 fn run_doctor() -> anyhow::Result<ExitCode> {
     let report = memory_cli::doctor::doctor();
-    let complete = report.assets.complete;
+    // Hybrid recall reranks with the model by default, so its files count as the embedder's do.
+    let complete = report.assets.complete && report.assets.rerank_model.verified;
     print_json(&serde_json::to_value(report)?)?;
     Ok(if complete {
         ExitCode::SUCCESS

@@ -282,3 +282,93 @@ fn store_and_vectors_share_one_database_file() {
         .unwrap();
     assert_eq!(position, 4);
 }
+
+/// The assets folder the binary finds by default (`MEMORY_ASSETS_DIR`, else the workspace's).
+fn default_assets() -> std::path::PathBuf {
+    std::env::var_os("MEMORY_ASSETS_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets"),
+        std::path::PathBuf::from,
+    )
+}
+
+/// An assets folder holding the default folder's runtime and embedding model, and a `reranker/`
+/// made by `reranker` (nothing, or altered files).
+fn assets_with(reranker: impl Fn(&std::path::Path)) -> tempfile::TempDir {
+    let source = default_assets();
+    let folder = tempfile::tempdir().unwrap();
+    for part in ["onnxruntime", "model"] {
+        std::os::unix::fs::symlink(source.join(part), folder.path().join(part)).unwrap();
+    }
+    reranker(folder.path());
+    folder
+}
+
+#[test]
+fn a_missing_or_altered_rerank_model_refuses_reranked_hybrid_recall_and_nothing_else() {
+    let missing = assets_with(|_| {});
+    let altered = assets_with(|folder| {
+        let reranker = folder.join("reranker");
+        std::fs::create_dir(&reranker).unwrap();
+        for entry in std::fs::read_dir(default_assets().join("reranker")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), reranker.join(entry.file_name())).unwrap();
+        }
+        // One byte changed: the file is no longer the pinned one.
+        let model = reranker.join("model.onnx");
+        let mut bytes = std::fs::read(&model).unwrap();
+        bytes[1_000] ^= 0xff;
+        std::fs::write(&model, bytes).unwrap();
+    });
+    for (folder, says) in [
+        (&missing, "reranker/model.onnx"),
+        (&altered, "not the pinned file"),
+    ] {
+        let fixture = Fixture::new();
+        let run = |argument: &Value, rerank_model: Option<&str>| {
+            let mut env = vec![("MEMORY_ASSETS_DIR", folder.path().as_os_str())];
+            if let Some(value) = rerank_model {
+                env.push(("MEMORY_RERANK_MODEL", OsStr::new(value)));
+            }
+            run_with_env(
+                Some(&fixture.db),
+                &["recall", &argument.to_string()],
+                None,
+                &env,
+            )
+        };
+        fixture
+            .call(
+                "put",
+                &put("ada", "op-1", None, "Ada moved to Lisbon last spring."),
+            )
+            .assert_success();
+        // The embedding model is there: indexing needs nothing else.
+        let synced = run_with_env(
+            Some(&fixture.db),
+            &["sync", "{}"],
+            None,
+            &[("MEMORY_ASSETS_DIR", folder.path().as_os_str())],
+        );
+        assert_eq!(synced.json, json!({"indexed": 1, "unindexed": 0}));
+
+        // A hybrid recall that reranks needs the model: refused, naming the file and the fetch
+        // command, never answered with another ranking.
+        let refused = run(&recall("where does Ada live", "hybrid"), None);
+        refused.assert_refused("unavailable");
+        let message = refused.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains("scripts/fetch-assets.sh"), "{message}");
+        assert!(message.contains(says), "{message}");
+
+        // Without the stage, without the model, or in another mode, the same recall answers.
+        let mut unranked = recall("where does Ada live", "hybrid");
+        unranked["rerank"] = json!(false);
+        for outcome in [
+            run(&unranked, None),
+            run(&recall("where does Ada live", "hybrid"), Some("off")),
+            run(&recall("where does Ada live", "exact"), None),
+            run(&recall("Lisbon", "lexical"), None),
+        ] {
+            assert_eq!(recalled_ids(&outcome), vec!["ada".to_owned()]);
+        }
+    }
+}

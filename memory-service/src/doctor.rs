@@ -1,7 +1,8 @@
 //! `memory doctor`: which model assets the lookup finds (see `semantic_index::assets`), which files
-//! are missing, and the command that fetches them. Loads no model and opens no database.
+//! are missing, whether the rerank model in the folder used is the pinned one, and the command that
+//! fetches them. Loads no model and opens no database.
 
-use semantic_index::{FETCH_ASSETS_COMMAND, ModelAssets};
+use semantic_index::{CROSS_ENCODER_SHA256, FETCH_ASSETS_COMMAND, ModelAssets};
 use serde::Serialize;
 
 /// The answer of `memory doctor`.
@@ -24,6 +25,19 @@ pub struct ChosenAssets {
     pub source: Option<&'static str>,
     /// Whether every required file is there (semantic recall works).
     pub complete: bool,
+    /// The rerank stage's cross-encoder in this folder.
+    pub rerank_model: RerankModelReport,
+}
+
+/// The rerank stage's cross-encoder files in the folder used (`reranker/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RerankModelReport {
+    /// Its files that are absent (the runtime library among them when it is).
+    pub missing: Vec<&'static str>,
+    /// The sha256 its model file must have.
+    pub sha256: &'static str,
+    /// Whether the model file is there with that sha256 (and so every file is there).
+    pub verified: bool,
 }
 
 /// One folder the lookup considered.
@@ -59,7 +73,9 @@ pub fn doctor() -> DoctorReport {
             }
         })
         .collect();
-    let fix = (!located.complete).then(|| {
+    let rerank_missing = located.assets.cross_encoder_missing();
+    let verified = located.assets.cross_encoder_is_pinned();
+    let fix = (!located.complete || !verified).then(|| {
         format!(
             "bash {FETCH_ASSETS_COMMAND} {} (from the agent-memory source tree; or set \
              MEMORY_ASSETS_DIR to a complete folder)",
@@ -71,6 +87,11 @@ pub fn doctor() -> DoctorReport {
             dir,
             source: located.source.map(|source| source.as_str()),
             complete: located.complete,
+            rerank_model: RerankModelReport {
+                missing: rerank_missing,
+                sha256: CROSS_ENCODER_SHA256,
+                verified,
+            },
         },
         candidates,
         fix,

@@ -71,7 +71,7 @@ use semantic_index::recall::{
     ExcerptRules, HybridParams, RankingScores, ScoredLookup, ScoredPassage, excerpt_passages,
 };
 use semantic_index::{ChunkingConfig, Embedder, ProfileDigest, SemanticIndex, SemanticProfile};
-use semantic_index::{HybridRecall, IndexKind, QueryLimits, SemanticRecall};
+use semantic_index::{CrossEncoder, HybridRecall, IndexKind, QueryLimits, SemanticRecall};
 
 use crate::blocking::blocking;
 use crate::database::{Following, Store};
@@ -407,7 +407,13 @@ impl<S: Store> RecallService<S> {
             }
         };
         let (index, indexed_at) = index.unzip();
-        let mut result = self.answer(query, index.as_ref(), deadline).await?;
+        // The rerank stage's model, only where the stage runs; a model this process was asked to
+        // load and could not is a refusal here, never a silently different ranking.
+        let cross = match (&self.semantic, query.mode, query.rerank) {
+            (Some(semantic), RecallMode::Hybrid, true) => semantic.cross_encoder().await?,
+            _ => None,
+        };
+        let mut result = self.answer(query, index.as_ref(), cross, deadline).await?;
         result.index_position = indexed_at.map(|at| at.indexed.get());
         result.store_head = indexed_at.map(|at| at.head.get());
         Ok(result)
@@ -418,14 +424,17 @@ impl<S: Store> RecallService<S> {
     /// which is this once its semantic backend has brought its index to the store's head. For an
     /// in-process host that runs its own [`semantic_index::Indexer`] and its own embedder (the eval
     /// harness measures the product's modes through it; its tests use a deterministic embedder).
-    /// The answer names no `index_position`: the caller knows what its index reflects.
+    /// The answer names no `index_position`: the caller knows what its index reflects. `cross` is
+    /// the rerank stage's cross-encoder, as a process loads it with `--rerank-model on` (`None`:
+    /// as with `off`).
     pub async fn recall_over<E: Embedder>(
         &self,
         index: &Arc<SemanticIndex<E, S::Vectors>>,
+        cross: Option<Arc<dyn CrossEncoder>>,
         query: RecallQuery,
     ) -> Result<RecallResult, Refusal> {
         let deadline = tokio::time::Instant::now() + query.limits.timeout();
-        self.answer(query, Some(index), deadline).await
+        self.answer(query, Some(index), cross, deadline).await
     }
 
     /// The mode table: which search backs each mode, how deep it is asked, and how its passages are
@@ -434,6 +443,7 @@ impl<S: Store> RecallService<S> {
         &self,
         query: RecallQuery,
         index: Option<&Arc<SemanticIndex<E, S::Vectors>>>,
+        cross: Option<Arc<dyn CrossEncoder>>,
         deadline: tokio::time::Instant,
     ) -> Result<RecallResult, Refusal> {
         let RecallQuery {
@@ -488,6 +498,7 @@ impl<S: Store> RecallService<S> {
                     };
                     let answered = HybridRecall::new(index, store, access, text, query_limits)
                         .params(params)
+                        .cross_encoder(cross)
                         .revalidation_limits(revalidation)
                         .lookup_answered()
                         .await?;

@@ -49,9 +49,9 @@ use memory_core::vectors::{ProfileDigest, VectorStore};
 use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
-    CompactVectors, FastembedEmbedder, HnswParams, HnswStartup, IndexBounds, Indexer,
-    IndexerOptions, ModelAssets, SemanticIndex, SemanticIndexConfig, SemanticProfile,
-    UnindexedReason,
+    CompactVectors, CrossEncoder, FastembedCrossEncoder, FastembedEmbedder, HnswParams,
+    HnswStartup, IndexBounds, Indexer, IndexerOptions, ModelAssets, SemanticIndex,
+    SemanticIndexConfig, SemanticProfile, UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
@@ -157,6 +157,17 @@ impl<S: Store> std::fmt::Debug for SemanticBackend<S> {
 struct Loaded<V> {
     index: Arc<MemorySemanticIndex<V>>,
     follower: Follower,
+    cross: CrossState,
+}
+
+/// The rerank stage's cross-encoder as the load left it.
+enum CrossState {
+    /// Not loaded: the process runs with `--rerank-model off`.
+    Off,
+    /// Loaded.
+    Ready(Arc<dyn CrossEncoder>),
+    /// Loading failed; the message names the file and the fetch command (never input text).
+    Failed(String),
 }
 
 enum Follower {
@@ -548,6 +559,16 @@ impl<S: Store> SemanticBackend<S> {
             ));
         }
         let model_in_flight = Arc::clone(&in_flight);
+        let cross = match self.options.rerank_model {
+            RerankModel::Off => None,
+            RerankModel::On => {
+                let (assets, cross_in_flight) = (self.assets.clone(), Arc::clone(&in_flight));
+                Some(tokio::spawn(blocking(move || {
+                    let _in_flight = cross_in_flight;
+                    FastembedCrossEncoder::load(&assets)
+                })))
+            }
+        };
         // Reading and initializing the model takes a while; keep it off the async workers. The
         // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
         // longer of the two, not their sum.
@@ -614,8 +635,37 @@ impl<S: Store> SemanticBackend<S> {
                 Follower::Background(RwLock::new(Some(indexer)))
             }
         };
+        let cross = match cross {
+            None => CrossState::Off,
+            Some(task) => match task.await {
+                Ok(Ok(Ok(cross))) => CrossState::Ready(Arc::new(cross)),
+                Ok(Ok(Err(error))) => {
+                    tracing::warn!("rerank model not loaded: {error}");
+                    CrossState::Failed(format!("the rerank model is not loaded: {error}"))
+                }
+                Ok(Err(_)) | Err(_) => {
+                    CrossState::Failed("loading the rerank model failed".to_owned())
+                }
+            },
+        };
         tracing::debug!(chunks = index.stats().live_chunks, "semantic index ready");
-        Ok(Loaded { index, follower })
+        Ok(Loaded {
+            index,
+            follower,
+            cross,
+        })
+    }
+
+    /// The cross-encoder hybrid recall's rerank stage scores with, loading the index first if it
+    /// is not: `None` when this process does not load one (`--rerank-model off`), refused
+    /// (`unavailable`, naming the missing or mismatched file and the fetch command) when loading it
+    /// failed: a recall that asks for the stage is never silently ranked without its model.
+    pub async fn cross_encoder(&self) -> Result<Option<Arc<dyn CrossEncoder>>, Refusal> {
+        match &self.loaded().await?.cross {
+            CrossState::Off => Ok(None),
+            CrossState::Ready(cross) => Ok(Some(Arc::clone(cross))),
+            CrossState::Failed(message) => Err(Refusal::unavailable(message.clone())),
+        }
     }
 
     /// The store's head, read on the blocking pool.
@@ -661,6 +711,40 @@ impl<S: Store> SemanticBackend<S> {
     }
 }
 
+/// Whether a process loads the rerank stage's cross-encoder (`--rerank-model`,
+/// `MEMORY_RERANK_MODEL`; see semantic-index's `cross_encoder` module).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RerankModel {
+    /// Loaded with the embedder; hybrid recall's rerank stage scores with it (the default of every
+    /// door but the one-shot hook).
+    #[default]
+    On,
+    /// Not loaded; the stage ranks by the signals recall already has (the one-shot hook's
+    /// default: loading the model costs its path more than the 150 ms it may add).
+    Off,
+}
+
+impl RerankModel {
+    /// `on` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+
+    /// Parses the flag's and the variable's value by the one reading of an on/off setting
+    /// ([`crate::settings::parse_switch`]: `on`/`off`, `1`/`0`, `true`/`false`, `yes`/`no`).
+    pub fn parse(value: &str) -> Result<Self, Refusal> {
+        match crate::settings::parse_switch(value) {
+            Ok(true) => Ok(Self::On),
+            Ok(false) => Ok(Self::Off),
+            Err(message) => Err(Refusal::invalid_input(format!("rerank model: {message}"))),
+        }
+    }
+}
+
 /// What the global index flags ask of every semantic index a command opens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexOptions {
@@ -671,6 +755,8 @@ pub struct IndexOptions {
     pub compact_vectors: bool,
     /// The HNSW search width (`--hnsw-ef-search`; `None`: [`HnswParams`]'s default).
     pub hnsw_ef_search: Option<usize>,
+    /// Whether the rerank stage's cross-encoder is loaded with the embedder (`--rerank-model`).
+    pub rerank_model: RerankModel,
 }
 
 impl IndexOptions {

@@ -27,7 +27,7 @@ use memory_core::activity::ToolOutputBound;
 use serde::{Deserialize, Serialize};
 
 use crate::refusal::Refusal;
-use crate::semantic::IndexOptions;
+use crate::semantic::{IndexOptions, RerankModel};
 
 /// Most chunks the semantic index holds (`--max-chunks`).
 pub const MAX_CHUNKS_ENV: &str = "MEMORY_MAX_CHUNKS";
@@ -39,6 +39,8 @@ pub const HNSW_EF_SEARCH_ENV: &str = "MEMORY_HNSW_EF_SEARCH";
 pub const MAX_TOOL_OUTPUT_BYTES_ENV: &str = "MEMORY_MAX_TOOL_OUTPUT_BYTES";
 /// How the remembering worker links corrections (`remembering-worker --corrections`).
 pub const CORRECTIONS_ENV: &str = "MEMORY_CORRECTIONS";
+/// The variable of `--rerank-model` (`on` or `off`).
+pub const RERANK_MODEL_ENV: &str = "MEMORY_RERANK_MODEL";
 /// The budget `memory_context_remaining` measures against when a call names none
 /// (`memory serve --context-budget`).
 pub const CONTEXT_BUDGET_ENV: &str = "MEMORY_CONTEXT_BUDGET";
@@ -138,6 +140,9 @@ pub struct SettingValues {
     /// `--max-tool-output-bytes` / `MEMORY_MAX_TOOL_OUTPUT_BYTES`.
     #[serde(default)]
     pub max_tool_output_bytes: Option<usize>,
+    /// `--rerank-model` / `MEMORY_RERANK_MODEL` (`"on"` or `"off"`).
+    #[serde(default)]
+    pub rerank_model: Option<RerankModel>,
     /// `remembering-worker --corrections` / `MEMORY_CORRECTIONS`.
     #[serde(default)]
     pub corrections: Option<Corrections>,
@@ -179,6 +184,7 @@ impl Settings {
             max_chunks,
             compact_vectors,
             hnsw_ef_search,
+            rerank_model: RerankModel::default(),
         };
         index.check()?;
         let tool_output = match max_tool_output_bytes {
@@ -201,6 +207,13 @@ impl Settings {
     #[must_use]
     pub fn with_context(mut self, context: ContextSettings) -> Self {
         self.context = context;
+        self
+    }
+
+    /// The same settings with the rerank model loaded or not (`--rerank-model`).
+    #[must_use]
+    pub fn with_rerank_model(mut self, rerank_model: RerankModel) -> Self {
+        self.index.rerank_model = rerank_model;
         self
     }
 
@@ -291,7 +304,14 @@ impl Settings {
             or_env(given.max_tool_output_bytes, MAX_TOOL_OUTPUT_BYTES_ENV)?,
         )?
         .with_corrections(corrections)
-        .with_context(context))
+        .with_context(context)
+        .with_rerank_model(match given.rerank_model {
+            Some(given) => given,
+            None => match text(RERANK_MODEL_ENV)? {
+                None => RerankModel::default(),
+                Some(value) => RerankModel::parse(&value)?,
+            },
+        }))
     }
 }
 
@@ -338,10 +358,12 @@ mod tests {
             context_budget: Some(9_000),
             context_capacity: None,
             notes_id: None,
+            rerank_model: Some(RerankModel::Off),
         };
         let settings = given(
             values,
             &[
+                (RERANK_MODEL_ENV, "on"),
                 (MAX_CHUNKS_ENV, "5"),
                 (COMPACT_VECTORS_ENV, "1"),
                 (HNSW_EF_SEARCH_ENV, "32"),
@@ -366,6 +388,19 @@ mod tests {
         assert_eq!(settings.index.hnsw_ef_search, Some(32));
         assert_eq!(settings.tool_output.get(), 4096);
         assert_eq!(settings.corrections, Corrections::Off);
+        assert_eq!(settings.index.rerank_model, RerankModel::Off);
+        assert_eq!(
+            from(&[(RERANK_MODEL_ENV, "off")])
+                .expect("valid")
+                .index
+                .rerank_model,
+            RerankModel::Off
+        );
+        assert_eq!(
+            from(&[]).expect("valid").index.rerank_model,
+            RerankModel::On
+        );
+        assert!(from(&[(RERANK_MODEL_ENV, "maybe")]).is_err());
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct StatusResult {
     pub unindexed: UnindexedStatus,
     /// The HNSW graph as a one-shot command finds it.
     pub hnsw: GraphStatus,
+    /// Whether this process's hybrid recall reranks with the cross-encoder: `on` or `off`
+    /// (`--rerank-model`, `MEMORY_RERANK_MODEL`; `memory doctor` says whether its files are there).
+    pub rerank_model: &'static str,
     /// The thread log and what the worker made of it (see [`ThreadStatus`]).
     pub threads: ThreadStatus,
 }
@@ -221,6 +224,7 @@ pub async fn status<S: Store>(
             builds: graph_builds,
             rejected: graph_loads_rejected,
         },
+        rerank_model: options.rerank_model.as_str(),
         threads,
     })
 }

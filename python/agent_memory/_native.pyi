@@ -14,7 +14,8 @@ class Engine:
     ) -> None:
         """``user`` is who the engine's withdrawals name (``user:NAME``); without it
         ``MEMORY_USER``, else the OS user. ``settings`` is JSON of ``max_chunks``,
-        ``compact_vectors``, ``hnsw_ef_search``, ``max_tool_output_bytes``, ``corrections`` and
+        ``compact_vectors``, ``hnsw_ef_search``, ``max_tool_output_bytes``, ``rerank_model``
+        (``"on"`` or ``"off"``), ``corrections`` and
         ``model`` (an object of ``url``, ``model``, ``key_file``, ``fallback`` and ``timeout_ms``),
         each optional, else its ``MEMORY_*`` variable."""
         ...

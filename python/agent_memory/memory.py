@@ -117,7 +117,10 @@ class Memory:
     the semantic index's capacity), ``compact_vectors`` (``MEMORY_COMPACT_VECTORS``, int8 codes
     in memory), ``hnsw_ef_search`` (``MEMORY_HNSW_EF_SEARCH``, the HNSW search width) and
     ``max_tool_output_bytes`` (``MEMORY_MAX_TOOL_OUTPUT_BYTES``, the stored bound of a tool
-    result's output). ``context_budget`` and ``context_capacity`` (``MEMORY_CONTEXT_BUDGET``,
+    result's output); ``rerank_model`` (``MEMORY_RERANK_MODEL``, ``"on"`` by default or
+    ``"off"``) says whether hybrid recall's rerank stage loads its cross-encoder (without it the
+    stage ranks by the signals recall already has; with it, missing model files raise
+    ``UnavailableError`` naming ``scripts/fetch-assets.sh``). ``context_budget`` and ``context_capacity`` (``MEMORY_CONTEXT_BUDGET``,
     ``MEMORY_CONTEXT_CAPACITY``, as ``memory serve --context-budget --context-capacity``) are what
     :meth:`context_remaining` measures against and reports; ``notes_id`` (``MEMORY_NOTES_ID``) the
     id of each thread's notes document (default ``notes/{thread}``). ``corrections`` (``MEMORY_CORRECTIONS``, as ``remembering-worker
@@ -147,6 +150,7 @@ class Memory:
         compact_vectors: bool | None = None,
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
+        rerank_model: str | None = None,
         corrections: str | None = None,
         model_url: str | None = None,
         model: str | None = None,
@@ -164,6 +168,7 @@ class Memory:
             "compact_vectors": compact_vectors,
             "hnsw_ef_search": hnsw_ef_search,
             "max_tool_output_bytes": max_tool_output_bytes,
+            "rerank_model": rerank_model,
             "corrections": corrections,
             "context_budget": context_budget,
             "context_capacity": context_capacity,
@@ -686,6 +691,7 @@ class AsyncMemory:
         compact_vectors: bool | None = None,
         hnsw_ef_search: int | None = None,
         max_tool_output_bytes: int | None = None,
+        rerank_model: str | None = None,
         corrections: str | None = None,
         model_url: str | None = None,
         model: str | None = None,
@@ -706,6 +712,7 @@ class AsyncMemory:
             compact_vectors=compact_vectors,
             hnsw_ef_search=hnsw_ef_search,
             max_tool_output_bytes=max_tool_output_bytes,
+            rerank_model=rerank_model,
             corrections=corrections,
             model_url=model_url,
             model=model,

@@ -77,7 +77,9 @@ def test_index_config_and_index_false(database: dict) -> None:
     store.put(("n",), "a", {"title": "Gardening tips", "body": "quantum chromodynamics"})
     store.put(("n",), "b", {"title": "Particle physics", "body": "roses"}, index=["body"])
     store.put(("n",), "c", {"title": "Not indexed at all: gardening"}, index=False)
-    hits = [i.key for i in store.search(("n",), query="gardening", limit=1)]
+    # Two words: on the one word "gardening" the rerank model reads "roses" as the better answer
+    # (logit 8.0 against 1.6 for "Gardening tips"), which says nothing of what is indexed.
+    hits = [i.key for i in store.search(("n",), query="gardening tips", limit=1)]
     assert hits == ["a"]
     # Only the embedded fields are searched: "body" of a is not, "body" of b is.
     roses = store.search(("n",), query="roses", limit=3)

@@ -244,6 +244,7 @@ def test_namespaces_are_isolated(database: dict) -> None:
 def test_doctor_reports_assets() -> None:
     report = agent_memory.doctor()
     assert report["assets"]["complete"] is True
+    assert report["assets"]["rerank_model"]["verified"] is True
     assert report["fix"] is None
     assert agent_memory.__version__
 

@@ -6,10 +6,12 @@ is opened."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from agent_memory import ConflictError, InvalidInputError, Memory, TooLargeError
+from agent_memory import ConflictError, InvalidInputError, Memory, TooLargeError, UnavailableError
 
 
 def _open(database: dict, **settings: object) -> Memory:
@@ -214,3 +216,37 @@ def test_a_memory_without_a_namespace_is_the_user_s_own_as_the_hook_resolves_it(
     monkeypatch.delenv("MEMORY_USER")
     from_os = Memory(database["db"], schema=database["schema"])
     assert from_os.namespace["identity"] == {"user": "osuser"}
+
+
+@pytest.mark.parametrize("door", ["environment", "argument"])
+def test_the_rerank_model_setting_takes_effect(
+    database: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, door: str
+) -> None:
+    # The embedding model and runtime, without the rerank model's files.
+    source = Path(os.environ["MEMORY_ASSETS_DIR"])
+    for part in ("onnxruntime", "model"):
+        (tmp_path / part).symlink_to(source / part)
+    monkeypatch.setenv("MEMORY_ASSETS_DIR", str(tmp_path))
+    memory = _open_through(
+        door,
+        database,
+        monkeypatch,
+        "MEMORY_RERANK_MODEL",
+        "off",
+        {"rerank_model": "off"},
+        overridden="on",
+    )
+    assert memory.status()["rerank_model"] == "off"
+    memory.add("Ana keeps her bicycle in the cellar.")
+    memory.sync()
+    # Hybrid recall reranks without the model: its absence changes nothing.
+    found = memory.search("where is the bicycle")
+    assert [r["memory"] for r in found["results"]] == ["Ana keeps her bicycle in the cellar."]
+    # With the model asked for (the default), its missing files refuse the same recall.
+    monkeypatch.delenv("MEMORY_RERANK_MODEL", raising=False)
+    with_model = _open(database)
+    assert with_model.status()["rerank_model"] == "on"
+    with pytest.raises(UnavailableError, match="fetch-assets"):
+        with_model.search("where is the bicycle")
+    with pytest.raises(InvalidInputError):
+        _open(database, rerank_model="sometimes")

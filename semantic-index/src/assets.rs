@@ -5,7 +5,12 @@
 //! <dir>/onnxruntime/libonnxruntime.so
 //! <dir>/model/model.onnx
 //! <dir>/model/{tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json}
+//! <dir>/reranker/model.onnx
+//! <dir>/reranker/{tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json}
 //! ```
+//! The `reranker/` files are the rerank stage's cross-encoder ([`crate::cross_encoder`]): not needed
+//! to embed, so a folder without them is still complete; a process that loads the cross-encoder
+//! checks them itself ([`ModelAssets::check_cross_encoder`]).
 //! Lookup ([`ModelAssets::from_env`], [`ModelAssets::locate`]), first match wins:
 //! 1. `$MEMORY_ASSETS_DIR` when set (used even when incomplete: an explicit choice is never second-guessed);
 //! 2. `assets/` beside the running binary (`<dir of the executable>/assets`, the executable's real path,
@@ -22,7 +27,15 @@
 
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
+use crate::cross_encoder::CROSS_ENCODER_SHA256;
 use crate::error::EmbedError;
+
+/// The lower-case hex sha256 of `bytes`: how a model file is checked against its pin.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    memory_core::ids::lower_hex(&Sha256::digest(bytes))
+}
 
 /// The environment variable naming the assets folder.
 pub const ASSETS_DIR_ENV: &str = "MEMORY_ASSETS_DIR";
@@ -37,6 +50,16 @@ pub const TOKENIZER_FILES: [&str; 4] = [
     "model/config.json",
     "model/special_tokens_map.json",
     "model/tokenizer_config.json",
+];
+
+/// The cross-encoder's ONNX model, relative to the assets folder.
+pub const CROSS_ENCODER_MODEL_FILE: &str = "reranker/model.onnx";
+/// The cross-encoder's tokenizer files, relative to the assets folder, in `TokenizerFiles`' order.
+pub const CROSS_ENCODER_TOKENIZER_FILES: [&str; 4] = [
+    "reranker/tokenizer.json",
+    "reranker/config.json",
+    "reranker/special_tokens_map.json",
+    "reranker/tokenizer_config.json",
 ];
 
 /// The assets folder.
@@ -147,6 +170,40 @@ impl ModelAssets {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Every file the cross-encoder needs, relative to the folder (the runtime library first).
+    pub fn cross_encoder_files() -> Vec<&'static str> {
+        let mut files = vec![RUNTIME_LIBRARY, CROSS_ENCODER_MODEL_FILE];
+        files.extend(CROSS_ENCODER_TOKENIZER_FILES);
+        files
+    }
+
+    /// The cross-encoder's files that are not there (relative to the folder).
+    pub fn cross_encoder_missing(&self) -> Vec<&'static str> {
+        Self::cross_encoder_files()
+            .into_iter()
+            .filter(|file| !self.root.join(file).is_file())
+            .collect()
+    }
+
+    /// Checks that every cross-encoder file is present; the error names the first missing one and
+    /// the fetch command.
+    pub fn check_cross_encoder(&self) -> Result<(), EmbedError> {
+        match self.cross_encoder_missing().first() {
+            Some(file) => Err(EmbedError::MissingAsset {
+                path: self.root.join(file),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether every cross-encoder file is there and its model file is the pinned one (reads it
+    /// whole: 34 MB).
+    pub fn cross_encoder_is_pinned(&self) -> bool {
+        self.cross_encoder_missing().is_empty()
+            && std::fs::read(self.root.join(CROSS_ENCODER_MODEL_FILE))
+                .is_ok_and(|bytes| sha256_hex(&bytes) == CROSS_ENCODER_SHA256)
     }
 
     pub(crate) fn read(&self, relative: &str) -> Result<Vec<u8>, EmbedError> {

@@ -32,6 +32,15 @@ pub enum EmbedError {
     /// The model file is not the one the profile names.
     #[error("model file does not match the profile's model_revision")]
     ModelMismatch,
+    /// The cross-encoder's model file is not the pinned one ([`crate::cross_encoder`]).
+    #[error(
+        "cross-encoder model {path} is not the pinned file (run `{FETCH_ASSETS_COMMAND}` to fetch it again)",
+        path = path.display()
+    )]
+    CrossEncoderMismatch {
+        /// The model file.
+        path: PathBuf,
+    },
     /// The model failed to load or run.
     #[error("embedding model failed: {detail}")]
     Model {

@@ -30,6 +30,7 @@
 
 pub mod assets;
 pub mod chunk;
+pub mod cross_encoder;
 pub mod embed;
 pub mod engine;
 pub mod error;
@@ -44,6 +45,7 @@ pub mod tokens;
 
 pub use assets::{ASSETS_DIR_ENV, AssetsSource, Candidate, Located, ModelAssets};
 pub use chunk::{Chunk, ChunkId, chunk_text};
+pub use cross_encoder::{CROSS_ENCODER_SHA256, CrossEncoder, FastembedCrossEncoder};
 pub use embed::{DeterministicEmbedder, Embedder, checked_embeddings};
 pub use engine::{
     EmbeddingUsage, GraphOrigin, HNSW_INLINE_BUILD_MAX_CHUNKS, HnswStartup, HnswStatus, IndexStats,
@@ -63,9 +65,10 @@ pub use limits::{QueryLimits, RefreshLimits};
 pub use memory_core::vectors::{SourceGeneration, UnindexedReason};
 pub use profile::{ChunkingConfig, Preprocessing, ProfileDigest, SemanticProfile};
 pub use recall::{
-    AnsweredLookup, DEFAULT_RERANK_WEIGHTS, Fused, FusionMethod, HybridParams, HybridRecall,
-    RerankQuery, RerankSignals, RerankWeights, ScoredLookup, ScoredPassage, SemanticRecall,
-    borrow_from_neighbours, fuse_rankings, hybrid_lookup, hybrid_lookup_answered, order_by_rerank,
-    semantic_lookup, semantic_lookup_answered,
+    AnsweredLookup, CROSS_ENCODER_DEPTH, DEFAULT_CROSS_RERANK_WEIGHTS, DEFAULT_RERANK_WEIGHTS,
+    Fused, FusionMethod, HybridParams, HybridRecall, RerankQuery, RerankSignals, RerankWeights,
+    ScoredLookup, ScoredPassage, SemanticRecall, borrow_from_neighbours, cross_encoder_choice,
+    cross_encoder_text, cross_rank_signals, fuse_rankings, hybrid_lookup, hybrid_lookup_answered,
+    order_by_rerank, semantic_lookup, semantic_lookup_answered,
 };
 pub use tokens::TokenizerCounter;

@@ -21,9 +21,9 @@ use memory_core::{
 use memory_sqlite::vectors::SqliteVectorStore;
 use semantic_index::recall::{ScoredLookup, chunk_passage_id};
 use semantic_index::{
-    ChunkingConfig, DeterministicEmbedder, EmbedError, Embedder, HybridParams, HybridRecall,
-    IndexKind, Preprocessing, QueryLimits, RerankWeights, SemanticIndex, SemanticIndexConfig,
-    SemanticProfile, SemanticRecall,
+    ChunkingConfig, CrossEncoder, DeterministicEmbedder, EmbedError, Embedder, HybridParams,
+    HybridRecall, IndexKind, Preprocessing, QueryLimits, RerankWeights, SemanticIndex,
+    SemanticIndexConfig, SemanticProfile, SemanticRecall,
 };
 
 const DIMENSIONS: usize = 64;
@@ -481,9 +481,175 @@ fn by_coverage(weight: f64) -> HybridParams {
             coverage: weight,
             speaker: 0.0,
             brevity: 0.0,
+            cross: 0.0,
         },
         ..HybridParams::default()
     }
+}
+
+/// A cross-encoder that favours texts holding `word` (0.9, else 0.1) and records every text it
+/// was given; or fails every call.
+#[derive(Debug)]
+struct WordCross {
+    word: &'static str,
+    seen: Mutex<Vec<String>>,
+    fails: bool,
+}
+
+impl WordCross {
+    fn favouring(word: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            word,
+            seen: Mutex::new(Vec::new()),
+            fails: false,
+        })
+    }
+}
+
+impl CrossEncoder for WordCross {
+    fn score(&self, _query: &str, texts: &[&str]) -> Result<Vec<f64>, EmbedError> {
+        if self.fails {
+            return Err(EmbedError::Model {
+                detail: "scripted failure".to_owned(),
+            });
+        }
+        self.seen
+            .lock()
+            .unwrap()
+            .extend(texts.iter().map(|text| (*text).to_owned()));
+        Ok(texts
+            .iter()
+            .map(|text| if text.contains(self.word) { 0.9 } else { 0.1 })
+            .collect())
+    }
+}
+
+/// Weights that order by the cross-encoder's score alone.
+fn by_cross() -> HybridParams {
+    HybridParams {
+        rerank: true,
+        embedding_weight: 0.0,
+        cross_rerank_weights: RerankWeights {
+            fused: 0.0,
+            lexical: 0.0,
+            embedding: 0.0,
+            coverage: 0.0,
+            speaker: 0.0,
+            brevity: 0.0,
+            cross: 1.0,
+        },
+        ..HybridParams::default()
+    }
+}
+
+#[tokio::test]
+async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
+    let mut fixture = Fixture::new().await;
+    fixture.put("first", "apples grow on apple trees").await;
+    fixture.put("second", "red apples taste sweet").await;
+    fixture.store.script_lexical(&["first", "second"]);
+    let query = "red apples";
+    // Without a cross-encoder the stage's weights without one apply: fused order.
+    let plain = passages(
+        fixture
+            .hybrid(query)
+            .params(by_cross())
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&plain), ["first", "second"]);
+    let cross = WordCross::favouring("sweet");
+    let shared: Arc<dyn CrossEncoder> = cross.clone();
+    let scored = scores(
+        fixture
+            .hybrid(query)
+            .params(by_cross())
+            .cross_encoder(Some(Arc::clone(&shared)))
+            .lookup_scored()
+            .await
+            .unwrap(),
+    );
+    // The model's best read takes rank signal 1, the next 1/2.
+    assert_eq!(
+        scored,
+        [("second".to_owned(), 1.0), ("first".to_owned(), 0.5)]
+    );
+    // `rerank: false` turns the model off with the rest of the stage.
+    let off = HybridParams {
+        rerank: false,
+        ..by_cross()
+    };
+    let unranked = passages(
+        fixture
+            .hybrid(query)
+            .params(off)
+            .cross_encoder(Some(Arc::clone(&shared)))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&unranked), ["first", "second"]);
+
+    // Corrected in the store while the index still holds the old text: the model reads the
+    // revalidated text, never the indexed one.
+    fixture
+        .store
+        .documents
+        .put("first", "sweet apples, corrected")
+        .await;
+    fixture.store.script_lexical(&["first", "second"]);
+    cross.seen.lock().unwrap().clear();
+    let corrected = passages(
+        fixture
+            .hybrid(query)
+            .params(by_cross())
+            .cross_encoder(Some(Arc::clone(&shared)))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        corrected.first().map(|p| p.content.text.as_str()),
+        Some("sweet apples, corrected")
+    );
+    let seen = cross.seen.lock().unwrap().clone();
+    assert!(
+        !seen.iter().any(|text| text.contains("apple trees")),
+        "{seen:?}"
+    );
+
+    // Withdrawn while still ranked: however much the model favours it, revalidation refused it.
+    fixture.store.documents.withdraw("first").await;
+    fixture.store.script_lexical(&["first", "second"]);
+    let after = passages(
+        fixture
+            .hybrid(query)
+            .params(by_cross())
+            .cross_encoder(Some(Arc::clone(&shared)))
+            .lookup()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(source_ids(&after), ["second"]);
+
+    // A model that fails answers unavailable, never a ranking without it.
+    let failing: Arc<dyn CrossEncoder> = Arc::new(WordCross {
+        word: "sweet",
+        seen: Mutex::new(Vec::new()),
+        fails: true,
+    });
+    let failed = fixture
+        .hybrid(query)
+        .params(by_cross())
+        .cross_encoder(Some(failing))
+        .lookup_scored()
+        .await
+        .unwrap();
+    assert!(
+        matches!(failed, ScoredLookup::Unavailable { .. }),
+        "{failed:?}"
+    );
 }
 
 #[tokio::test]

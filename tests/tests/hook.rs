@@ -175,6 +175,51 @@ fn a_broken_database_or_a_missing_model_prints_nothing_exits_0_and_is_shown_by_s
     assert_eq!(errors["by_kind"]["invalid-input"]["last"]["hook"], "input");
 }
 
+#[test]
+fn the_one_shot_hook_loads_no_rerank_model_unless_asked() {
+    let fixture = Fixture::new();
+    let session = "no-reranker";
+    let said = prompt(&fixture, session, "I moved to Lisbon last spring.", &[]);
+    assert_eq!(said.code, 0, "{said:#?}");
+    fixture.worker_pass();
+    // The embedding model and runtime, without the rerank model's files.
+    let source = std::env::var_os("MEMORY_ASSETS_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets"),
+        std::path::PathBuf::from,
+    );
+    let assets = tempfile::tempdir().expect("assets folder");
+    for part in ["onnxruntime", "model"] {
+        std::os::unix::fs::symlink(source.join(part), assets.path().join(part)).expect("link");
+    }
+    let transcript = fixture.dir.path().join(format!("{session}.jsonl"));
+    let ask = |args: &[&str]| {
+        let input = claude_input(
+            "user-prompt-submit.json",
+            session,
+            &transcript,
+            Some("Where did I move?"),
+        );
+        let mut all = vec!["prompt"];
+        all.extend_from_slice(args);
+        run_hook(
+            &fixture,
+            &all,
+            &input,
+            &[("MEMORY_ASSETS_DIR", assets.path().as_os_str())],
+        )
+    };
+    // By default the one-shot path reranks without the model, so its absence changes nothing.
+    let answered = ask(&[]);
+    assert!(
+        additional_context(&answered, "UserPromptSubmit").contains("Lisbon"),
+        "{answered:#?}"
+    );
+    // Asked to load it, the hook needs its files: a hook failure naming the fetch command.
+    let asked = ask(&["--rerank-model", "on"]);
+    let stderr = assert_silent_failure(&asked);
+    assert!(stderr.contains("scripts/fetch-assets.sh"), "{stderr}");
+}
+
 /// A setting or command line the hook cannot run with is a hook failure like any other: exit 0,
 /// nothing on standard output (a host reads a prompt hook's exit 2 as "block the prompt"), the
 /// reason on standard error and in the error log; nothing is appended.

@@ -328,6 +328,10 @@ fn a_binary_copied_with_its_assets_beside_it_finds_them() {
     assert_eq!(code, Some(0), "{report:#}");
     assert_eq!(report["assets"]["source"], "beside_binary", "{report:#}");
     assert_eq!(report["assets"]["complete"], true);
+    assert_eq!(
+        report["assets"]["rerank_model"]["verified"], true,
+        "{report:#}"
+    );
     let beside = bin.canonicalize().expect("bin folder").join("assets");
     assert_eq!(report["assets"]["dir"], beside.display().to_string());
     assert!(report["fix"].is_null());
@@ -367,5 +371,36 @@ fn a_binary_copied_with_its_assets_beside_it_finds_them() {
     assert!(
         fix.contains("fetch-assets.sh") && fix.contains("empty-assets"),
         "{fix}"
+    );
+
+    // The embedding model without the rerank model: semantic recall works, hybrid recall's
+    // default stage does not, so the folder is reported incomplete with the same fix.
+    let embedder_only = install.path().join("embedder-only");
+    std::fs::create_dir_all(&embedder_only).expect("folder");
+    for part in ["onnxruntime", "model"] {
+        std::os::unix::fs::symlink(
+            workspace_assets()
+                .canonicalize()
+                .expect("assets")
+                .join(part),
+            embedder_only.join(part),
+        )
+        .expect("link");
+    }
+    let (code, report) = run(
+        &["doctor"],
+        &[("MEMORY_ASSETS_DIR", embedder_only.as_os_str())],
+    );
+    assert_eq!(code, Some(2), "{report:#}");
+    assert_eq!(report["assets"]["complete"], true);
+    assert_eq!(report["assets"]["rerank_model"]["verified"], false);
+    assert_eq!(
+        report["assets"]["rerank_model"]["missing"][0],
+        "reranker/model.onnx"
+    );
+    assert!(
+        report["fix"]
+            .as_str()
+            .is_some_and(|fix| fix.contains("fetch-assets.sh"))
     );
 }

@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 
-use semantic_index::{Fused, RerankQuery, RerankSignals, RerankWeights, order_by_rerank};
+use semantic_index::{
+    CROSS_ENCODER_DEPTH, CrossEncoder, EmbedError, Fused, RerankQuery, RerankSignals,
+    RerankWeights, cross_encoder_choice, cross_encoder_text, cross_rank_signals, order_by_rerank,
+};
 
 use super::data::Conversation;
 use super::levers::Scored;
@@ -17,11 +20,15 @@ use super::levers::Scored;
 #[derive(Debug, Clone)]
 pub struct Candidates {
     kept: Vec<(String, RerankSignals)>,
+    /// What the cross-encoder reads of each kept turn ([`cross_encoder_text`]).
+    texts: Vec<String>,
+    question: String,
     rest: Vec<String>,
 }
 
 /// Each question's [`Candidates`] from its fused turns (`fused[i]` for `questions[i]`, after the
-/// neighbours' share), keeping the first `kept` (hybrid recall's `max_documents`).
+/// neighbours' share), keeping the first `kept` (hybrid recall's `max_documents`); their `cross`
+/// signals stay 0 until [`read_by_cross`].
 pub fn candidates(
     conversations: &[Conversation],
     questions: &[Scored<'_>],
@@ -53,19 +60,57 @@ pub fn candidates(
                 .into_iter()
                 .map(|item| item.item)
                 .collect();
+            let mut texts = Vec::with_capacity(fused.len());
             let kept = fused
                 .into_iter()
                 .map(|item| {
                     let (text, speaker) =
                         turns.get(item.item.as_str()).copied().unwrap_or(("", ""));
+                    texts.push(cross_encoder_text(text, Some(speaker)));
                     let signals = RerankSignals::of_fused(&item)
                         .with_text(query.text_signals(text, Some(speaker)));
                     (item.item, signals)
                 })
                 .collect();
-            Candidates { kept, rest }
+            Candidates {
+                kept,
+                texts,
+                question: scored.question.text.clone(),
+                rest,
+            }
         })
         .collect()
+}
+
+/// Sets each question's `cross` signals as the product's stage does: the first
+/// [`CROSS_ENCODER_DEPTH`] kept turns in the order `weights` (the stage's weights without the
+/// model) give them are read by `cross` with the question, one call per question, and take their
+/// rank among its scores ([`cross_rank_signals`]); `done` is told after each question.
+pub fn read_by_cross(
+    candidates: &mut [Candidates],
+    cross: &dyn CrossEncoder,
+    weights: &RerankWeights,
+    done: impl Fn(),
+) -> Result<(), EmbedError> {
+    for question in candidates {
+        let indexed: Vec<(usize, RerankSignals)> = question
+            .kept
+            .iter()
+            .enumerate()
+            .map(|(index, (_, signals))| (index, *signals))
+            .collect();
+        let chosen = cross_encoder_choice(&indexed, weights, CROSS_ENCODER_DEPTH);
+        let read: Vec<&str> = chosen
+            .iter()
+            .map(|index| question.texts[*index].as_str())
+            .collect();
+        let scores = cross.score(&question.question, &read)?;
+        for (index, signal) in chosen.into_iter().zip(cross_rank_signals(&scores)) {
+            question.kept[index].1.cross = signal;
+        }
+        done();
+    }
+    Ok(())
 }
 
 /// Every question's turns ranked by the stage under `weights` (the kept turns reordered, the rest
@@ -98,6 +143,10 @@ pub const WEIGHT_GRID: [f64; 13] = [
     -1.0, -0.5, -0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0,
 ];
 
+/// The values the `cross` weight is tried at: 0 and up (a signal of relevance), and past 1, since
+/// a rank signal of 1, 1/2, 1/3... may need to outweigh the fused score's spread.
+pub const CROSS_WEIGHT_GRID: [f64; 11] = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0];
+
 /// Whether the weight named `name` is a signal of relevance, kept at 0 or above (every signal but
 /// `brevity`; `fused` is not searched).
 fn is_relevance(name: &str) -> bool {
@@ -107,10 +156,14 @@ fn is_relevance(name: &str) -> bool {
 /// Passes of coordinate ascent over the weights.
 pub const PASSES: usize = 5;
 
-/// Coordinate ascent from the plain fused order (`fused` 1, the rest 0): each weight in turn takes
-/// the grid value of highest `objective`, the others fixed, ties kept by the current value (then the
-/// smallest magnitude), for [`PASSES`] passes or until a pass changes nothing.
-pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWeights, f64) {
+/// Coordinate ascent from the plain fused order (`fused` 1, the rest 0): each weight `searched`
+/// names in turn takes the grid value of highest `objective`, the others fixed, ties kept by the
+/// current value (then the smallest magnitude), for [`PASSES`] passes or until a pass changes
+/// nothing. A weight not searched stays 0.
+pub fn coordinate_ascent(
+    objective: impl Fn(&RerankWeights) -> f64,
+    searched: impl Fn(&str) -> bool,
+) -> (RerankWeights, f64) {
     let mut weights = RerankWeights {
         fused: 1.0,
         lexical: 0.0,
@@ -118,6 +171,7 @@ pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWe
         coverage: 0.0,
         speaker: 0.0,
         brevity: 0.0,
+        cross: 0.0,
     };
     let mut best = objective(&weights);
     // Field 0 is `fused`, fixed at 1.
@@ -126,9 +180,18 @@ pub fn coordinate_ascent(objective: impl Fn(&RerankWeights) -> f64) -> (RerankWe
         let mut changed = false;
         for field in 1..fields {
             let (name, current) = weights.named()[field];
+            if !searched(name) {
+                continue;
+            }
             let mut choice = current;
-            for value in WEIGHT_GRID
-                .into_iter()
+            let grid: &[f64] = if name == "cross" {
+                &CROSS_WEIGHT_GRID
+            } else {
+                &WEIGHT_GRID
+            };
+            for value in grid
+                .iter()
+                .copied()
                 .filter(|value| *value >= 0.0 || !is_relevance(name))
             {
                 let mut trial = weights;

@@ -31,7 +31,8 @@ use std::collections::HashMap;
 use memory_sqlite::SqliteStore;
 use memory_sqlite::lexical::{FTS5_B, FTS5_K1, LexicalRules};
 use semantic_index::{
-    Embedder, Fused, FusionMethod, HybridParams, Preprocessing, RerankWeights, SemanticProfile,
+    CrossEncoder, Embedder, Fused, FusionMethod, HybridParams, Preprocessing, RerankWeights,
+    SemanticProfile,
 };
 use serde::{Deserialize, Serialize};
 
@@ -111,8 +112,17 @@ pub struct Tuned {
     /// Whether hybrid recall reranks by default: the stage raised hit@1 and hit@5 on both the tuning
     /// and the held-out conversations.
     pub rerank: bool,
-    /// The rerank stage's weights, chosen on the tuning conversations.
+    /// The rerank stage's weights without a cross-encoder (its weight held at 0), chosen on the
+    /// tuning conversations.
     pub rerank_weights: RerankWeights,
+    /// Whether the stage scores with the cross-encoder where one is loaded: its weights raised
+    /// hit@1 and hit@5 over `rerank_weights` on both the tuning and the held-out conversations.
+    #[serde(default)]
+    pub cross_rerank: bool,
+    /// The rerank stage's weights with the cross-encoder's score among the signals, chosen on the
+    /// tuning conversations.
+    #[serde(default)]
+    pub cross_rerank_weights: RerankWeights,
 }
 
 /// One setting's figures.
@@ -194,6 +204,7 @@ pub fn tune<E: Embedder>(
     store: &SqliteStore,
     conversations: &[Conversation],
     embedder: &E,
+    cross: Option<&dyn CrossEncoder>,
     cache: Option<&std::path::Path>,
     min_score: f32,
     progress: &Progress,
@@ -694,17 +705,33 @@ pub fn tune<E: Embedder>(
     // As many fused turns as the product's hybrid recall keeps, and so reranks, for the eval's
     // recalls of `MAX_ITEMS` passages.
     let kept = memory_service::recall_service::search_depth_for(super::run::MAX_ITEMS);
-    let candidates = rerank::candidates(conversations, questions, fused, kept);
+    let mut candidates = rerank::candidates(conversations, questions, fused, kept);
     let rerank_objective = |figures: &RetrievalFigures| {
         (figures.hit_at_1 + figures.hit_at_5 + figures.hit_at_10 + figures.share_at_10) / 4.0
     };
+    let tuning_objective = |candidates: &[rerank::Candidates], weights: &RerankWeights| {
+        rerank_objective(
+            &split.figures(&rerank::ranked(candidates, Some(weights)), |conversation| {
+                conversation < TUNING_CONVERSATIONS
+            }),
+        )
+    };
+    // Without the cross-encoder (what a process that does not load it ranks by); then the model
+    // reads the turns those weights put first, and the weights are chosen again with its signal.
     let bar = progress.bar("rerank weights", 1);
-    let (rerank_weights, _) = rerank::coordinate_ascent(|weights| {
-        rerank_objective(&split.figures(
-            &rerank::ranked(&candidates, Some(weights)),
-            |conversation| conversation < TUNING_CONVERSATIONS,
-        ))
-    });
+    let (rerank_weights, _) = rerank::coordinate_ascent(
+        |weights| tuning_objective(&candidates, weights),
+        |name| name != "cross",
+    );
+    bar.finish_and_clear();
+    if let Some(cross) = cross {
+        let bar = progress.bar("cross-encoder reads", questions.len() as u64);
+        rerank::read_by_cross(&mut candidates, cross, &rerank_weights, || bar.inc(1))?;
+        bar.finish_and_clear();
+    }
+    let bar = progress.bar("rerank weights with the cross-encoder", 1);
+    let (cross_rerank_weights, _) =
+        rerank::coordinate_ascent(|weights| tuning_objective(&candidates, weights), |_| true);
     bar.finish_and_clear();
     let plain = split.row(
         "rerank",
@@ -716,16 +743,32 @@ pub fn tune<E: Embedder>(
         format!("with weights {:?}", rerank_weights.named()),
         &rerank::ranked(&candidates, Some(&rerank_weights)),
     );
+    let cross_reranked = split.row(
+        "rerank",
+        format!(
+            "with the cross-encoder, weights {:?}",
+            cross_rerank_weights.named()
+        ),
+        &rerank::ranked(&candidates, Some(&cross_rerank_weights)),
+    );
     let raises = |with: &RetrievalFigures, without: &RetrievalFigures| {
         with.hit_at_1 > without.hit_at_1 && with.hit_at_5 > without.hit_at_5
     };
     let rerank =
         raises(&reranked.tuning, &plain.tuning) && raises(&reranked.held_out, &plain.held_out);
-    for mut row in [plain, reranked] {
+    let cross_rerank = rerank
+        && raises(&cross_reranked.tuning, &reranked.tuning)
+        && raises(&cross_reranked.held_out, &reranked.held_out);
+    for mut row in [plain, reranked, cross_reranked] {
         row.objective = rerank_objective(&row.tuning);
         rows.push(row);
     }
-    let chosen_all = if rerank {
+    let chosen_all = if cross_rerank {
+        split.figures(
+            &rerank::ranked(&candidates, Some(&cross_rerank_weights)),
+            |_| true,
+        )
+    } else if rerank {
         split.figures(&rerank::ranked(&candidates, Some(&rerank_weights)), |_| {
             true
         })
@@ -754,6 +797,8 @@ pub fn tune<E: Embedder>(
             context_reach,
             rerank,
             rerank_weights,
+            cross_rerank,
+            cross_rerank_weights,
         },
         rows,
         chosen_all,

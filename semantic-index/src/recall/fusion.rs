@@ -60,7 +60,9 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
-use super::rerank::{DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT, RerankWeights};
+use super::rerank::{
+    DEFAULT_CROSS_RERANK_WEIGHTS, DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT, RerankWeights,
+};
 use crate::error::SemanticError;
 
 /// How hybrid recall combines its two rankings (see the module docs).
@@ -130,8 +132,10 @@ pub struct HybridParams {
     /// [`DEFAULT_RERANK`] says otherwise.
     pub rerank: bool,
     /// The rerank stage's weights, each finite and at most [`super::MAX_RERANK_WEIGHT`] in
-    /// magnitude.
+    /// magnitude, where no cross-encoder scores the passages.
     pub rerank_weights: RerankWeights,
+    /// The rerank stage's weights where a cross-encoder scores the passages, checked alike.
+    pub cross_rerank_weights: RerankWeights,
 }
 
 /// Whether hybrid recall reranks by default: only if the stage raised hit@1 and hit@5 on both
@@ -152,6 +156,7 @@ impl Default for HybridParams {
             context_reach: DEFAULT_CONTEXT_REACH,
             rerank: DEFAULT_RERANK,
             rerank_weights: DEFAULT_RERANK_WEIGHTS,
+            cross_rerank_weights: DEFAULT_CROSS_RERANK_WEIGHTS,
         }
     }
 }
@@ -190,11 +195,16 @@ impl HybridParams {
                 ));
             }
         }
-        if !self.rerank_weights.is_valid() {
-            return Err(SemanticError::invalid(
-                "hybrid.rerank_weights",
-                format!("must be finite and at most {MAX_RERANK_WEIGHT} in magnitude"),
-            ));
+        for (field, weights) in [
+            ("hybrid.rerank_weights", &self.rerank_weights),
+            ("hybrid.cross_rerank_weights", &self.cross_rerank_weights),
+        ] {
+            if !weights.is_valid() {
+                return Err(SemanticError::invalid(
+                    field,
+                    format!("must be finite and at most {MAX_RERANK_WEIGHT} in magnitude"),
+                ));
+            }
         }
         if self.context_reach > memory_core::storage::MAX_NEIGHBOUR_REACH {
             return Err(SemanticError::invalid(

@@ -81,10 +81,12 @@ pub use fusion::{
 };
 pub use passages::chunk_passage_id;
 pub use rerank::{
-    DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT, RerankQuery, RerankSignals, RerankWeights,
-    order_by_rerank,
+    CROSS_ENCODER_DEPTH, DEFAULT_CROSS_RERANK_WEIGHTS, DEFAULT_RERANK_WEIGHTS, MAX_RERANK_WEIGHT,
+    RerankQuery, RerankSignals, RerankWeights, cross_encoder_choice, cross_encoder_text,
+    cross_rank_signals, order_by_rerank, passage_cross_encoder_text,
 };
 
+use crate::cross_encoder::CrossEncoder;
 use crate::embed::Embedder;
 use crate::engine::SemanticIndex;
 use crate::error::SemanticError;
@@ -400,12 +402,25 @@ where
     S: VectorStore + 'static,
     R: LexicalSearch + MemoryReader + 'static,
 {
-    hybrid_lookup_answered(index, store, access, query, limits, params, revalidation)
-        .await
-        .map(|answered| answered.lookup)
+    hybrid_lookup_answered(
+        index,
+        store,
+        access,
+        query,
+        limits,
+        params,
+        revalidation,
+        None,
+    )
+    .await
+    .map(|answered| answered.lookup)
 }
 
-/// [`hybrid_lookup`], saying which index ranked the embedding candidates.
+/// [`hybrid_lookup`], saying which index ranked the embedding candidates; with `cross`, the rerank
+/// stage (when `params.rerank`) has that cross-encoder read its first documents' revalidated
+/// passages and orders by `params.cross_rerank_weights` (see `rerank`). A cross-encoder that fails answers
+/// `Unavailable`, as a failed embedder does: the recall is never silently ranked without it.
+#[allow(clippy::too_many_arguments)]
 pub async fn hybrid_lookup_answered<E, S, R>(
     index: &Arc<SemanticIndex<E, S>>,
     store: &Arc<R>,
@@ -414,6 +429,7 @@ pub async fn hybrid_lookup_answered<E, S, R>(
     limits: QueryLimits,
     params: &HybridParams,
     revalidation: &RevalidationLimits,
+    cross: Option<Arc<dyn CrossEncoder>>,
 ) -> Result<AnsweredLookup, RecallError>
 where
     E: Embedder,
@@ -513,7 +529,13 @@ where
             "hybrid recall answered"
         );
         let passages = if params.rerank {
-            rerank(query, &params.rerank_weights, &signals, passages)
+            match rerank(query, params, &signals, passages, cross).await? {
+                Ok(passages) => passages,
+                Err(error) => {
+                    return scored_failure(SemanticError::Embed(error))
+                        .map(AnsweredLookup::unranked);
+                }
+            }
         } else {
             passages
         };
@@ -565,40 +587,85 @@ where
     deadline(limits.timeout_ms, work).await
 }
 
-/// The rerank stage ([`rerank`](self::rerank) module): each document scored by `weights` over its
-/// fusion `signals` and the current text of its first revalidated passage (its best excerpt), then
-/// its passages ordered by that score (a stable sort: a document's passages stay together and in
-/// their order, and equal scores keep the fused order). The score replaces the fused one, so the
-/// near-tie rule that follows compares reranked scores. Only passages revalidation kept are here:
-/// the stage can reorder them, never admit one.
-fn rerank(
+/// The rerank stage ([`rerank`](self::rerank) module): each document's signals from its fusion
+/// `signals` and the current text of its first revalidated passage (its best excerpt); with a
+/// cross-encoder, the first [`CROSS_ENCODER_DEPTH`] documents in the order `params.rerank_weights`
+/// give them are read by the model with the query ([`passage_cross_encoder_text`], one call on the
+/// blocking pool) and take their rank among its scores as their `cross` signal
+/// ([`cross_rank_signals`]), and the documents are scored by `params.cross_rerank_weights`; without
+/// one, by `params.rerank_weights`. The passages are then ordered by their document's score (a stable
+/// sort: a document's passages stay together and in their order, and equal scores keep the fused
+/// order). The score replaces the fused one, so the near-tie rule that follows compares reranked
+/// scores. Only passages revalidation kept are here: the stage can reorder them, never admit one. A
+/// model that fails is the inner error.
+async fn rerank(
     query: &str,
-    weights: &RerankWeights,
+    params: &HybridParams,
     signals: &HashMap<String, RerankSignals>,
     passages: Vec<(MemoryPassage, f64)>,
-) -> Vec<(MemoryPassage, f64)> {
+    cross: Option<Arc<dyn CrossEncoder>>,
+) -> Result<Result<Vec<(MemoryPassage, f64)>, crate::EmbedError>, RecallError> {
     let parsed = RerankQuery::new(query);
-    let mut documents: HashMap<String, RerankSignals> = HashMap::new();
+    // Each document once, in the passages' order, with its signals and what the model would read.
+    let mut documents: Vec<(usize, RerankSignals)> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    let mut of_passage: Vec<usize> = Vec::with_capacity(passages.len());
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (passage, fused) in &passages {
+        let id = passage.source.id.as_str();
+        let document = match seen.get(id) {
+            Some(document) => *document,
+            None => {
+                let own = signals.get(id).copied().unwrap_or(RerankSignals {
+                    fused: *fused,
+                    ..RerankSignals::default()
+                });
+                let document = documents.len();
+                documents.push((document, own.with_text(parsed.passage_signals(passage))));
+                texts.push(passage_cross_encoder_text(passage));
+                seen.insert(id, document);
+                document
+            }
+        };
+        of_passage.push(document);
+    }
+    let weights = match cross {
+        None => &params.rerank_weights,
+        Some(cross) => {
+            let chosen =
+                cross_encoder_choice(&documents, &params.rerank_weights, CROSS_ENCODER_DEPTH);
+            let read: Vec<String> = chosen
+                .iter()
+                .map(|document| texts[*document].clone())
+                .collect();
+            let query = query.to_owned();
+            let scored = on_blocking_pool(async move {
+                let read: Vec<&str> = read.iter().map(String::as_str).collect();
+                cross.score(&query, &read)
+            })
+            .await?;
+            let scores = match scored {
+                Ok(scores) if scores.len() == chosen.len() => scores,
+                Ok(scores) => {
+                    return Ok(Err(crate::EmbedError::Count {
+                        expected: chosen.len(),
+                        actual: scores.len(),
+                    }));
+                }
+                Err(error) => return Ok(Err(error)),
+            };
+            for (document, signal) in chosen.into_iter().zip(cross_rank_signals(&scores)) {
+                documents[document].1.cross = signal;
+            }
+            &params.cross_rerank_weights
+        }
+    };
     let items: Vec<(MemoryPassage, RerankSignals)> = passages
         .into_iter()
-        .map(|(passage, fused)| {
-            let id = passage.source.id.as_str();
-            let signals = match documents.get(id) {
-                Some(signals) => *signals,
-                None => {
-                    let own = signals.get(id).copied().unwrap_or(RerankSignals {
-                        fused,
-                        ..RerankSignals::default()
-                    });
-                    let signals = own.with_text(parsed.passage_signals(&passage));
-                    documents.insert(id.to_owned(), signals);
-                    signals
-                }
-            };
-            (passage, signals)
-        })
+        .zip(of_passage)
+        .map(|((passage, _), document)| (passage, documents[document].1))
         .collect();
-    order_by_rerank(items, weights)
+    Ok(Ok(order_by_rerank(items, weights)))
 }
 
 /// Each document's own scores in the lexical and the embedding ranking (its first occurrence), by
@@ -752,6 +819,7 @@ pub struct HybridRecall<E, S, R> {
     limits: QueryLimits,
     params: HybridParams,
     revalidation: RevalidationLimits,
+    cross: Option<Arc<dyn CrossEncoder>>,
 }
 
 impl<E, S, R> std::fmt::Debug for HybridRecall<E, S, R> {
@@ -760,6 +828,7 @@ impl<E, S, R> std::fmt::Debug for HybridRecall<E, S, R> {
             .debug_struct("HybridRecall")
             .field("limits", &self.limits)
             .field("params", &self.params)
+            .field("cross", &self.cross.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -787,7 +856,16 @@ where
             limits,
             params: HybridParams::default(),
             revalidation: RevalidationLimits::default(),
+            cross: None,
         }
+    }
+
+    /// The cross-encoder the rerank stage scores with (none by default: the stage then ranks by
+    /// the signals recall already has).
+    #[must_use]
+    pub fn cross_encoder(mut self, cross: Option<Arc<dyn CrossEncoder>>) -> Self {
+        self.cross = cross;
+        self
     }
 
     /// The fusion parameters.
@@ -820,6 +898,7 @@ where
             self.limits,
             &self.params,
             &self.revalidation,
+            self.cross.clone(),
         )
         .await
     }

@@ -1,13 +1,9 @@
-//! The rerank stage of hybrid recall: a learned linear score over signals recall already has, applied
-//! to the revalidated passages (never to an indexed chunk: a corrected document's old text lends
-//! nothing to its new one), after fusion and revalidation and before the near-tie and correction
-//! ordering.
+//! The rerank stage of hybrid recall: a learned linear score over signals recall already has and a
+//! local cross-encoder's reading of each passage with the question, applied to the revalidated
+//! passages (never to an indexed chunk: a corrected document's old text lends nothing to its new
+//! one), after fusion and revalidation and before the near-tie and correction ordering.
 //!
-//! Why not a cross-encoder: no package registry this project may fetch from ships cross-encoder
-//! weights (searched 2026-12: PyPI's `flashrank` and `sentence-transformers` fetch theirs from a
-//! model hub at run time; no `ms-marco` or `bge-reranker` package carries ONNX files on PyPI, npm,
-//! crates.io or Debian), and `scripts/fetch-assets.sh` fetches only from registries. So the stage
-//! is the fallback, a learned fusion: each passage's [`RerankSignals`] are
+//! Each passage's [`RerankSignals`] are
 //!
 //! - `fused`: the document's fused score after its neighbours' share (what ranks without the stage);
 //! - `lexical` and `embedding`: its normalized score in each ranking (0 where that ranking missed
@@ -18,36 +14,41 @@
 //! - `speaker`: 1 when a word of the passage's first speaker's name is one of the query's words (a
 //!   question about what someone said or did names them);
 //! - `brevity`: `1 / (1 + words / 8)` of the passage's text: a one-line reply ("Yes, totally!")
-//!   matches on its speaker and its neighbours but rarely answers anything.
+//!   matches on its speaker and its neighbours but rarely answers anything;
+//! - `cross`: where the process loads the cross-encoder ([`crate::cross_encoder`]: ms-marco-MiniLM-L-12-v2,
+//!   int8, from a PyPI package), the rank of the passage among the ones it read
+//!   ([`cross_rank_signals`]: 1, 1/2, 1/3...; 0 for the rest). The model reads the passage's text after
+//!   its speaker's name ([`cross_encoder_text`]), and only the first [`CROSS_ENCODER_DEPTH`] documents in
+//!   the order the stage gives them without it ([`cross_encoder_choice`]): each passage costs it about
+//!   3 ms on two cores, so reading all twenty a ten-item recall keeps would cost 65 ms.
 //!
-//! and its score is `weights · signals` ([`RerankWeights::score`]). The weights are chosen by
-//! `memory-eval locomo-tune` on LoCoMo's first five conversations (coordinate ascent over a grid,
-//! the fused weight fixed at 1, the signals of relevance kept at 0 or above) and reported on the
-//! other five; `eval/locomo-tuned.json` records them and a test checks [`DEFAULT_RERANK_WEIGHTS`]
-//! against it. The choice: the speaker named in the question (+0.3) and brevity (-0.5) on top of the
-//! fused score; lexical, embedding and coverage took 0 (what they add, fusion already holds).
+//! and its score is `weights · signals` ([`RerankWeights::score`]): [`DEFAULT_RERANK_WEIGHTS`]
+//! without the model, [`DEFAULT_CROSS_RERANK_WEIGHTS`] with it. Both are chosen by `memory-eval
+//! locomo-tune` on LoCoMo's first five conversations (coordinate ascent over a grid, the fused weight
+//! fixed at 1, the signals of relevance kept at 0 or above; the model's weight chosen after the
+//! others, over the turns they rank first) and reported on the other five; `eval/locomo-tuned.json`
+//! records them and a test checks the constants against it. Without the model: the speaker named in
+//! the question (+0.3) and brevity (-0.5) on top of the fused score. With it: the model's rank
+//! (+1.5) and brevity (-0.5); the speaker's name then adds nothing, since the model reads it.
 //!
-//! Measured 2026-12-06 through the product (`memory-eval locomo`, all ten conversations, every turn
-//! a document, 1,536 questions): hybrid hit@1 / hit@5 / hit@10 / evidence share@10 from 0.389 /
-//! 0.702 / 0.789 / 0.719 without the stage to 0.462 / 0.742 / 0.811 / 0.741 with it; on the held-out
-//! conversations 6-10, from 0.357 / 0.693 / 0.778 / 0.705 to 0.451 / 0.732 / 0.804 / 0.729; every
-//! category's hit@1 rose (multi-hop 0.280 to 0.379, temporal 0.480 to 0.551, open-domain 0.141 to
-//! 0.185, single-hop 0.417 to 0.486). Warm p50 / p95 5.18 / 11.65 ms with it, 4.99 / 10.89 without
-//! (in process); through `memory serve` and an MCP client the difference was within the machine's
-//! noise. It raised hit@1 and hit@5 on both halves, so hybrid recall reranks by default
-//! ([`super::DEFAULT_RERANK`]) in every door: the tools, `memory_search`, the hook (one-shot and
-//! served) and the assembled context. It loads nothing (no weights file, no model beyond the
-//! embedder hybrid recall already runs) and scores a few dozen passages' words, so the one-shot
-//! hook's path costs what it did. `rerank: false` on a recall turns it off.
+//! Measured in the tuning's simulation (2026-12-06, 1,536 questions; hit@1 / hit@5 / hit@10 /
+//! evidence share@10): on the held-out conversations 6-10, without the stage 0.363 / 0.695 / 0.781
+//! / 0.708, with it and no model 0.455 / 0.729 / 0.804 / 0.728, with the model 0.540 / 0.755 /
+//! 0.814 / 0.739. The model fed the passage without its speaker's name earned a weight of 0.1 and
+//! held-out hit@1 0.478; its logistic score, its logit and their min-max share each ranked below its
+//! rank. Reading the first 8 or 10 documents instead of 12 lost hit@10 and share@10 (0.813-0.818,
+//! 0.743-0.748 on all ten, below the 0.82 and 0.75); reading all 20 gained 0.006 hit@10 for
+//! 65% more of the model's time. Through the product, see `docs/benchmarks.md`.
 //!
 //! Tried and left out (same tuning, 2026-12-06): the share of the query's adjacent word pairs a
 //! passage holds adjacent took weight 0; a signal for a question asking "when" answered by a
 //! passage naming a time (a month, a weekday, "last week", a year) took 0.1 and moved held-out
 //! hit@1 from 0.455 to 0.456 and hit@5 from 0.729 to 0.735 in the tuning's simulation, less than
-//! the noise of 776 questions, for a rule about one kind of question. Reordering more fused
-//! documents than recall keeps does not pay either (measured before the relevance weights were
-//! held at 0 and up): over 24 and 32 documents the simulated hit@1 on all ten conversations was
-//! 0.462 against 0.472 over 16, hit@10 0.819 and 0.823 against 0.816.
+//! the noise of 776 questions, for a rule about one kind of question.
+//!
+//! The stage is on by default for hybrid recall in every door (`rerank: false` turns it off, model
+//! included); the model is loaded by every process but the one-shot hook (`--rerank-model`, see
+//! memory-service's `RerankModel`).
 
 use std::collections::HashSet;
 
@@ -73,6 +74,9 @@ pub struct RerankSignals {
     pub speaker: f64,
     /// `1 / (1 + words / 8)` of the passage's text, in `(0, 1]`.
     pub brevity: f64,
+    /// The cross-encoder's relevance of the passage's text to the query, in `(0, 1)`; 0 when no
+    /// cross-encoder scored it ([`crate::cross_encoder`]).
+    pub cross: f64,
 }
 
 impl RerankSignals {
@@ -113,6 +117,10 @@ pub struct RerankWeights {
     pub speaker: f64,
     /// Weight of [`RerankSignals::brevity`].
     pub brevity: f64,
+    /// Weight of [`RerankSignals::cross`] (absent from weights written before the cross-encoder:
+    /// 0).
+    #[serde(default)]
+    pub cross: f64,
 }
 
 /// The weights `memory-eval locomo-tune` chose (see the module docs).
@@ -123,6 +131,19 @@ pub const DEFAULT_RERANK_WEIGHTS: RerankWeights = RerankWeights {
     coverage: 0.0,
     speaker: 0.3,
     brevity: -0.5,
+    cross: 0.0,
+};
+
+/// The weights `memory-eval locomo-tune` chose with the cross-encoder's score among the signals
+/// (see the module docs); the stage uses them where a cross-encoder is loaded.
+pub const DEFAULT_CROSS_RERANK_WEIGHTS: RerankWeights = RerankWeights {
+    fused: 1.0,
+    lexical: 0.0,
+    embedding: 0.1,
+    coverage: 0.0,
+    speaker: 0.0,
+    brevity: -0.5,
+    cross: 1.5,
 };
 
 /// Largest accepted weight magnitude.
@@ -136,7 +157,7 @@ impl Default for RerankWeights {
 
 impl RerankWeights {
     /// The weights as `(name, value)` pairs, in the signals' order.
-    pub fn named(&self) -> [(&'static str, f64); 6] {
+    pub fn named(&self) -> [(&'static str, f64); 7] {
         [
             ("fused", self.fused),
             ("lexical", self.lexical),
@@ -144,12 +165,13 @@ impl RerankWeights {
             ("coverage", self.coverage),
             ("speaker", self.speaker),
             ("brevity", self.brevity),
+            ("cross", self.cross),
         ]
     }
 
     /// The weights as `(name, value)` pairs to change, in [`Self::named`]'s order (the tuning
     /// harness's search sets them one at a time).
-    pub fn named_mut(&mut self) -> [(&'static str, &mut f64); 6] {
+    pub fn named_mut(&mut self) -> [(&'static str, &mut f64); 7] {
         [
             ("fused", &mut self.fused),
             ("lexical", &mut self.lexical),
@@ -157,6 +179,7 @@ impl RerankWeights {
             ("coverage", &mut self.coverage),
             ("speaker", &mut self.speaker),
             ("brevity", &mut self.brevity),
+            ("cross", &mut self.cross),
         ]
     }
 
@@ -168,6 +191,7 @@ impl RerankWeights {
             + self.coverage * signals.coverage
             + self.speaker * signals.speaker
             + self.brevity * signals.brevity
+            + self.cross * signals.cross
     }
 
     /// Whether every weight is finite and at most [`MAX_RERANK_WEIGHT`] in magnitude.
@@ -191,6 +215,64 @@ pub fn order_by_rerank<T>(
         .collect();
     scored.sort_by(|left, right| right.1.total_cmp(&left.1));
     scored
+}
+
+/// How many documents the cross-encoder reads in one recall: the first ones in the order the stage
+/// gives them without it ([`cross_encoder_choice`]). On LoCoMo, scoring the first 12 of 20 scored
+/// as well as scoring all 20 on hit@1, hit@5 and share@10 (within 0.005) at 60% of the model's time
+/// (see the module docs).
+pub const CROSS_ENCODER_DEPTH: usize = 12;
+
+/// The items the cross-encoder reads: the first `depth` of `items` in the order `weights` give
+/// them ([`order_by_rerank`], so ties keep their order), best first.
+pub fn cross_encoder_choice<T: Clone>(
+    items: &[(T, RerankSignals)],
+    weights: &RerankWeights,
+    depth: usize,
+) -> Vec<T> {
+    order_by_rerank(items.to_vec(), weights)
+        .into_iter()
+        .take(depth)
+        .map(|(item, _)| item)
+        .collect()
+}
+
+/// The cross signals of items the model scored `scores` (in the same order): `1 / (1 + rank)` of
+/// each one's place among them by score, best first (ties by position), so the best read gets 1,
+/// the next 1/2 and so on; an item the model did not read keeps 0. A rank, not the score itself:
+/// the model's logits are calibrated for web passages, and on conversation turns their spread
+/// says little beyond the order (measured: the rank beat the logistic of the logit, the logit
+/// itself and its min-max share on LoCoMo's tuning half).
+pub fn cross_rank_signals(scores: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|left, right| scores[*right].total_cmp(&scores[*left]));
+    let mut signals = vec![0.0; scores.len()];
+    for (rank, index) in order.into_iter().enumerate() {
+        signals[index] = 1.0 / (1.0 + rank as f64);
+    }
+    signals
+}
+
+/// What the cross-encoder reads of a passage: its text after its first speaker's name, as a
+/// transcript line (`"Melanie: I painted a sunset"`). A question names who said or did something,
+/// and the model can match that name only if it sees it; the embedder reads the same speaker-then-text.
+pub fn cross_encoder_text(text: &str, speaker: Option<&str>) -> String {
+    match speaker.map(str::trim).filter(|speaker| !speaker.is_empty()) {
+        Some(speaker) => format!("{speaker}: {text}"),
+        None => text.to_owned(),
+    }
+}
+
+/// [`cross_encoder_text`] of a revalidated passage: its current text and first speaker.
+pub fn passage_cross_encoder_text(passage: &MemoryPassage) -> String {
+    cross_encoder_text(
+        &passage.content.text,
+        passage
+            .content
+            .attributions
+            .first()
+            .map(|attribution| attribution.speaker.as_str()),
+    )
 }
 
 /// The query side of the stage, parsed once per recall: the query's words and their stems.
@@ -286,6 +368,29 @@ mod tests {
     }
 
     #[test]
+    fn the_cross_signal_is_the_rank_and_the_choice_follows_the_weights() {
+        assert_eq!(cross_rank_signals(&[0.2, 0.9, 0.2]), [0.5, 1.0, 1.0 / 3.0]);
+        assert!(cross_rank_signals(&[]).is_empty());
+        let signal = |fused: f64, brevity: f64| RerankSignals {
+            fused,
+            brevity,
+            ..RerankSignals::default()
+        };
+        let items = [
+            ("a", signal(0.9, 1.0)),
+            ("b", signal(0.8, 0.0)),
+            ("c", signal(0.1, 0.0)),
+        ];
+        let weights = RerankWeights {
+            brevity: -0.5,
+            ..DEFAULT_RERANK_WEIGHTS
+        };
+        // a scores 0.4, b 0.8, c 0.1: the two best by the weights, not by fusion.
+        assert_eq!(cross_encoder_choice(&items, &weights, 2), ["b", "a"]);
+        assert_eq!(cross_encoder_choice(&items, &weights, 9).len(), 3);
+    }
+
+    #[test]
     fn the_score_is_the_weighted_sum_and_weights_are_checked() {
         let signals = RerankSignals {
             fused: 0.5,
@@ -294,6 +399,7 @@ mod tests {
             coverage: 0.5,
             speaker: 1.0,
             brevity: 0.1,
+            cross: 0.5,
         };
         let weights = RerankWeights {
             fused: 2.0,
@@ -302,8 +408,11 @@ mod tests {
             coverage: 2.0,
             speaker: 0.5,
             brevity: 10.0,
+            cross: 2.0,
         };
-        assert!((weights.score(&signals) - (1.0 + 1.0 - 1.0 + 1.0 + 0.5 + 1.0)).abs() < 1e-12);
+        assert!(
+            (weights.score(&signals) - (1.0 + 1.0 - 1.0 + 1.0 + 0.5 + 1.0 + 1.0)).abs() < 1e-12
+        );
         assert!(weights.is_valid());
         assert!(
             !RerankWeights {
