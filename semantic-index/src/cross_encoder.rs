@@ -18,7 +18,7 @@ use crate::assets::{
     CROSS_ENCODER_MODEL_FILE, CROSS_ENCODER_TOKENIZER_FILES, ModelAssets, sha256_hex,
 };
 use crate::error::EmbedError;
-use crate::fastembed_embedder::{ALLOW_SPINNING, load_runtime};
+use crate::fastembed_embedder::{ALLOW_SPINNING, load_runtime, token_lengths};
 use fastembed::{
     RerankInitOptionsUserDefined, TextRerank, TokenizerFiles, UserDefinedRerankingModel,
 };
@@ -105,16 +105,7 @@ impl CrossEncoder for FastembedCrossEncoder {
             .session
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Only for ordering: should encoding fail, the model call reports it.
-        let lengths: Vec<usize> = texts
-            .iter()
-            .map(|text| {
-                session
-                    .tokenizer
-                    .encode_fast(*text, true)
-                    .map_or(text.len(), |encoding| encoding.len())
-            })
-            .collect();
+        let lengths = token_lengths(&session.tokenizer, texts);
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&index| lengths[index]);
         let mut scores = vec![0.0; texts.len()];

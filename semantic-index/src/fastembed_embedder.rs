@@ -161,17 +161,7 @@ fn run(
     texts: &[&str],
     batching: Batching,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let lengths: Vec<usize> = texts
-        .iter()
-        .map(|text| {
-            // Only an estimate for ordering and budgeting: should encoding fail, the model call
-            // reports it, and the byte length (at least the token count) keeps the budget safe.
-            session
-                .tokenizer
-                .encode_fast(*text, true)
-                .map_or(text.len(), |encoding| encoding.len())
-        })
-        .collect();
+    let lengths = token_lengths(&session.tokenizer, texts);
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&index| lengths[index]);
     let mut vectors: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
@@ -198,6 +188,20 @@ fn run(
         .ok_or_else(|| EmbedError::Model {
             detail: "a text was left out of every batch".to_owned(),
         })
+}
+
+/// Each text's token count by `tokenizer`, for ordering texts into batches by length. Only an
+/// estimate for ordering and budgeting: should encoding fail, the model call reports it, and the
+/// byte length (at least the token count) keeps a budget safe.
+pub(crate) fn token_lengths(tokenizer: &tokenizers::Tokenizer, texts: &[&str]) -> Vec<usize> {
+    texts
+        .iter()
+        .map(|text| {
+            tokenizer
+                .encode_fast(*text, true)
+                .map_or(text.len(), |encoding| encoding.len())
+        })
+        .collect()
 }
 
 /// Padding a batch may carry without limit, in tokens: below this, another model call costs more

@@ -542,6 +542,24 @@ fn by_cross() -> HybridParams {
     }
 }
 
+/// The passages of a hybrid recall of `query` under `params`, reranked with `cross`.
+async fn reranked(
+    fixture: &Fixture,
+    query: &str,
+    params: HybridParams,
+    cross: Option<Arc<dyn CrossEncoder>>,
+) -> Vec<MemoryPassage> {
+    passages(
+        fixture
+            .hybrid(query)
+            .params(params)
+            .cross_encoder(cross)
+            .lookup()
+            .await
+            .unwrap(),
+    )
+}
+
 #[tokio::test]
 async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
     let mut fixture = Fixture::new().await;
@@ -550,14 +568,7 @@ async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
     fixture.store.script_lexical(&["first", "second"]);
     let query = "red apples";
     // Without a cross-encoder the stage's weights without one apply: fused order.
-    let plain = passages(
-        fixture
-            .hybrid(query)
-            .params(by_cross())
-            .lookup()
-            .await
-            .unwrap(),
-    );
+    let plain = reranked(&fixture, query, by_cross(), None).await;
     assert_eq!(source_ids(&plain), ["first", "second"]);
     let cross = WordCross::favouring("sweet");
     let shared: Arc<dyn CrossEncoder> = cross.clone();
@@ -580,15 +591,7 @@ async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
         rerank: false,
         ..by_cross()
     };
-    let unranked = passages(
-        fixture
-            .hybrid(query)
-            .params(off)
-            .cross_encoder(Some(Arc::clone(&shared)))
-            .lookup()
-            .await
-            .unwrap(),
-    );
+    let unranked = reranked(&fixture, query, off, Some(Arc::clone(&shared))).await;
     assert_eq!(source_ids(&unranked), ["first", "second"]);
 
     // Corrected in the store while the index still holds the old text: the model reads the
@@ -600,15 +603,7 @@ async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
         .await;
     fixture.store.script_lexical(&["first", "second"]);
     cross.seen.lock().unwrap().clear();
-    let corrected = passages(
-        fixture
-            .hybrid(query)
-            .params(by_cross())
-            .cross_encoder(Some(Arc::clone(&shared)))
-            .lookup()
-            .await
-            .unwrap(),
-    );
+    let corrected = reranked(&fixture, query, by_cross(), Some(Arc::clone(&shared))).await;
     assert_eq!(
         corrected.first().map(|p| p.content.text.as_str()),
         Some("sweet apples, corrected")
@@ -622,15 +617,7 @@ async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
     // Withdrawn while still ranked: however much the model favours it, revalidation refused it.
     fixture.store.documents.withdraw("first").await;
     fixture.store.script_lexical(&["first", "second"]);
-    let after = passages(
-        fixture
-            .hybrid(query)
-            .params(by_cross())
-            .cross_encoder(Some(Arc::clone(&shared)))
-            .lookup()
-            .await
-            .unwrap(),
-    );
+    let after = reranked(&fixture, query, by_cross(), Some(Arc::clone(&shared))).await;
     assert_eq!(source_ids(&after), ["second"]);
 
     // A model that fails answers unavailable, never a ranking without it.
