@@ -29,12 +29,13 @@
 //! others, over the turns they rank first) and reported on the other five; `eval/locomo-tuned.json`
 //! records them and a test checks the constants against it. Without the model: the speaker named in
 //! the question (+0.3) and brevity (-0.5) on top of the fused score. With it: the model's rank
-//! (+1.5) and brevity (-0.5); the speaker's name then adds nothing, since the model reads it.
+//! (+1.5), brevity (-0.5) and the embedding score (+0.1); the speaker's name then adds nothing,
+//! since the model reads it.
 //!
 //! Measured in the tuning's simulation (2026-12-06, 1,536 questions; hit@1 / hit@5 / hit@10 /
 //! evidence share@10): on the held-out conversations 6-10, without the stage 0.363 / 0.695 / 0.781
-//! / 0.708, with it and no model 0.455 / 0.729 / 0.804 / 0.728, with the model 0.540 / 0.755 /
-//! 0.814 / 0.739. The model fed the passage without its speaker's name earned a weight of 0.1 and
+//! / 0.708, with it and no model 0.455 / 0.729 / 0.804 / 0.728, with the model 0.532 / 0.750 /
+//! 0.811 / 0.736. The model fed the passage without its speaker's name earned a weight of 0.1 and
 //! held-out hit@1 0.478; its logistic score, its logit and their min-max share each ranked below its
 //! rank. Reading the first 8 or 10 documents instead of 12 lost hit@10 and share@10 (0.813-0.818,
 //! 0.743-0.748 on all ten, below the 0.82 and 0.75); reading all 20 gained 0.006 hit@10 for
