@@ -224,18 +224,14 @@ fn load_model() -> anyhow::Result<FastembedEmbedder> {
         .context("loading the embedding model (run scripts/fetch-assets.sh first)")
 }
 
-/// The rerank stage's cross-encoder as the binaries load it: unless `MEMORY_RERANK_MODEL=off`.
+/// The rerank stage's cross-encoder as the binaries load it (the backend's one rule): unless
+/// `MEMORY_RERANK_MODEL=off`.
 fn load_cross_encoder() -> anyhow::Result<Option<std::sync::Arc<dyn semantic_index::CrossEncoder>>>
 {
     let settings = memory_service::settings::Settings::from_env()
         .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))?;
-    Ok(match settings.index.rerank_model {
-        memory_service::semantic::RerankModel::Off => None,
-        memory_service::semantic::RerankModel::On => Some(std::sync::Arc::new(
-            semantic_index::FastembedCrossEncoder::load(&ModelAssets::from_env())
-                .context("loading the rerank model (run scripts/fetch-assets.sh first)")?,
-        )),
-    })
+    memory_service::semantic::load_cross_encoder(settings.index, &ModelAssets::from_env())
+        .map_err(|refusal| anyhow::anyhow!("{}", refusal.message()))
 }
 
 fn main() -> anyhow::Result<()> {

@@ -136,6 +136,8 @@ pub struct SemanticBackend<S: Store> {
     /// `None` in catch-up mode.
     following: Option<Following<S::Feed>>,
     loaded: OnceCell<Loaded<S::Vectors>>,
+    /// The rerank stage's cross-encoder, loaded apart from the index ([`Self::cross_encoder`]).
+    cross: OnceCell<CrossState>,
     /// Held shared by every load for as long as any of its parts runs (the model's blocking task
     /// included, which outlives a load that gave up early); shutdown takes it exclusively, so it
     /// returns only once no load is in flight, and marks the backend closed (`true`) so that no load
@@ -157,10 +159,9 @@ impl<S: Store> std::fmt::Debug for SemanticBackend<S> {
 struct Loaded<V> {
     index: Arc<MemorySemanticIndex<V>>,
     follower: Follower,
-    cross: CrossState,
 }
 
-/// The rerank stage's cross-encoder as the load left it.
+/// The rerank stage's cross-encoder as its load left it.
 enum CrossState {
     /// Not loaded: the process runs with `--rerank-model off`.
     Off,
@@ -237,6 +238,7 @@ impl<S: Store> SemanticBackend<S> {
             options: IndexOptions::default(),
             following,
             loaded: OnceCell::new(),
+            cross: OnceCell::new(),
             loads: Arc::new(RwLock::new(false)),
         })
     }
@@ -279,8 +281,8 @@ impl<S: Store> SemanticBackend<S> {
         }
     }
 
-    /// Loads the model and the index now and waits for them, so the server's first recall pays for
-    /// neither. A failure is logged (by kind) and retried on the next need: the lexical mode and every
+    /// Loads the model, the index and the rerank model now and waits for them, so the server's
+    /// first recall pays for none of them. A failure is logged (by kind) and retried on the next need: the lexical mode and every
     /// write work without the model.
     pub async fn load_now(&self) {
         if let Err(refusal) = self.loaded().await {
@@ -289,6 +291,8 @@ impl<S: Store> SemanticBackend<S> {
                 "semantic index not loaded; semantic recall modes are unavailable"
             );
         }
+        // A failure is logged by the load and answered to each recall that reranks.
+        let _ = self.cross_encoder().await;
     }
 
     /// Loads the model and the index now, in the background, so the server's indexer starts following
@@ -296,14 +300,7 @@ impl<S: Store> SemanticBackend<S> {
     /// the next need.
     pub fn start_loading(self: &Arc<Self>) {
         let backend = Arc::clone(self);
-        tokio::spawn(async move {
-            if let Err(refusal) = backend.loaded().await {
-                tracing::warn!(
-                    kind = refusal.kind().as_str(),
-                    "semantic index not loaded; semantic recall modes are unavailable"
-                );
-            }
-        });
+        tokio::spawn(async move { backend.load_now().await });
     }
 
     /// The profile every vector of this index is computed under (its chunking also cuts lexical hits
@@ -559,16 +556,6 @@ impl<S: Store> SemanticBackend<S> {
             ));
         }
         let model_in_flight = Arc::clone(&in_flight);
-        let cross = match self.options.rerank_model {
-            RerankModel::Off => None,
-            RerankModel::On => {
-                let (assets, cross_in_flight) = (self.assets.clone(), Arc::clone(&in_flight));
-                Some(tokio::spawn(blocking(move || {
-                    let _in_flight = cross_in_flight;
-                    FastembedCrossEncoder::load(&assets)
-                })))
-            }
-        };
         // Reading and initializing the model takes a while; keep it off the async workers. The
         // stored vectors load meanwhile (`StoredIndex` needs no model), so a restart costs the
         // longer of the two, not their sum.
@@ -635,36 +622,46 @@ impl<S: Store> SemanticBackend<S> {
                 Follower::Background(RwLock::new(Some(indexer)))
             }
         };
-        let cross = match cross {
-            None => CrossState::Off,
-            Some(task) => match task.await {
-                Ok(Ok(Ok(cross))) => CrossState::Ready(Arc::new(cross)),
-                Ok(Ok(Err(error))) => {
-                    tracing::warn!("rerank model not loaded: {error}");
-                    CrossState::Failed(format!("the rerank model is not loaded: {error}"))
-                }
-                Ok(Err(_)) | Err(_) => {
-                    CrossState::Failed("loading the rerank model failed".to_owned())
-                }
-            },
-        };
         tracing::debug!(chunks = index.stats().live_chunks, "semantic index ready");
-        Ok(Loaded {
-            index,
-            follower,
-            cross,
-        })
+        Ok(Loaded { index, follower })
     }
 
-    /// The cross-encoder hybrid recall's rerank stage scores with, loading the index first if it
-    /// is not: `None` when this process does not load one (`--rerank-model off`), refused
-    /// (`unavailable`, naming the missing or mismatched file and the fetch command) when loading it
-    /// failed: a recall that asks for the stage is never silently ranked without its model.
+    /// The cross-encoder hybrid recall's rerank stage scores with, loaded on first need (only a
+    /// hybrid recall that reranks asks, so a sync or another mode never loads it; the server loads
+    /// it at start, [`Self::load_now`]): `None` when this process does not load one
+    /// (`--rerank-model off`), refused (`unavailable`, naming the missing or mismatched file and the
+    /// fetch command) when loading it failed: a recall that asks for the stage is never silently
+    /// ranked without its model.
     pub async fn cross_encoder(&self) -> Result<Option<Arc<dyn CrossEncoder>>, Refusal> {
-        match &self.loaded().await?.cross {
+        let state = self.cross.get_or_init(|| self.load_cross_encoder()).await;
+        match state {
             CrossState::Off => Ok(None),
             CrossState::Ready(cross) => Ok(Some(Arc::clone(cross))),
             CrossState::Failed(message) => Err(Refusal::unavailable(message.clone())),
+        }
+    }
+
+    /// [`load_cross_encoder`] under the shutdown guard every load holds.
+    async fn load_cross_encoder(&self) -> CrossState {
+        let in_flight = Arc::clone(&self.loads).read_owned().await;
+        if *in_flight {
+            return CrossState::Failed(
+                "the server is shutting down; the rerank model is not loaded".to_owned(),
+            );
+        }
+        let (options, assets) = (self.options, self.assets.clone());
+        let loaded = blocking(move || {
+            let _in_flight = in_flight;
+            load_cross_encoder(options, &assets)
+        })
+        .await;
+        match loaded {
+            Ok(Ok(None)) => CrossState::Off,
+            Ok(Ok(Some(cross))) => CrossState::Ready(cross),
+            Ok(Err(refusal)) | Err(refusal) => {
+                tracing::warn!("rerank model not loaded: {}", refusal.message());
+                CrossState::Failed(refusal.message().to_owned())
+            }
         }
     }
 
@@ -742,6 +739,25 @@ impl RerankModel {
             Ok(false) => Ok(Self::Off),
             Err(message) => Err(Refusal::invalid_input(format!("rerank model: {message}"))),
         }
+    }
+}
+
+/// The rerank stage's cross-encoder as `options` ask for it (`--rerank-model`): `None` when off,
+/// else loaded from `assets` (blocking: reads and checks 34 MB), refused (`unavailable`, naming the
+/// file and the fetch command) when it cannot be. Every process that ranks as the product does
+/// loads it through here: the backend, and the eval harness over its own index.
+pub fn load_cross_encoder(
+    options: IndexOptions,
+    assets: &ModelAssets,
+) -> Result<Option<Arc<dyn CrossEncoder>>, Refusal> {
+    match options.rerank_model {
+        RerankModel::Off => Ok(None),
+        RerankModel::On => match FastembedCrossEncoder::load(assets) {
+            Ok(cross) => Ok(Some(Arc::new(cross))),
+            Err(error) => Err(Refusal::unavailable(format!(
+                "the rerank model is not loaded: {error}"
+            ))),
+        },
     }
 }
 

@@ -273,6 +273,28 @@ impl McpClient {
     }
 }
 
+/// The assets folder the binaries find by default: `MEMORY_ASSETS_DIR`, else the workspace's
+/// (fetched by scripts/fetch-assets.sh).
+pub fn default_assets() -> PathBuf {
+    std::env::var_os("MEMORY_ASSETS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets"),
+        PathBuf::from,
+    )
+}
+
+/// An assets folder holding the default folder's runtime and embedding model, linked, and no rerank
+/// model: semantic recall works, a hybrid recall that loads the rerank model does not.
+pub fn embedder_only_assets() -> tempfile::TempDir {
+    let source = default_assets()
+        .canonicalize()
+        .expect("the model assets are fetched");
+    let folder = tempfile::tempdir().expect("assets folder");
+    for part in ["onnxruntime", "model"] {
+        std::os::unix::fs::symlink(source.join(part), folder.path().join(part)).expect("link");
+    }
+    folder
+}
+
 /// The namespace every product test writes to.
 pub fn namespace() -> Value {
     json!({"name": "notes", "version": 1, "identity": {"user": "u1"}})

@@ -8,7 +8,7 @@ use integration_tests::hook::{
     additional_context, append_transcript, assert_silent_failure, claude_input, conversation,
     run_hook, run_hook_on, thread_records,
 };
-use integration_tests::product::Fixture;
+use integration_tests::product::{Fixture, embedder_only_assets};
 use memory_core::{ApproximateTokenCounter, TokenCounter as _};
 use serde_json::json;
 
@@ -182,15 +182,7 @@ fn the_one_shot_hook_loads_no_rerank_model_unless_asked() {
     let said = prompt(&fixture, session, "I moved to Lisbon last spring.", &[]);
     assert_eq!(said.code, 0, "{said:#?}");
     fixture.worker_pass();
-    // The embedding model and runtime, without the rerank model's files.
-    let source = std::env::var_os("MEMORY_ASSETS_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets"),
-        std::path::PathBuf::from,
-    );
-    let assets = tempfile::tempdir().expect("assets folder");
-    for part in ["onnxruntime", "model"] {
-        std::os::unix::fs::symlink(source.join(part), assets.path().join(part)).expect("link");
-    }
+    let assets = embedder_only_assets();
     let transcript = fixture.dir.path().join(format!("{session}.jsonl"));
     let ask = |args: &[&str]| {
         let input = claude_input(

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 
 use integration_tests::product::McpClient;
-use integration_tests::product::{Fixture, memory_binary, put};
+use integration_tests::product::{Fixture, embedder_only_assets, memory_binary, put};
 use integration_tests::serving::default_flags;
 use serde_json::{Value, json};
 
@@ -375,21 +375,10 @@ fn a_binary_copied_with_its_assets_beside_it_finds_them() {
 
     // The embedding model without the rerank model: semantic recall works, hybrid recall's
     // default stage does not, so the folder is reported incomplete with the same fix.
-    let embedder_only = install.path().join("embedder-only");
-    std::fs::create_dir_all(&embedder_only).expect("folder");
-    for part in ["onnxruntime", "model"] {
-        std::os::unix::fs::symlink(
-            workspace_assets()
-                .canonicalize()
-                .expect("assets")
-                .join(part),
-            embedder_only.join(part),
-        )
-        .expect("link");
-    }
+    let embedder_only = embedder_only_assets();
     let (code, report) = run(
         &["doctor"],
-        &[("MEMORY_ASSETS_DIR", embedder_only.as_os_str())],
+        &[("MEMORY_ASSETS_DIR", embedder_only.path().as_os_str())],
     );
     assert_eq!(code, Some(2), "{report:#}");
     assert_eq!(report["assets"]["complete"], true);
