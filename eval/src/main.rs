@@ -100,10 +100,13 @@ enum Command {
         /// A LoCoMo zip archive, a folder of conversation files or one JSON file.
         #[arg(long)]
         data: PathBuf,
-        /// How the turns become memory: `direct` (each turn a document, `memory import`'s code), or
-        /// `worker` (each turn a thread record, remembered by the worker's default extractor;
-        /// writes locomo-via-worker.md, .json and SVGs beside the direct report, see
-        /// `eval::locomo::worker`).
+        /// How the turns become memory and which door the recalls take: `direct` (each turn a
+        /// document, `memory import`'s code, recalled in process), `worker` (each turn a thread
+        /// record, remembered by the worker's default extractor; writes locomo-via-worker.md, .json
+        /// and SVGs beside the direct report, see `eval::locomo::worker`), or `server` (as `direct`,
+        /// every recall through the built `memory serve --http` over MCP; needs the `memory` binary
+        /// beside this one; writes locomo-via-server.md, .json and SVGs, see
+        /// `eval::locomo::server`).
         #[arg(long, value_enum, default_value_t = Via::Direct)]
         via: Via,
         /// Only the first N conversations (all by default).
@@ -217,6 +220,9 @@ enum Via {
     Direct,
     /// Each turn a thread record, remembered by the remembering worker.
     Worker,
+    /// Each turn one document as `direct`, every recall through the built `memory serve --http` over
+    /// MCP (the `memory` binary beside this one; build it first).
+    Server,
 }
 
 fn load_model() -> anyhow::Result<FastembedEmbedder> {
@@ -311,10 +317,28 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Locomo {
             data,
-            via: Via::Direct,
+            via: via @ (Via::Direct | Via::Server),
             conversations,
-            ..
-        }) => runtime.block_on(locomo(&data, conversations, &cli.out)),
+            model_url,
+            model,
+            model_key_file,
+            model_timeout_ms,
+        }) => {
+            // The model flags choose the worker's extractor; elsewhere they would be ignored.
+            anyhow::ensure!(
+                model_url.is_none()
+                    && model.is_none()
+                    && model_key_file.is_none()
+                    && model_timeout_ms.is_none(),
+                "--model-url, --model, --model-key-file and --model-timeout-ms apply to --via \
+                 worker only"
+            );
+            if matches!(via, Via::Server) {
+                runtime.block_on(locomo_via_server(&data, conversations, &cli.out))
+            } else {
+                runtime.block_on(locomo(&data, conversations, &cli.out))
+            }
+        }
         Some(Command::Locomo {
             data,
             via: Via::Worker,
@@ -440,17 +464,26 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The LoCoMo conversations at `data`, only the first `first` when given.
+fn load_conversations(
+    data: &std::path::Path,
+    first: Option<usize>,
+) -> anyhow::Result<Vec<eval::locomo::data::Conversation>> {
+    let mut conversations = eval::locomo::data::load(data)?;
+    if let Some(first) = first {
+        conversations.truncate(first);
+    }
+    Ok(conversations)
+}
+
 /// `memory-eval locomo`.
 async fn locomo(
     data: &std::path::Path,
     first: Option<usize>,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use eval::locomo::{data as locomo_data, report as locomo_report, run as locomo_run};
-    let mut conversations = locomo_data::load(data)?;
-    if let Some(first) = first {
-        conversations.truncate(first);
-    }
+    use eval::locomo::{report as locomo_report, run as locomo_run};
+    let conversations = load_conversations(data, first)?;
     let out = out.join("locomo");
     std::fs::create_dir_all(&out)?;
     let progress = Progress::for_terminal();
@@ -463,25 +496,48 @@ async fn locomo(
     let sync_seconds = started.elapsed().as_secs_f64();
     let answers =
         locomo_run::recall_all(&service, &conversations, &locomo_run::MODES, &progress).await?;
-    let report = locomo_report::LocomoReport {
-        data: data.display().to_string(),
-        conversations: conversations.len(),
-        turns: (summary.written + summary.replayed) as usize,
-        questions: answers.values().next().map_or(0, Vec::len),
-        import_seconds,
-        sync_seconds,
-        modes: answers
-            .iter()
-            .map(|(mode, answers)| locomo_report::mode_report(mode, answers))
-            .collect(),
-    };
-    let mut report = report;
-    report
-        .modes
-        .sort_by_key(|mode| locomo_run::MODES.iter().position(|name| *name == mode.mode));
+    let report = locomo_report::LocomoReport::new(
+        locomo_report::IN_PROCESS,
+        &data.display().to_string(),
+        conversations.len(),
+        (summary.written + summary.replayed) as usize,
+        (import_seconds, sync_seconds),
+        &answers,
+    );
     locomo_report::write(&report, &out)?;
     println!("{}", locomo_report::markdown(&report));
     eprintln!("memory-eval: LoCoMo report written to {}", out.display());
+    Ok(())
+}
+
+/// `memory-eval locomo --via server`.
+async fn locomo_via_server(
+    data: &std::path::Path,
+    first: Option<usize>,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    use eval::locomo::{report as locomo_report, server};
+    let conversations = load_conversations(data, first)?;
+    let out = out.join("locomo");
+    let (report, _) = server::measure(
+        &data.display().to_string(),
+        &conversations,
+        &out,
+        None,
+        &Progress::for_terminal(),
+    )
+    .await?;
+    locomo_report::write_as(
+        &report,
+        &out,
+        "locomo-via-server",
+        "LoCoMo through the server",
+    )?;
+    println!("{}", locomo_report::markdown(&report));
+    eprintln!(
+        "memory-eval: LoCoMo via-server report written to {}",
+        out.display()
+    );
     Ok(())
 }
 
@@ -492,11 +548,8 @@ async fn locomo_via_worker(
     model: Option<memory_service::worker::ModelExtraction>,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use eval::locomo::{data as locomo_data, run as locomo_run, worker};
-    let mut conversations = locomo_data::load(data)?;
-    if let Some(first) = first {
-        conversations.truncate(first);
-    }
+    use eval::locomo::{run as locomo_run, worker};
+    let conversations = load_conversations(data, first)?;
     let by_model = model.is_some();
     let out = out.join("locomo");
     std::fs::create_dir_all(&out)?;

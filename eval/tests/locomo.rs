@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use eval::locomo::data::{Conversation, load};
 use eval::locomo::metrics::{figures, question_scores};
+use eval::locomo::report::THROUGH_SERVER;
 use eval::locomo::run::{MODES, ingest, open_service, recall_all};
+use eval::locomo::server;
 use eval::locomo::tune::{Tuned, tune};
 use eval::progress::Progress;
 use memory_sqlite::lexical::LexicalRules;
@@ -18,6 +20,45 @@ fn fixture() -> PathBuf {
 
 fn conversations() -> Vec<Conversation> {
     load(&fixture()).expect("the fixture loads")
+}
+
+/// `locomo --via server` measures the door a host uses: every mode's answers through the built
+/// `memory serve --http` (real models, the binary's defaults) are the service's in this process over
+/// the same store, question by question. Needs `target/<profile>/memory` (built by `cargo test
+/// --workspace`) and the model assets (`scripts/fetch-assets.sh`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_answers_every_mode_as_the_service_does() {
+    let conversations = conversations();
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let (report, through_server) = server::measure(
+        "locomo-mini.json",
+        &conversations,
+        directory.path(),
+        None,
+        &Progress::hidden(),
+    )
+    .await
+    .expect("the run through the server completes");
+    assert_eq!(report.door, THROUGH_SERVER);
+    assert_eq!((report.turns, report.questions), (12, 6));
+    let (_, service) = open_service(&directory.path().join("locomo-via-server.sqlite"), true)
+        .expect("the same store in process");
+    let in_process = recall_all(&service, &conversations, &MODES, &Progress::hidden())
+        .await
+        .expect("recall in process");
+    for mode in MODES {
+        let (served, local) = (&through_server[mode], &in_process[mode]);
+        assert_eq!(served.len(), 6, "{mode}");
+        for (served, local) in served.iter().zip(local) {
+            assert!(!served.refused && !local.refused, "{mode}: {served:?}");
+            assert!(!served.ranked.is_empty(), "{mode}: {served:?}");
+            assert_eq!(served.ranked, local.ranked, "{mode}");
+            assert!(
+                served.latency_ms > 0.0,
+                "{mode}: timed as the client sees it"
+            );
+        }
+    }
 }
 
 #[test]

@@ -35,7 +35,10 @@ pub const CROSS_ENCODER_MAX_TOKENS: usize = 256;
 /// Passages per model call. Each call pads its passages to its longest, so the passages are ordered
 /// by their token count and read a few at a time: on two cores, twelve conversation turns of 8 to 80
 /// words took 79 ms in one call and 56 ms in calls of 4 by length (calls of 3 and 6 the same within
-/// a millisecond; each call costs about a millisecond of its own).
+/// a millisecond; each call costs about a millisecond of its own). On two cores without AVX-512
+/// (2026-12-07, twelve random LoCoMo turns a question, 80 to 150 questions) calls of 4 still beat
+/// one call (p50 about 180 against 286 ms), within the run's noise of calls of 1 to 3; two
+/// intra-op threads beat one by 1.8 times, and letting them spin gained nothing.
 pub const CROSS_ENCODER_BATCH: usize = 4;
 
 /// Scores passages against a query.

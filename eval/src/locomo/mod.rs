@@ -5,6 +5,8 @@
 //! - [`run`]: `memory-eval locomo`: every turn a document through `memory import`'s code, one sync,
 //!   every question of categories 1-4 recalled in every mode through `MemoryService` (the code
 //!   `memory` runs, with its defaults).
+//! - [`server`]: `memory-eval locomo --via server`: the same store, every recall through the built
+//!   binary's `memory serve --http` over MCP, so the latency is a host's.
 //! - [`worker`]: `memory-eval locomo --via worker`: every turn a `user_input` record of the thread
 //!   log (a thread per session, bound to the conversation's namespace), the remembering worker's
 //!   default extractor drains it, then the same sync and recall; reports what extraction kept and
@@ -93,5 +95,6 @@ pub mod metrics;
 pub mod report;
 pub mod rerank;
 pub mod run;
+pub mod server;
 pub mod tune;
 pub mod worker;

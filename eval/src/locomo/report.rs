@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::metrics::{LatencyMs, RetrievalFigures, document_figures, latency};
-use super::run::Answer;
+use super::run::{Answer, MODES};
 
 /// LoCoMo's category names.
 pub fn category_name(category: u8) -> &'static str {
@@ -43,6 +43,8 @@ pub struct ModeReport {
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct LocomoReport {
+    /// The door every recall went through: [`IN_PROCESS`] or [`THROUGH_SERVER`].
+    pub door: String,
     /// The data that was read.
     pub data: String,
     /// Conversations read.
@@ -57,6 +59,40 @@ pub struct LocomoReport {
     pub sync_seconds: f64,
     /// Per mode.
     pub modes: Vec<ModeReport>,
+}
+
+/// [`LocomoReport::door`] of `memory-eval locomo`: the product's service in the harness's process.
+pub const IN_PROCESS: &str = "in process (MemoryService, the code `memory recall` runs)";
+/// [`LocomoReport::door`] of `memory-eval locomo --via server`: the built binary's MCP server.
+pub const THROUGH_SERVER: &str =
+    "through `memory serve --http` (the built binary; MCP streamable HTTP, one session)";
+
+impl LocomoReport {
+    /// The report of `answers` (per mode, in any order; reported in [`MODES`]'s order).
+    pub fn new(
+        door: &str,
+        data: &str,
+        conversations: usize,
+        turns: usize,
+        (import_seconds, sync_seconds): (f64, f64),
+        answers: &BTreeMap<&str, Vec<Answer>>,
+    ) -> Self {
+        let mut modes: Vec<ModeReport> = answers
+            .iter()
+            .map(|(mode, answers)| mode_report(mode, answers))
+            .collect();
+        modes.sort_by_key(|mode| MODES.iter().position(|name| *name == mode.mode));
+        Self {
+            door: door.to_owned(),
+            data: data.to_owned(),
+            conversations,
+            turns,
+            questions: answers.values().next().map_or(0, Vec::len),
+            import_seconds,
+            sync_seconds,
+            modes,
+        }
+    }
 }
 
 /// The figures of one mode's answers.
@@ -108,9 +144,10 @@ pub fn markdown(report: &LocomoReport) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "# LoCoMo recall through the product\n\n{} conversations, {} turns (one document each), {} \
-         questions of categories 1-4, read from `{}`. Import {:.1} s, indexing with the real model \
-         {:.1} s.\n",
+        "# LoCoMo recall through the product\n\nEvery recall {}. {} conversations, {} turns (one \
+         document each), {} questions of categories 1-4, read from `{}`. Import {:.1} s, indexing \
+         with the real model {:.1} s.\n",
+        report.door,
         report.conversations,
         report.turns,
         report.questions,
@@ -245,13 +282,19 @@ fn escape(text: &str) -> String {
 /// Writes `locomo.md`, `locomo.json`, `locomo-MODE.svg` per mode and `locomo-category-N.svg` per
 /// category to `out`.
 pub fn write(report: &LocomoReport, out: &Path) -> anyhow::Result<()> {
+    write_as(report, out, "locomo", "LoCoMo")
+}
+
+/// [`write()`] under the file stem `stem` (`STEM.md`, `STEM.json`, `STEM-MODE.svg`, ...), charts titled
+/// `title`.
+pub fn write_as(report: &LocomoReport, out: &Path, stem: &str, title: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("locomo.md"), markdown(report))?;
+    std::fs::write(out.join(format!("{stem}.md")), markdown(report))?;
     std::fs::write(
-        out.join("locomo.json"),
+        out.join(format!("{stem}.json")),
         serde_json::to_string_pretty(report)? + "\n",
     )?;
-    write_charts(&report.modes, out, "locomo", "LoCoMo")
+    write_charts(&report.modes, out, stem, title)
 }
 
 /// Writes `STEM-MODE.svg` per mode and `STEM-category-N.svg` per category to `out`, titled `TITLE, …`.

@@ -283,6 +283,54 @@ pub async fn recall_all_judged<'m>(
     progress: &Progress,
     turns_of: &(dyn Fn(usize, &Value) -> Vec<String> + Sync),
 ) -> anyhow::Result<BTreeMap<&'m str, Vec<Answer>>> {
+    let mut door = InProcess {
+        service,
+        // One grant for every timed call: building it is not part of a recall's latency.
+        grant: harness_grant(),
+    };
+    recall_through(&mut door, conversations, modes, progress, turns_of).await
+}
+
+/// Where the harness's recalls go: the product's service in this process ([`InProcess`]), or a
+/// built `memory serve --http` over MCP (`super::server`). Both take the same `memory_recall`
+/// arguments and answer its wire result, so the figures of the two doors compare.
+pub trait RecallDoor {
+    /// One `memory_recall`: its wire answer, or the refusal's kind.
+    fn recall(&mut self, arguments: Value) -> impl Future<Output = Result<Value, String>>;
+}
+
+/// The product's service in this process, under the harness's grant.
+#[derive(Debug)]
+pub struct InProcess<'s> {
+    /// The service `memory recall` runs.
+    pub service: &'s MemoryService<SqliteStore>,
+    /// The caller's grant.
+    pub grant: Grant,
+}
+
+impl RecallDoor for InProcess<'_> {
+    async fn recall(&mut self, arguments: Value) -> Result<Value, String> {
+        self.service
+            .execute_as(
+                &self.grant,
+                Operation::Recall,
+                RawArguments::Json(arguments),
+            )
+            .await
+            .map_err(|refusal| refusal.kind().as_str().to_owned())
+    }
+}
+
+/// Recalls every scored question of `conversations` in each of `modes` through `door`, each mode
+/// warmed up first; answers per mode, in question order. Latency is the whole call as the door's
+/// caller sees it.
+pub async fn recall_through<'m>(
+    door: &mut impl RecallDoor,
+    conversations: &[Conversation],
+    modes: &[&'m str],
+    progress: &Progress,
+    turns_of: &(dyn Fn(usize, &Value) -> Vec<String> + Sync),
+) -> anyhow::Result<BTreeMap<&'m str, Vec<Answer>>> {
     let questions: Vec<(usize, &Conversation, &super::data::Question)> = conversations
         .iter()
         .enumerate()
@@ -293,13 +341,10 @@ pub async fn recall_all_judged<'m>(
         })
         .collect();
     let mut answers = BTreeMap::new();
-    // One grant for every timed call: building it is not part of a recall's latency.
-    let grant = harness_grant();
     for &mode in modes {
         for (_, conversation, question) in questions.iter().take(WARMUP_QUERIES) {
-            let arguments = recall_arguments(conversation, &question.text, mode);
-            let _ = service
-                .execute_as(&grant, Operation::Recall, RawArguments::Json(arguments))
+            let _ = door
+                .recall(recall_arguments(conversation, &question.text, mode))
                 .await;
         }
         let bar = progress.bar(mode, questions.len() as u64);
@@ -307,14 +352,12 @@ pub async fn recall_all_judged<'m>(
         for (index, conversation, question) in &questions {
             let arguments = recall_arguments(conversation, &question.text, mode);
             let started = Instant::now();
-            let result = service
-                .execute_as(&grant, Operation::Recall, RawArguments::Json(arguments))
-                .await;
+            let result = door.recall(arguments).await;
             let latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
             let ((ranked, ranked_turns), refused) = match result {
                 Ok(answer) => (ranked_documents(&answer, *index, turns_of), false),
-                Err(refusal) => {
-                    tracing::warn!(mode, kind = refusal.kind().as_str(), "recall refused");
+                Err(kind) => {
+                    tracing::warn!(mode, kind, "recall refused");
                     ((Vec::new(), Vec::new()), true)
                 }
             };

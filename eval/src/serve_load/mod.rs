@@ -44,7 +44,7 @@ use serde_json::{Value, json};
 use self::client::{Client, ClientPlan, Endpoint, Shared};
 use self::outcome::{ClientOutcome, Op, WriteCheck};
 use self::report::{RestartFigures, ServeLoadReport, ServerFigures};
-use self::server::{Server, ServerSpec, Target};
+use self::server::{Server, ServerAccess, ServerSpec, Target};
 use self::tenants::Texts;
 use crate::metrics::percentiles;
 
@@ -105,7 +105,7 @@ fn log(options: &ServeLoadOptions, message: &str) {
 
 /// Where the children find the model: `$MEMORY_ASSETS_DIR`, else `./assets` when it exists (the
 /// workspace's), else the binary's own lookup.
-fn assets_dir() -> Option<PathBuf> {
+pub(crate) fn assets_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("MEMORY_ASSETS_DIR").filter(|dir| !dir.is_empty()) {
         return Some(PathBuf::from(dir));
     }
@@ -186,7 +186,7 @@ pub async fn run(options: &ServeLoadOptions) -> anyhow::Result<ServeLoadReport> 
 
     let spec = |name: &str| ServerSpec {
         target: target.clone(),
-        grants: grants.clone(),
+        access: ServerAccess::Grants(grants.clone()),
         log: work.join(format!("server-{name}.log")),
         runtime_dir: postgres.as_ref().map(|_| work.join(format!("run-{name}"))),
     };

@@ -120,13 +120,23 @@ pub struct Server {
     pub started: Instant,
 }
 
+/// Who may call a server.
+#[derive(Debug, Clone)]
+pub enum ServerAccess {
+    /// `--grants FILE`: a grant per tenant.
+    Grants(PathBuf),
+    /// `--allow-namespace RULE`: the server's own grant, which a loopback caller without a token
+    /// holds, also reaches every namespace the rule admits.
+    AllowNamespace(String),
+}
+
 /// What a server is started with.
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
     /// The store.
     pub target: Target,
-    /// `--grants FILE`: a grant per tenant.
-    pub grants: PathBuf,
+    /// Who may call it.
+    pub access: ServerAccess,
     /// Standard error goes here (appended, so a restart keeps the first run's lines).
     pub log: PathBuf,
     /// `XDG_RUNTIME_DIR` (where a PostgreSQL server's discovery file goes: one per server).
@@ -138,9 +148,11 @@ impl Server {
     /// [`Server::wait_ready`]).
     pub async fn start(spec: &ServerSpec, addr: &str) -> anyhow::Result<Self> {
         let mut command = spec.target.command();
-        command
-            .args(["serve", "--http", addr, "--grants"])
-            .arg(&spec.grants);
+        command.args(["serve", "--http", addr]);
+        match &spec.access {
+            ServerAccess::Grants(grants) => command.arg("--grants").arg(grants),
+            ServerAccess::AllowNamespace(rule) => command.args(["--allow-namespace", rule]),
+        };
         if let Some(dir) = &spec.runtime_dir {
             command.env("XDG_RUNTIME_DIR", dir);
         }

@@ -20,7 +20,8 @@
 //!   ([`cross_rank_signals`]: 1, 1/2, 1/3...; 0 for the rest). The model reads the passage's text after
 //!   its speaker's name ([`cross_encoder_text`]), and only the first [`CROSS_ENCODER_DEPTH`] documents in
 //!   the order the stage gives them without it ([`cross_encoder_choice`]): each passage costs it about
-//!   3 ms on two cores, so reading all twenty a ten-item recall keeps would cost 65 ms.
+//!   3 to 5 ms on the two-core machine of these measurements (about 15 ms on another without
+//!   AVX-512), so reading all twenty a ten-item recall keeps would cost 65 ms there.
 //!
 //! and its score is `weights · signals` ([`RerankWeights::score`]): [`DEFAULT_RERANK_WEIGHTS`]
 //! without the model, [`DEFAULT_CROSS_RERANK_WEIGHTS`] with it. Both are chosen by `memory-eval
