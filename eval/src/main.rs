@@ -333,11 +333,7 @@ fn main() -> anyhow::Result<()> {
                 "--model-url, --model, --model-key-file and --model-timeout-ms apply to --via \
                  worker only"
             );
-            if matches!(via, Via::Server) {
-                runtime.block_on(locomo_via_server(&data, conversations, &cli.out))
-            } else {
-                runtime.block_on(locomo(&data, conversations, &cli.out))
-            }
+            runtime.block_on(locomo(&data, conversations, via == Via::Server, &cli.out))
         }
         Some(Command::Locomo {
             data,
@@ -476,67 +472,30 @@ fn load_conversations(
     Ok(conversations)
 }
 
-/// `memory-eval locomo`.
+/// `memory-eval locomo`, in process or `--via server`.
 async fn locomo(
     data: &std::path::Path,
     first: Option<usize>,
+    via_server: bool,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use eval::locomo::{report as locomo_report, run as locomo_run};
+    use eval::locomo::{report as locomo_report, run as locomo_run, server};
     let conversations = load_conversations(data, first)?;
     let out = out.join("locomo");
-    std::fs::create_dir_all(&out)?;
     let progress = Progress::for_terminal();
-    let (store, service) = locomo_run::open_service(&out.join("locomo.sqlite"), true)?;
-    let started = Instant::now();
-    let summary = locomo_run::ingest(&store, &conversations, &progress)?;
-    let import_seconds = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    locomo_run::sync(&service, &progress).await?;
-    let sync_seconds = started.elapsed().as_secs_f64();
-    let answers =
-        locomo_run::recall_all(&service, &conversations, &locomo_run::MODES, &progress).await?;
-    let report = locomo_report::LocomoReport::new(
-        locomo_report::IN_PROCESS,
-        &data.display().to_string(),
-        conversations.len(),
-        (summary.written + summary.replayed) as usize,
-        (import_seconds, sync_seconds),
-        &answers,
-    );
-    locomo_report::write(&report, &out)?;
-    println!("{}", locomo_report::markdown(&report));
-    eprintln!("memory-eval: LoCoMo report written to {}", out.display());
-    Ok(())
-}
-
-/// `memory-eval locomo --via server`.
-async fn locomo_via_server(
-    data: &std::path::Path,
-    first: Option<usize>,
-    out: &std::path::Path,
-) -> anyhow::Result<()> {
-    use eval::locomo::{report as locomo_report, server};
-    let conversations = load_conversations(data, first)?;
-    let out = out.join("locomo");
-    let (report, _) = server::measure(
-        &data.display().to_string(),
-        &conversations,
-        &out,
-        None,
-        &Progress::for_terminal(),
-    )
-    .await?;
-    locomo_report::write_as(
-        &report,
-        &out,
-        "locomo-via-server",
-        "LoCoMo through the server",
-    )?;
+    let name = data.display().to_string();
+    let (report, stem, title) = if via_server {
+        let (report, _) = server::measure(&name, &conversations, &out, None, &progress).await?;
+        (report, "locomo-via-server", "LoCoMo through the server")
+    } else {
+        let report = locomo_run::measure(&name, &conversations, &out, &progress).await?;
+        (report, "locomo", "LoCoMo")
+    };
+    locomo_report::write(&report, &out, stem, title)?;
     println!("{}", locomo_report::markdown(&report));
     eprintln!(
-        "memory-eval: LoCoMo via-server report written to {}",
-        out.display()
+        "memory-eval: LoCoMo report written to {}",
+        out.join(stem).display()
     );
     Ok(())
 }

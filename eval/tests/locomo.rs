@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use eval::locomo::data::{Conversation, load};
 use eval::locomo::metrics::{figures, question_scores};
-use eval::locomo::report::THROUGH_SERVER;
+use eval::locomo::report::{IN_PROCESS, THROUGH_SERVER};
 use eval::locomo::run::{MODES, ingest, open_service, recall_all};
 use eval::locomo::server;
 use eval::locomo::tune::{Tuned, tune};
@@ -58,6 +58,59 @@ async fn the_server_answers_every_mode_as_the_service_does() {
                 "{mode}: timed as the client sees it"
             );
         }
+    }
+}
+
+/// The same promise through the built binaries: `memory-eval locomo` in process and `--via server`
+/// (which starts the built `memory serve --http`) report the same figures of every mode, each naming
+/// its door; the worker's model flags are refused with another door before anything is written.
+#[test]
+fn both_doors_of_memory_eval_locomo_report_the_same_figures() {
+    let out = tempfile::tempdir().expect("temporary directory");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_memory-eval"))
+            .arg("--out")
+            .arg(out.path())
+            .args(["locomo", "--data"])
+            .arg(fixture())
+            .args(extra)
+            .output()
+            .expect("memory-eval runs")
+    };
+    let refused = run(&["--via", "server", "--model-url", "http://127.0.0.1:9/v1"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("apply to --via worker only"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(
+        !out.path().join("locomo").exists(),
+        "a refused run writes nothing"
+    );
+    for extra in [&[][..], &["--via", "server"][..]] {
+        let output = run(extra);
+        assert!(
+            output.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let read = |stem: &str| -> serde_json::Value {
+        let path = out.path().join("locomo").join(format!("{stem}.json"));
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the report is written"))
+            .expect("the report is JSON")
+    };
+    let (local, served) = (read("locomo"), read("locomo-via-server"));
+    assert_eq!(local["door"], IN_PROCESS);
+    assert_eq!(served["door"], THROUGH_SERVER);
+    let modes = local["modes"].as_array().expect("modes");
+    assert_eq!(modes.len(), MODES.len());
+    for (local, served) in modes.iter().zip(served["modes"].as_array().expect("modes")) {
+        assert_eq!(local["mode"], served["mode"]);
+        assert_eq!(local["all"], served["all"], "{}", local["mode"]);
+        assert_eq!(local["refused"], 0, "{}", local["mode"]);
+        assert_eq!(served["refused"], 0, "{}", served["mode"]);
     }
 }
 

@@ -279,15 +279,10 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Writes `locomo.md`, `locomo.json`, `locomo-MODE.svg` per mode and `locomo-category-N.svg` per
-/// category to `out`.
-pub fn write(report: &LocomoReport, out: &Path) -> anyhow::Result<()> {
-    write_as(report, out, "locomo", "LoCoMo")
-}
-
-/// [`write()`] under the file stem `stem` (`STEM.md`, `STEM.json`, `STEM-MODE.svg`, ...), charts titled
+/// Writes `STEM.md`, `STEM.json`, `STEM-MODE.svg` per mode and `STEM-category-N.svg` per category
+/// to `out` (`locomo` for the in-process run, `locomo-via-server` for the server's), charts titled
 /// `title`.
-pub fn write_as(report: &LocomoReport, out: &Path, stem: &str, title: &str) -> anyhow::Result<()> {
+pub fn write(report: &LocomoReport, out: &Path, stem: &str, title: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join(format!("{stem}.md")), markdown(report))?;
     std::fs::write(

@@ -180,6 +180,60 @@ pub async fn sync(
     Ok(answer["indexed"].as_u64().unwrap_or_default())
 }
 
+/// A store written and indexed by [`indexed_store`].
+pub struct IndexedStore {
+    /// The store.
+    pub store: Arc<SqliteStore>,
+    /// The product's service over it.
+    pub service: MemoryService<SqliteStore>,
+    /// Turns written (one document each).
+    pub turns: usize,
+    /// Seconds spent writing the turns and indexing them with the real model.
+    pub seconds: (f64, f64),
+}
+
+/// Opens the service on `database` ([`open_service`]), writes every turn ([`ingest`]) and indexes
+/// them ([`sync`]), timing both: what every door's run starts from.
+pub async fn indexed_store(
+    database: &Path,
+    conversations: &[Conversation],
+    progress: &Progress,
+) -> anyhow::Result<IndexedStore> {
+    let (store, service) = open_service(database, true)?;
+    let started = Instant::now();
+    let summary = ingest(&store, conversations, progress)?;
+    let import_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    sync(&service, progress).await?;
+    Ok(IndexedStore {
+        store,
+        service,
+        turns: (summary.written + summary.replayed) as usize,
+        seconds: (import_seconds, started.elapsed().as_secs_f64()),
+    })
+}
+
+/// `memory-eval locomo`: every turn written and indexed into `OUT/locomo.sqlite`, every scored
+/// question recalled in every mode in process.
+pub async fn measure(
+    data: &str,
+    conversations: &[Conversation],
+    out: &Path,
+    progress: &Progress,
+) -> anyhow::Result<super::report::LocomoReport> {
+    std::fs::create_dir_all(out)?;
+    let indexed = indexed_store(&out.join("locomo.sqlite"), conversations, progress).await?;
+    let answers = recall_all(&indexed.service, conversations, &MODES, progress).await?;
+    Ok(super::report::LocomoReport::new(
+        super::report::IN_PROCESS,
+        data,
+        conversations.len(),
+        indexed.turns,
+        indexed.seconds,
+        &answers,
+    ))
+}
+
 /// One question's answer in one mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {

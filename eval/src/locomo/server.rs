@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use memory_client::discovery::{self, Discovery};
@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use super::data::Conversation;
 use super::report::{LocomoReport, THROUGH_SERVER};
 use super::run::{
-    Answer, MODES, NAMESPACE_NAME, RecallDoor, direct_turns, ingest, open_service, recall_through,
-    sync,
+    Answer, IndexedStore, MODES, NAMESPACE_NAME, RecallDoor, direct_turns, indexed_store,
+    recall_through,
 };
 use crate::progress::Progress;
 use crate::serve_load::assets_dir;
@@ -69,16 +69,9 @@ pub async fn measure(
     let binary = find_binary(memory_bin)?;
     std::fs::create_dir_all(out)?;
     let database = out.canonicalize()?.join("locomo-via-server.sqlite");
-    let (turns, seconds) = {
-        let (store, service) = open_service(&database, true)?;
-        let started = Instant::now();
-        let summary = ingest(&store, conversations, progress)?;
-        let import_seconds = started.elapsed().as_secs_f64();
-        let started = Instant::now();
-        sync(&service, progress).await?;
-        let turns = (summary.written + summary.replayed) as usize;
-        (turns, (import_seconds, started.elapsed().as_secs_f64()))
-    };
+    // Written and indexed in process, then closed: the server is the store's only user.
+    let IndexedStore { turns, seconds, .. } =
+        indexed_store(&database, conversations, progress).await?;
     let spec = ServerSpec {
         target: Target {
             binary,
