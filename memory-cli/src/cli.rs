@@ -284,8 +284,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME")]
     pub schema: Option<String>,
     /// Most chunks the semantic index holds (default 1,000,000; memory is taken as chunks arrive). A
-    /// sync that would pass it is refused (too-large, naming max_chunks), and so is loading the
-    /// index of a store that already holds more; `memory status` shows use.
+    /// sync that would pass it is refused (too-large, naming max_chunks), and so is every command
+    /// that needs the index of a store already holding more; `memory status` shows use.
     #[arg(long, global = true, env = settings::MAX_CHUNKS_ENV, value_name = "N")]
     pub max_chunks: Option<usize>,
     /// Hold the semantic index's vectors in memory as int8 codes (about a quarter of the memory of

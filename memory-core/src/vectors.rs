@@ -323,6 +323,13 @@ pub trait VectorStore: Send + Sync {
         source: &StoredSource,
     ) -> impl Future<Output = Result<ReplaceOutcome, MemoryError>> + Send;
 
+    /// How many chunks `profile` stores over all its indexed sources: the room a load of them needs
+    /// ([`VectorLoadLimits::max_chunks`]), read without loading any.
+    fn stored_chunks(
+        &self,
+        profile: &ProfileDigest,
+    ) -> impl Future<Output = Result<u64, MemoryError>> + Send;
+
     /// The change-feed position up to which `profile`'s index is complete ([`ChangeSequence::ZERO`] if none).
     fn indexed_position(
         &self,

@@ -341,7 +341,21 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_6,
     MIGRATION_7,
     MIGRATION_8,
+    MIGRATION_9,
 ];
+
+/// How many chunks each profile stores, kept in one row per profile by the replacement that changes
+/// them, in its transaction (the source row's lock orders replacements of one document; the count's
+/// row lock orders the rest): `memory sync` with nothing to index and a load's bound read it without
+/// walking the vectors. The migration counts once what is already there.
+const MIGRATION_9: &str = r#"
+CREATE TABLE semantic_chunk_counts (
+    profile BYTEA PRIMARY KEY,
+    chunks BIGINT NOT NULL CHECK (chunks >= 0)
+);
+INSERT INTO semantic_chunk_counts (profile, chunks)
+    SELECT profile, COUNT(*) FROM semantic_chunks GROUP BY profile;
+"#;
 
 /// The context layer's fold checkpoints (memory-context's `fold`): each thread's newest state of one
 /// fold at one version, a cache of what the log says, so a cold read starts from it.

@@ -18,6 +18,7 @@ use memory_core::{ChangeSequence, MemoryError, MemoryKey, Revision};
 use crate::db::{Handle, snapshot};
 use crate::error::{Attempt, Fail, corrupt};
 use crate::retry::{Idempotent, Params, commit, execute};
+use deadpool_postgres::GenericClient;
 
 /// Chunk vectors and indexer positions in PostgreSQL; get one from [`crate::PostgresStore::vectors`].
 #[derive(Clone)]
@@ -63,14 +64,11 @@ async fn load(
         .await?
         .try_get(0)?;
     check_count("stored sources", source_count, limits.max_sources)?;
-    let chunk_count: i64 = transaction
-        .query_one(
-            "SELECT count(*) FROM semantic_chunks WHERE profile = $1",
-            &[&profile],
-        )
-        .await?
-        .try_get(0)?;
-    check_count("stored chunks", chunk_count, limits.max_chunks)?;
+    check_count(
+        "stored chunks",
+        stored_chunks(&transaction, profile).await?,
+        limits.max_chunks,
+    )?;
 
     let rows = transaction
         .query(
@@ -212,7 +210,7 @@ async fn replace(
             withdrawn,
         });
     }
-    transaction
+    let removed = transaction
         .execute(
             "DELETE FROM semantic_chunks WHERE profile = $1 AND namespace = $2 AND document_id = $3",
             &[&profile, &namespace, &document_id],
@@ -244,6 +242,28 @@ async fn replace(
                 .await?;
         }
     }
+    let change = i64::try_from(chunks.len())
+        .ok()
+        .zip(i64::try_from(removed).ok())
+        .map(|(added, removed)| added - removed)
+        .ok_or_else(|| model(MemoryError::invalid("chunks", "exceeds 2^63 - 1")))?;
+    if change != 0 {
+        // The row first, then the change: PostgreSQL checks an upsert's proposed row (a removal's
+        // negative change) against `chunks >= 0` before it finds the conflict.
+        transaction
+            .execute(
+                "INSERT INTO semantic_chunk_counts (profile, chunks) VALUES ($1, 0) \
+                 ON CONFLICT (profile) DO NOTHING",
+                &[&profile],
+            )
+            .await?;
+        transaction
+            .execute(
+                "UPDATE semantic_chunk_counts SET chunks = chunks + $2 WHERE profile = $1",
+                &[&profile, &change],
+            )
+            .await?;
+    }
     // Indexed or withdrawn now: no longer unsearchable for any reason.
     transaction
         .execute(
@@ -254,6 +274,18 @@ async fn replace(
         .await?;
     commit(transaction).await?;
     Ok(ReplaceOutcome::Replaced)
+}
+
+/// The profile's count of stored chunks, kept by every replacement (`semantic_chunk_counts`; 0 before
+/// its first chunk), so neither a load's bound nor `stored_chunks` walks the vectors.
+async fn stored_chunks<C: GenericClient + Sync>(client: &C, profile: &[u8]) -> Attempt<i64> {
+    Ok(client
+        .query_one(
+            "SELECT coalesce(sum(chunks), 0)::BIGINT FROM semantic_chunk_counts WHERE profile = $1",
+            &[&profile],
+        )
+        .await?
+        .try_get(0)?)
 }
 
 fn non_negative(value: i64, what: &'static str) -> Attempt<u64> {
@@ -504,6 +536,23 @@ impl VectorStore for PostgresVectorStore {
                             });
                         }
                         Ok(sources)
+                    })
+                },
+            )
+            .await
+    }
+
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        let profile = profile.as_bytes().to_vec();
+        self.handle
+            .call(
+                "count stored chunks",
+                Idempotent::Yes,
+                profile,
+                move |profile, client| {
+                    Box::pin(async move {
+                        let count = stored_chunks(&client, profile).await?;
+                        non_negative(count, "negative row count")
                     })
                 },
             )

@@ -551,6 +551,7 @@ async fn a_version_2_schema_gains_the_namespace_keyed_index_and_answers_as_befor
          DROP INDEX memory_revisions_by_key; \
          ALTER TABLE remembering_suppressions DROP COLUMN thread; \
          DROP TABLE remembering_suppression_count; \
+         DROP TABLE semantic_chunk_counts; \
          DELETE FROM memory_schema_version WHERE version >= 3;",
     )
     .await
@@ -636,6 +637,7 @@ async fn a_version_4_schema_gains_its_history_and_loses_withdrawn_words() {
          DROP INDEX memory_revisions_by_key; \
          ALTER TABLE remembering_suppressions DROP COLUMN thread; \
          DROP TABLE remembering_suppression_count; \
+         DROP TABLE semantic_chunk_counts; \
          DELETE FROM memory_schema_version WHERE version >= 5;",
     )
     .await

@@ -94,6 +94,10 @@ impl VectorStore for SchemaVectors {
         self.0.vectors().unindexed_counts(profile).await
     }
 
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        self.0.vectors().stored_chunks(profile).await
+    }
+
     async fn save_graph(
         &self,
         profile: &ProfileDigest,

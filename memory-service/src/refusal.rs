@@ -128,6 +128,17 @@ impl From<SemanticError> for Refusal {
                 }
                 Self::unavailable(message)
             }
+            // The index's capacity is a setting of this process, not of the store: say which.
+            error @ SemanticError::TooLarge {
+                limit: "max_chunks",
+                ..
+            } => Self::new(
+                error.kind(),
+                format!(
+                    "{error} chunks in the semantic index; raise --max-chunks \
+                     (MEMORY_MAX_CHUNKS) or withdraw documents"
+                ),
+            ),
             other => Self::new(other.kind(), other.to_string()),
         }
     }

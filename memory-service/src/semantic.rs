@@ -39,7 +39,9 @@
 //!   arrive). A document the index cannot take is recorded unindexed with its reason and never reported
 //!   as searchable: `memory_sync` answers how many, and refuses (`too-large`, naming `max_chunks`) while
 //!   any wait for room; each sync retries those first, so raising `--max-chunks` or withdrawing
-//!   documents lets them in.
+//!   documents lets them in. A store already holding more chunks than `--max-chunks` is refused by
+//!   every command that needs its index, a sync with nothing to index included (from the count of
+//!   stored chunks the store keeps, without loading them).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +52,7 @@ use semantic_index::engine::StoredIndex;
 use semantic_index::indexer::{catch_up, catch_up_report};
 use semantic_index::{
     CompactVectors, CrossEncoder, FastembedCrossEncoder, FastembedEmbedder, HnswParams,
-    HnswStartup, IndexBounds, Indexer, IndexerOptions, ModelAssets, SemanticIndex,
+    HnswStartup, IndexBounds, Indexer, IndexerOptions, ModelAssets, SemanticError, SemanticIndex,
     SemanticIndexConfig, SemanticProfile, UnindexedReason,
 };
 use tokio::sync::{Mutex, OnceCell, RwLock};
@@ -431,6 +433,21 @@ impl<S: Store> SemanticBackend<S> {
             .iter()
             .any(|(reason, count)| *reason == UnindexedReason::Capacity && *count > 0);
         if !retry && self.loaded.get().is_none() && self.indexed_position().await? >= head {
+            // Nothing to index, but the stored chunks must still fit the index this process may
+            // hold (opened with a smaller --max-chunks than the store was filled with): refused as
+            // a load of them is, so sync never answers what status and recall would refuse. The
+            // store keeps the count: this reads no vector.
+            let (vectors, digest) = (Arc::clone(&self.vectors), self.digest);
+            let chunks =
+                on_blocking_pool(async move { vectors.stored_chunks(&digest).await }).await??;
+            let max = self.config.bounds.max_chunks as u64;
+            if chunks > max {
+                return Err(Refusal::from(SemanticError::TooLarge {
+                    limit: "max_chunks",
+                    max,
+                    actual: chunks,
+                }));
+            }
             return self.synced(head, &stored, None);
         }
         let loaded = self.loaded().await?;

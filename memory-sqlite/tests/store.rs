@@ -649,6 +649,7 @@ async fn a_format_1_file_is_migrated_on_open_and_answers_as_before() {
              DROP INDEX remembering_suppressions_by_thread; \
              ALTER TABLE remembering_suppressions DROP COLUMN thread; \
              DROP TABLE remembering_suppression_count; \
+             DROP TABLE semantic_chunk_counts; \
              UPDATE memory_meta SET value = 1 WHERE key = 'memory_store_format';",
         )
         .unwrap();

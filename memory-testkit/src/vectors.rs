@@ -40,6 +40,7 @@ pub const VECTOR_RULES: &[&str] = &[
     "clearing-an-unindexed-record-spares-a-newer-one",
     "graphs-are-kept-per-profile-and-bounded-on-load",
     "chunk-vectors-are-read-by-key-revision-and-ordinal",
+    "stored-chunks-count-the-profiles-indexed-chunks",
 ];
 
 /// Runs every rule of [`VECTOR_RULES`], each on a fresh, empty store from `factory`.
@@ -71,6 +72,7 @@ where
             "unindexed-sources-are-recorded-paged-and-cleared" => unindexed(&store).await,
             "clearing-an-unindexed-record-spares-a-newer-one" => clearing(&store).await,
             "graphs-are-kept-per-profile-and-bounded-on-load" => graphs(&store).await,
+            "stored-chunks-count-the-profiles-indexed-chunks" => stored_chunks(&store).await,
             _ => chunk_vectors(&store).await,
         };
         report.record(rule, result.map_err(|failure| failure.0));
@@ -422,6 +424,42 @@ async fn limits<S: VectorStore>(store: &S) -> Checked {
         ErrorKind::Corrupt,
         "vectors of another length",
     )?;
+    Ok(())
+}
+
+/// `stored_chunks` is what a load must have room for: every chunk of the profile's indexed sources,
+/// none of a withdrawal's or another profile's, following replacements.
+async fn stored_chunks<S: VectorStore>(store: &S) -> Checked {
+    let count = async |profile| ok(store.stored_chunks(&profile).await, "count stored chunks");
+    ensure!(count(PROFILE).await? == 0, "an empty store holds chunks");
+    replace(store, &indexed("a", 1, "r1", &[[1.0, 0.0], [0.0, 1.0]])?).await?;
+    replace(store, &indexed("c", 1, "r1", &[[1.0, 0.0]])?).await?;
+    replace(store, &withdrawn("b", 1)?).await?;
+    let counted = count(PROFILE).await?;
+    ensure!(counted == 3, "three chunks stored, {counted} counted");
+    ensure!(
+        count(OTHER_PROFILE).await? == 0,
+        "another profile's chunks counted"
+    );
+    replace(store, &indexed("a", 2, "r2", &[[0.0, 1.0]])?).await?;
+    replace(store, &withdrawn("c", 2)?).await?;
+    let counted = count(PROFILE).await?;
+    ensure!(
+        counted == 1,
+        "after a replacement and a withdrawal, {counted} counted"
+    );
+    let loaded = load(store).await?;
+    let chunks: usize = loaded
+        .iter()
+        .map(|source| match &source.state {
+            StoredSourceState::Indexed { chunks, .. } => chunks.len(),
+            StoredSourceState::Withdrawn => 0,
+        })
+        .sum();
+    ensure!(
+        chunks as u64 == counted,
+        "a load holds {chunks} chunks, the count says {counted}"
+    );
     Ok(())
 }
 

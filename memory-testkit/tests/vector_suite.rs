@@ -133,6 +133,10 @@ impl VectorStore for Broken {
         self.inner.unindexed_counts(profile).await
     }
 
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        self.inner.stored_chunks(profile).await
+    }
+
     async fn save_graph(
         &self,
         profile: &ProfileDigest,

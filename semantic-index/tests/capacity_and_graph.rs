@@ -424,8 +424,8 @@ async fn a_refresh_past_max_chunks_is_refused_and_changes_nothing() {
         .unwrap();
     assert_eq!(stored.len(), 5, "nothing was written");
     drop(index);
-    // Opened again with room for fewer chunks than the store holds: refused, naming the setting
-    // to raise (the store stops counting at the first chunk past it), and nothing is changed.
+    // Opened again with room for fewer chunks than the store holds: refused before a chunk is read
+    // (the store keeps its count), naming the setting to raise, and nothing is changed.
     let smaller = SemanticIndex::open(
         config(HnswStartup::OnDemand, 3),
         fixture.embedder.clone(),
@@ -438,7 +438,7 @@ async fn a_refresh_past_max_chunks_is_refused_and_changes_nothing() {
             Err(SemanticError::TooLarge {
                 limit: "max_chunks",
                 max: 3,
-                actual: 4
+                actual: 5
             })
         ),
         "{:?}",

@@ -147,6 +147,11 @@ impl VectorStore for Probe {
         self.inner.unindexed_counts(profile).await
     }
 
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        self.note("stored_chunks");
+        self.inner.stored_chunks(profile).await
+    }
+
     async fn load_chunk_vectors(
         &self,
         profile: &ProfileDigest,

@@ -149,9 +149,8 @@ async fn the_index_capacity_takes_effect_at_every_door() {
     // Room for every chunk: the same store syncs.
     fixture.run(&["sync", "{}"]).success();
 
-    // Opened again with room for fewer chunks than it now holds: the commands that load the index
-    // refuse alike, naming the setting to raise. (`sync` with nothing to index loads nothing and
-    // so does not see it: a count of the stored chunks would read the whole vector table.)
+    // Opened again with room for fewer chunks than it now holds: every command that needs the
+    // index refuses alike, naming the setting to raise (sync too, though it has nothing to index).
     let recall = json!({
         "namespace": {"name": "notes", "version": 1, "identity": {"user": "u1"}},
         "scope": "assistant",
@@ -160,11 +159,15 @@ async fn the_index_capacity_takes_effect_at_every_door() {
         "limits": {"max_items": 3, "max_bytes": 4000, "max_tokens": 1000, "timeout_ms": 60000},
     })
     .to_string();
-    for command in [vec!["status"], vec!["recall", &recall]] {
+    for command in [vec!["sync", "{}"], vec!["status"], vec!["recall", &recall]] {
         let refused = fixture.run_env(&command, &capacity);
         assert!(
             refused.refused("too-large").contains("max_chunks"),
             "{command:?}: {refused:?}"
         );
     }
+    let stdio = fixture.serve_env(&capacity).await;
+    let message = stdio.refused("memory_sync", json!({}), "too-large").await;
+    assert!(message.contains("max_chunks"), "{message}");
+    stdio.close().await;
 }

@@ -117,7 +117,26 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: FOLD_CHECKPOINTS,
         rust: None,
     },
+    Migration {
+        version: 16,
+        name: "stored chunks by profile",
+        sql: CHUNK_COUNTS,
+        rust: None,
+    },
 ];
+
+/// How many chunks each profile stores, kept in one row per profile by the replacement that changes
+/// them, in its transaction: `memory sync` with nothing to index checks the stored chunks against the
+/// index's capacity without loading them, and a `count(*)` of `semantic_chunks` walks every page of
+/// its vectors. The step counts once what is already there.
+const CHUNK_COUNTS: &str = "
+CREATE TABLE IF NOT EXISTS semantic_chunk_counts (
+    profile BLOB NOT NULL PRIMARY KEY,
+    chunks INTEGER NOT NULL CHECK (chunks >= 0)
+) WITHOUT ROWID;
+INSERT OR REPLACE INTO semantic_chunk_counts (profile, chunks)
+    SELECT profile, COUNT(*) FROM semantic_chunks GROUP BY profile;
+";
 
 /// The context layer's fold checkpoints (memory-context's `fold`): each thread's newest state of one
 /// fold at one version, a cache of what the log says, so a cold read starts from it.

@@ -125,6 +125,10 @@ impl VectorStore for SqliteVectorStore {
         self.unindexed_counts_now(profile)
     }
 
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        self.stored_chunks_now(profile)
+    }
+
     async fn load_chunk_vectors(
         &self,
         profile: &ProfileDigest,

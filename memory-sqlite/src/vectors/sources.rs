@@ -3,7 +3,9 @@
 //!
 //! One source's replacement is one transaction whose first statement is the fence (an upsert that
 //! changes the source row only when the stored state admits the new one), so several processes may
-//! share the tables. A load reads both tables once each, in primary-key order, and merges them.
+//! share the tables. A load reads both tables once each, in primary-key order, and merges them. Each
+//! replacement also moves its profile's count of stored chunks (`semantic_chunk_counts`) by what it
+//! deleted and inserted, so the count is read without walking the vectors' pages.
 
 use memory_core::storage::encode_vector;
 use memory_core::vectors::{
@@ -11,7 +13,7 @@ use memory_core::vectors::{
     VectorLoadLimits, VectorSink,
 };
 use memory_core::{MemoryError, NamespaceAddress};
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::SqliteVectorStore;
 use super::codecs::{check_count, chunk_from_row, corrupt, source_from_row, text_column};
@@ -39,9 +41,14 @@ impl SqliteVectorStore {
             )
             .map_err(storage("count vector sources"))?;
         check_count("stored sources", source_count, limits.max_sources)?;
-        // Chunks are not counted up front: their rows hold the vectors, so a count walks as many
-        // pages as the load itself. The chunk bound is enforced while reading instead, before the
-        // row past it is materialized.
+        // The kept count refuses a load past the chunk bound before a row is read; the bound is
+        // still enforced while reading, before the row past it is materialized, so a count that a
+        // hand-edited file got wrong never lets more in.
+        check_count(
+            "stored chunks",
+            stored_chunks(&transaction, profile_bytes)?,
+            limits.max_chunks,
+        )?;
 
         // Two scans in primary-key order, merged on (namespace, document_id): sequential reads of
         // each table, no lookup structure, and borrowed column values, so a chunk costs one
@@ -121,6 +128,12 @@ impl SqliteVectorStore {
         Ok(sources)
     }
 
+    /// `profile`'s stored chunks, from the count each replacement keeps.
+    pub(super) fn stored_chunks_now(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        let count = stored_chunks(&self.lock(), profile.as_bytes().as_slice())?;
+        u64::try_from(count).map_err(|_| corrupt("negative row count"))
+    }
+
     pub(super) fn replace_now(
         &self,
         profile: &ProfileDigest,
@@ -179,12 +192,16 @@ impl SqliteVectorStore {
                 withdrawn,
             });
         }
-        transaction
+        let removed = transaction
             .execute(
                 "DELETE FROM semantic_chunks WHERE profile = ?1 AND namespace = ?2 AND document_id = ?3",
                 params![profile_bytes, namespace, document_id],
             )
             .map_err(storage("replace vector source"))?;
+        let added = match &source.state {
+            StoredSourceState::Indexed { chunks, .. } => chunks.len(),
+            StoredSourceState::Withdrawn => 0,
+        };
         if let StoredSourceState::Indexed { chunks, .. } = &source.state {
             let mut statement = transaction
                 .prepare(
@@ -212,6 +229,27 @@ impl SqliteVectorStore {
                     .map_err(storage("replace vector source"))?;
             }
         }
+        if added != removed {
+            let change = i64::try_from(added)
+                .ok()
+                .zip(i64::try_from(removed).ok())
+                .map(|(added, removed)| added - removed)
+                .ok_or_else(|| MemoryError::invalid("chunks", "exceeds 2^63 - 1"))?;
+            // The row first, then the change: an upsert's proposed row (a removal's negative
+            // change) is checked against `chunks >= 0` before its conflict is found.
+            transaction
+                .execute(
+                    "INSERT OR IGNORE INTO semantic_chunk_counts (profile, chunks) VALUES (?1, 0)",
+                    [profile_bytes],
+                )
+                .map_err(storage("count stored chunks"))?;
+            transaction
+                .execute(
+                    "UPDATE semantic_chunk_counts SET chunks = chunks + ?2 WHERE profile = ?1",
+                    params![profile_bytes, change],
+                )
+                .map_err(storage("count stored chunks"))?;
+        }
         // Indexed or withdrawn now: no longer unsearchable for any reason.
         transaction
             .execute(
@@ -225,4 +263,15 @@ impl SqliteVectorStore {
             .map_err(storage("commit vector source"))?;
         Ok(ReplaceOutcome::Replaced)
     }
+}
+
+/// The profile's count of stored chunks (`semantic_chunk_counts`; 0 before its first chunk).
+fn stored_chunks(connection: &Connection, profile: &[u8]) -> Result<i64, MemoryError> {
+    connection
+        .query_row(
+            "SELECT coalesce(sum(chunks), 0) FROM semantic_chunk_counts WHERE profile = ?1",
+            [profile],
+            |row| row.get(0),
+        )
+        .map_err(storage("count stored chunks"))
 }

@@ -385,3 +385,73 @@ fn graphs_round_trip_per_profile_and_oversized_ones_are_refused_unread() {
     store.save_graph_now(&profile, &newer).unwrap();
     assert_eq!(store.load_graph_now(&profile, 4).unwrap(), Some(newer));
 }
+
+#[test]
+fn the_stored_chunk_count_is_kept_by_replacements_and_counted_once_by_its_migration() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("v.sqlite");
+    let profile = ProfileDigest::from_bytes([1; 32]);
+    let other_profile = ProfileDigest::from_bytes([2; 32]);
+    {
+        let store = SqliteVectorStore::open(&path).unwrap();
+        store
+            .replace_now(&profile, &indexed("a", 2, &[[1.0, 0.0], [0.0, 1.0]]))
+            .unwrap();
+        store
+            .replace_now(&profile, &indexed("b", 2, &[[0.6, 0.8]]))
+            .unwrap();
+        store
+            .replace_now(&other_profile, &indexed("a", 1, &[[1.0, 0.0]]))
+            .unwrap();
+        // A stale replacement changes no row, the count included.
+        assert!(matches!(
+            store
+                .replace_now(&profile, &indexed("a", 1, &[[1.0, 0.0]]))
+                .unwrap(),
+            ReplaceOutcome::Stale { .. }
+        ));
+        assert_eq!(store.stored_chunks_now(&profile).unwrap(), 3);
+        // A file of the step before the count: the step counts what is already there.
+        store
+            .lock()
+            .execute_batch(
+                "DROP TABLE semantic_chunk_counts; \
+                 DELETE FROM memory_schema_version WHERE version = 16;",
+            )
+            .unwrap();
+    }
+    let store = SqliteVectorStore::open(&path).unwrap();
+    assert_eq!(store.stored_chunks_now(&profile).unwrap(), 3);
+    assert_eq!(store.stored_chunks_now(&other_profile).unwrap(), 1);
+    store
+        .replace_now(&profile, &indexed("a", 3, &[[0.0, 1.0]]))
+        .unwrap();
+    store
+        .replace_now(
+            &profile,
+            &StoredSource {
+                key: key("b"),
+                generation: SourceGeneration::new(4),
+                state: StoredSourceState::Withdrawn,
+            },
+        )
+        .unwrap();
+    assert_eq!(store.stored_chunks_now(&profile).unwrap(), 1);
+    assert_eq!(store.stored_chunks_now(&other_profile).unwrap(), 1);
+    // The count refuses a load past the bound before any row is read.
+    store
+        .replace_now(&profile, &indexed("c", 5, &[[1.0, 0.0], [0.0, 1.0]]))
+        .unwrap();
+    let tight = VectorLoadLimits {
+        max_chunks: 2,
+        ..limits()
+    };
+    assert!(matches!(
+        store.load_now(&profile, tight, None),
+        Err(MemoryError::TooLarge {
+            limit: "stored chunks",
+            actual: 3,
+            ..
+        })
+    ));
+}

@@ -222,6 +222,20 @@ impl VectorStore for InMemoryVectorStore {
             .collect())
     }
 
+    async fn stored_chunks(&self, profile: &ProfileDigest) -> Result<u64, MemoryError> {
+        let profiles = self.lock();
+        Ok(profiles.get(profile).map_or(0, |stored| {
+            stored
+                .sources
+                .values()
+                .map(|source| match &source.state {
+                    StoredSourceState::Indexed { chunks, .. } => chunks.len() as u64,
+                    StoredSourceState::Withdrawn => 0,
+                })
+                .sum()
+        }))
+    }
+
     async fn unindexed_counts(
         &self,
         profile: &ProfileDigest,

@@ -517,7 +517,8 @@ impl<S: VectorStore + 'static> StoredIndex<S> {
         .map_err(|error| match error {
             // More stored than this process may hold (opened with a smaller `max_chunks` than the
             // store was filled with): named as the setting to raise, as a refresh past it is. The
-            // store stops counting at the first chunk past the bound: `actual` is a lower bound.
+            // SQLite and PostgreSQL stores refuse from the count they keep, before reading a chunk;
+            // a store without one stops at the first chunk past the bound (`actual` a lower bound).
             MemoryError::TooLarge {
                 limit: "stored chunks",
                 max,
