@@ -97,6 +97,26 @@ def test_the_index_capacity_takes_effect(
     assert "max_chunks" in str(refused.value)
 
 
+def test_a_store_fuller_than_the_capacity_is_refused_with_nothing_left_to_index(
+    database: dict,
+) -> None:
+    """Filled with room to spare, then opened with room for fewer chunks than it holds: the sync
+    that has nothing to index refuses as the semantic recall does, naming the setting to raise."""
+    with _open(database) as memory:
+        for number in range(10):
+            memory.add(f"Fact number {number}: the {number}th planet has {number} moons.")
+        memory.sync()
+    with _open(database, max_chunks=5) as smaller:
+        with pytest.raises(TooLargeError) as refused:
+            smaller.sync()
+        assert "max_chunks" in str(refused.value)
+        with pytest.raises(TooLargeError) as refused:
+            smaller.recall("planet moons", mode="exact")
+        assert "max_chunks" in str(refused.value)
+    with _open(database, max_chunks=10) as roomy:
+        assert roomy.sync()["indexed"] > 0
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
