@@ -40,7 +40,11 @@
 //! held-out hit@1 0.478; its logistic score, its logit and their min-max share each ranked below its
 //! rank. Reading the first 8 or 10 documents instead of 12 lost hit@10 and share@10 (0.813-0.818,
 //! 0.743-0.748 on all ten, below the 0.82 and 0.75); reading all 20 gained 0.006 hit@10 for
-//! 65% more of the model's time. Through the product, see `docs/benchmarks.md`.
+//! 65% more of the model's time. The depth is then 14, chosen through the product (`memory-eval locomo`,
+//! 2026-12-07, the weights above) on conversations 1-5: hit@1 / hit@5 / hit@10 / share@10 0.534 /
+//! 0.771 / 0.830 / 0.766 against 0.528 / 0.771 / 0.828 / 0.765 reading 12; held out (6-10) 0.530 /
+//! 0.750 / 0.821 / 0.742 against 0.524 / 0.750 / 0.812 / 0.735. Through the product, see
+//! `docs/benchmarks.md`.
 //!
 //! Tried and left out (same tuning, 2026-12-06): the share of the query's adjacent word pairs a
 //! passage holds adjacent took weight 0; a signal for a question asking "when" answered by a
@@ -221,9 +225,10 @@ pub fn order_by_rerank<T>(
 
 /// How many documents the cross-encoder reads in one recall: the first ones in the order the stage
 /// gives them without it ([`cross_encoder_choice`]). On LoCoMo, scoring the first 12 of 20 scored
-/// as well as scoring all 20 on hit@1, hit@5 and share@10 (within 0.005) at 60% of the model's time
-/// (see the module docs).
-pub const CROSS_ENCODER_DEPTH: usize = 12;
+/// as well as scoring all 20 on hit@1, hit@5 and share@10 (within 0.005) at 60% of the model's time;
+/// 14 then beat 12 on the tuning half through the product (see the module docs), for a sixth more of
+/// the model's reading.
+pub const CROSS_ENCODER_DEPTH: usize = 14;
 
 /// The items the cross-encoder reads: the first `depth` of `items` in the order `weights` give
 /// them ([`order_by_rerank`], so ties keep their order), best first.
