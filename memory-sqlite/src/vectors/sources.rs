@@ -198,11 +198,9 @@ impl SqliteVectorStore {
                 params![profile_bytes, namespace, document_id],
             )
             .map_err(storage("replace vector source"))?;
-        let added = match &source.state {
-            StoredSourceState::Indexed { chunks, .. } => chunks.len(),
-            StoredSourceState::Withdrawn => 0,
-        };
+        let mut added = 0;
         if let StoredSourceState::Indexed { chunks, .. } = &source.state {
+            added = chunks.len();
             let mut statement = transaction
                 .prepare(
                     "INSERT INTO semantic_chunks (profile, namespace, document_id, ordinal, \
