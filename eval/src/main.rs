@@ -507,7 +507,7 @@ async fn locomo_via_worker(
     model: Option<memory_service::worker::ModelExtraction>,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use eval::locomo::{run as locomo_run, worker};
+    use eval::locomo::{run as locomo_run, worker, worker_report};
     let conversations = load_conversations(data, first)?;
     let by_model = model.is_some();
     let out = out.join("locomo");
@@ -526,8 +526,8 @@ async fn locomo_via_worker(
         &progress,
     )
     .await?;
-    let direct = worker::read_direct(&out.join("locomo.json"))?;
-    let mut report = worker::ViaWorkerReport::new(
+    let direct = worker_report::read_direct(&out.join("locomo.json"))?;
+    let mut report = worker_report::ViaWorkerReport::new(
         &data.display().to_string(),
         &conversations,
         &run,
@@ -535,10 +535,10 @@ async fn locomo_via_worker(
         direct,
     );
     if by_model {
-        report.statements = worker::read_statements(&out, conversations.len())?;
+        report.statements = worker_report::read_statements(&out, conversations.len())?;
     }
-    worker::write(&report, &out)?;
-    println!("{}", worker::markdown(&report));
+    worker_report::write(&report, &out)?;
+    println!("{}", worker_report::markdown(&report));
     eprintln!(
         "memory-eval: LoCoMo via-worker report written to {}",
         out.display()

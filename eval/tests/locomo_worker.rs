@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use eval::locomo::data::{Conversation, load};
-use eval::locomo::worker::{ViaWorkerReport, markdown, measure};
+use eval::locomo::worker::measure;
+use eval::locomo::worker_report::{ViaWorkerReport, markdown};
 use eval::progress::Progress;
 
 fn fixture() -> PathBuf {
@@ -206,5 +207,8 @@ async fn via_a_model_the_report_counts_kept_rejected_and_the_calls_cost() {
         text.contains(&format!("{} answered, 0 failed", endpoint.answered)),
         "{text}"
     );
-    assert_eq!(eval::locomo::worker::stem(&report), "locomo-via-model");
+    assert_eq!(
+        eval::locomo::worker_report::stem(&report),
+        "locomo-via-model"
+    );
 }

@@ -21,8 +21,13 @@
 //!   changes; ties are broken by insertion order. Scores are not comparable with SQLite's BM25 scores;
 //!   only the order within one answer means something.
 
-use memory_core::MemoryError;
+use deadpool_postgres::Object;
 use memory_core::query::StopWords;
+use memory_core::storage::decode_document_id;
+use memory_core::{LexicalHit, MemoryError, WrittenNeighbours};
+
+use crate::error::{Attempt, Fail, corrupt};
+use crate::rows::{decode_key, decode_revision};
 
 pub use memory_core::storage::{MAX_QUERY_BYTES, MAX_QUERY_TERMS, MAX_SEARCH_HITS};
 
@@ -46,7 +51,7 @@ pub fn query_words(query: &str) -> Result<Vec<String>, MemoryError> {
 /// that rescanned the namespace's scope rows once per document, quadratic in the namespace's size
 /// (2,000 documents took over half a second, `benches/store.rs`). The entry already fixes the
 /// namespace (`d.namespace = $2`), so the result is the same.
-pub(crate) const SEARCH_SQL: &str = "
+const SEARCH_SQL: &str = "
     SELECT d.namespace, d.id, d.revision, d.locator, ts_rank(d.search, q.query)::float8 AS score
     FROM (
         SELECT
@@ -63,6 +68,90 @@ pub(crate) const SEARCH_SQL: &str = "
         )
     ORDER BY score DESC, d.entry
     LIMIT $4";
+
+/// One lexical search's arguments ([`SEARCH_SQL`]).
+pub(crate) struct Search {
+    pub(crate) words: Vec<String>,
+    pub(crate) namespace: String,
+    pub(crate) scope: String,
+    pub(crate) limit: i64,
+}
+
+impl Search {
+    pub(crate) async fn run(&self, client: Object) -> Attempt<Vec<LexicalHit>> {
+        let statement = client.prepare_cached(SEARCH_SQL).await?;
+        let rows = client
+            .query(
+                &statement,
+                &[&self.words, &self.namespace, &self.scope, &self.limit],
+            )
+            .await?;
+        let mut hits = Vec::with_capacity(rows.len());
+        for row in rows {
+            let namespace: String = row.try_get(0)?;
+            let id: String = row.try_get(1)?;
+            let revision: String = row.try_get(2)?;
+            hits.push(LexicalHit {
+                key: decode_key(&namespace, &id).map_err(Fail::Model)?,
+                revision: decode_revision(&revision).map_err(Fail::Model)?,
+                locator: row.try_get(3)?,
+                score: row.try_get(4)?,
+            });
+        }
+        tracing::debug!(hits = hits.len(), "lexical search");
+        Ok(hits)
+    }
+}
+
+/// [`LexicalSearch::written_neighbours`] in one statement (one snapshot): each id's entry in the
+/// caller's scope, then the nearest `reach` entries below and above it there, one range read each
+/// in `memory_document_scopes_by_scope`. A document's entry is assigned by its key's first write and
+/// kept by replacements (they update the row), so entries order a namespace by first write.
+pub(crate) struct Neighbours {
+    pub(crate) ids: Vec<String>,
+    pub(crate) reach: i64,
+    pub(crate) namespace: String,
+    pub(crate) scope: String,
+}
+
+const NEIGHBOURS_SQL: &str = "\
+SELECT c.ord, \
+  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
+    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry < s.entry ORDER BY p.entry DESC LIMIT $4), \
+  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
+    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry > s.entry ORDER BY p.entry ASC LIMIT $4) \
+FROM unnest($3::text[]) WITH ORDINALITY AS c(id, ord) \
+JOIN memory_documents AS d ON d.namespace = $1 AND d.id = c.id AND NOT d.withdrawn \
+JOIN memory_document_scopes AS s ON s.entry = d.entry AND s.scope = $2";
+
+impl Neighbours {
+    pub(crate) async fn run(&self, client: Object) -> Attempt<Vec<WrittenNeighbours>> {
+        let statement = client.prepare_cached(NEIGHBOURS_SQL).await?;
+        let rows = client
+            .query(
+                &statement,
+                &[&self.namespace, &self.scope, &self.ids, &self.reach],
+            )
+            .await?;
+        let mut answers = vec![WrittenNeighbours::default(); self.ids.len()];
+        for row in rows {
+            let ordinal: i64 = row.try_get(0)?;
+            let slot = usize::try_from(ordinal - 1)
+                .ok()
+                .and_then(|index| answers.get_mut(index))
+                .ok_or_else(|| Fail::Model(corrupt("neighbour row outside the ids asked for")))?;
+            let decode = |ids: Vec<String>| {
+                ids.iter()
+                    .map(|id| decode_document_id(id))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(Fail::Model)
+            };
+            slot.before = decode(row.try_get(1)?)?;
+            slot.after = decode(row.try_get(2)?)?;
+        }
+        Ok(answers)
+    }
+}
 
 #[cfg(test)]
 mod tests {

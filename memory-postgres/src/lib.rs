@@ -79,6 +79,7 @@ pub mod schema;
 mod store;
 pub mod thread_log;
 pub mod vectors;
+mod write;
 
 pub use db::SchemaName;
 pub use error::{PostgresFailure, postgres_failure};

@@ -1,4 +1,5 @@
-//! The memory store on PostgreSQL: reads, the write transaction, the change feed and lexical search.
+//! The memory store on PostgreSQL: its connection, reads and the change feed, and the memory traits
+//! over them; the write transaction is `write.rs`'s, the lexical statements `lexical.rs`'s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,22 +7,22 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Object};
 use memory_core::recall::corrections::check_correction_request;
 use memory_core::revisions::clamp_revisions_limit;
-use memory_core::storage::{check_neighbour_request, decode_document_id};
+use memory_core::storage::check_neighbour_request;
 use memory_core::{
     Change, ChangeFeed, ChangeSequence, Clock, CorrectionIndex, DocumentId, LexicalHit,
     LexicalSearch, MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader,
     MemoryReceipt, MemoryWrite, MemoryWriter, NamespaceAddress, OperationId, PreparedWrite,
-    RevisionHistory, RevisionRetention, StoredRevision, SystemClock, WordsToDrop, WriteOutcome,
-    WritePlan, WrittenNeighbours,
+    RevisionHistory, RevisionRetention, StoredRevision, SystemClock, WriteOutcome,
+    WrittenNeighbours,
 };
 
 use crate::db::{ConnectSettings, Handle, SchemaName, snapshot};
 use crate::error::{Attempt, Fail, corrupt};
 use crate::retry::{AttemptFuture, DEFAULT_RETRIES, Idempotent, commit};
 use crate::rows::{
-    DOCUMENT_COLUMNS, decode_document, decode_key, decode_receipt, decode_revision,
-    decode_sequence, encode, indexed_text, speakers,
+    DOCUMENT_COLUMNS, decode_document, decode_key, decode_receipt, decode_revision, decode_sequence,
 };
+use crate::write::{BatchOutcome, check_storable, write_attempt};
 use crate::{lexical, schema};
 
 pub use memory_core::storage::{MAX_BATCH_WRITES, MAX_CHANGES_PER_CALL, MAX_READ_MANY_KEYS};
@@ -335,19 +336,6 @@ impl PostgresStore {
     }
 }
 
-/// Refuses, before any transaction, what PostgreSQL text columns cannot hold.
-fn check_storable(write: &PreparedWrite) -> Result<()> {
-    if let MemoryWrite::Put { locator, .. } = write.write()
-        && locator.contains('\0')
-    {
-        return Err(MemoryError::invalid(
-            "locator",
-            "PostgreSQL text cannot hold U+0000",
-        ));
-    }
-    Ok(())
-}
-
 /// The current document of `key`, unless withdrawn.
 async fn read_visible(client: Object, key: &MemoryKey) -> Attempt<Option<MemoryDocument>> {
     Ok(read_current(&client, key)
@@ -428,89 +416,6 @@ async fn changes_since(client: Object, after: i64, limit: i64) -> Attempt<Vec<Ch
     Ok(changes)
 }
 
-struct Search {
-    words: Vec<String>,
-    namespace: String,
-    scope: String,
-    limit: i64,
-}
-
-impl Search {
-    async fn run(&self, client: Object) -> Attempt<Vec<LexicalHit>> {
-        let statement = client.prepare_cached(lexical::SEARCH_SQL).await?;
-        let rows = client
-            .query(
-                &statement,
-                &[&self.words, &self.namespace, &self.scope, &self.limit],
-            )
-            .await?;
-        let mut hits = Vec::with_capacity(rows.len());
-        for row in rows {
-            let namespace: String = row.try_get(0)?;
-            let id: String = row.try_get(1)?;
-            let revision: String = row.try_get(2)?;
-            hits.push(LexicalHit {
-                key: decode_key(&namespace, &id).map_err(Fail::Model)?,
-                revision: decode_revision(&revision).map_err(Fail::Model)?,
-                locator: row.try_get(3)?,
-                score: row.try_get(4)?,
-            });
-        }
-        tracing::debug!(hits = hits.len(), "lexical search");
-        Ok(hits)
-    }
-}
-
-/// [`LexicalSearch::written_neighbours`] in one statement (one snapshot): each id's entry in the
-/// caller's scope, then the nearest `reach` entries below and above it there, one range read each
-/// in `memory_document_scopes_by_scope`. A document's entry is assigned by its key's first write and
-/// kept by replacements (they update the row), so entries order a namespace by first write.
-struct Neighbours {
-    ids: Vec<String>,
-    reach: i64,
-    namespace: String,
-    scope: String,
-}
-
-const NEIGHBOURS_SQL: &str = "\
-SELECT c.ord, \
-  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
-    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry < s.entry ORDER BY p.entry DESC LIMIT $4), \
-  ARRAY(SELECT n.id FROM memory_document_scopes AS p JOIN memory_documents AS n ON n.entry = p.entry \
-    WHERE p.namespace = $1 AND p.scope = $2 AND p.entry > s.entry ORDER BY p.entry ASC LIMIT $4) \
-FROM unnest($3::text[]) WITH ORDINALITY AS c(id, ord) \
-JOIN memory_documents AS d ON d.namespace = $1 AND d.id = c.id AND NOT d.withdrawn \
-JOIN memory_document_scopes AS s ON s.entry = d.entry AND s.scope = $2";
-
-impl Neighbours {
-    async fn run(&self, client: Object) -> Attempt<Vec<WrittenNeighbours>> {
-        let statement = client.prepare_cached(NEIGHBOURS_SQL).await?;
-        let rows = client
-            .query(
-                &statement,
-                &[&self.namespace, &self.scope, &self.ids, &self.reach],
-            )
-            .await?;
-        let mut answers = vec![WrittenNeighbours::default(); self.ids.len()];
-        for row in rows {
-            let ordinal: i64 = row.try_get(0)?;
-            let slot = usize::try_from(ordinal - 1)
-                .ok()
-                .and_then(|index| answers.get_mut(index))
-                .ok_or_else(|| Fail::Model(corrupt("neighbour row outside the ids asked for")))?;
-            let decode = |ids: Vec<String>| {
-                ids.iter()
-                    .map(|id| decode_document_id(id))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::Model)
-            };
-            slot.before = decode(row.try_get(1)?)?;
-            slot.after = decode(row.try_get(2)?)?;
-        }
-        Ok(answers)
-    }
-}
-
 async fn consistency(mut client: Object) -> Attempt<ConsistencyReport> {
     let transaction = snapshot(&mut client).await?;
     let report = crate::consistency::check(&transaction).await?;
@@ -555,7 +460,7 @@ async fn read_receipt_body<C: GenericClient + Sync>(
 }
 
 /// Reads and validates the receipt stored for `(namespace, operation_id)`.
-async fn read_receipt<C: GenericClient + Sync>(
+pub(crate) async fn read_receipt<C: GenericClient + Sync>(
     client: &C,
     namespace: &NamespaceAddress,
     operation_id: &str,
@@ -565,290 +470,6 @@ async fn read_receipt<C: GenericClient + Sync>(
         .map(|body| decode_receipt(&body, namespace, operation_id))
         .transpose()
         .map_err(Fail::Model)
-}
-
-/// What a batch transaction decided for each write, in input order.
-type BatchOutcome = Vec<Result<WriteOutcome, MemoryError>>;
-
-/// One attempt at a write transaction.
-///
-/// It runs at READ COMMITTED and first locks the change-head row: that lock is the store's write lock,
-/// held until commit, so writers from every process take turns, each statement after it sees every
-/// earlier commit, plans are computed against the latest state, and change sequences follow commit
-/// order. The conditional update on the expected revision and the receipt's primary key still guard
-/// each row in SQL, so a plan that no longer matched would fail rather than overwrite.
-async fn write_attempt(
-    mut client: Object,
-    clock: &dyn Clock,
-    retention: RevisionRetention,
-    writes: &[PreparedWrite],
-) -> Attempt<BatchOutcome> {
-    let transaction = client.transaction().await?;
-    let lock = transaction
-        .prepare_cached("SELECT head FROM memory_change_head FOR UPDATE")
-        .await?;
-    let head: i64 = transaction.query_one(&lock, &[]).await?.try_get(0)?;
-    // Taken under the write lock, so `modified_at` follows commit order on one clock.
-    let now = clock.now_millis();
-    let mut sequence = head;
-    let mut outcomes = Vec::with_capacity(writes.len());
-    for write in writes {
-        outcomes.push(apply_one(&transaction, write, now, retention, &mut sequence).await?);
-    }
-    if sequence == head {
-        // Refusals and replays wrote nothing.
-        transaction.rollback().await?;
-        return Ok(outcomes);
-    }
-    let advance = transaction
-        .prepare_cached(
-            "UPDATE memory_change_head SET head = $1 \
-             RETURNING pg_notify('memory_changes', current_schema() || ':' || head::text)",
-        )
-        .await?;
-    transaction.query_one(&advance, &[&sequence]).await?;
-    commit(transaction).await?;
-    tracing::debug!(
-        writes = writes.len(),
-        committed = sequence - head,
-        "write transaction committed"
-    );
-    Ok(outcomes)
-}
-
-/// Plans one write against the transaction's view and persists it. The inner result is the write's own
-/// answer (a refusal changes nothing); the outer one fails the whole transaction.
-async fn apply_one(
-    transaction: &deadpool_postgres::Transaction<'_>,
-    write: &PreparedWrite,
-    now: i64,
-    retention: RevisionRetention,
-    sequence: &mut i64,
-) -> Attempt<Result<WriteOutcome, MemoryError>> {
-    let key = write.write().key();
-    let stored = match read_receipt(
-        transaction,
-        &key.namespace,
-        write.write().operation_id().as_str(),
-    )
-    .await
-    {
-        Ok(receipt) => match read_current(transaction, key).await {
-            Ok(current) => Ok((receipt, current)),
-            Err(error) => Err(error),
-        },
-        Err(error) => Err(error),
-    };
-    let planned = match stored {
-        // The database failing fails the transaction; a row that does not decode refuses this write.
-        Err(Fail::Model(refusal)) => Err(refusal),
-        Err(error) => return Err(error),
-        Ok((receipt, current)) => write.plan(receipt.as_ref(), current.as_ref(), now),
-    };
-    match planned {
-        Err(refusal) => Ok(Err(refusal)),
-        Ok(WritePlan::Replay(receipt)) => Ok(Ok(WriteOutcome {
-            receipt,
-            replayed: true,
-        })),
-        Ok(WritePlan::Commit { document, receipt }) => {
-            *sequence += 1;
-            persist(transaction, &document, &receipt, *sequence).await?;
-            drop_words(transaction, &document, retention.words_to_drop(&document)).await?;
-            Ok(Ok(WriteOutcome {
-                receipt,
-                replayed: false,
-            }))
-        }
-    }
-}
-
-async fn persist(
-    transaction: &deadpool_postgres::Transaction<'_>,
-    document: &MemoryDocument,
-    receipt: &MemoryReceipt,
-    sequence: i64,
-) -> Attempt<()> {
-    let namespace = document.key.namespace.as_str();
-    let id = document.key.id.as_str();
-    let revision = document.revision.as_str();
-    let document_body = encode(document).map_err(Fail::Model)?;
-    let receipt_body = encode(receipt).map_err(Fail::Model)?;
-    let withdrawn = document.withdrawn.is_some();
-    let (text, speakers) = if withdrawn {
-        (None, None)
-    } else {
-        (
-            Some(indexed_text(&document.content.text)),
-            Some(speakers(document)),
-        )
-    };
-    let entry: i64 = match &document.predecessor {
-        // The conditional update on the expected revision: exactly one row, or the write is refused.
-        Some(predecessor) => {
-            let update = transaction
-                .prepare_cached(
-                    "UPDATE memory_documents SET revision = $3, withdrawn = $4, locator = $5, \
-                     body = $6, search = to_tsvector('english'::regconfig, $7::text) || to_tsvector('english'::regconfig, $8::text) \
-                     WHERE namespace = $1 AND id = $2 AND revision = $9 RETURNING entry",
-                )
-                .await?;
-            let rows = transaction
-                .query(
-                    &update,
-                    &[
-                        &namespace,
-                        &id,
-                        &revision,
-                        &withdrawn,
-                        &document.locator,
-                        &document_body,
-                        &text,
-                        &speakers,
-                        &predecessor.as_str(),
-                    ],
-                )
-                .await?;
-            let [row] = rows.as_slice() else {
-                return Err(Fail::Model(MemoryError::Conflict { current: None }));
-            };
-            let entry: i64 = row.try_get(0)?;
-            let clear = transaction
-                .prepare_cached("DELETE FROM memory_document_scopes WHERE entry = $1")
-                .await?;
-            transaction.execute(&clear, &[&entry]).await?;
-            entry
-        }
-        None => {
-            let insert = transaction
-                .prepare_cached(
-                    "INSERT INTO memory_documents \
-                     (namespace, id, revision, withdrawn, locator, body, search) \
-                     VALUES ($1, $2, $3, $4, $5, $6, \
-                             to_tsvector('english'::regconfig, $7::text) || to_tsvector('english'::regconfig, $8::text)) \
-                     RETURNING entry",
-                )
-                .await?;
-            transaction
-                .query_one(
-                    &insert,
-                    &[
-                        &namespace,
-                        &id,
-                        &revision,
-                        &withdrawn,
-                        &document.locator,
-                        &document_body,
-                        &text,
-                        &speakers,
-                    ],
-                )
-                .await?
-                .try_get(0)?
-        }
-    };
-    if !withdrawn && !document.scopes.is_empty() {
-        let scopes: Vec<&str> = document.scopes.iter().map(|scope| scope.as_str()).collect();
-        let insert = transaction
-            .prepare_cached(
-                "INSERT INTO memory_document_scopes (entry, scope, namespace) \
-                 SELECT $1, scope, $3 FROM unnest($2::text[]) AS scope",
-            )
-            .await?;
-        transaction
-            .execute(&insert, &[&entry, &scopes, &namespace])
-            .await?;
-    }
-    let change = transaction
-        .prepare_cached("INSERT INTO memory_changes (sequence, namespace, id) VALUES ($1, $2, $3)")
-        .await?;
-    transaction
-        .execute(&change, &[&sequence, &namespace, &id])
-        .await?;
-    let link = transaction
-        .prepare_cached(
-            "INSERT INTO memory_revisions (namespace, id, revision, predecessor, sequence) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .await?;
-    transaction
-        .execute(
-            &link,
-            &[
-                &namespace,
-                &id,
-                &revision,
-                &document
-                    .predecessor
-                    .as_ref()
-                    .map(|revision| revision.as_str()),
-                &sequence,
-            ],
-        )
-        .await?;
-    let store_receipt = transaction
-        .prepare_cached(
-            "INSERT INTO memory_receipts (namespace, operation_id, id, revision, body) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .await?;
-    transaction
-        .execute(
-            &store_receipt,
-            &[
-                &namespace,
-                &receipt.operation_id.as_str(),
-                &id,
-                &revision,
-                &receipt_body,
-            ],
-        )
-        .await?;
-    Ok(())
-}
-
-/// Redacts the receipts of `document`'s key that `drop` leaves without words: the oldest ones that
-/// still hold words, past the newest `drop.kept()` revisions (the committed one counted). The
-/// revisions holding words are always a key's newest, so the `redacted` column finds them alone.
-async fn drop_words(
-    transaction: &deadpool_postgres::Transaction<'_>,
-    document: &MemoryDocument,
-    drop: WordsToDrop,
-) -> Attempt<()> {
-    let namespace = document.key.namespace.as_str();
-    let kept = i64::try_from(drop.kept()).unwrap_or(i64::MAX);
-    let select = transaction
-        .prepare_cached(
-            "SELECT r.operation_id, r.body FROM memory_receipts AS r \
-             JOIN memory_revisions AS v \
-             ON v.namespace = r.namespace AND v.id = r.id AND v.revision = r.revision \
-             WHERE r.namespace = $1 AND r.id = $2 AND NOT r.redacted \
-             ORDER BY v.sequence DESC OFFSET $3",
-        )
-        .await?;
-    let rows = transaction
-        .query(&select, &[&namespace, &document.key.id.as_str(), &kept])
-        .await?;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let update = transaction
-        .prepare_cached(
-            "UPDATE memory_receipts SET body = $3, redacted = TRUE \
-             WHERE namespace = $1 AND operation_id = $2",
-        )
-        .await?;
-    for row in rows {
-        let operation_id: String = row.try_get(0)?;
-        let body: String = row.try_get(1)?;
-        let receipt =
-            decode_receipt(&body, &document.key.namespace, &operation_id).map_err(Fail::Model)?;
-        let body = encode(&memory_core::revisions::redact(receipt)).map_err(Fail::Model)?;
-        transaction
-            .execute(&update, &[&namespace, &operation_id, &body])
-            .await?;
-    }
-    Ok(())
 }
 
 /// A key's revisions, newest first, each from the receipt that committed it, in one statement.
@@ -957,7 +578,7 @@ impl LexicalSearch for PostgresStore {
         if words.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let search = Search {
+        let search = lexical::Search {
             words,
             namespace: access.namespace.as_str().to_owned(),
             scope: access.scope.as_str().to_owned(),
@@ -982,7 +603,7 @@ impl LexicalSearch for PostgresStore {
         if ids.is_empty() || reach == 0 {
             return Ok(vec![WrittenNeighbours::default(); ids.len()]);
         }
-        let neighbours = Neighbours {
+        let neighbours = lexical::Neighbours {
             ids: ids.iter().map(|id| id.as_str().to_owned()).collect(),
             reach: reach as i64,
             namespace: access.namespace.as_str().to_owned(),

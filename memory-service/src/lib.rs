@@ -39,6 +39,7 @@ pub mod list;
 pub mod model_settings;
 pub mod notes;
 mod recall_corrections;
+pub mod recall_query;
 pub mod recall_service;
 pub mod refusal;
 pub mod semantic;

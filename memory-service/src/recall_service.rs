@@ -53,19 +53,18 @@
 //! stuck disk would, so the end-to-end tests can receive `deadline` deterministically. Without the
 //! feature the variable is not read at all.
 
+mod suppression;
+
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use memory_core::activity::RememberingStore;
-use memory_core::activity::suppression::hide_suppressed;
 use memory_core::recall::{
     MemoryLookup, RecallError, RecallLimits, RecallSource, RecalledMemory, SourceId, SourceOutcome,
     SourceStatus, recall,
 };
 use memory_core::{
-    ApproximateTokenCounter, CorrectionIndex, DocumentId, ErrorKind, LexicalHit, LexicalSearch,
-    MemoryAccess, MemoryDocument, MemoryError, MemoryKey, MemoryReader, MemoryScope,
-    RecallCandidate, RevalidationLimits, revalidate,
+    ApproximateTokenCounter, ErrorKind, LexicalSearch, MemoryAccess, RecallCandidate,
+    RevalidationLimits, revalidate,
 };
 use semantic_index::recall::{
     ExcerptRules, HybridParams, RankingScores, ScoredLookup, ScoredPassage, excerpt_passages,
@@ -76,30 +75,18 @@ use semantic_index::{CrossEncoder, HybridRecall, IndexKind, QueryLimits, Semanti
 use crate::blocking::blocking;
 use crate::database::{Following, Store};
 use crate::recall_corrections::{place_corrections, place_corrections_here};
+pub use crate::recall_query::{MAX_QUERY_BYTES, RecallQuery, query_tail};
 use crate::refusal::Refusal;
 use crate::semantic::SemanticBackend;
 use crate::settings::Settings;
 use crate::wire::{
-    AnsweredBy, RecallArguments, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage,
-    WirePassageSource, WireRankings, address_of,
+    AnsweredBy, RecallMode, RecallResult, SyncResult, WireOutcome, WirePassage, WirePassageSource,
+    WireRankings,
 };
 use memory_core::blocking::on_blocking_pool;
+pub use suppression::STALL_RECALL_ENV;
+use suppression::{RecallStore, Suppression};
 
-/// Most UTF-8 bytes in a recall query; queries are words for an index, not documents.
-pub const MAX_QUERY_BYTES: usize = 65_536;
-
-/// The end of `text` within [`MAX_QUERY_BYTES`], at a character boundary: over a prompt longer than a
-/// query may be, the latest words matter most.
-pub fn query_tail(text: &str) -> &str {
-    if text.len() <= MAX_QUERY_BYTES {
-        return text;
-    }
-    let mut start = text.len() - MAX_QUERY_BYTES;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
 /// Fewest search hits asked for, so revalidation has spares when some hits turn out stale.
 pub const MIN_SEARCH_HITS: usize = 16;
 /// Most search hits asked for, whatever `max_items` says.
@@ -110,111 +97,6 @@ pub const STORE_SOURCE_ID: &str = "memory";
 /// scores unrelated English sentences around 0 to 0.15 and paraphrases well above 0.3, so the floor
 /// keeps an unrelated query from filling the answer with whatever happens to rank first.
 pub const MIN_SEMANTIC_SCORE: f32 = 0.2;
-
-/// Refuses a query longer than [`MAX_QUERY_BYTES`] before anything is searched.
-fn check_query_bytes(text: &str) -> Result<(), Refusal> {
-    if text.len() > MAX_QUERY_BYTES {
-        return Err(Refusal::too_large(
-            "query bytes",
-            MAX_QUERY_BYTES as u64,
-            text.len() as u64,
-        ));
-    }
-    Ok(())
-}
-
-/// A validated recall request: namespace, scope, query size and limits checked before any search.
-#[derive(Debug, Clone)]
-pub struct RecallQuery {
-    access: MemoryAccess,
-    text: String,
-    mode: RecallMode,
-    limits: RecallLimits,
-    /// Whether hybrid recall reranks ([`semantic_index::recall::DEFAULT_RERANK`] unless the caller
-    /// chose).
-    rerank: bool,
-}
-
-/// The rerank choice of a recall in `mode`: the default when none was asked; `true` with a mode
-/// other than hybrid is refused (the stage reads fusion's signals), before any work.
-fn rerank_choice(mode: RecallMode, asked: Option<bool>) -> Result<bool, Refusal> {
-    match (mode, asked) {
-        (RecallMode::Hybrid, asked) => Ok(asked.unwrap_or(semantic_index::recall::DEFAULT_RERANK)),
-        (_, Some(true)) => Err(Refusal::invalid_input(format!(
-            "rerank applies to hybrid recall only, not mode {}",
-            mode.as_str()
-        ))),
-        (_, _) => Ok(false),
-    }
-}
-
-impl RecallQuery {
-    /// Validates the wire arguments.
-    pub fn new(arguments: RecallArguments) -> Result<Self, Refusal> {
-        let access = MemoryAccess {
-            namespace: address_of(&arguments.namespace)?,
-            scope: MemoryScope::new(arguments.scope.as_str())?,
-        };
-        check_query_bytes(&arguments.query)?;
-        // `max_sources` counts distinct cited documents (SPEC §2.3); by default every passage may come
-        // from another document.
-        let max_sources = arguments
-            .limits
-            .max_sources
-            .unwrap_or(arguments.limits.max_items);
-        let limits = RecallLimits::builder()
-            .max_sources(max_sources)
-            .max_items(arguments.limits.max_items)
-            .max_bytes(arguments.limits.max_bytes)
-            .max_tokens(arguments.limits.max_tokens)
-            .timeout_ms(arguments.limits.timeout_ms)
-            .build()?;
-        let rerank = rerank_choice(arguments.mode, arguments.rerank)?;
-        Ok(Self {
-            access,
-            text: arguments.query,
-            mode: arguments.mode,
-            limits,
-            rerank,
-        })
-    }
-
-    /// A recall of `text` in `mode` through `access` within `limits`, for an in-process host that
-    /// holds memory-core values already (the eval harness); the query's size is checked as for
-    /// [`Self::new`].
-    pub fn for_access(
-        access: MemoryAccess,
-        text: String,
-        mode: RecallMode,
-        limits: RecallLimits,
-    ) -> Result<Self, Refusal> {
-        check_query_bytes(&text)?;
-        Ok(Self {
-            access,
-            text,
-            mode,
-            limits,
-            rerank: rerank_choice(mode, None)?,
-        })
-    }
-
-    /// The same recall with hybrid recall's rerank stage on or off (see [`RecallArguments::rerank`]:
-    /// `true` with another mode is refused).
-    pub fn with_rerank(mut self, rerank: bool) -> Result<Self, Refusal> {
-        self.rerank = rerank_choice(self.mode, Some(rerank))?;
-        Ok(self)
-    }
-
-    /// The requested mode.
-    pub fn mode(&self) -> RecallMode {
-        self.mode
-    }
-
-    /// The namespace and scope it reads through.
-    pub fn access(&self) -> &MemoryAccess {
-        &self.access
-    }
-}
 
 /// The recall modes and sync over one store.
 pub struct RecallService<S: Store> {
@@ -756,153 +638,6 @@ async fn recent_lookup<S: Store>(
     })
     .await?
 }
-
-/// The store as one recall sees it: every read hides the contributions of forgotten (suppressed)
-/// sources, so a forget is effective for every mode the moment it is acknowledged, before the worker's
-/// cleanup withdraws them. The check is one batched [`RememberingStore::suppressed_contributions`] call
-/// per grouped read, made where the read is (the blocking pool, in every mode). Search hits need no
-/// check of their own: every mode revalidates its hits through these reads. Every call passes through
-/// [`injected_stall`], which does nothing unless the `fault-injection` feature is compiled in.
-struct RecallStore<S> {
-    store: Arc<S>,
-    suppression: Arc<dyn RememberingStore>,
-}
-
-impl<S: Store> MemoryReader for RecallStore<S> {
-    async fn read(&self, key: &MemoryKey) -> Result<Option<MemoryDocument>, MemoryError> {
-        injected_stall();
-        let document = self.store.read(key).await?;
-        Ok(hide_suppressed(&*self.suppression, vec![document])?
-            .pop()
-            .flatten())
-    }
-
-    async fn read_many(
-        &self,
-        keys: &[MemoryKey],
-    ) -> Result<Vec<Option<MemoryDocument>>, MemoryError> {
-        injected_stall();
-        let documents = self.store.read_many(keys).await?;
-        hide_suppressed(&*self.suppression, documents)
-    }
-}
-
-/// Candidates only: every correction named is read back through this store's suppressing reads.
-impl<S: Store> CorrectionIndex for RecallStore<S> {
-    async fn corrections_of(
-        &self,
-        access: &MemoryAccess,
-        ids: &[DocumentId],
-    ) -> Result<Vec<Vec<DocumentId>>, MemoryError> {
-        injected_stall();
-        self.store.corrections_of(access, ids).await
-    }
-}
-
-impl<S: Store> LexicalSearch for RecallStore<S> {
-    async fn search(
-        &self,
-        access: &MemoryAccess,
-        query: &str,
-        limit: usize,
-    ) -> Result<Vec<LexicalHit>, MemoryError> {
-        injected_stall();
-        self.store.search(access, query, limit).await
-    }
-    async fn written_neighbours(
-        &self,
-        access: &MemoryAccess,
-        ids: &[memory_core::DocumentId],
-        reach: usize,
-    ) -> Result<Vec<memory_core::WrittenNeighbours>, MemoryError> {
-        self.store.written_neighbours(access, ids, reach).await
-    }
-}
-
-/// The database's remembering store, opened on the first read that needs it (for SQLite one more
-/// connection; for PostgreSQL a handle on the same pool) and kept for the service's lifetime.
-#[derive(Default)]
-struct Suppression(std::sync::OnceLock<Arc<dyn RememberingStore>>);
-
-impl Suppression {
-    async fn get<S: Store>(&self, store: &Arc<S>) -> Result<Arc<dyn RememberingStore>, Refusal> {
-        if let Some(opened) = self.0.get() {
-            return Ok(Arc::clone(opened));
-        }
-        let store = Arc::clone(store);
-        let opened = blocking(move || store.open_remembering()).await??;
-        // Two first reads may both open; one handle wins and the other is dropped.
-        Ok(Arc::clone(self.0.get_or_init(|| opened)))
-    }
-}
-
-impl<S: Store> RecallService<S> {
-    /// The store as a recall reads it (see [`RecallStore`]).
-    async fn recall_store(&self) -> Result<RecallStore<S>, Refusal> {
-        Ok(RecallStore {
-            store: Arc::clone(&self.store),
-            suppression: self.suppression.get(&self.store).await?,
-        })
-    }
-
-    /// `document` unless a suppressed source contributed its current revision, so `memory_get` agrees
-    /// with recall from the moment a forget is acknowledged. The check runs on the blocking pool.
-    pub async fn visible(
-        &self,
-        document: Option<MemoryDocument>,
-    ) -> Result<Option<MemoryDocument>, Refusal> {
-        if document.is_none() {
-            return Ok(None);
-        }
-        let suppression = self.suppression.get(&self.store).await?;
-        let visible = blocking(move || hide_suppressed(&*suppression, vec![document])).await??;
-        Ok(visible.into_iter().next().flatten())
-    }
-
-    /// [`Self::visible`] for many documents in one check (a listing page), in their order.
-    pub async fn visible_all(
-        &self,
-        documents: Vec<MemoryDocument>,
-    ) -> Result<Vec<MemoryDocument>, Refusal> {
-        let documents = documents.into_iter().map(Some).collect();
-        Ok(self
-            .visible_each(documents)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect())
-    }
-
-    /// [`Self::visible`] for many documents in one check, each in its place (`None` where hidden):
-    /// a document's revisions, for its history.
-    pub async fn visible_each(
-        &self,
-        documents: Vec<Option<MemoryDocument>>,
-    ) -> Result<Vec<Option<MemoryDocument>>, Refusal> {
-        if documents.iter().all(Option::is_none) {
-            return Ok(documents);
-        }
-        let suppression = self.suppression.get(&self.store).await?;
-        Ok(blocking(move || hide_suppressed(&*suppression, documents)).await??)
-    }
-}
-
-/// Milliseconds each store call of a recall blocks its thread, read only with the `fault-injection`
-/// feature (tests of the `deadline` refusal).
-pub const STALL_RECALL_ENV: &str = "MEMORY_FAULT_STALL_RECALL_MS";
-
-#[cfg(feature = "fault-injection")]
-fn injected_stall() {
-    if let Some(millis) = std::env::var(STALL_RECALL_ENV)
-        .ok()
-        .and_then(|value| value.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(millis));
-    }
-}
-
-#[cfg(not(feature = "fault-injection"))]
-fn injected_stall() {}
 
 /// The wire form of a recall result; `score_of` gives the score (and a hybrid recall's ranking
 /// scores) of a (document id, passage id).

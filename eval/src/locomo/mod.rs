@@ -98,3 +98,4 @@ pub mod run;
 pub mod server;
 pub mod tune;
 pub mod worker;
+pub mod worker_report;
