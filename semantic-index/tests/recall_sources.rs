@@ -21,9 +21,9 @@ use memory_core::{
 use memory_sqlite::vectors::SqliteVectorStore;
 use semantic_index::recall::{ScoredLookup, chunk_passage_id};
 use semantic_index::{
-    ChunkingConfig, CrossEncoder, DeterministicEmbedder, EmbedError, Embedder, HybridParams,
-    HybridRecall, IndexKind, Preprocessing, QueryLimits, RerankWeights, SemanticIndex,
-    SemanticIndexConfig, SemanticProfile, SemanticRecall,
+    CROSS_ENCODER_DEPTH, ChunkingConfig, CrossEncoder, DeterministicEmbedder, EmbedError, Embedder,
+    HybridParams, HybridRecall, IndexKind, Preprocessing, QueryLimits, RerankWeights,
+    SemanticIndex, SemanticIndexConfig, SemanticProfile, SemanticRecall,
 };
 
 const DIMENSIONS: usize = 64;
@@ -636,6 +636,57 @@ async fn the_cross_encoder_reorders_by_its_scores_over_the_current_text_only() {
     assert!(
         matches!(failed, ScoredLookup::Unavailable { .. }),
         "{failed:?}"
+    );
+}
+
+/// The model's cost per recall is bounded: of the documents fusion keeps (16 by default), it reads
+/// the first [`CROSS_ENCODER_DEPTH`] in the stage's order without it, each once, and the others keep
+/// their place after the ones it read, however much it would have favoured them.
+#[tokio::test]
+async fn the_cross_encoder_reads_the_first_documents_up_to_its_depth_only() {
+    let kept = HybridParams::default().max_documents;
+    assert!(kept > CROSS_ENCODER_DEPTH);
+    let mut fixture = Fixture::new().await;
+    let ids: Vec<String> = (0..kept + 2)
+        .map(|number| format!("doc-{number:02}"))
+        .collect();
+    // The last document kept alone holds the word the model favours; the lexical search ranks it
+    // past the depth, so it is never read.
+    let favoured = ids[kept - 1].clone();
+    for id in &ids {
+        let taste = if *id == favoured { "sweet" } else { "plain" };
+        fixture
+            .put(id, &format!("{taste} apples in basket {id}"))
+            .await;
+    }
+    let scripted: Vec<&str> = ids.iter().map(String::as_str).collect();
+    fixture.store.script_lexical(&scripted);
+    let cross = WordCross::favouring("sweet");
+    let shared: Arc<dyn CrossEncoder> = cross.clone();
+    let found = reranked(&fixture, "apples basket", by_cross(), Some(shared)).await;
+    let seen = cross.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), CROSS_ENCODER_DEPTH, "{seen:?}");
+    let read = &ids[..CROSS_ENCODER_DEPTH];
+    for id in read {
+        assert_eq!(
+            seen.iter()
+                .filter(|text| text.ends_with(id.as_str()))
+                .count(),
+            1,
+            "{id} read once: {seen:?}"
+        );
+    }
+    let cited = source_ids(&found);
+    assert_eq!(cited.len(), kept, "{cited:?}");
+    assert!(
+        cited[..CROSS_ENCODER_DEPTH]
+            .iter()
+            .all(|id| read.contains(id)),
+        "{cited:?}"
+    );
+    assert!(
+        cited[CROSS_ENCODER_DEPTH..].contains(&favoured),
+        "{cited:?}"
     );
 }
 
