@@ -607,12 +607,13 @@ async fn rerank(
     cross: Option<Arc<dyn CrossEncoder>>,
 ) -> Result<Result<Vec<(MemoryPassage, f64)>, crate::EmbedError>, RecallError> {
     let parsed = RerankQuery::new(query);
-    // Each document once, in the passages' order, with its signals and what the model would read.
+    // Each document once, in the passages' order, with its signals; and its first passage (its best
+    // excerpt), which the model reads if it is chosen: only the chosen ones' texts are made.
     let mut documents: Vec<(usize, RerankSignals)> = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
+    let mut first_passage: Vec<usize> = Vec::new();
     let mut of_passage: Vec<usize> = Vec::with_capacity(passages.len());
     let mut seen: HashMap<&str, usize> = HashMap::new();
-    for (passage, fused) in &passages {
+    for (index, (passage, fused)) in passages.iter().enumerate() {
         let id = passage.source.id.as_str();
         let document = match seen.get(id) {
             Some(document) => *document,
@@ -623,7 +624,7 @@ async fn rerank(
                 });
                 let document = documents.len();
                 documents.push((document, own.with_text(parsed.passage_signals(passage))));
-                texts.push(passage_cross_encoder_text(passage));
+                first_passage.push(index);
                 seen.insert(id, document);
                 document
             }
@@ -637,7 +638,7 @@ async fn rerank(
                 cross_encoder_choice(&documents, &params.rerank_weights, CROSS_ENCODER_DEPTH);
             let read: Vec<String> = chosen
                 .iter()
-                .map(|document| texts[*document].clone())
+                .map(|document| passage_cross_encoder_text(&passages[first_passage[*document]].0))
                 .collect();
             let query = query.to_owned();
             let scored = on_blocking_pool(async move {
